@@ -1,0 +1,286 @@
+"""Contract models: what the pipeline takes in (CONTRACT §1) and what a judge produces (§2, §3).
+
+These are the boundaries of the product. Ingest turns raw log lines into :class:`InputRecord`;
+judges turn an :class:`InputRecord` into a :class:`Judgement`; storage lands judgements as rows of
+the ``evaluations`` table whose columns are :data:`EVALUATION_COLUMNS`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+JudgeName = Literal["rag", "masis", "prompt"]
+JUDGES: tuple[JudgeName, ...] = ("rag", "masis", "prompt")
+
+JudgeStatus = Literal["ok", "parse_error", "judge_failed", "call_error", "skipped"]
+JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "judge_failed", "call_error", "skipped")
+
+Verdict = Literal["pass", "borderline", "fail"]
+VERDICTS: tuple[Verdict, ...] = ("pass", "borderline", "fail")
+
+SkipReason = Literal["not_applicable", "budget_exhausted", "sampled_out"]
+
+#: Version of the deterministic rules (parsing, clamps, scores, verdicts). Bump on any change.
+RULES_VERSION = "rules-2026.11.1"
+
+#: Reference strings that count as "missing" once trimmed and lowercased (CONTRACT §1).
+_MISSING_REFERENCES = {"", "none"}
+
+
+def reference_is_missing(reference: str | None) -> bool:
+    """True when a reference is null, blank, or the literal ``none`` after trim + lowercase."""
+    return reference is None or reference.strip().lower() in _MISSING_REFERENCES
+
+
+class Context(BaseModel):
+    """One retrieved piece of evidence."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(description="Citation id; `ctx-{index}` (1-based) when the log had none.")
+    text: str = Field(description="The evidence text the answer may cite.")
+    source: str | None = Field(default=None, description="Where the evidence came from.")
+    score: float | None = Field(default=None, description="Retriever score, when logged.")
+
+
+class Rubric(BaseModel):
+    """One rubric item of seed 002's rubric mode."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(description="Rubric id; `rubric-{index}` (1-based) when the log had none.")
+    description: str = Field(description="What the answer must do to satisfy the item.")
+    weight: float = Field(default=1.0, ge=0.0, description="Share of the score; never negative.")
+    required: bool = Field(default=True, description="An unsatisfied required item fails the verdict.")
+
+
+class InputRecord(BaseModel):
+    """One valid conversation turn, as the judges see it (CONTRACT §1, after normalisation)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    record_id: str = Field(description="Unique within the day.")
+    conversation_id: str | None = Field(default=None, description="Groups turns of a conversation.")
+    timestamp: dt.datetime = Field(description="When the answer was produced, in UTC.")
+    model: str = Field(description="Model / app version that produced the answer.")
+    question: str = Field(description="The user's question; never blank.")
+    answer: str = Field(description="The answer under judgement; may be empty.")
+    contexts: list[Context] = Field(default_factory=list, description="Retrieved evidence.")
+    reference: str | None = Field(default=None, description="Reference answer, when known.")
+    expected_outcome: str | None = Field(default=None, description="Seed 002's expected outcome.")
+    rubrics: list[Rubric] | None = Field(default=None, description="Seed 002's rubric items.")
+    evaluation_goal: str | None = Field(default=None, description="Seed 003's evaluation goal, raw.")
+    metadata: str | None = Field(default=None, description="The log's metadata object as JSON text.")
+
+    @property
+    def reference_missing(self) -> bool:
+        """Whether the reference counts as missing (CONTRACT §1)."""
+        return reference_is_missing(self.reference)
+
+    def untrusted_texts(self) -> list[str]:
+        """Every piece of judged text that came from the logs (for the quote defence of §2.1)."""
+        texts = [self.question, self.answer]
+        texts.extend(c.text for c in self.contexts)
+        if self.reference is not None:
+            texts.append(self.reference)
+        if self.expected_outcome is not None:
+            texts.append(self.expected_outcome)
+        for rubric in self.rubrics or []:
+            texts.append(rubric.description)
+        return [t for t in texts if t]
+
+
+class CitationAudit(BaseModel):
+    """The MASIS Critic's deterministic citation findings (CONTRACT §2.3)."""
+
+    citations: list[str] = Field(description="Inner text of every `[...]`, raw, duplicates kept.")
+    invalid_citations: list[str] = Field(description="Citations that are not exactly a context id.")
+    uncited_claim_count: int = Field(description="Sentences with no `[` and no hedge phrase.")
+    hallucination_detected: bool = Field(description="At least one invalid citation.")
+
+
+class CallRecord(BaseModel):
+    """What one judge call cost and returned (one row of `judge_calls`)."""
+
+    request_hash: str = Field(description="Hash of model, prompt version, messages and call parameters.")
+    system_prompt: str = Field(description="Rendered system prompt sent to the judge.")
+    user_prompt: str = Field(description="Rendered user prompt sent to the judge.")
+    raw_response: str | None = Field(default=None, description="The judge's raw text, when it answered.")
+    error: str | None = Field(default=None, description="`<class>: <message>` when the call failed.")
+    error_class: str | None = Field(
+        default=None,
+        description="rate_limit, server_error, timeout, connection, bad_request, quota, or other.",
+    )
+    input_tokens: int = Field(default=0, description="Prompt tokens reported by the provider.")
+    output_tokens: int = Field(default=0, description="Completion tokens reported by the provider.")
+    cost_usd: float = Field(default=0.0, description="From litellm's bundled price map; 0 when unknown.")
+    latency_ms: float = Field(default=0.0, description="Wall time of the call, retries included.")
+    attempts: int = Field(default=0, description="HTTP attempts made (0 when served from the ledger).")
+    cached: bool = Field(default=False, description="Served from the ledger of earlier calls.")
+    judged_at: dt.datetime | None = Field(default=None, description="When the reply arrived (UTC).")
+    redactions: int = Field(default=0, description="PII redactions applied to the prompts.")
+
+
+class Judgement(BaseModel):
+    """One judge's verdict on one record: every judge-produced column of `evaluations`.
+
+    Metric fields hold the values *as landed* (after clamps, scaling and rounding).
+    """
+
+    model_config = ConfigDict(validate_assignment=False)
+
+    record_id: str
+    conversation_id: str | None = None
+    model: str
+    judge: JudgeName
+    judge_model: str
+    prompt_version: str
+    rules_version: str = RULES_VERSION
+    judge_status: JudgeStatus
+    verdict: Verdict | None = None
+    score: float | None = None
+    faithfulness: float | None = None
+    relevance: float | None = None
+    completeness: float | None = None
+    reasoning_quality: float | None = None
+    context_relevance: float | None = None
+    answer_relevance: float | None = None
+    semantic_similarity: float | None = None
+    evaluation_goal: str | None = None
+    hits: list[str] = Field(default_factory=list)
+    misses: list[str] = Field(default_factory=list)
+    reasoning: str | None = None
+    explanations: str | None = Field(default=None, description="JSON object of per-metric explanations.")
+    improvement_suggestions: list[str] = Field(default_factory=list)
+    citations: list[str] = Field(default_factory=list)
+    invalid_citations: list[str] = Field(default_factory=list)
+    uncited_claim_count: int | None = None
+    hallucination_detected: bool | None = None
+    clamps_applied: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    attempts: int = 0
+    cached: bool = False
+    judged_at: dt.datetime | None = None
+
+    @model_validator(mode="after")
+    def _verdict_needs_score(self) -> Judgement:
+        if self.verdict is not None and self.score is None:
+            raise ValueError("a verdict needs a score")
+        return self
+
+
+class Thresholds(BaseModel):
+    """Verdict thresholds (CONTRACT §2.5): pass if score >= pass_, borderline if >= borderline."""
+
+    pass_: float = Field(default=0.8, alias="pass", ge=0.0, le=1.0)
+    borderline: float = Field(default=0.6, ge=0.0, le=1.0)
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Thresholds:
+        if self.borderline > self.pass_:
+            raise ValueError(f"borderline threshold {self.borderline} is above pass threshold {self.pass_}")
+        return self
+
+
+class Sample(BaseModel):
+    """Deterministic sampling, stratified by model: a fraction, or a maximum per model."""
+
+    fraction: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_per_model: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Sample:
+        if (self.fraction is None) == (self.max_per_model is None):
+            raise ValueError("sample takes exactly one of fraction or max_per_model")
+        return self
+
+    @classmethod
+    def parse(cls, value: str | float | int | None) -> Sample | None:
+        """A whole number (`100`, `"100"`) is a maximum per model; any other number a fraction."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, bool):
+            raise ValueError("sample must be a number, not a boolean")
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+            return cls(max_per_model=int(value))
+        return cls(fraction=float(value))
+
+
+OFFLINE_JUDGE_MODEL = "offline/lexical"
+
+
+class RunConfig(BaseModel):
+    """Everything one evaluation run of one day needs. The DAG's Params and the CLI map onto it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    date: dt.date = Field(description="The day (`dt`) to evaluate.")
+    input_uri: str = Field(description="Root of the raw logs: `s3://bucket/prefix` or a directory.")
+    output_uri: str = Field(description="Root of the landed tables: `s3://bucket/prefix` or a directory.")
+    run_id: str = Field(default="manual", description="Id of this run; names its work files.")
+    trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
+    judges: list[JudgeName] = Field(default_factory=lambda: list(JUDGES), min_length=1)
+    judge_model: str = Field(default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
+    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight per chunk.")
+    chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk (mapped task).")
+    timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one HTTP attempt.")
+    max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts per call, first included.")
+    retry_budget_s: float = Field(default=120.0, gt=0, description="Cap on time spent on one call.")
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
+    max_record_chars: int = Field(default=200_000, ge=1)
+    allow_empty: bool = Field(default=False, description="Succeed on a day with no input objects.")
+    max_call_error_ratio: float = Field(default=0.2, ge=0.0, le=1.0)
+    sample: Sample | None = None
+    budget_usd: float | None = Field(default=None, ge=0.0, description="Stop new calls once spent.")
+    redact_pii: bool = Field(default=False, description="Redact PII before text reaches the judge.")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
+
+    @field_validator("judges", mode="before")
+    @classmethod
+    def _split_judges(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            seen: list[object] = []
+            for item in value:
+                if item not in seen:
+                    seen.append(item)
+            return seen
+        return value
+
+    @field_validator("sample", mode="before")
+    @classmethod
+    def _parse_sample(cls, value: object) -> object:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return Sample.parse(value)
+        return value
+
+    @field_validator("api_base", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+
+#: Columns of the `evaluations` table, in landing order (CONTRACT §3).
+EVALUATION_COLUMNS: tuple[str, ...] = (
+    "dt", "run_id", "record_id", "conversation_id", "model", "judge", "judge_model",
+    "prompt_version", "rules_version", "judge_status", "verdict", "score", "faithfulness",
+    "relevance", "completeness", "reasoning_quality", "context_relevance", "answer_relevance",
+    "semantic_similarity", "evaluation_goal", "hits", "misses", "reasoning", "explanations",
+    "improvement_suggestions", "citations", "invalid_citations", "uncited_claim_count",
+    "hallucination_detected", "clamps_applied", "reason", "error", "input_tokens",
+    "output_tokens", "cost_usd", "latency_ms", "attempts", "cached", "judged_at",
+)
