@@ -75,6 +75,24 @@ class InputRecord(BaseModel):
     evaluation_goal: str | None = Field(default=None, description="Seed 003's evaluation goal, raw.")
     metadata: str | None = Field(default=None, description="The log's metadata object as JSON text.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_ids(cls, data: object) -> object:
+        """Contexts without an id get `ctx-{index}`, rubrics `rubric-{index}` (1-based)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key, prefix in (("contexts", "ctx"), ("rubrics", "rubric")):
+            items = data.get(key)
+            if isinstance(items, list):
+                data[key] = [
+                    {**item, "id": f"{prefix}-{index}"} if isinstance(item, dict) and item.get("id") is None else item
+                    for index, item in enumerate(items, start=1)
+                ]
+        if data.get("contexts") is None:
+            data["contexts"] = []
+        return data
+
     @property
     def reference_missing(self) -> bool:
         """Whether the reference counts as missing (CONTRACT §1)."""

@@ -1,0 +1,361 @@
+"""The judge client: the only module that imports litellm.
+
+One :class:`JudgeClient` per run sends rendered prompts through ``litellm.acompletion`` with
+bounded concurrency, a per-attempt timeout and its own retry policy (litellm's and the OpenAI
+SDK's retries are switched off so that exactly one policy holds):
+
+* retried: 429 rate limits, 5xx, timeouts and connection errors; never other 4xx, nor a 429 that
+  says the quota is used up;
+* exponential backoff (``backoff_base_s`` doubling up to ``backoff_max_s``) with equal jitter, or
+  the server's ``Retry-After`` when it sends one;
+* at most ``max_attempts`` attempts, and never past ``retry_budget_s`` for one call: a wait that
+  would cross the budget is not started.
+
+A failed call is an outcome, never an exception: the caller turns it into a ``call_error`` row
+with the error class (rate_limit, server_error, timeout, connection, bad_request, quota, other).
+
+The built-in offline judge (model ``offline/lexical``) is registered here as a litellm custom
+provider, so it runs through the very same code path with no network and no key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import email.utils
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Never fetch the price map at import (litellm downloads it otherwise).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_LOG", "ERROR")
+
+import litellm  # noqa: E402
+from litellm.llms.custom_llm import CustomLLM  # noqa: E402
+
+from evaluation import offline  # noqa: E402
+from evaluation.judges import RenderedPrompt  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+litellm.drop_params = True
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+ERROR_CLASSES = ("rate_limit", "server_error", "timeout", "connection", "bad_request", "quota", "other")
+
+
+@dataclass
+class CallOutcome:
+    """What one judge call (all its attempts) produced."""
+
+    raw_text: str | None
+    error: str | None = None
+    error_class: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    attempts: int = 0
+    judged_at: dt.datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the judge answered (whatever it answered)."""
+        return self.error_class is None
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+
+
+def classify_error(exc: BaseException) -> str:
+    """The error class of an exception raised by a litellm call."""
+    if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout)):
+        return "timeout"
+    if isinstance(exc, litellm.RateLimitError):
+        return "quota" if _mentions_quota(exc) else "rate_limit"
+    if isinstance(exc, litellm.APIConnectionError):
+        return "connection"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        if status == 429:
+            return "quota" if _mentions_quota(exc) else "rate_limit"
+        if status == 408:
+            return "timeout"
+        if status >= 500:
+            return "server_error"
+        if 400 <= status < 500:
+            return "bad_request"
+    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
+        return "server_error"
+    if isinstance(exc, litellm.BadRequestError):
+        return "bad_request"
+    if isinstance(exc, (ConnectionError, OSError)):
+        return "connection"
+    return "other"
+
+
+def _mentions_quota(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "insufficient_quota" in text or "exceeded your current quota" in text or "quota exceeded" in text
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` (seconds or an HTTP date), when the error carries one."""
+    headers: Any = None
+    response = getattr(exc, "response", None)
+    if response is not None:
+        headers = getattr(response, "headers", None)
+    if not headers:
+        headers = getattr(exc, "litellm_response_headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        if parsed is None:
+            return None
+        return max(0.0, (parsed - dt.datetime.now(dt.timezone.utc)).total_seconds())
+
+
+def _short(exc: BaseException, secret: str | None) -> str:
+    message = " ".join(str(exc).split())[:300]
+    if secret:
+        message = message.replace(secret, "***")
+    return f"{type(exc).__name__}: {message}"
+
+
+# --------------------------------------------------------------------------------------------
+# The offline judge as a litellm provider
+
+
+class _OfflineProvider(CustomLLM):
+    """litellm custom provider ``offline``: answers with :func:`evaluation.offline.respond`."""
+
+    def _answer(self, kwargs: dict[str, Any]) -> litellm.ModelResponse:
+        messages = kwargs["messages"]
+        text = offline.respond(messages)
+        prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+        response: litellm.ModelResponse = kwargs.get("model_response") or litellm.ModelResponse()
+        response.choices = [litellm.Choices(index=0, finish_reason="stop", message=litellm.Message(content=text, role="assistant"))]
+        response.model = kwargs.get("model", "lexical")
+        response.usage = litellm.Usage(  # type: ignore[attr-defined]
+            prompt_tokens=prompt_chars // 4 + 1,
+            completion_tokens=len(text) // 4 + 1,
+            total_tokens=prompt_chars // 4 + len(text) // 4 + 2,
+        )
+        return response
+
+    def completion(self, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # type: ignore[override]
+        return self._answer(kwargs)
+
+    async def acompletion(self, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # type: ignore[override]
+        return self._answer(kwargs)
+
+
+_OFFLINE_PROVIDER = "offline"
+
+
+def register_offline_provider() -> None:
+    """Make ``offline/<anything>`` a litellm model (idempotent)."""
+    entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != _OFFLINE_PROVIDER]
+    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": _OfflineProvider()})
+    litellm.custom_provider_map = entries
+    if _OFFLINE_PROVIDER not in litellm.provider_list:
+        litellm.provider_list.append(_OFFLINE_PROVIDER)  # type: ignore[arg-type]
+
+
+register_offline_provider()
+
+
+def supports_json_mode(model: str) -> bool:
+    """Whether the provider takes ``response_format={"type": "json_object"}``."""
+    if model.startswith(f"{_OFFLINE_PROVIDER}/"):
+        return True
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+        params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or []
+    except Exception:  # an unknown model: ask for JSON in the prompt only
+        return False
+    return "response_format" in params
+
+
+def completion_cost(response: Any) -> float:
+    """Cost from litellm's bundled price map; 0.0 when the model has no price."""
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:
+        return 0.0
+
+
+def count_tokens(model: str, prompt: RenderedPrompt) -> int:
+    """Prompt tokens of one rendered prompt by litellm's counter (a default tokenizer if unknown)."""
+    try:
+        return int(litellm.token_counter(model=model, messages=prompt.messages))
+    except Exception:
+        return (len(prompt.system) + len(prompt.user)) // 4 + 1
+
+
+def price_per_token(model: str) -> tuple[float, float]:
+    """(input, output) USD per token from litellm's bundled price map; zeros when unknown."""
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return 0.0, 0.0
+    return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# The client
+
+
+class JudgeClient:
+    """Sends judge prompts through litellm with bounded concurrency and bounded retries."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        timeout_s: float = 60.0,
+        max_attempts: int = 4,
+        retry_budget_s: float = 120.0,
+        temperature: float = 0.0,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self._api_key = api_key
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.retry_budget_s = retry_budget_s
+        self.temperature = temperature
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self._sleep = sleep
+        self._rng = rng or random.Random(0)
+        self.json_mode = supports_json_mode(model)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
+
+    def call_parameters(self) -> dict[str, Any]:
+        """The parameters that shape a reply (part of the ledger's request hash)."""
+        return {"temperature": self.temperature, "json_mode": self.json_mode}
+
+    def backoff(self, attempt: int) -> float:
+        """Wait before attempt ``attempt + 1``: exponential with equal jitter."""
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+    async def _attempt(self, prompt: RenderedPrompt) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": prompt.messages,
+            "temperature": self.temperature,
+            "timeout": self.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
+        if self.json_mode and prompt.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        # litellm's timeout covers the HTTP exchange; this one also covers a server that hangs
+        # after the headers.
+        return await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=self.timeout_s + 1.0)
+
+    async def call(self, prompt: RenderedPrompt) -> CallOutcome:
+        """One judge call with retries; never raises for a provider or network failure."""
+        started = time.monotonic()
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                response = await self._attempt(prompt)
+            except Exception as exc:  # classified below; nothing escapes a call
+                error_class = classify_error(exc)
+                elapsed = time.monotonic() - started
+                if error_class not in RETRYABLE or attempts >= self.max_attempts:
+                    why = "not retried" if error_class not in RETRYABLE else f"retries exhausted after {attempts} attempts"
+                    return self._failure(error_class, f"{error_class} ({why}): {_short(exc, self._api_key)}", attempts, started)
+                delay = retry_after_seconds(exc)
+                delay = self.backoff(attempts) if delay is None else delay + self._rng.uniform(0, 0.1)
+                if elapsed + delay > self.retry_budget_s:
+                    why = f"retry budget of {self.retry_budget_s:g}s exhausted after {attempts} attempts"
+                    return self._failure(error_class, f"{error_class} ({why}): {_short(exc, self._api_key)}", attempts, started)
+                logger.debug("retrying %s after %s in %.2fs (attempt %d)", prompt.judge, error_class, delay, attempts)
+                await self._sleep(delay)
+                continue
+            return self._success(response, attempts, started)
+
+    def _success(self, response: Any, attempts: int, started: float) -> CallOutcome:
+        try:
+            text = response.choices[0].message.content
+        except (AttributeError, IndexError):
+            text = None
+        usage = getattr(response, "usage", None)
+        return CallOutcome(
+            raw_text=text if isinstance(text, str) else "",
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=completion_cost(response),
+            latency_ms=(time.monotonic() - started) * 1000.0,
+            attempts=attempts,
+            judged_at=dt.datetime.now(dt.timezone.utc),
+        )
+
+    @staticmethod
+    def _failure(error_class: str, error: str, attempts: int, started: float) -> CallOutcome:
+        return CallOutcome(
+            raw_text=None,
+            error=error,
+            error_class=error_class,
+            latency_ms=(time.monotonic() - started) * 1000.0,
+            attempts=attempts,
+            judged_at=dt.datetime.now(dt.timezone.utc),
+        )
+
+    async def call_many(
+        self,
+        prompts: Sequence[RenderedPrompt],
+        on_done: Callable[[int, CallOutcome], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[CallOutcome | None]:
+        """All prompts, at most ``concurrency`` in flight. ``should_stop`` (checked before each
+        call starts, e.g. a spent budget) leaves the remaining entries as None."""
+        semaphore = asyncio.Semaphore(self.concurrency)
+        results: list[CallOutcome | None] = [None] * len(prompts)
+
+        async def one(index: int, prompt: RenderedPrompt) -> None:
+            async with semaphore:
+                if should_stop is not None and should_stop():
+                    return
+                outcome = await self.call(prompt)
+                results[index] = outcome
+                if on_done is not None:
+                    on_done(index, outcome)
+
+        await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        return results
