@@ -610,10 +610,12 @@ def _parse_rubric(row: dict[str, Any], reply: dict[str, Any] | None, record: Inp
     return row
 
 
-def parse_reply(judge: JudgeName, record: InputRecord, raw_text: str | None) -> dict[str, Any]:
+def parse_reply(
+    judge: JudgeName, record: InputRecord, raw_text: str | None, prompt: RenderedPrompt | None = None
+) -> dict[str, Any]:
     """A parsed row for a reply that came back (CONTRACT §2.1 + the judge's parsing steps)."""
     row = base_row(judge, record)
-    prompt = render(judge, record)
+    prompt = prompt if prompt is not None else render(judge, record)
     key_fields = prompt.key_fields if prompt is not None else ("score",)
     reply = extract_json_object(raw_text, key_fields, record.untrusted_texts())
     if judge == "rag":

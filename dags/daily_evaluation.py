@@ -1,0 +1,102 @@
+"""
+### daily_evaluation
+
+Every day, evaluates the LLM assistants' conversation logs of the day before:
+
+1. **ingest_validate** — reads `{input_uri}/dt=YYYY-MM-DD/` (`.jsonl`, `.jsonl.gz`, `.parquet`),
+   validates every record with the Great Expectations suite, lands `rejects` and the validation
+   result; fails (without retry) when a table rule breaks, after landing the evidence.
+2. **plan** — samples (optional), splits the valid records into chunks, estimates tokens and cost.
+3. **judge** — one mapped task per chunk, in the `llm_judge` pool: runs the judges (rag, masis,
+   prompt) through litellm; retried on its own, reusing the replies already paid for.
+4. **score_land** — clamps, scores and verdicts over the whole table, lands `evaluations`,
+   `judge_calls`, `daily_summary` and `runs`, checks that the counts reconcile.
+
+Secrets come from the `aws_default` and `llm_judge` Connections. Params are the run's options
+(the same as `python -m evaluation run`); `date` overrides the logical date's day.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+
+from evaluation.options import OPTIONS, param_schema
+
+POOL = "llm_judge"
+
+
+def _params() -> dict[str, Param]:
+    params = {
+        "date": Param("", type="string", title="Date override",
+                      description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
+                      pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
+    }
+    for option in OPTIONS:
+        params[option.name] = Param(option.default, title=option.title, description=option.help, **param_schema(option))
+    return params
+
+
+@dag(
+    dag_id="daily_evaluation",
+    schedule=CronDataIntervalTimetable("0 2 * * *", timezone="UTC"),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["llm-evaluation", "daily"],
+    doc_md=__doc__,
+    params=_params(),
+    default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=2)},
+)
+def daily_evaluation() -> None:
+    @task(retries=2)
+    def ingest_validate() -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation import pipeline
+
+        cfg = glue.run_config(get_current_context())
+        try:
+            return pipeline.ingest_and_validate(cfg, glue.stores(cfg))
+        except pipeline.RunFailed as exc:
+            raise glue.fail_without_retry(exc) from exc
+
+    @task(retries=2)
+    def plan(counts: dict[str, Any]) -> list[dict[str, Any]]:
+        import evaluation_airflow as glue
+
+        from evaluation import pipeline
+
+        cfg = glue.run_config(get_current_context())
+        return [{"index": c["index"], "records": c["records"]} for c in pipeline.plan_chunks(cfg, glue.stores(cfg))]
+
+    @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
+    def judge(chunk: dict[str, Any]) -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation import pipeline
+
+        cfg = glue.run_config(get_current_context())
+        api_key, _ = glue.judge_credentials()
+        return pipeline.judge_chunk(cfg, glue.stores(cfg), chunk["index"], api_key=api_key)
+
+    @task(retries=2)
+    def score_land(judged: list[dict[str, Any]]) -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation import pipeline
+
+        context = get_current_context()
+        cfg = glue.run_config(context)
+        try:
+            return pipeline.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date)
+        except pipeline.RunFailed as exc:
+            raise glue.fail_without_retry(exc) from exc
+
+    chunks = plan(ingest_validate())
+    score_land(judge.expand(chunk=chunks))
+
+
+daily_evaluation()

@@ -1,0 +1,5 @@
+"""Command line: ``python -m evaluation run|...``. See ``python -m evaluation --help``."""
+
+from evaluation.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,112 @@
+"""The ledger of judge calls: successful replies kept in the output store for reuse.
+
+A call is keyed by :func:`request_hash` of (judge model, prompt version, rendered messages, call
+parameters). Before calling, a chunk looks its hashes up and reuses stored replies, so a retried
+chunk, a re-run of the day and a run restarted after a crash pay only for calls not made yet.
+
+Entries are appended as small Parquet objects under ``_ledger/dt=.../`` and flushed every
+``flush_every`` replies or ``flush_seconds``, whichever comes first, so a killed run loses at most
+the replies of the last few seconds. Failed calls are not stored: they are tried again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+import polars as pl
+
+from evaluation import storage
+from evaluation.judges import RenderedPrompt
+
+logger = logging.getLogger(__name__)
+
+LEDGER_SCHEMA: dict[str, Any] = {
+    "request_hash": pl.String,
+    "judge": pl.String,
+    "judge_model": pl.String,
+    "prompt_version": pl.String,
+    "raw_response": pl.String,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "latency_ms": pl.Float64,
+    "attempts": pl.Int64,
+    "judged_at": pl.Datetime("us", "UTC"),
+}
+
+
+def request_hash(judge_model: str, prompt: RenderedPrompt, parameters: dict[str, Any]) -> str:
+    """Content address of one judge call."""
+    payload = json.dumps(
+        {
+            "judge_model": judge_model,
+            "prompt_version": prompt.prompt_version,
+            "messages": prompt.messages,
+            "parameters": parameters,
+        },
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Ledger:
+    """Reads and appends the ledger of one day."""
+
+    def __init__(
+        self,
+        store: storage.Store,
+        day: dt.date,
+        writer: str,
+        *,
+        flush_every: int = 200,
+        flush_seconds: float = 2.0,
+    ) -> None:
+        self.store = store
+        self.day = day
+        self.writer = storage.safe_id(writer)
+        self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
+        self._pending: list[dict[str, Any]] = []
+        self._last_flush = time.monotonic()
+        self._sequence = 0
+
+    def lookup(self, hashes: set[str]) -> dict[str, dict[str, Any]]:
+        """Stored replies for the given hashes (the first stored reply of each wins)."""
+        if not hashes:
+            return {}
+        found: dict[str, dict[str, Any]] = {}
+        for info in self.store.list(storage.ledger_prefix(self.day)):
+            if not info.key.endswith(".parquet"):
+                continue
+            try:
+                frame = storage.read_parquet(self.store, info.key)
+            except Exception as exc:  # a torn or foreign object must not stop the day
+                logger.warning("skipping unreadable ledger object %s: %s", self.store.uri(info.key), exc)
+                continue
+            for row in frame.filter(pl.col("request_hash").is_in(list(hashes))).iter_rows(named=True):
+                found.setdefault(row["request_hash"], row)
+        return found
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Queue one successful reply; flushes when due."""
+        self._pending.append(entry)
+        if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the queued replies as one ledger object."""
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return
+        frame = pl.DataFrame(self._pending, schema=LEDGER_SCHEMA)
+        self._sequence += 1
+        key = f"{storage.ledger_prefix(self.day)}{self.writer}-{self._sequence:05d}-{uuid.uuid4().hex[:8]}.parquet"
+        storage.write_parquet(self.store, key, frame)
+        self._pending = []

@@ -1,0 +1,100 @@
+"""The run options, defined once: the CLI's flags and the DAG's Params form are both built from
+:data:`OPTIONS`, and :func:`build_config` turns their values into a :class:`RunConfig`.
+
+This module is light on purpose (pydantic only): the DAG file imports it at parse time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RunConfig, Thresholds
+
+
+@dataclass(frozen=True)
+class Option:
+    """One run option: its name (a Param name, and ``--name-with-dashes`` on the CLI)."""
+
+    name: str
+    kind: str  # string, integer, number, boolean, judges
+    default: Any
+    title: str
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    nullable: bool = False
+    schema_extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def flag(self) -> str:
+        """The CLI flag."""
+        return "--" + self.name.replace("_", "-")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("input_uri", "string", os.environ.get("EVALUATION_INPUT_URI", ""), "Input URI",
+           "Root of the raw logs: s3://bucket/prefix or a directory; the day is read from dt=YYYY-MM-DD/."),
+    Option("output_uri", "string", os.environ.get("EVALUATION_OUTPUT_URI", ""), "Output URI",
+           "Root of the landed tables: s3://bucket/prefix or a directory."),
+    Option("judges", "judges", list(JUDGES), "Judges", "Judges to run: rag, masis, prompt."),
+    Option("judge_model", "string", os.environ.get("EVALUATION_JUDGE_MODEL", OFFLINE_JUDGE_MODEL), "Judge model",
+           "Any litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...); "
+           "offline/lexical is the built-in lexical baseline (no network, no key)."),
+    Option("api_base", "string", os.environ.get("EVALUATION_API_BASE", ""), "API base",
+           "Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); empty for the provider's own."),
+    Option("chunk_size", "integer", 500, "Chunk size", "Records per judge chunk (one mapped task each).", 1),
+    Option("concurrency", "integer", 8, "Concurrency", "Judge calls in flight per chunk.", 1, 1024),
+    Option("timeout_s", "number", 60.0, "Call timeout (s)", "Timeout of one HTTP attempt.", 1),
+    Option("max_attempts", "integer", 4, "Max attempts", "Attempts per judge call, the first included.", 1, 20),
+    Option("retry_budget_s", "number", 120.0, "Retry budget (s)", "Cap on the time spent on one call.", 1),
+    Option("pass_threshold", "number", 0.8, "Pass threshold", "score >= this is pass.", 0, 1),
+    Option("borderline_threshold", "number", 0.6, "Borderline threshold", "score >= this is borderline.", 0, 1),
+    Option("max_reject_ratio", "number", 0.05, "Max reject ratio",
+           "Fail the run (after landing rejects) when more input records than this share are rejected.", 0, 1),
+    Option("max_record_chars", "integer", 200_000, "Max record chars", "Reject records whose texts exceed this.", 1),
+    Option("allow_empty", "boolean", False, "Allow empty day", "Succeed when the day has no input objects."),
+    Option("max_call_error_ratio", "number", 0.2, "Max call-error ratio",
+           "Fail the run (after landing) when more judge calls than this share end in call_error.", 0, 1),
+    Option("sample", "string", "", "Sample",
+           "Empty for every record; a fraction (0.25) or a count per model (200), stratified by model."),
+    Option("budget_usd", "number", None, "Budget (USD)", "Stop new judge calls once this much is spent.", 0,
+           nullable=True),
+    Option("redact_pii", "boolean", False, "Redact PII",
+           "Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge."),
+)
+
+OPTION_NAMES = tuple(o.name for o in OPTIONS)
+
+
+def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger: str) -> RunConfig:
+    """A validated RunConfig from option values (unknown names are refused)."""
+    unknown = set(values) - set(OPTION_NAMES)
+    if unknown:
+        raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
+    merged = {o.name: o.default for o in OPTIONS}
+    merged.update({k: v for k, v in values.items() if v is not None or k == "budget_usd"})
+    if not merged["input_uri"] or not merged["output_uri"]:
+        raise ValueError("input_uri and output_uri are required (set them, or EVALUATION_INPUT_URI/_OUTPUT_URI)")
+    thresholds = Thresholds(pass_=merged.pop("pass_threshold"), borderline=merged.pop("borderline_threshold"))
+    return RunConfig(date=date, run_id=run_id, trigger=trigger, thresholds=thresholds, **merged)
+
+
+def param_schema(option: Option) -> dict[str, Any]:
+    """JSON Schema of one option, for an Airflow Param."""
+    if option.kind == "judges":
+        return {
+            "type": "array",
+            "items": {"type": "string", "enum": list(JUDGES)},
+            "minItems": 1,
+            "uniqueItems": True,
+        }
+    schema: dict[str, Any] = {"type": [option.kind, "null"] if option.nullable else option.kind}
+    if option.minimum is not None:
+        schema["minimum"] = option.minimum
+    if option.maximum is not None:
+        schema["maximum"] = option.maximum
+    schema.update(option.schema_extra)
+    return schema

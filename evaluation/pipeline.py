@@ -1,0 +1,688 @@
+"""The stages of a day's evaluation, shared by the Airflow DAG and ``python -m evaluation run``.
+
+    ingest_and_validate -> plan_chunks -> judge_chunk (one per chunk) -> score_and_land
+
+Each stage reads what the previous one staged under ``_work/dt=.../run=.../`` and returns only
+counts and keys (what the DAG passes through XCom). Every stage is idempotent for its run: a
+retried stage rewrites the same keys. Run-level problems raise :class:`RunFailed` naming the run,
+the day and the cause; per-record problems are rows with a status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from evaluation import storage
+from evaluation.contract import (
+    EVALUATION_COLUMNS,
+    JUDGE_STATUSES,
+    RULES_VERSION,
+    InputRecord,
+    JudgeName,
+    RunConfig,
+)
+from evaluation.judges import (
+    PROMPT_VERSIONS,
+    RenderedPrompt,
+    call_error_row,
+    not_applicable_row,
+    parse_reply,
+    render,
+)
+from evaluation.scoring import score_table
+from evaluation.summary import build_daily_summary
+
+logger = logging.getLogger(__name__)
+
+
+class RunFailed(RuntimeError):
+    """A run-level failure: the message names the run, the day and the cause."""
+
+
+class StaleRun(RunFailed):
+    """Another, newer run owns the day: this one may not land."""
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas
+
+RECORD_SCHEMA: dict[str, Any] = {
+    "record_id": pl.String,
+    "conversation_id": pl.String,
+    "timestamp": pl.Datetime("us", "UTC"),
+    "model": pl.String,
+    "question": pl.String,
+    "answer": pl.String,
+    "contexts": pl.String,
+    "reference": pl.String,
+    "expected_outcome": pl.String,
+    "rubrics": pl.String,
+    "evaluation_goal": pl.String,
+    "metadata": pl.String,
+    "source_uri": pl.String,
+    "line_no": pl.Int64,
+}
+
+_LIST = pl.List(pl.String)
+PARSED_SCHEMA: dict[str, Any] = {
+    "record_id": pl.String,
+    "conversation_id": pl.String,
+    "model": pl.String,
+    "judge": pl.String,
+    "judge_model": pl.String,
+    "prompt_version": pl.String,
+    "rules_version": pl.String,
+    "judge_status": pl.String,
+    "score": pl.Float64,
+    "faithfulness": pl.Float64,
+    "relevance": pl.Float64,
+    "completeness": pl.Float64,
+    "reasoning_quality": pl.Float64,
+    "context_relevance": pl.Float64,
+    "answer_relevance": pl.Float64,
+    "semantic_similarity": pl.Float64,
+    "evaluation_goal": pl.String,
+    "hits": _LIST,
+    "misses": _LIST,
+    "reasoning": pl.String,
+    "explanations": pl.String,
+    "improvement_suggestions": _LIST,
+    "citations": _LIST,
+    "invalid_citations": _LIST,
+    "uncited_claim_count": pl.Int64,
+    "hallucination_detected": pl.Boolean,
+    "reason": pl.String,
+    "error": pl.String,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "latency_ms": pl.Float64,
+    "attempts": pl.Int64,
+    "cached": pl.Boolean,
+    "judged_at": pl.Datetime("us", "UTC"),
+    "reference_missing": pl.Boolean,
+    "rubric_mode": pl.Boolean,
+    "required_unsatisfied": pl.Boolean,
+}
+
+CALLS_SCHEMA: dict[str, Any] = {
+    "run_id": pl.String,
+    "record_id": pl.String,
+    "judge": pl.String,
+    "judge_model": pl.String,
+    "prompt_version": pl.String,
+    "request_hash": pl.String,
+    "system_prompt": pl.String,
+    "user_prompt": pl.String,
+    "raw_response": pl.String,
+    "error": pl.String,
+    "error_class": pl.String,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "latency_ms": pl.Float64,
+    "attempts": pl.Int64,
+    "cached": pl.Boolean,
+    "judged_at": pl.Datetime("us", "UTC"),
+    "redactions": pl.Int64,
+}
+
+REJECT_SCHEMA: dict[str, Any] = {
+    "run_id": pl.String,
+    "source_uri": pl.String,
+    "line_no": pl.Int64,
+    "record_id": pl.String,
+    "raw": pl.String,
+    "reasons": _LIST,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Stores and claims
+
+
+@dataclass
+class Stores:
+    """The input and output stores of a run."""
+
+    raw: storage.Store
+    out: storage.Store
+
+    @classmethod
+    def open(cls, cfg: RunConfig, client: Any | None = None) -> Stores:
+        """Stores for the config's URIs (one boto3 client shared when both are on S3)."""
+        needs_s3 = cfg.input_uri.startswith("s3://") or cfg.output_uri.startswith("s3://")
+        if needs_s3 and client is None:
+            client = storage.s3_client()
+        return cls(storage.open_store(cfg.input_uri, client), storage.open_store(cfg.output_uri, client))
+
+
+def _where(cfg: RunConfig) -> str:
+    return f"run {cfg.run_id} of {cfg.date.isoformat()}"
+
+
+def claim_day(cfg: RunConfig, stores: Stores) -> None:
+    """Make this run the owner of the day's landing (a newer run takes the claim over)."""
+    storage.write_json(stores.out, storage.claim_key(cfg.date), {"run_id": cfg.run_id, "trigger": cfg.trigger})
+
+
+def check_claim(cfg: RunConfig, stores: Stores) -> None:
+    """Refuse to land when a newer run has claimed the day since this one started."""
+    key = storage.claim_key(cfg.date)
+    owner = storage.read_json(stores.out, key).get("run_id") if stores.out.exists(key) else None
+    if owner not in (None, cfg.run_id):
+        raise StaleRun(f"{_where(cfg)}: run {owner} has claimed the day since; this run may not land")
+
+
+def _manifest_key(cfg: RunConfig) -> str:
+    return storage.work_key(cfg.date, cfg.run_id, "manifest.json")
+
+
+def _read_manifest(cfg: RunConfig, stores: Stores) -> dict[str, Any]:
+    key = _manifest_key(cfg)
+    return storage.read_json(stores.out, key) if stores.out.exists(key) else {}
+
+
+def _update_manifest(cfg: RunConfig, stores: Stores, **values: Any) -> dict[str, Any]:
+    manifest = _read_manifest(cfg, stores)
+    manifest.update(values)
+    storage.write_json(stores.out, _manifest_key(cfg), manifest)
+    return manifest
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 1: ingest and validate
+
+
+def ingest_and_validate(cfg: RunConfig, stores: Stores) -> dict[str, Any]:
+    """Read the day's raw objects, validate them (Great Expectations), land rejects and the
+    validation result, stage the valid records. Raises RunFailed on a table rule, after landing."""
+    from evaluation.ingest import ingest_objects
+    from evaluation.validation import validate
+
+    started = time.monotonic()
+    claim_day(cfg, stores)
+    objects = [o for o in stores.raw.list(storage.raw_prefix(cfg.date)) if o.key.endswith(storage.RAW_SUFFIXES)]
+    logger.info("%s: %d input objects under %s", _where(cfg), len(objects), stores.raw.uri(storage.raw_prefix(cfg.date)))
+    ingested = ingest_objects(
+        ((stores.raw.uri(o.key), stores.raw.read_bytes(o.key)) for o in objects),
+        cfg.date,
+        max_record_chars=cfg.max_record_chars,
+    )
+    ingest_rejects = ingested.rejects
+    outcome = validate(
+        ingested.rows,
+        day=cfg.date,
+        max_record_chars=cfg.max_record_chars,
+        max_reject_ratio=cfg.max_reject_ratio,
+        allow_empty=cfg.allow_empty,
+        ingest_rejects=len(ingest_rejects),
+    )
+    rejects = [*ingest_rejects, *outcome.rejects]
+    reject_frame = pl.DataFrame(
+        [{"run_id": cfg.run_id, **r.model_dump()} for r in rejects], schema=REJECT_SCHEMA
+    )
+    check_claim(cfg, stores)
+    storage.write_parquet(stores.out, storage.table_key("rejects", cfg.date), reject_frame)
+    storage.write_json(stores.out, storage.validation_key(cfg.date), outcome.result_json)
+    valid = outcome.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+    storage.write_parquet(stores.out, storage.work_key(cfg.date, cfg.run_id, "valid.parquet"), valid)
+    counts = {
+        "objects": len(objects),
+        "input": valid.height + len(rejects),
+        "valid": valid.height,
+        "rejected": len(rejects),
+    }
+    _update_manifest(cfg, stores, counts=counts, timings={"ingest_validate_s": round(time.monotonic() - started, 3)})
+    logger.info("%s: %s", _where(cfg), counts)
+    if outcome.table_failures:
+        raise RunFailed(
+            f"{_where(cfg)} failed validation: " + "; ".join(outcome.table_failures)
+            + f" (rejects landed at {stores.out.uri(storage.table_key('rejects', cfg.date))},"
+            f" result at {stores.out.uri(storage.validation_key(cfg.date))})"
+        )
+    return counts
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 2: plan
+
+
+def _stable_fraction(record_id: str, model: str) -> float:
+    digest = hashlib.sha256(f"{model}\x1f{record_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def sample_mask(frame: pl.DataFrame, cfg: RunConfig) -> pl.Series:
+    """True for records the run judges: all, or a deterministic sample stratified by model."""
+    if cfg.sample is None or frame.height == 0:
+        return pl.Series("sampled", [True] * frame.height, dtype=pl.Boolean)
+    fractions = pl.Series([_stable_fraction(r, m) for r, m in zip(frame["record_id"], frame["model"], strict=True)])
+    ranked = frame.select("model").with_columns(_u=fractions, _i=pl.int_range(pl.len()))
+    if cfg.sample.fraction is not None:
+        keep = ranked["_u"] < cfg.sample.fraction
+    else:
+        rank = ranked.select(pl.col("_u").rank("ordinal").over("model")).to_series()
+        keep = rank <= cfg.sample.max_per_model
+    return keep.alias("sampled")
+
+
+def plan_chunks(cfg: RunConfig, stores: Stores) -> list[dict[str, Any]]:
+    """Sample, split the valid records into chunks (never more than ``max_map_length``), stage
+    each chunk and estimate the day's tokens and cost. Returns one small dict per chunk."""
+    from evaluation import client as judge_client
+
+    started = time.monotonic()
+    valid = storage.read_parquet(stores.out, storage.work_key(cfg.date, cfg.run_id, "valid.parquet"))
+    valid = valid.with_columns(sample_mask(valid, cfg))
+    chunk_size = max(cfg.chunk_size, math.ceil(valid.height / cfg.max_map_length)) if valid.height else cfg.chunk_size
+    chunk_count = math.ceil(valid.height / chunk_size) if valid.height else 0
+    if chunk_size != cfg.chunk_size:
+        logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
+                       _where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
+    stores.out.delete_prefix(storage.work_key(cfg.date, cfg.run_id, "records/"))
+    chunks = []
+    for index in range(chunk_count):
+        part = valid.slice(index * chunk_size, chunk_size)
+        key = storage.chunk_key(cfg.date, cfg.run_id, "records", index)
+        storage.write_parquet(stores.out, key, part)
+        chunks.append({"index": index, "records": part.height, "key": key})
+    estimate = estimate_cost(cfg, valid.filter(pl.col("sampled")), judge_client)
+    _update_manifest(
+        cfg,
+        stores,
+        chunks=len(chunks),
+        chunk_size=chunk_size,
+        sampled=int(valid["sampled"].sum()),
+        estimate=estimate,
+        timings={**_read_manifest(cfg, stores).get("timings", {}), "plan_s": round(time.monotonic() - started, 3)},
+    )
+    logger.info("%s: %d chunks of up to %d records; estimate %s", _where(cfg), len(chunks), chunk_size, estimate)
+    return chunks
+
+
+_ESTIMATE_SAMPLE = 200
+
+
+def estimate_cost(cfg: RunConfig, valid: pl.DataFrame, judge_client: Any) -> dict[str, Any]:
+    """Prompt tokens and cost for the day, from up to 200 rendered records scaled to the day."""
+    if valid.height == 0:
+        return {"records": 0, "prompt_tokens": 0, "cost_usd": 0.0, "sampled_records": 0}
+    sample = valid.head(_ESTIMATE_SAMPLE)
+    tokens = 0
+    prompts = 0
+    for row in sample.iter_rows(named=True):
+        record = record_from_row(row)
+        for judge in cfg.judges:
+            prompt = render(judge, record)
+            if prompt is not None:
+                tokens += judge_client.count_tokens(cfg.judge_model, prompt)
+                prompts += 1
+    scale = valid.height / sample.height
+    input_price, output_price = judge_client.price_per_token(cfg.judge_model)
+    day_tokens = int(tokens * scale)
+    day_calls = int(round(prompts * scale))
+    expected_output = 200 * day_calls  # a judge's JSON reply is about 200 tokens
+    return {
+        "records": valid.height,
+        "calls": day_calls,
+        "prompt_tokens": day_tokens,
+        "output_tokens": expected_output,
+        "cost_usd": round(day_tokens * input_price + expected_output * output_price, 6),
+        "sampled_records": sample.height,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 3: judge one chunk
+
+
+def record_from_row(row: dict[str, Any]) -> InputRecord:
+    """A staged record row as the judges' input model."""
+    return InputRecord.model_validate(
+        {
+            **row,
+            "contexts": json.loads(row["contexts"]) if row.get("contexts") else [],
+            "rubrics": json.loads(row["rubrics"]) if row.get("rubrics") else None,
+        }
+    )
+
+
+@dataclass
+class _Pending:
+    record: InputRecord
+    judged_record: InputRecord
+    judge: JudgeName
+    prompt: RenderedPrompt
+    request_hash: str
+    redactions: int
+
+
+def judge_chunk(
+    cfg: RunConfig,
+    stores: Stores,
+    index: int,
+    *,
+    api_key: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Run the selected judges on one staged chunk; stage its parsed rows and judge calls."""
+    from evaluation.client import JudgeClient
+    from evaluation.ledger import Ledger, request_hash
+    from evaluation.redact import redact_record
+
+    started = time.monotonic()
+    manifest = _read_manifest(cfg, stores)
+    chunk_count = max(1, int(manifest.get("chunks", 1)))
+    frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
+    client = JudgeClient(
+        cfg.judge_model,
+        api_base=cfg.api_base,
+        api_key=api_key,
+        concurrency=cfg.concurrency,
+        timeout_s=cfg.timeout_s,
+        max_attempts=cfg.max_attempts,
+        retry_budget_s=cfg.retry_budget_s,
+        temperature=cfg.temperature,
+    )
+    parameters = client.call_parameters()
+    rows: list[dict[str, Any]] = []
+    pending: list[_Pending] = []
+    for row in frame.iter_rows(named=True):
+        record = record_from_row(row)
+        judged_record, redactions = redact_record(record) if cfg.redact_pii else (record, 0)
+        for judge in cfg.judges:
+            if not row["sampled"]:
+                rows.append(_finish(not_applicable_row(judge, record, "sampled_out"), cfg, PROMPT_VERSIONS[judge]))
+                continue
+            prompt = render(judge, judged_record)
+            if prompt is None:
+                rows.append(_finish(not_applicable_row(judge, record), cfg, PROMPT_VERSIONS[judge]))
+                continue
+            digest = request_hash(cfg.judge_model, prompt, parameters)
+            pending.append(_Pending(record, judged_record, judge, prompt, digest, redactions))
+
+    ledger = Ledger(stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}")
+    cached = ledger.lookup({p.request_hash for p in pending})
+    to_call = [p for p in pending if p.request_hash not in cached]
+    budget = None if cfg.budget_usd is None else cfg.budget_usd / chunk_count
+    spent = 0.0
+
+    def on_done(position: int, outcome: Any) -> None:
+        nonlocal spent
+        spent += outcome.cost_usd
+        item = to_call[position]
+        if outcome.ok:
+            ledger.record({
+                "request_hash": item.request_hash,
+                "judge": item.judge,
+                "judge_model": cfg.judge_model,
+                "prompt_version": item.prompt.prompt_version,
+                "raw_response": outcome.raw_text,
+                "input_tokens": outcome.input_tokens,
+                "output_tokens": outcome.output_tokens,
+                "cost_usd": outcome.cost_usd,
+                "latency_ms": outcome.latency_ms,
+                "attempts": outcome.attempts,
+                "judged_at": outcome.judged_at,
+            })
+        if progress is not None:
+            progress(1)
+
+    def budget_spent() -> bool:
+        return budget is not None and spent >= budget
+
+    if progress is not None:
+        progress(len(rows) + len(pending) - len(to_call))
+    logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
+                _where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
+    outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done, should_stop=budget_spent))
+    ledger.flush()
+    by_hash = {p.request_hash: o for p, o in zip(to_call, outcomes, strict=True)}
+
+    calls: list[dict[str, Any]] = []
+    for item in pending:
+        row_out, call = _judged_row(cfg, item, by_hash.get(item.request_hash), cached.get(item.request_hash))
+        rows.append(row_out)
+        if call is not None:
+            calls.append(call)
+    parsed = pl.DataFrame(rows, schema=PARSED_SCHEMA)
+    storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", index), parsed)
+    storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", index),
+                          pl.DataFrame(calls, schema=CALLS_SCHEMA))
+    counts = parsed.group_by("judge_status").len().to_dict(as_series=False)
+    result = {
+        "index": index,
+        "rows": parsed.height,
+        "calls_made": sum(1 for o in outcomes if o is not None),
+        "reused": len(pending) - len(to_call),
+        "statuses": dict(zip(counts["judge_status"], counts["len"], strict=True)),
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    logger.info("%s chunk %d judged: %s", _where(cfg), index, result)
+    return result
+
+
+def _finish(row: dict[str, Any], cfg: RunConfig, prompt_version: str) -> dict[str, Any]:
+    row.update(
+        judge_model=cfg.judge_model,
+        prompt_version=prompt_version,
+        rules_version=RULES_VERSION,
+        input_tokens=row.get("input_tokens", 0),
+        output_tokens=row.get("output_tokens", 0),
+        cost_usd=row.get("cost_usd", 0.0),
+        latency_ms=row.get("latency_ms", 0.0),
+        attempts=row.get("attempts", 0),
+        cached=row.get("cached", False),
+        judged_at=row.get("judged_at"),
+    )
+    return row
+
+
+def _judged_row(
+    cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    call = {
+        "run_id": cfg.run_id,
+        "record_id": item.record.record_id,
+        "judge": item.judge,
+        "judge_model": cfg.judge_model,
+        "prompt_version": item.prompt.prompt_version,
+        "request_hash": item.request_hash,
+        "system_prompt": item.prompt.system,
+        "user_prompt": item.prompt.user,
+        "redactions": item.redactions,
+    }
+    if stored is not None:
+        row = parse_reply(item.judge, item.judged_record, stored["raw_response"], item.prompt)
+        row.update(
+            input_tokens=stored["input_tokens"], output_tokens=stored["output_tokens"], cost_usd=0.0,
+            latency_ms=0.0, attempts=0, cached=True, judged_at=stored["judged_at"],
+        )
+        call.update(raw_response=stored["raw_response"], input_tokens=stored["input_tokens"],
+                    output_tokens=stored["output_tokens"], cost_usd=0.0, latency_ms=0.0, attempts=0,
+                    cached=True, judged_at=stored["judged_at"])
+        return _finish(row, cfg, item.prompt.prompt_version), call
+    if outcome is None:
+        row = not_applicable_row(item.judge, item.record, "budget_exhausted")
+        return _finish(row, cfg, item.prompt.prompt_version), None
+    if not outcome.ok:
+        row = call_error_row(item.judge, item.record, outcome.error)
+    else:
+        row = parse_reply(item.judge, item.judged_record, outcome.raw_text, item.prompt)
+    row.update(
+        input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens, cost_usd=outcome.cost_usd,
+        latency_ms=outcome.latency_ms, attempts=outcome.attempts, cached=False, judged_at=outcome.judged_at,
+    )
+    call.update(raw_response=outcome.raw_text, error=outcome.error, error_class=outcome.error_class,
+                input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens,
+                cost_usd=outcome.cost_usd, latency_ms=outcome.latency_ms, attempts=outcome.attempts,
+                cached=False, judged_at=outcome.judged_at)
+    return _finish(row, cfg, item.prompt.prompt_version), call
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 4: score, land, summarise
+
+
+def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None) -> dict[str, Any]:
+    """Score every staged judgement (Polars), check that counts reconcile, land ``evaluations``,
+    ``judge_calls``, ``daily_summary`` and ``runs``. Fails after landing when call errors exceed
+    ``max_call_error_ratio``."""
+    started = time.monotonic()
+    manifest = _read_manifest(cfg, stores)
+    counts = manifest.get("counts")
+    if counts is None:
+        raise RunFailed(f"{_where(cfg)}: no ingest manifest at {stores.out.uri(_manifest_key(cfg))}")
+    chunk_count = int(manifest.get("chunks", 0))
+    judged_keys = [storage.chunk_key(cfg.date, cfg.run_id, "judged", i) for i in range(chunk_count)]
+    call_keys = [storage.chunk_key(cfg.date, cfg.run_id, "calls", i) for i in range(chunk_count)]
+    missing = [k for k in judged_keys if not stores.out.exists(k)]
+    if missing:
+        raise RunFailed(f"{_where(cfg)}: {len(missing)} of {chunk_count} chunks were not judged "
+                        f"(first missing: {stores.out.uri(missing[0])})")
+    parsed = storage.read_parquets(stores.out, judged_keys, PARSED_SCHEMA)
+    scored = score_table(parsed, cfg.thresholds)
+    evaluations = scored.with_columns(run_id=pl.lit(cfg.run_id)).select(
+        [pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"]
+    )
+    reconciliation = reconcile(cfg, counts, evaluations)
+    calls = storage.read_parquets(stores.out, call_keys, CALLS_SCHEMA)
+    summary = build_daily_summary(evaluations, cfg.date, cfg.run_id)
+
+    check_claim(cfg, stores)
+    storage.write_parquet(stores.out, storage.table_key("evaluations", cfg.date), evaluations)
+    storage.write_parquet(stores.out, storage.table_key("judge_calls", cfg.date), calls)
+    storage.write_parquet(stores.out, storage.table_key("daily_summary", cfg.date), summary)
+
+    statuses = {s: int((evaluations["judge_status"] == s).sum()) for s in JUDGE_STATUSES}
+    attempted = evaluations.height - statuses["skipped"]
+    call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
+    timings = {**manifest.get("timings", {}), "score_land_s": round(time.monotonic() - started, 3)}
+    result = {
+        "run_id": cfg.run_id,
+        "dt": cfg.date.isoformat(),
+        **counts,
+        "judges": list(cfg.judges),
+        "rows": evaluations.height,
+        "statuses": statuses,
+        "verdicts": {v: int((evaluations["verdict"] == v).sum()) for v in ("pass", "borderline", "fail")},
+        "calls_made": int((calls["attempts"] > 0).sum()) if calls.height else 0,
+        "calls_reused": int(calls["cached"].sum()) if calls.height else 0,
+        "input_tokens": int(evaluations["input_tokens"].sum()),
+        "output_tokens": int(evaluations["output_tokens"].sum()),
+        "cost_usd": round(float(evaluations["cost_usd"].sum()), 6),
+        "call_error_ratio": round(call_error_ratio, 4),
+        "reconciled": reconciliation,
+        "output_uri": stores.out.root,
+    }
+    status = "success"
+    message = None
+    if call_error_ratio > cfg.max_call_error_ratio:
+        status = "failed"
+        message = (f"{_where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
+                   f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}; "
+                   "the day was landed with those rows as call_error")
+    write_run_row(cfg, stores, result, manifest, timings, status, message, started_at)
+    if message:
+        raise RunFailed(message)
+    stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
+    logger.info("%s landed: %s", _where(cfg), result)
+    return result
+
+
+def reconcile(cfg: RunConfig, counts: dict[str, Any], evaluations: pl.DataFrame) -> dict[str, Any]:
+    """CONTRACT §4: input = valid + rejected; rows = valid × judges; one status per row."""
+    problems = []
+    if counts["input"] != counts["valid"] + counts["rejected"]:
+        problems.append(f"input {counts['input']} != valid {counts['valid']} + rejected {counts['rejected']}")
+    expected = counts["valid"] * len(cfg.judges)
+    if evaluations.height != expected:
+        problems.append(f"{evaluations.height} evaluation rows, expected {counts['valid']} × {len(cfg.judges)} = {expected}")
+    duplicates = evaluations.select("record_id", "judge").is_duplicated().sum()
+    if duplicates:
+        problems.append(f"{duplicates} duplicate (record_id, judge) rows")
+    bad_status = evaluations.filter(~pl.col("judge_status").is_in(list(JUDGE_STATUSES))).height
+    if bad_status:
+        problems.append(f"{bad_status} rows without a valid judge_status")
+    if problems:
+        raise RunFailed(f"{_where(cfg)}: counts do not reconcile: " + "; ".join(problems))
+    return {"input": counts["input"], "valid": counts["valid"], "rejected": counts["rejected"],
+            "rows": evaluations.height, "expected_rows": expected}
+
+
+def write_run_row(
+    cfg: RunConfig,
+    stores: Stores,
+    result: dict[str, Any],
+    manifest: dict[str, Any],
+    timings: dict[str, Any],
+    status: str,
+    message: str | None,
+    started_at: dt.datetime | None,
+) -> None:
+    """Land the run's row of the ``runs`` table (its own object: runs keep their history)."""
+    from evaluation import versions
+
+    row = {
+        "run_id": cfg.run_id,
+        "trigger": cfg.trigger,
+        "status": status,
+        "message": message,
+        "config": cfg.model_dump_json(),
+        "input_records": result.get("input", 0),
+        "valid_records": result.get("valid", 0),
+        "rejected_records": result.get("rejected", 0),
+        "rows": result.get("rows", 0),
+        **{f"n_{s}": result.get("statuses", {}).get(s, 0) for s in JUDGE_STATUSES},
+        "calls_made": result.get("calls_made", 0),
+        "calls_reused": result.get("calls_reused", 0),
+        "input_tokens": result.get("input_tokens", 0),
+        "output_tokens": result.get("output_tokens", 0),
+        "cost_usd": result.get("cost_usd", 0.0),
+        "estimated_prompt_tokens": manifest.get("estimate", {}).get("prompt_tokens", 0),
+        "estimated_cost_usd": manifest.get("estimate", {}).get("cost_usd", 0.0),
+        "timings": json.dumps(timings, sort_keys=True),
+        "versions": json.dumps(versions.versions(), sort_keys=True),
+        "started_at": started_at,
+        "finished_at": dt.datetime.now(dt.UTC),
+    }
+    frame = pl.DataFrame([row]).with_columns(
+        pl.col("started_at").cast(pl.Datetime("us", "UTC")), pl.col("finished_at").cast(pl.Datetime("us", "UTC"))
+    )
+    storage.write_parquet(stores.out, storage.run_key(cfg.date, cfg.run_id), frame)
+
+
+# --------------------------------------------------------------------------------------------
+# All stages in one process (the CLI)
+
+
+def run_day(
+    cfg: RunConfig,
+    stores: Stores,
+    *,
+    api_key: str | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_planned: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Every stage of the day in one process, chunk after chunk. ``on_planned`` receives the
+    number of (record, judge) rows to come, for a progress bar fed by ``progress``."""
+    started_at = dt.datetime.now(dt.UTC)
+    ingest_and_validate(cfg, stores)
+    chunks = plan_chunks(cfg, stores)
+    if on_planned is not None:
+        on_planned(sum(c["records"] for c in chunks) * len(cfg.judges))
+    for chunk in chunks:
+        judge_chunk(cfg, stores, chunk["index"], api_key=api_key, progress=progress)
+    return score_and_land(cfg, stores, started_at=started_at)

@@ -1,0 +1,369 @@
+"""Storage: every key and URI of the product, and one API over S3 (boto3) and local directories.
+
+Layout under an output root (``s3://bucket/prefix`` or a directory), CONTRACT §3::
+
+    evaluations/dt=YYYY-MM-DD/part-0.parquet      one object per table and day
+    judge_calls/dt=YYYY-MM-DD/part-0.parquet
+    rejects/dt=YYYY-MM-DD/part-0.parquet
+    daily_summary/dt=YYYY-MM-DD/part-0.parquet
+    runs/dt=YYYY-MM-DD/run-<run id>.parquet     one object per run: the audit log of every run
+    comparisons/comparison_id=<id>/<table>.parquet
+    validation/dt=YYYY-MM-DD/result.json        the Great Expectations result
+    reports/dt=YYYY-MM-DD/index.html, summary.json
+    _work/dt=YYYY-MM-DD/run=<run id>/...        a run's staged chunks (readers skip `_` paths)
+    _ledger/dt=YYYY-MM-DD/*.parquet             replies of earlier judge calls, for reuse
+    _claims/dt=YYYY-MM-DD.json                  which run owns the day (stale runs may not land)
+
+Atomic landing: a table's day is one object, written whole in one request (a single PUT, or a
+multipart upload that S3 makes visible only when it completes; locally a file renamed into
+place), so a reader sees either the previous version of the day or the new one, never half of
+either, and a re-run replaces the day whole. ``dt`` lives in the path only (a Date hive
+partition); the files do not repeat it, as Hive, Athena and Trino expect.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+logger = logging.getLogger(__name__)
+
+TABLES = ("evaluations", "judge_calls", "rejects", "daily_summary", "runs")
+RAW_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+PARQUET_COMPRESSION = "zstd"
+
+
+class StorageError(RuntimeError):
+    """A storage operation failed; the message names the URI."""
+
+
+# --------------------------------------------------------------------------------------------
+# Keys (relative to a root URI)
+
+
+def day_partition(day: dt.date) -> str:
+    """``dt=YYYY-MM-DD``."""
+    return f"dt={day.isoformat()}"
+
+
+def safe_id(value: str) -> str:
+    """A run or comparison id made safe for a path segment (Airflow run ids hold ':' and '+')."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", value).strip("_") or "run"
+
+
+def raw_prefix(day: dt.date) -> str:
+    """Where the day's raw logs live under the input root."""
+    return f"{day_partition(day)}/"
+
+
+def table_key(table: str, day: dt.date) -> str:
+    """The one object holding ``table`` for ``day``."""
+    return f"{table}/{day_partition(day)}/part-0.parquet"
+
+
+def table_prefix(table: str) -> str:
+    """The folder of ``table``."""
+    return f"{table}/"
+
+
+def run_key(day: dt.date, run_id: str) -> str:
+    """The object holding the ``runs`` row of one run."""
+    return f"runs/{day_partition(day)}/run-{safe_id(run_id)}.parquet"
+
+
+def validation_key(day: dt.date) -> str:
+    """The Great Expectations result of the day."""
+    return f"validation/{day_partition(day)}/result.json"
+
+
+def report_key(day: dt.date, name: str = "index.html") -> str:
+    """A file of the day's report."""
+    return f"reports/{day_partition(day)}/{name}"
+
+
+def comparison_key(comparison_id: str, name: str) -> str:
+    """A file of one model comparison."""
+    return f"comparisons/comparison_id={safe_id(comparison_id)}/{name}"
+
+
+def work_prefix(day: dt.date, run_id: str) -> str:
+    """Staging area of one run of one day."""
+    return f"_work/{day_partition(day)}/run={safe_id(run_id)}/"
+
+
+def work_key(day: dt.date, run_id: str, name: str) -> str:
+    """A staged object of one run."""
+    return work_prefix(day, run_id) + name
+
+
+def chunk_key(day: dt.date, run_id: str, kind: str, index: int) -> str:
+    """A staged chunk: ``kind`` is records, judged or calls."""
+    return work_key(day, run_id, f"{kind}/chunk-{index:05d}.parquet")
+
+
+def ledger_prefix(day: dt.date) -> str:
+    """The ledger of judge calls made for the day."""
+    return f"_ledger/{day_partition(day)}/"
+
+
+def claim_key(day: dt.date) -> str:
+    """Names the run that owns the day's landing."""
+    return f"_claims/{day_partition(day)}.json"
+
+
+# --------------------------------------------------------------------------------------------
+# Stores
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object below a prefix."""
+
+    key: str
+    size: int
+
+
+class Store(Protocol):
+    """Object storage under one root URI; keys are relative to the root."""
+
+    root: str
+
+    def uri(self, key: str) -> str: ...
+    def list(self, prefix: str) -> list[ObjectInfo]: ...
+    def read_bytes(self, key: str) -> bytes: ...
+    def write_bytes(self, key: str, data: bytes) -> None: ...
+    def upload_file(self, key: str, path: Path) -> None: ...
+    def download_file(self, key: str, path: Path) -> None: ...
+    def exists(self, key: str) -> bool: ...
+    def delete_prefix(self, prefix: str) -> int: ...
+
+
+class LocalStore:
+    """A directory as a store. Writes go to a temporary file renamed into place (atomic)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.path = Path(str(root).removeprefix("file://")).resolve()
+        self.root = str(self.path)
+
+    def uri(self, key: str) -> str:
+        return str(self.path / key)
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        base = self.path / prefix
+        folder = base if prefix.endswith("/") or base.is_dir() else base.parent
+        if not folder.exists():
+            return []
+        found = []
+        for item in sorted(folder.rglob("*")):
+            if item.is_file() and not item.name.startswith(".tmp-"):
+                key = item.relative_to(self.path).as_posix()
+                if key.startswith(prefix):
+                    found.append(ObjectInfo(key, item.stat().st_size))
+        return found
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return (self.path / key).read_bytes()
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        target = self.path / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
+            handle.write(data)
+        os.replace(handle.name, target)
+
+    def upload_file(self, key: str, path: Path) -> None:
+        target = self.path / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
+            pass
+        shutil.copyfile(path, handle.name)
+        os.replace(handle.name, target)
+
+    def download_file(self, key: str, path: Path) -> None:
+        shutil.copyfile(self.path / key, path)
+
+    def exists(self, key: str) -> bool:
+        return (self.path / key).is_file()
+
+    def delete_prefix(self, prefix: str) -> int:
+        objects = self.list(prefix)
+        for info in objects:
+            (self.path / info.key).unlink(missing_ok=True)
+        return len(objects)
+
+
+class S3Store:
+    """``s3://bucket/prefix`` as a store, through a boto3 client passed in."""
+
+    def __init__(self, root: str, client: Any) -> None:
+        match = re.fullmatch(r"s3://([^/]+)/?(.*)", root)
+        if not match:
+            raise StorageError(f"not an s3:// URI: {root}")
+        self.bucket = match.group(1)
+        self.prefix = match.group(2).strip("/")
+        self.root = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+        self.client = client
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        found = []
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+                for item in page.get("Contents", []):
+                    found.append(ObjectInfo(item["Key"][strip:], int(item["Size"])))
+        except Exception as exc:
+            raise StorageError(f"cannot list {self.uri(prefix)}: {exc}") from exc
+        return sorted(found, key=lambda o: o.key)
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except Exception as exc:
+            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except Exception as exc:
+            raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
+
+    def upload_file(self, key: str, path: Path) -> None:
+        try:  # a multipart upload becomes visible only when it completes: still atomic
+            self.client.upload_file(str(path), self.bucket, self._key(key))
+        except Exception as exc:
+            raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
+
+    def download_file(self, key: str, path: Path) -> None:
+        try:
+            self.client.download_file(self.bucket, self._key(key), str(path))
+        except Exception as exc:
+            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except Exception:
+            return False
+
+    def delete_prefix(self, prefix: str) -> int:
+        objects = self.list(prefix)
+        for start in range(0, len(objects), 1000):
+            batch = [{"Key": self._key(o.key)} for o in objects[start : start + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+        return len(objects)
+
+
+def s3_client(
+    endpoint_url: str | None = None,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    region: str | None = None,
+) -> Any:
+    """A boto3 S3 client; endpoint and credentials default to the environment (AWS_ENDPOINT_URL...)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+    )
+
+
+def open_store(uri: str, client: Any | None = None) -> Store:
+    """The store for ``uri``: S3 for ``s3://`` (a client from the environment unless given)."""
+    if uri.startswith("s3://"):
+        return S3Store(uri, client if client is not None else s3_client())
+    if "://" in uri and not uri.startswith("file://"):
+        raise StorageError(f"unsupported URI scheme: {uri} (use s3:// or a local directory)")
+    return LocalStore(uri)
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+
+
+def write_parquet(store: Store, key: str, frame: pl.DataFrame) -> None:
+    """Land one Parquet object (zstd) atomically."""
+    with tempfile.TemporaryDirectory(prefix="evaluation-") as folder:
+        path = Path(folder) / "part.parquet"
+        frame.write_parquet(path, compression=PARQUET_COMPRESSION, statistics=True)
+        store.upload_file(key, path)
+    logger.info("landed %s (%d rows)", store.uri(key), frame.height)
+
+
+def sink_parquet(store: Store, key: str, frame: pl.LazyFrame) -> int:
+    """Stream a lazy table into one Parquet object (zstd), atomically; returns its row count."""
+    with tempfile.TemporaryDirectory(prefix="evaluation-") as folder:
+        path = Path(folder) / "part.parquet"
+        frame.sink_parquet(path, compression=PARQUET_COMPRESSION)
+        rows = pl.scan_parquet(path).select(pl.len()).collect().item()
+        store.upload_file(key, path)
+    logger.info("landed %s (%d rows)", store.uri(key), rows)
+    return int(rows)
+
+
+def read_parquet(store: Store, key: str) -> pl.DataFrame:
+    """One Parquet object as a table."""
+    return pl.read_parquet(io.BytesIO(store.read_bytes(key)))
+
+
+def read_parquets(store: Store, keys: list[str], schema: dict[str, Any] | None = None) -> pl.DataFrame:
+    """Several Parquet objects as one table (an empty table of ``schema`` when there are none)."""
+    frames = [read_parquet(store, key) for key in keys]
+    if not frames:
+        return pl.DataFrame(schema=schema) if schema is not None else pl.DataFrame()
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+def write_json(store: Store, key: str, payload: Any) -> None:
+    """Land a JSON document atomically."""
+    store.write_bytes(key, json.dumps(payload, indent=2, default=str, ensure_ascii=False).encode())
+
+
+def read_json(store: Store, key: str) -> Any:
+    """A JSON document."""
+    return json.loads(store.read_bytes(key))
+
+
+def scan_table(store: Store, table: str, days: list[dt.date] | None = None) -> pl.DataFrame:
+    """A landed table with its ``dt`` column, read partition by partition (only ``days`` if given)."""
+    frames = []
+    for info in store.list(table_prefix(table)):
+        match = re.search(r"dt=(\d{4}-\d{2}-\d{2})/", info.key)
+        if not match or not info.key.endswith(".parquet"):
+            continue
+        day = dt.date.fromisoformat(match.group(1))
+        if days is not None and day not in days:
+            continue
+        frames.append(read_parquet(store, info.key).with_columns(dt=pl.lit(day, dtype=pl.Date)))
+    if not frames:
+        return pl.DataFrame()
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    return frame.select("dt", pl.exclude("dt"))

@@ -1,0 +1,1 @@
+"""Test helpers: local stand-ins for external services (e.g. an OpenAI-compatible LLM server)."""

@@ -1,0 +1,102 @@
+"""Airflow glue for the evaluation DAGs: Connections to clients and keys, context to RunConfig.
+
+Secrets come from Connections (or the environment), never from Params, XCom, logs or tables:
+
+* ``aws_default`` (conn type ``aws``): ``login``/``password`` are the S3 keys, ``extra`` may hold
+  ``endpoint_url`` and ``region_name``. Without the connection, boto3's own environment is used
+  (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
+* ``llm_judge``: ``password`` is the judge's API key, ``host`` an optional API base. Without it,
+  ``EVALUATION_JUDGE_API_KEY`` / ``LLM_API_KEY`` or the provider's own variables (read by litellm).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+
+logger = logging.getLogger(__name__)
+
+S3_CONN_ID = os.environ.get("EVALUATION_S3_CONN_ID", "aws_default")
+JUDGE_CONN_ID = os.environ.get("EVALUATION_JUDGE_CONN_ID", "llm_judge")
+
+
+def _connection(conn_id: str) -> Any | None:
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+
+
+def s3_client(conn_id: str = S3_CONN_ID) -> Any:
+    """A boto3 S3 client from the Airflow connection, or from the environment without one."""
+    from evaluation import storage
+
+    conn = _connection(conn_id)
+    if conn is None:
+        return storage.s3_client()
+    extra = conn.extra_dejson or {}
+    return storage.s3_client(
+        extra.get("endpoint_url") or None,
+        access_key=conn.login or None,
+        secret_key=conn.password or None,
+        region=extra.get("region_name") or None,
+    )
+
+
+def judge_credentials(conn_id: str = JUDGE_CONN_ID) -> tuple[str | None, str | None]:
+    """(api_key, api_base) of the judge from the connection, else the environment."""
+    from evaluation.cli import api_key_from_env
+
+    conn = _connection(conn_id)
+    api_base = None
+    if conn is not None:
+        api_base = conn.host or None
+        if conn.password:
+            return conn.password, api_base
+    return api_key_from_env(api_base), api_base
+
+
+def evaluation_day(context: Any) -> dt.date:
+    """The day a run evaluates: the ``date`` param, else the logical date's day (UTC). A manual
+    run without a logical date evaluates the day before it was triggered."""
+    override = (context["params"].get("date") or "").strip()
+    if override:
+        return dt.date.fromisoformat(override)
+    logical = context.get("logical_date")
+    if logical is not None:
+        return logical.astimezone(dt.UTC).date()
+    return (context["dag_run"].run_after.astimezone(dt.UTC) - dt.timedelta(days=1)).date()
+
+
+def run_config(context: Any) -> Any:
+    """The RunConfig of this DAG run, from its Params and context."""
+    from evaluation.options import OPTION_NAMES, build_config
+
+    params = {k: v for k, v in context["params"].items() if k in OPTION_NAMES}
+    dag_run = context["dag_run"]
+    _, api_base = judge_credentials()
+    if api_base and not params.get("api_base"):
+        params["api_base"] = api_base
+    try:
+        return build_config(params, date=evaluation_day(context), run_id=dag_run.run_id,
+                            trigger=str(getattr(dag_run, "run_type", "manual")))
+    except ValueError as exc:
+        raise AirflowFailException(f"invalid run configuration: {exc}") from exc
+
+
+def stores(cfg: Any) -> Any:
+    """The run's input and output stores, S3 through the Airflow connection."""
+    from evaluation.pipeline import Stores
+
+    needs_s3 = cfg.input_uri.startswith("s3://") or cfg.output_uri.startswith("s3://")
+    return Stores.open(cfg, s3_client() if needs_s3 else None)
+
+
+def fail_without_retry(exc: Exception) -> AirflowFailException:
+    """A deterministic failure (bad input, counts, config): fail the task, do not retry."""
+    return AirflowFailException(str(exc))

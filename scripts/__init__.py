@@ -1,0 +1,1 @@
+"""Runnable helpers of the repository (the demo, local Airflow); not part of the library."""

@@ -1,0 +1,33 @@
+"""Shared fixtures. Airflow is pointed at a throw-away home before anything imports it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scripts import airflow_local
+
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="evaluation-airflow-"))
+airflow_local.configure(_AIRFLOW_HOME)
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated Airflow metadata DB (SQLite) with the llm_judge pool."""
+    airflow_local.migrate()
+    airflow_local.ensure_pool()
+    return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def local_s3() -> Iterator[object]:
+    """An S3 API on loopback (moto server) with the demo buckets; the environment points at it."""
+    from evaluation.testing.s3 import local_s3_environment
+
+    with local_s3_environment("llm-logs", "llm-evaluation") as s3:
+        yield s3
