@@ -27,7 +27,7 @@ def round_half_even_binary(values: np.ndarray, decimals: int) -> np.ndarray:
     x = np.asarray(values, dtype=np.float64)
     if np.any(x < 0) or np.any(x >= 2.0**52):
         raise ValueError("round_half_even_binary takes values in [0, 2**52)")
-    out = np.where(np.isnan(x), np.nan, 0.0)
+    out = x * 0.0  # NaN stays NaN; a tiny or zero x gives a zero of its own sign, as round() does
     work = (x >= _NEGLIGIBLE) & ~np.isnan(x)
     if not work.any():
         return out

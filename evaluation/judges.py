@@ -385,7 +385,9 @@ def prompt_mode(record: InputRecord) -> str | None:
 
 
 def _format_weight(weight: float) -> str:
-    return f"{weight:g}"
+    """The weight itself: ``2`` for 2.0, the shortest exact repr otherwise (``0.123456789``)."""
+    value = float(weight)
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def rubric_line(rubric_id: str, description: str, weight: float, required: bool) -> str:

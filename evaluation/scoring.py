@@ -140,6 +140,8 @@ def score_row(parsed: dict[str, Any], thresholds: Thresholds | None = None) -> d
     else:
         _score_prompt(row, clamps)
     verdict = verdict_for(row["score"], thresholds) if scorable else None
+    if judge == "prompt" and status == "parse_error" and scorable:
+        verdict = "fail"  # seed 002's fallback verdict, whatever the thresholds
     if verdict not in (None, "fail"):
         if judge == "rag" and row["faithfulness"] == 0.0:
             clamps.append("critical_hallucination_fail:verdict")
@@ -248,10 +250,12 @@ def score_table(parsed: pl.DataFrame | pl.LazyFrame, thresholds: Thresholds | No
     )
     forced_rag = is_rag & (pl.col("faithfulness") == 0.0) & by_threshold.is_in(["pass", "borderline"])
     forced_prompt = (
-        is_prompt & pl.col("required_unsatisfied").fill_null(False) & by_threshold.is_in(["pass", "borderline"])
+        is_prompt & (status == "ok") & pl.col("required_unsatisfied").fill_null(False)
+        & by_threshold.is_in(["pass", "borderline"])
     )
+    fallback = is_prompt & (status == "parse_error")
     frame = frame.with_columns(
-        verdict=pl.when(forced_rag | forced_prompt).then(pl.lit("fail")).otherwise(by_threshold),
+        verdict=pl.when(forced_rag | forced_prompt | fallback).then(pl.lit("fail")).otherwise(by_threshold),
         clamps_applied=pl.concat_list(
             pl.col("_labels"),
             pl.concat_list(
