@@ -79,7 +79,7 @@ def daily_evaluation() -> None:
         from evaluation import pipeline
 
         cfg = glue.run_config(get_current_context())
-        api_key, _ = glue.judge_credentials()
+        api_key, _ = glue.judge_credentials(cfg.api_base)
         return pipeline.judge_chunk(cfg, glue.stores(cfg), chunk["index"], api_key=api_key)
 
     @task(retries=2)

@@ -2,6 +2,10 @@
 
 * ``run``: evaluate one day (ingest, validate, judge, score, land) and print a JSON summary
   with the counts of CONTRACT §4.
+* ``compare``: compare models over a date range (landed scores, or a re-judged sample), land
+  ``comparisons/`` and a report page, print a JSON summary of the deltas.
+* ``sql``: run SQL over the landed tables (Polars SQL, dt partitions pruned) and print or save it.
+* ``report``: build a day's HTML report and ``summary.json`` from the landed tables, print the page's URI.
 """
 
 from __future__ import annotations
@@ -97,6 +101,128 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare_parser(sub: Any) -> None:
+    parser = sub.add_parser("compare", help="compare models over a date range and print a JSON summary")
+    parser.add_argument("--from", dest="start_date", required=True, type=dt.date.fromisoformat, help="first day (dt)")
+    parser.add_argument("--to", dest="end_date", required=True, type=dt.date.fromisoformat, help="last day (dt)")
+    parser.add_argument("--models", required=True, help="models to compare, comma-separated (at least two)")
+    parser.add_argument("--baseline", default=None, help="the model the others are compared to (default: the first)")
+    parser.add_argument("--judges", default=None, help="judges to compare, comma-separated (default: all)")
+    parser.add_argument("--sample", dest="sample_per_model", type=int, default=None,
+                        help="at most this many records per model, a seeded sample (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample, bootstrap and permutations")
+    parser.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples (default 2000)")
+    parser.add_argument("--judge-model", default=None,
+                        help="re-judge the sample with this litellm model (default: compare the landed scores)")
+    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible judge server")
+    parser.add_argument("--concurrency", type=int, default=None, help="judge calls in flight when re-judging")
+    parser.add_argument("--comparison-id", default=None, help="id of the comparison (default: a hash of the spec)")
+    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
+                        help="root of the landed tables (s3://bucket/prefix or a directory)")
+    parser.add_argument("--input", "--input-uri", dest="input_uri", default=None,
+                        help="root of the raw logs; needed with --judge-model")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from evaluation import compare, storage
+
+    values = {
+        k: getattr(args, k)
+        for k in ("start_date", "end_date", "models", "baseline", "judges", "sample_per_model", "seed", "bootstrap",
+                  "judge_model", "api_base", "concurrency")
+        if getattr(args, k) is not None
+    }
+    spec = compare.ComparisonSpec.model_validate(values)
+    if spec.judge_model is not None and not args.input_uri:
+        raise ValueError("--judge-model re-judges records from the raw logs: give --input")
+    needs_s3 = args.output_uri.startswith("s3://") or (args.input_uri or "").startswith("s3://")
+    client = storage.s3_client() if needs_s3 else None
+    store = storage.open_store(args.output_uri, client)
+    raw_store = storage.open_store(args.input_uri, client) if args.input_uri else None
+    try:
+        result = compare.run_comparison(store, spec, comparison_id=args.comparison_id, raw_store=raw_store,
+                                        api_key=api_key_from_env(spec.api_base))
+    except compare.ComparisonError as exc:
+        print(json.dumps({"status": "failed", "error": str(exc)}, indent=2))
+        return 1
+    print(json.dumps({"status": "success", **result}, indent=2, default=str))
+    return 0
+
+
+def _sql_parser(sub: Any) -> None:
+    parser = sub.add_parser("sql", help="run SQL over the landed tables (Polars SQL)",
+                            description="Tables: evaluations, judge_calls, rejects, daily_summary, runs (each with "
+                                        "its dt column), comparisons, comparison_verdicts. Simple dt predicates "
+                                        "prune the partitions read.")
+    parser.add_argument("query", help="the SQL query")
+    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
+                        help="root of the landed tables (s3://bucket/prefix or a directory)")
+    parser.add_argument("--format", choices=("table", "csv", "parquet"), default="table", help="result format")
+    parser.add_argument("--to", dest="to", default=None, help="write the result to this file (parquet needs it)")
+    parser.add_argument("--max-rows", type=int, default=50, help="rows shown by --format table")
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from evaluation import sql, storage
+
+    if args.format == "parquet" and not args.to:
+        raise ValueError("--format parquet needs --to PATH")
+    store = storage.open_store(args.output_uri)
+    try:
+        result = sql.run_sql(store, args.query)
+    except sql.SqlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.format == "parquet":
+        result.write_parquet(args.to, compression=storage.PARQUET_COMPRESSION)
+    elif args.format == "csv":
+        text = sql.csv_ready(result).write_csv()
+        if args.to:
+            with open(args.to, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            sys.stdout.write(text)
+    else:
+        with pl.Config(tbl_rows=args.max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+            text = str(result)
+        if args.to:
+            with open(args.to, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        else:
+            print(text)
+    if args.to:
+        print(f"{result.height} rows written to {args.to}", file=sys.stderr)
+    return 0
+
+
+def _report_parser(sub: Any) -> None:
+    parser = sub.add_parser("report", help="build a day's HTML report and summary.json and print the page's URI")
+    parser.add_argument("--date", required=True, type=dt.date.fromisoformat, help="the day (dt) to report on")
+    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
+                        help="root of the landed tables (s3://bucket/prefix or a directory)")
+    parser.add_argument("--report-output", default=None,
+                        help="directory or s3:// URI for index.html and summary.json (default: reports/dt=D/ under --output)")
+    parser.add_argument("--history-days", type=int, default=30, help="days of daily_summary shown in the trends")
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from evaluation import report, storage
+
+    needs_s3 = args.output_uri.startswith("s3://") or (args.report_output or "").startswith("s3://")
+    client = storage.s3_client() if needs_s3 else None
+    store = storage.open_store(args.output_uri, client)
+    target = storage.open_store(args.report_output, client) if args.report_output else None
+    try:
+        uris = report.write_daily_report(store, args.date, history_days=args.history_days, report_store=target)
+    except report.ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(uris["html"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m evaluation``."""
     parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__,
@@ -104,10 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
+    _compare_parser(sub)
+    _sql_parser(sub)
+    _report_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    commands = {"run": _cmd_run}
+    commands = {"run": _cmd_run, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report}
     try:
         return commands[args.command](args)
     except ValueError as exc:  # a bad option value: say what, not a stack trace

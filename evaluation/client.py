@@ -35,7 +35,9 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
+import httpx  # noqa: E402
 import litellm  # noqa: E402
+import openai  # noqa: E402
 from litellm.llms.custom_llm import CustomLLM  # noqa: E402
 
 from evaluation import offline  # noqa: E402
@@ -45,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
-litellm.drop_params = True
 for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
@@ -77,8 +78,23 @@ class CallOutcome:
 # Errors
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
 def classify_error(exc: BaseException) -> str:
-    """The error class of an exception raised by a litellm call."""
+    """The error class of an exception raised by a litellm call (its cause chain included: litellm
+    reports a refused connection as a 500 whose cause is the connection error)."""
+    chain = _causes(exc)
+    if any(isinstance(e, (asyncio.TimeoutError, TimeoutError, litellm.Timeout, openai.APITimeoutError)) for e in chain):
+        return "timeout"
+    if any(isinstance(e, (openai.APIConnectionError, ConnectionError, httpx.ConnectError)) for e in chain[1:]):
+        return "connection"
     if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout)):
         return "timeout"
     if isinstance(exc, litellm.RateLimitError):
@@ -128,7 +144,7 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         parsed = email.utils.parsedate_to_datetime(value)
         if parsed is None:
             return None
-        return max(0.0, (parsed - dt.datetime.now(dt.timezone.utc)).total_seconds())
+        return max(0.0, (parsed - dt.datetime.now(dt.UTC)).total_seconds())
 
 
 def _short(exc: BaseException, secret: str | None) -> str:
@@ -313,8 +329,8 @@ class JudgeClient:
     def _success(self, response: Any, attempts: int, started: float) -> CallOutcome:
         try:
             text = response.choices[0].message.content
-        except (AttributeError, IndexError):
-            text = None
+        except (AttributeError, IndexError, TypeError):
+            return self._failure("other", "other (not retried): the provider returned no choices", attempts, started)
         usage = getattr(response, "usage", None)
         return CallOutcome(
             raw_text=text if isinstance(text, str) else "",
@@ -323,7 +339,7 @@ class JudgeClient:
             cost_usd=completion_cost(response),
             latency_ms=(time.monotonic() - started) * 1000.0,
             attempts=attempts,
-            judged_at=dt.datetime.now(dt.timezone.utc),
+            judged_at=dt.datetime.now(dt.UTC),
         )
 
     @staticmethod
@@ -334,7 +350,7 @@ class JudgeClient:
             error_class=error_class,
             latency_ms=(time.monotonic() - started) * 1000.0,
             attempts=attempts,
-            judged_at=dt.datetime.now(dt.timezone.utc),
+            judged_at=dt.datetime.now(dt.UTC),
         )
 
     async def call_many(

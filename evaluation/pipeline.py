@@ -228,6 +228,7 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores) -> dict[str, Any]:
         max_reject_ratio=cfg.max_reject_ratio,
         allow_empty=cfg.allow_empty,
         ingest_rejects=len(ingest_rejects),
+        input_objects=len(objects),
     )
     rejects = [*ingest_rejects, *outcome.rejects]
     reject_frame = pl.DataFrame(
@@ -312,11 +313,11 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[dict[str, Any]]:
     return chunks
 
 
-_ESTIMATE_SAMPLE = 200
+_ESTIMATE_SAMPLE = 50
 
 
 def estimate_cost(cfg: RunConfig, valid: pl.DataFrame, judge_client: Any) -> dict[str, Any]:
-    """Prompt tokens and cost for the day, from up to 200 rendered records scaled to the day."""
+    """Prompt tokens and cost for the day, from up to 50 rendered records scaled to the day."""
     if valid.height == 0:
         return {"records": 0, "prompt_tokens": 0, "cost_usd": 0.0, "sampled_records": 0}
     sample = valid.head(_ESTIMATE_SAMPLE)
@@ -415,7 +416,13 @@ def judge_chunk(
 
     ledger = Ledger(stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}")
     cached = ledger.lookup({p.request_hash for p in pending})
-    to_call = [p for p in pending if p.request_hash not in cached]
+    # Identical prompts (same model, template, text, parameters) are called once: a content-addressed
+    # judgement is reused within the chunk as it is across runs.
+    unique: dict[str, _Pending] = {}
+    for item in pending:
+        if item.request_hash not in cached:
+            unique.setdefault(item.request_hash, item)
+    to_call = list(unique.values())
     budget = None if cfg.budget_usd is None else cfg.budget_usd / chunk_count
     spent = 0.0
 
@@ -444,7 +451,7 @@ def judge_chunk(
         return budget is not None and spent >= budget
 
     if progress is not None:
-        progress(len(rows) + len(pending) - len(to_call))
+        progress(len(rows) + len(pending) - len(to_call))  # skipped, reused and repeated ones
     logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
                 _where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
     outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done, should_stop=budget_spent))
@@ -453,7 +460,11 @@ def judge_chunk(
 
     calls: list[dict[str, Any]] = []
     for item in pending:
-        row_out, call = _judged_row(cfg, item, by_hash.get(item.request_hash), cached.get(item.request_hash))
+        stored = cached.get(item.request_hash)
+        outcome = by_hash.get(item.request_hash)
+        if stored is None and outcome is not None and outcome.ok and unique[item.request_hash] is not item:
+            stored = _as_stored(outcome)  # a repeat of a prompt judged in this chunk: not paid twice
+        row_out, call = _judged_row(cfg, item, outcome, stored)
         rows.append(row_out)
         if call is not None:
             calls.append(call)
@@ -466,12 +477,21 @@ def judge_chunk(
         "index": index,
         "rows": parsed.height,
         "calls_made": sum(1 for o in outcomes if o is not None),
-        "reused": len(pending) - len(to_call),
+        "reused": len(pending) - len(to_call),  # from the ledger, or repeats within the chunk
         "statuses": dict(zip(counts["judge_status"], counts["len"], strict=True)),
         "seconds": round(time.monotonic() - started, 3),
     }
     logger.info("%s chunk %d judged: %s", _where(cfg), index, result)
     return result
+
+
+def _as_stored(outcome: Any) -> dict[str, Any]:
+    return {
+        "raw_response": outcome.raw_text,
+        "input_tokens": outcome.input_tokens,
+        "output_tokens": outcome.output_tokens,
+        "judged_at": outcome.judged_at,
+    }
 
 
 def _finish(row: dict[str, Any], cfg: RunConfig, prompt_version: str) -> dict[str, Any]:

@@ -48,14 +48,14 @@ def s3_client(conn_id: str = S3_CONN_ID) -> Any:
     )
 
 
-def judge_credentials(conn_id: str = JUDGE_CONN_ID) -> tuple[str | None, str | None]:
-    """(api_key, api_base) of the judge from the connection, else the environment."""
+def judge_credentials(api_base: str | None = None, conn_id: str = JUDGE_CONN_ID) -> tuple[str | None, str | None]:
+    """(api_key, api_base) of the judge: the connection's password and host, else the environment
+    (a placeholder key for a keyless OpenAI-compatible server at ``api_base``)."""
     from evaluation.cli import api_key_from_env
 
     conn = _connection(conn_id)
-    api_base = None
     if conn is not None:
-        api_base = conn.host or None
+        api_base = api_base or conn.host or None
         if conn.password:
             return conn.password, api_base
     return api_key_from_env(api_base), api_base
