@@ -16,9 +16,11 @@ import hashlib
 import json
 import logging
 import math
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -572,22 +574,43 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
     if missing:
         raise RunFailed(f"{_where(cfg)}: {len(missing)} of {chunk_count} chunks were not judged "
                         f"(first missing: {stores.out.uri(missing[0])})")
-    parsed = storage.read_parquets(stores.out, judged_keys, PARSED_SCHEMA)
-    scored = score_table(parsed, cfg.thresholds)
-    evaluations = scored.with_columns(run_id=pl.lit(cfg.run_id)).select(
-        [pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"]
-    )
-    reconciliation = reconcile(cfg, counts, evaluations)
-    calls = storage.read_parquets(stores.out, call_keys, CALLS_SCHEMA)
-    summary = build_daily_summary(evaluations, cfg.date, cfg.run_id)
+    with tempfile.TemporaryDirectory(prefix="evaluation-land-") as folder:
+        # Scoring is row-wise, so each chunk is scored on its own and the day is streamed from
+        # the scored chunks: memory follows the chunk size, not the day.
+        scored_paths, call_paths = [], []
+        for index, (judged_key, call_key) in enumerate(zip(judged_keys, call_keys, strict=True)):
+            scored = score_table(storage.read_parquet(stores.out, judged_key), cfg.thresholds)
+            path = Path(folder) / f"scored-{index:05d}.parquet"
+            scored.with_columns(run_id=pl.lit(cfg.run_id)).select(
+                [pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"]
+            ).write_parquet(path)
+            scored_paths.append(path)
+            call_path = Path(folder) / f"calls-{index:05d}.parquet"
+            stores.out.download_file(call_key, call_path)
+            call_paths.append(call_path)
+        evaluations = (
+            pl.scan_parquet(scored_paths) if scored_paths
+            else pl.DataFrame(schema=_evaluation_schema()).lazy()
+        )
+        calls = pl.scan_parquet(call_paths) if call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
+        reconciliation = reconcile(cfg, counts, evaluations)
+        summary = build_daily_summary(evaluations, cfg.date, cfg.run_id)
+        totals = evaluations.select(
+            *[(pl.col("judge_status") == s).sum().alias(s) for s in JUDGE_STATUSES],
+            *[(pl.col("verdict") == v).sum().alias(f"verdict_{v}") for v in ("pass", "borderline", "fail")],
+            pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
+        ).collect().row(0, named=True)
+        call_totals = calls.select(
+            (pl.col("attempts") > 0).sum().alias("made"), pl.col("cached").sum().alias("reused"), pl.len()
+        ).collect().row(0, named=True)
 
-    check_claim(cfg, stores)
-    storage.write_parquet(stores.out, storage.table_key("evaluations", cfg.date), evaluations)
-    storage.write_parquet(stores.out, storage.table_key("judge_calls", cfg.date), calls)
-    storage.write_parquet(stores.out, storage.table_key("daily_summary", cfg.date), summary)
+        check_claim(cfg, stores)
+        rows = storage.sink_parquet(stores.out, storage.table_key("evaluations", cfg.date), evaluations)
+        storage.sink_parquet(stores.out, storage.table_key("judge_calls", cfg.date), calls)
+        storage.write_parquet(stores.out, storage.table_key("daily_summary", cfg.date), summary)
 
-    statuses = {s: int((evaluations["judge_status"] == s).sum()) for s in JUDGE_STATUSES}
-    attempted = evaluations.height - statuses["skipped"]
+    statuses = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
+    attempted = rows - statuses["skipped"]
     call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
     timings = {**manifest.get("timings", {}), "score_land_s": round(time.monotonic() - started, 3)}
     result = {
@@ -595,14 +618,14 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
         "dt": cfg.date.isoformat(),
         **counts,
         "judges": list(cfg.judges),
-        "rows": evaluations.height,
+        "rows": rows,
         "statuses": statuses,
-        "verdicts": {v: int((evaluations["verdict"] == v).sum()) for v in ("pass", "borderline", "fail")},
-        "calls_made": int((calls["attempts"] > 0).sum()) if calls.height else 0,
-        "calls_reused": int(calls["cached"].sum()) if calls.height else 0,
-        "input_tokens": int(evaluations["input_tokens"].sum()),
-        "output_tokens": int(evaluations["output_tokens"].sum()),
-        "cost_usd": round(float(evaluations["cost_usd"].sum()), 6),
+        "verdicts": {v: int(totals[f"verdict_{v}"] or 0) for v in ("pass", "borderline", "fail")},
+        "calls_made": int(call_totals["made"] or 0),
+        "calls_reused": int(call_totals["reused"] or 0),
+        "input_tokens": int(totals["input_tokens"] or 0),
+        "output_tokens": int(totals["output_tokens"] or 0),
+        "cost_usd": round(float(totals["cost_usd"] or 0.0), 6),
         "call_error_ratio": round(call_error_ratio, 4),
         "reconciled": reconciliation,
         "output_uri": stores.out.root,
@@ -622,24 +645,32 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
     return result
 
 
-def reconcile(cfg: RunConfig, counts: dict[str, Any], evaluations: pl.DataFrame) -> dict[str, Any]:
+def reconcile(cfg: RunConfig, counts: dict[str, Any], evaluations: pl.DataFrame | pl.LazyFrame) -> dict[str, Any]:
     """CONTRACT §4: input = valid + rejected; rows = valid × judges; one status per row."""
     problems = []
     if counts["input"] != counts["valid"] + counts["rejected"]:
         problems.append(f"input {counts['input']} != valid {counts['valid']} + rejected {counts['rejected']}")
     expected = counts["valid"] * len(cfg.judges)
-    if evaluations.height != expected:
-        problems.append(f"{evaluations.height} evaluation rows, expected {counts['valid']} × {len(cfg.judges)} = {expected}")
-    duplicates = evaluations.select("record_id", "judge").is_duplicated().sum()
+    frame = evaluations.lazy()
+    height = frame.select(pl.len()).collect().item()
+    if height != expected:
+        problems.append(f"{height} evaluation rows, expected {counts['valid']} × {len(cfg.judges)} = {expected}")
+    duplicates = frame.group_by("record_id", "judge").len().filter(pl.col("len") > 1).select(pl.len()).collect().item()
     if duplicates:
-        problems.append(f"{duplicates} duplicate (record_id, judge) rows")
-    bad_status = evaluations.filter(~pl.col("judge_status").is_in(list(JUDGE_STATUSES))).height
+        problems.append(f"{duplicates} duplicate (record_id, judge) pairs")
+    bad_status = frame.filter(~pl.col("judge_status").is_in(list(JUDGE_STATUSES))).select(pl.len()).collect().item()
     if bad_status:
         problems.append(f"{bad_status} rows without a valid judge_status")
     if problems:
         raise RunFailed(f"{_where(cfg)}: counts do not reconcile: " + "; ".join(problems))
     return {"input": counts["input"], "valid": counts["valid"], "rejected": counts["rejected"],
-            "rows": evaluations.height, "expected_rows": expected}
+            "rows": height, "expected_rows": expected}
+
+
+def _evaluation_schema() -> dict[str, Any]:
+    schema = {c: PARSED_SCHEMA[c] for c in EVALUATION_COLUMNS if c in PARSED_SCHEMA}
+    schema.update(run_id=pl.String, verdict=pl.String, clamps_applied=_LIST)
+    return {c: schema[c] for c in EVALUATION_COLUMNS if c != "dt"}
 
 
 def write_run_row(
