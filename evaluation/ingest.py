@@ -260,12 +260,12 @@ def _gzip_chunks(data: bytes) -> Iterator[bytes]:
             yield chunk
 
 
-def _read_jsonl(source_uri: str, chunks: Iterable[bytes]) -> ObjectRows:
+def _read_jsonl_gzip(source_uri: str, data: bytes) -> ObjectRows:
     out = ObjectRows()
     pending = b""
     line_no = 0
     try:
-        for chunk in chunks:
+        for chunk in _gzip_chunks(data):
             block = pending + chunk if pending else chunk
             cut = block.rfind(b"\n")
             if cut < 0:
@@ -315,9 +315,10 @@ def read_object(source_uri: str, data: bytes) -> ObjectRows:
     name = source_uri.lower()
     with _gc_paused():
         if name.endswith(".jsonl.gz"):
-            result = _read_jsonl(source_uri, _gzip_chunks(data))
+            result = _read_jsonl_gzip(source_uri, data)
         elif name.endswith(".jsonl"):
-            result = _read_jsonl(source_uri, (data,))
+            result = ObjectRows()
+            _parse_block(source_uri, data, 0, result)
         elif name.endswith(".parquet"):
             result = _read_parquet(source_uri, data)
         else:
@@ -556,17 +557,13 @@ def normalise(
 
 
 def _frame(columns: dict[str, list[Any]]) -> pl.DataFrame:
+    # pyarrow converts aware datetimes and nested lists in one C pass; Polars goes object by
+    # object there (10-50x slower). Plain strings and ints are fastest through Polars.
+    arrow_types = {"timestamp": pa.timestamp("us", "UTC"), "problems": pa.large_list(pa.large_string())}
     series = []
     for name, dtype in ROW_SCHEMA.items():
-        if name in ("timestamp", "problems"):
-            # pyarrow converts aware datetimes and nested lists in one C pass; Polars goes
-            # object by object (10-50x slower here).
-            arrow_type = (
-                pa.timestamp("us", "UTC") if name == "timestamp" else pa.large_list(pa.large_string())
-            )
-            converted = pl.from_arrow(pa.array(columns[name], type=arrow_type))
-            assert isinstance(converted, pl.Series)
-            series.append(converted.alias(name).cast(dtype))
+        if name in arrow_types:
+            series.append(pl.Series(name, pa.array(columns[name], type=arrow_types[name])).cast(dtype))
         else:
             series.append(pl.Series(name, columns[name], dtype=dtype))
     return pl.DataFrame(series)
