@@ -82,7 +82,7 @@ def _n(value: float) -> str:
 
 def _text_width(text: str, size: float = 11.0) -> float:
     """A rough width of ``text`` in pixels (layout only; no font metrics available)."""
-    return len(text) * size * 0.58
+    return len(text) * size * 0.56
 
 
 def _ink(fill: str) -> str:
@@ -139,7 +139,7 @@ def _legend(items: Sequence[tuple[str, str, str]], x: float, y: float, width: fl
     parts: list[str] = ['<g class="legend">']
     cx, cy = x, y
     for name, fill, pattern in items:
-        entry = 22 + _text_width(name) + 14
+        entry = 22 + _text_width(name) + 12
         if cx + entry > x + width and cx > x:
             cx, cy = x, cy + 16
         if kind == "line":
@@ -189,7 +189,7 @@ def line_chart(
     height += TITLE_H
     fills = [s.colour or colour(i) for i, s in enumerate(series)]
     legend, legend_h = _legend([(s.name, fills[i], dash(i)) for i, s in enumerate(series)], 56, 8 + TITLE_H, width - 64)
-    top, left, right, bottom = 14 + TITLE_H + legend_h, 56.0, 14.0, 40.0
+    top, left, right, bottom = 14 + TITLE_H + legend_h, 56.0, 24.0, 40.0
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for s in series for v in s.values if v is not None]
     values += [b for s in series for pair in (s.band or []) if pair is not None for b in pair]

@@ -23,6 +23,7 @@ reasoning, raw rejected lines) is HTML-escaped.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -194,7 +195,8 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> Report
 
 
 def _judge_order(judge: str) -> tuple[int, str]:
-    return (JUDGES.index(judge) if judge in JUDGES else len(JUDGES), judge)  # type: ignore[arg-type]
+    order: list[str] = list(JUDGES)
+    return (order.index(judge) if judge in order else len(order), judge)
 
 
 def _group_key(row: dict[str, Any]) -> tuple[tuple[int, str], str]:
@@ -343,9 +345,23 @@ def _distributions(evaluations: pl.DataFrame, models: Sequence[str]) -> list[dic
 _WORST_COLUMNS = (
     "record_id", "conversation_id", "model", "judge", "score", "verdict", "faithfulness", "relevance",
     "completeness", "reasoning_quality", "context_relevance", "answer_relevance", "semantic_similarity",
-    "misses", "hits", "reasoning", "reason", "invalid_citations", "clamps_applied",
+    "misses", "hits", "reasoning", "explanations", "reason", "invalid_citations", "clamps_applied",
     "hallucination_detected", "uncited_claim_count", "improvement_suggestions",
 )
+
+
+def _explanations(text: str | None) -> dict[str, str] | str | None:
+    """The per-metric explanations (a JSON object in the table) as a dict of cut texts; the cut
+    raw text when it is not a JSON object."""
+    if text is None:
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return _truncate(text)
+    if not isinstance(parsed, dict):
+        return _truncate(text)
+    return {str(k): _truncate(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) or "" for k, v in parsed.items()}
 
 
 def _worst_records(evaluations: pl.DataFrame, per_judge: int) -> list[dict[str, Any]]:
@@ -358,7 +374,9 @@ def _worst_records(evaluations: pl.DataFrame, per_judge: int) -> list[dict[str, 
             record: dict[str, Any] = {}
             for name in columns:
                 value = row[name]
-                if isinstance(value, list):
+                if name == "explanations":
+                    value = _explanations(value)
+                elif isinstance(value, list):
                     value = _texts(value)
                 elif isinstance(value, str):
                     value = _truncate(value)
@@ -551,7 +569,8 @@ p.note, .note { color: #4d5561; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 4px 0 8px; }
 th, td { padding: 4px 10px; border-bottom: 1px solid #e6e8eb; text-align: left; vertical-align: top; }
 th { font-weight: 600; color: #333a44; background: #f3f5f7; font-size: 12.5px; }
-td.num, th.num { text-align: right; white-space: nowrap; }
+td.num { text-align: right; white-space: nowrap; }
+th.num { text-align: right; }
 td.measure { font-weight: 600; }
 tr.group-start td { border-top: 2px solid #cfd5dc; }
 .flag { font-weight: 700; }
@@ -844,7 +863,7 @@ def _trend_section(summary: dict[str, Any]) -> str:
                     continue
                 rates[i] = point["pass_rate"]
                 scores[i] = point["score_mean"]
-                band[i] = tuple(point["score_ci"]) if point["score_ci"] else None  # type: ignore[assignment]
+                band[i] = (point["score_ci"][0], point["score_ci"][1]) if point["score_ci"] else None
             rate_series.append(charts.LineSeries(g["model"], rates, colour=colours[g["model"]]))
             score_series.append(charts.LineSeries(g["model"], scores, band, colour=colours[g["model"]]))
         figures.append(charts.line_chart(labels, rate_series, title=f"Pass rate — {judge}", y_label="pass rate",
@@ -972,7 +991,7 @@ def _worst_section(summary: dict[str, Any]) -> str:
         return "".join(parts)
     header = "".join([
         _th("Record"), _th("Model"), _th("Score", True), _th("Verdict"), _th("Metrics"), _th("Misses"),
-        _th("Reasoning / reason"), _th("Invalid citations"), _th("Clamps applied"),
+        _th("Reasoning, reason, explanations"), _th("Invalid citations"), _th("Clamps applied"),
     ])
     for judge in summary["judges"]:
         records = [r for r in summary["worst_records"] if r["judge"] == judge]
@@ -986,6 +1005,12 @@ def _worst_section(summary: dict[str, Any]) -> str:
             if r.get("hallucination_detected"):
                 metrics.append("hallucination detected")
             reasoning = [t for t in (r.get("reasoning"), r.get("reason")) if t]
+            explanations = r.get("explanations")
+            if isinstance(explanations, dict):
+                reasoning += [f"{k.replace('_', ' ')}: {v}" for k, v in explanations.items()]
+            elif explanations:
+                reasoning.append(str(explanations))
+            reasoning += [f"suggestion: {t}" for t in r.get("improvement_suggestions") or []]
             body.append("<tr>" + "".join([
                 _cell(f"<code>{esc(r['record_id'])}</code>", cls="text"), _cell(f"<code>{esc(r['model'])}</code>", cls="nowrap"),
                 _cell(esc(fmt_mean(r["score"])), num=True), _cell(esc(r.get("verdict") or "–")),
