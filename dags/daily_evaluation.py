@@ -11,6 +11,8 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
    prompt) through litellm; retried on its own, reusing the replies already paid for.
 4. **score_land** — clamps, scores and verdicts over the whole table, lands `evaluations`,
    `judge_calls`, `daily_summary` and `runs`, checks that the counts reconcile.
+5. **report** — the day's self-contained quality report (HTML with charts) and `summary.json`
+   under `{output_uri}/reports/dt=YYYY-MM-DD/`.
 
 Secrets come from the `aws_default` and `llm_judge` Connections. Params are the run's options
 (the same as `python -m evaluation run`); `date` overrides the logical date's day.
@@ -95,8 +97,17 @@ def daily_evaluation() -> None:
         except pipeline.RunFailed as exc:
             raise glue.fail_without_retry(exc) from exc
 
+    @task(retries=2)
+    def report(landed: dict[str, Any]) -> dict[str, str]:
+        import evaluation_airflow as glue
+
+        from evaluation.report import write_daily_report
+
+        cfg = glue.run_config(get_current_context())
+        return write_daily_report(glue.stores(cfg).out, cfg.date)
+
     chunks = plan(ingest_validate())
-    score_land(judge.expand(chunk=chunks))
+    report(score_land(judge.expand(chunk=chunks)))
 
 
 daily_evaluation()

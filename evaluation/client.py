@@ -210,7 +210,12 @@ def supports_json_mode(model: str) -> bool:
 
 
 def completion_cost(response: Any) -> float:
-    """Cost from litellm's bundled price map; 0.0 when the model has no price."""
+    """Cost from litellm's bundled price map; 0.0 when the model has no price. litellm has
+    already priced the response for its own logging: reuse that instead of pricing it twice."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    known = hidden.get("response_cost") if isinstance(hidden, dict) else getattr(hidden, "response_cost", None)
+    if isinstance(known, (int, float)) and not isinstance(known, bool):
+        return float(known)
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:

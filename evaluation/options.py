@@ -78,7 +78,9 @@ def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger:
     merged.update({k: v for k, v in values.items() if v is not None or k == "budget_usd"})
     if not merged["input_uri"] or not merged["output_uri"]:
         raise ValueError("input_uri and output_uri are required (set them, or EVALUATION_INPUT_URI/_OUTPUT_URI)")
-    thresholds = Thresholds(pass_=merged.pop("pass_threshold"), borderline=merged.pop("borderline_threshold"))
+    thresholds = Thresholds.model_validate(
+        {"pass": merged.pop("pass_threshold"), "borderline": merged.pop("borderline_threshold")}
+    )
     return RunConfig(date=date, run_id=run_id, trigger=trigger, thresholds=thresholds, **merged)
 
 

@@ -736,4 +736,8 @@ def run_day(
         on_planned(sum(c["records"] for c in chunks) * len(cfg.judges))
     for chunk in chunks:
         judge_chunk(cfg, stores, chunk["index"], api_key=api_key, progress=progress)
-    return score_and_land(cfg, stores, started_at=started_at)
+    result = score_and_land(cfg, stores, started_at=started_at)
+    from evaluation.report import write_daily_report
+
+    result["report"] = write_daily_report(stores.out, cfg.date)["html"]
+    return result

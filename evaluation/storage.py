@@ -33,7 +33,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import polars as pl
 
@@ -41,7 +41,8 @@ logger = logging.getLogger(__name__)
 
 TABLES = ("evaluations", "judge_calls", "rejects", "daily_summary", "runs")
 RAW_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
-PARQUET_COMPRESSION = "zstd"
+PARQUET_COMPRESSION: Literal["zstd"] = "zstd"
+_CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".parquet": "application/vnd.apache.parquet"}
 
 
 class StorageError(RuntimeError):
@@ -183,6 +184,7 @@ class LocalStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
             handle.write(data)
+        os.chmod(handle.name, 0o644)  # tempfile creates 0600; landed files are for readers too
         os.replace(handle.name, target)
 
     def upload_file(self, key: str, path: Path) -> None:
@@ -191,6 +193,7 @@ class LocalStore:
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
             pass
         shutil.copyfile(path, handle.name)
+        os.chmod(handle.name, 0o644)
         os.replace(handle.name, target)
 
     def download_file(self, key: str, path: Path) -> None:
@@ -244,13 +247,13 @@ class S3Store:
 
     def write_bytes(self, key: str, data: bytes) -> None:
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **_content_type(key))
         except Exception as exc:
             raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
 
     def upload_file(self, key: str, path: Path) -> None:
         try:  # a multipart upload becomes visible only when it completes: still atomic
-            self.client.upload_file(str(path), self.bucket, self._key(key))
+            self.client.upload_file(str(path), self.bucket, self._key(key), ExtraArgs=_content_type(key) or None)
         except Exception as exc:
             raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
 
@@ -273,6 +276,11 @@ class S3Store:
             batch = [{"Key": self._key(o.key)} for o in objects[start : start + 1000]]
             self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
         return len(objects)
+
+
+def _content_type(key: str) -> dict[str, str]:
+    suffix = Path(key).suffix
+    return {"ContentType": _CONTENT_TYPES[suffix]} if suffix in _CONTENT_TYPES else {}
 
 
 def s3_client(

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         out = storage.open_store(OUTPUT_URI, client)
         print_summary(out, args.date)
         copy_day(out, args.date, args.output)
+        report = args.output / storage.report_key(args.date)
+        print(f"daily quality report: {report} (landed at {out.uri(storage.report_key(args.date))})")
     print(f"done in {time.monotonic() - started:.0f}s")
     return 0
 
