@@ -280,8 +280,9 @@ class JudgeClient:
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
 
     def call_parameters(self) -> dict[str, Any]:
-        """The parameters that shape a reply (part of the ledger's request hash)."""
-        return {"temperature": self.temperature, "json_mode": self.json_mode}
+        """The parameters that shape a reply (part of the ledger's request hash). The API base is
+        one of them: the same model name behind another endpoint is another judge deployment."""
+        return {"temperature": self.temperature, "json_mode": self.json_mode, "api_base": self.api_base}
 
     def backoff(self, attempt: int) -> float:
         """Wait before attempt ``attempt + 1``: exponential with equal jitter."""
