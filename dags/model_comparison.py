@@ -99,7 +99,7 @@ def model_comparison() -> None:
 
         params = get_current_context()["params"]
         values = {name: params.get(name) for name in SPEC_PARAMS}
-        if not values["api_base"]:
+        if values["judge_model"] and not values["api_base"]:
             values["api_base"] = glue.judge_credentials()[1]
         try:
             spec = ComparisonSpec.model_validate(values)

@@ -192,6 +192,8 @@ class ComparisonSpec(BaseModel):
     def _check(self) -> ComparisonSpec:
         if self.end_date < self.start_date:
             raise ValueError(f"end_date {self.end_date} is before start_date {self.start_date}")
+        if self.judge_model is None:
+            self.api_base = None  # only a judge call uses it; it must not change the comparison's id
         if self.baseline is None:
             self.baseline = self.models[0]
         elif self.baseline not in self.models:
@@ -223,7 +225,7 @@ class ComparisonSpec(BaseModel):
 
 
 @dataclass(frozen=True)
-class TestResult:
+class DeltaEstimate:
     """A difference of means with its 95% bootstrap interval and two-sided p-value."""
 
     test: str
@@ -270,7 +272,7 @@ def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int) 
     return _interval(bootstrap_means(values, rng, resamples))
 
 
-def paired_test(differences: np.ndarray, rng: np.random.Generator, resamples: int) -> TestResult:
+def paired_test(differences: np.ndarray, rng: np.random.Generator, resamples: int) -> DeltaEstimate:
     """Mean of per-question differences: bootstrap over questions, sign-flip permutation p-value."""
     n = differences.size
     observed = float(differences.mean())
@@ -279,10 +281,10 @@ def paired_test(differences: np.ndarray, rng: np.random.Generator, resamples: in
     for k in _batches(resamples, n):
         signs = rng.integers(0, 2, size=(k, n)) * 2 - 1
         extreme += _as_extreme((signs * differences).mean(axis=1), observed)
-    return TestResult("paired", observed, low, high, (extreme + 1) / (resamples + 1))
+    return DeltaEstimate("paired", observed, low, high, (extreme + 1) / (resamples + 1))
 
 
-def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Generator, resamples: int) -> TestResult:
+def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Generator, resamples: int) -> DeltaEstimate:
     """Difference of two means: bootstrap of each sample, two-sample permutation p-value."""
     observed = float(sample.mean() - baseline.mean())
     draws = bootstrap_means(sample, rng, resamples) - bootstrap_means(baseline, rng, resamples)
@@ -293,7 +295,7 @@ def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Gener
     for k in _batches(resamples, pooled.size):
         shuffled = rng.permuted(np.broadcast_to(pooled, (k, pooled.size)), axis=1)
         extreme += _as_extreme(shuffled[:, :size].mean(axis=1) - shuffled[:, size:].mean(axis=1), observed)
-    return TestResult("unpaired", observed, low, high, (extreme + 1) / (resamples + 1))
+    return DeltaEstimate("unpaired", observed, low, high, (extreme + 1) / (resamples + 1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,6 +500,25 @@ def _rejudged_rows(store: storage.Store, spec: ComparisonSpec, comparison_id: st
     return storage.read_parquet(store, key).select(_ROW_COLUMNS)
 
 
+def _rejudged(
+    store: storage.Store, spec: ComparisonSpec, comparison_id: str, raw_store: storage.Store | None, api_key: str | None
+) -> pl.DataFrame:
+    """The re-judged sample of this comparison: the landed one for this spec, else judged now."""
+    rows = _rejudged_rows(store, spec, comparison_id)
+    if rows is not None:
+        return rows
+    if raw_store is None:
+        raise ComparisonError(
+            f"comparison {comparison_id}: no re-judged sample with {spec.judge_model} landed for this spec, "
+            "and no raw input store to judge one from"
+        )
+    judge_sample(store, spec, comparison_id=comparison_id, raw_store=raw_store, api_key=api_key)
+    rows = _rejudged_rows(store, spec, comparison_id)
+    if rows is None:
+        raise ComparisonError(f"comparison {comparison_id}: the re-judged sample did not land under {store.root}")
+    return rows
+
+
 # --------------------------------------------------------------------------------------------
 # Tables
 
@@ -632,20 +653,9 @@ def run_comparison(
     """
     comparison_id = storage.safe_id(comparison_id or spec.default_id())
     if spec.judge_model is None:
-        rows = landed_rows(store, spec)
-        source = "landed"
+        rows, source = landed_rows(store, spec), "landed"
     else:
-        rows = _rejudged_rows(store, spec, comparison_id)
-        if rows is None:
-            if raw_store is None:
-                raise ComparisonError(
-                    f"comparison {comparison_id}: no re-judged sample with {spec.judge_model} landed for this spec, "
-                    "and no raw input store to judge one from"
-                )
-            judge_sample(store, spec, comparison_id=comparison_id, raw_store=raw_store, api_key=api_key)
-            rows = _rejudged_rows(store, spec, comparison_id)
-            assert rows is not None
-        source = "rejudged"
+        rows, source = _rejudged(store, spec, comparison_id, raw_store, api_key), "rejudged"
     metrics = compare_metrics(rows, spec, comparison_id)
     verdicts = compare_verdicts(rows, spec, comparison_id)
     records = {m: int(n) for m, n in rows.select("dt", "record_id", "model").unique().group_by("model").len()

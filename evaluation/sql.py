@@ -98,8 +98,9 @@ class DayFilter:
         return self.low is not None or self.high is not None or self.days is not None
 
 
-_LITERAL = re.compile(r"'(?:[^']|'')*'")
-_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+#: A string literal or a comment, whichever starts first (a quote in a comment, or `--` in a
+#: literal, must not be mistaken for the other).
+_LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
 _VALUE = r"(?:date\s*)?'#(\d+)'"
 _COLUMN = r"(?<![\w.])(?:([A-Za-z_]\w*)\.)?dt\b"
 _PREDICATES = (
@@ -107,12 +108,14 @@ _PREDICATES = (
     ("in", re.compile(rf"{_COLUMN}\s+in\s*\(\s*({_VALUE}(?:\s*,\s*{_VALUE})*)\s*\)", re.I)),
     ("compare", re.compile(rf"{_COLUMN}\s*(>=|<=|=|>|<)\s*{_VALUE}", re.I)),
 )
-_TABLE_REFERENCE = re.compile(r"\b(?:from|join)\s+([A-Za-z_]\w*)(?:\s+(?:as\s+)?([A-Za-z_]\w*))?", re.I)
-_NOT_ALIASES = {
+_KEYWORDS = (
     "where", "join", "inner", "left", "right", "full", "outer", "cross", "on", "using", "group", "order",
     "limit", "having", "natural", "union", "except", "intersect", "window", "qualify", "offset", "fetch",
     "semi", "anti", "lateral",
-}
+)
+_TABLE_REFERENCE = re.compile(
+    rf"\b(?:from|join)\s+([A-Za-z_]\w*)(?:\s+(?:as\s+)?(?!(?:{'|'.join(_KEYWORDS)})\b)([A-Za-z_]\w*))?", re.I
+)
 _CLAUSE_END = re.compile(r"\b(?:group\s+by|order\s+by|having|limit|qualify|window|offset|fetch)\b", re.I)
 
 
@@ -121,11 +124,13 @@ def _mask(query: str) -> tuple[str, list[str]]:
     literals: list[str] = []
 
     def keep(match: re.Match[str]) -> str:
-        literals.append(match.group(0)[1:-1].replace("''", "'"))
+        token = match.group(0)
+        if not token.startswith("'"):
+            return " "
+        literals.append(token[1:-1].replace("''", "'"))
         return f"'#{len(literals) - 1}'"
 
-    masked = _LITERAL.sub(keep, query)
-    return _COMMENT.sub(" ", masked), literals
+    return _LITERAL_OR_COMMENT.sub(keep, query), literals
 
 
 def referenced_tables(query: str) -> list[str]:
@@ -193,7 +198,7 @@ def day_filters(query: str) -> dict[str, DayFilter]:
     for table, alias in references:
         if table in DAILY_TABLES and named.count(table) == 1:
             aliases[table] = table
-            if alias and alias not in _NOT_ALIASES:
+            if alias:
                 aliases[alias] = table
     filters: dict[str, DayFilter] = {}
     for kind, pattern in _PREDICATES:

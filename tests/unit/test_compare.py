@@ -1,0 +1,316 @@
+"""Model comparisons (evaluation.compare): statistics, pairing, determinism, and the landed tables
+on generated days where assistant-v2 is clearly better than assistant-lite."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from evaluation import compare, storage, synthetic
+from evaluation.compare import ComparisonError, ComparisonSpec, run_comparison
+from evaluation.contract import RunConfig
+from evaluation.pipeline import Stores, run_day
+
+DAYS = (dt.date(2026, 11, 1), dt.date(2026, 11, 2))
+RECORDS = 300  # per day, spread over the three models
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two generated days evaluated by the pipeline with the offline judge."""
+    root = tmp_path_factory.mktemp("compare")
+    raw_uri, out_uri = str(root / "raw"), str(root / "out")
+    for day in DAYS:
+        synthetic.write_day(storage.open_store(raw_uri), day, RECORDS)
+        cfg = RunConfig(date=day, input_uri=raw_uri, output_uri=out_uri, run_id=f"test-{day}")
+        run_day(cfg, Stores.open(cfg))
+    return {"raw": storage.open_store(raw_uri), "out": storage.open_store(out_uri), "root": root}
+
+
+def _spec(**overrides: Any) -> ComparisonSpec:
+    values: dict[str, Any] = {"start_date": DAYS[0], "end_date": DAYS[-1], "models": ["assistant-lite", "assistant-v2"]}
+    values.update(overrides)
+    return ComparisonSpec(**values)
+
+
+def _table(store: storage.Store, comparison_id: str, name: str) -> pl.DataFrame:
+    return storage.read_parquet(store, storage.comparison_key(comparison_id, name))
+
+
+def _row(metrics: pl.DataFrame, judge: str, metric: str, model: str) -> dict[str, Any]:
+    rows = metrics.filter((pl.col("judge") == judge) & (pl.col("metric") == metric) & (pl.col("model") == model))
+    assert rows.height == 1
+    return rows.row(0, named=True)
+
+
+# --------------------------------------------------------------------------------------------
+# On landed data
+
+
+def test_better_model_has_a_positive_delta_whose_interval_excludes_zero(landed) -> None:
+    result = run_comparison(landed["out"], _spec(), comparison_id="v2-vs-lite")
+    metrics = _table(landed["out"], "v2-vs-lite", "metrics.parquet")
+    for judge in ("rag", "masis"):
+        for metric in ("score", "faithfulness", "pass_rate"):
+            row = _row(metrics, judge, metric, "assistant-v2")
+            assert row["test"] == "paired"  # both models answered the same generated questions
+            assert row["delta"] > 0 and row["delta_ci_low"] > 0, row
+            assert row["delta_ci_low"] <= row["delta"] <= row["delta_ci_high"]
+            assert row["p_value"] < 0.05 and row["significant"]
+            assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+    assert result["source"] == "landed"
+    assert result["records_per_model"] == {"assistant-lite": 200, "assistant-v2": 200}
+    summary = {(d["judge"], d["metric"]): d for d in result["deltas"]}
+    assert summary[("rag", "score")]["delta"] > 0 and summary[("rag", "score")]["test"] == "paired"
+
+    # The baseline swapped: the same difference, the other sign.
+    run_comparison(landed["out"], _spec(baseline="assistant-v2"), comparison_id="lite-vs-v2")
+    swapped = _row(_table(landed["out"], "lite-vs-v2", "metrics.parquet"), "rag", "score", "assistant-lite")
+    assert swapped["delta"] == pytest.approx(-_row(metrics, "rag", "score", "assistant-v2")["delta"])
+    assert swapped["delta_ci_high"] < 0
+
+
+def test_means_agree_with_the_landed_ok_rows(landed) -> None:
+    run_comparison(landed["out"], _spec(), comparison_id="means")
+    metrics = _table(landed["out"], "means", "metrics.parquet")
+    evaluations = storage.scan_table(landed["out"], "evaluations", list(DAYS))
+    ok = evaluations.filter((pl.col("judge_status") == "ok") & (pl.col("judge") == "masis"))
+    for model in ("assistant-lite", "assistant-v2"):
+        scores = ok.filter(pl.col("model") == model)["score"]
+        row = _row(metrics, "masis", "score", model)
+        assert row["n"] == scores.len() and row["mean"] == pytest.approx(scores.mean())
+    base = _row(metrics, "masis", "score", "assistant-lite")
+    assert base["is_baseline"] and base["delta"] is None and base["test"] is None
+
+
+def test_same_seed_gives_identical_tables(landed) -> None:
+    spec = _spec(models=["assistant-lite", "assistant-v2", "assistant-v1"], bootstrap=500)
+    run_comparison(landed["out"], spec, comparison_id="repeat")
+    first = {n: _table(landed["out"], "repeat", n) for n in ("metrics.parquet", "verdicts.parquet")}
+    spec_json = landed["out"].read_bytes(storage.comparison_key("repeat", "spec.json"))
+    run_comparison(landed["out"], ComparisonSpec.model_validate(spec.model_dump()), comparison_id="repeat")
+    for name, frame in first.items():
+        assert_frame_equal(frame, _table(landed["out"], "repeat", name))
+    assert landed["out"].read_bytes(storage.comparison_key("repeat", "spec.json")) == spec_json
+
+    # Another seed: same estimates, other resamples.
+    run_comparison(landed["out"], spec.model_copy(update={"seed": 1}), comparison_id="other-seed")
+    other = _table(landed["out"], "other-seed", "metrics.parquet")
+    assert other["delta"].to_list() == first["metrics.parquet"]["delta"].to_list()
+    assert other["delta_ci_low"].to_list() != first["metrics.parquet"]["delta_ci_low"].to_list()
+
+
+def test_win_tie_loss_counts_add_up_to_the_shared_questions(landed) -> None:
+    run_comparison(landed["out"], _spec(models=["assistant-lite", "assistant-v2", "assistant-v1"]), comparison_id="wtl")
+    others = _table(landed["out"], "wtl", "metrics.parquet").filter(~pl.col("is_baseline"))
+    assert others.height > 0
+    assert (others["wins"] + others["ties"] + others["losses"] == others["n_pairs"]).all()
+    score = _row(others, "rag", "score", "assistant-v2")
+    assert score["wins"] > score["losses"]
+
+
+def test_verdict_shifts_sum_to_zero(landed) -> None:
+    run_comparison(landed["out"], _spec(models=["assistant-lite", "assistant-v2", "assistant-v1"]), comparison_id="mix")
+    verdicts = _table(landed["out"], "mix", "verdicts.parquet")
+    sums = verdicts.group_by("judge", "model").agg(pl.col("share_pct").sum(), pl.col("shift_pp").sum(), pl.col("n").sum(),
+                                                    pl.col("n_ok").first())
+    assert sums.height == 9
+    assert np.allclose(sums["share_pct"].to_numpy(), 100.0)
+    assert np.allclose(sums["shift_pp"].to_numpy(), 0.0, atol=1e-9)
+    assert (sums["n"] == sums["n_ok"]).all()
+    rag_pass = verdicts.filter((pl.col("judge") == "rag") & (pl.col("model") == "assistant-v2") & (pl.col("verdict") == "pass"))
+    assert rag_pass["shift_pp"][0] > 0
+
+
+def test_report_is_a_self_contained_page(landed) -> None:
+    result = run_comparison(landed["out"], _spec(), comparison_id="page")
+    page = Path(result["report_uri"]).read_text()
+    assert page.startswith("<!doctype html>") and "<style>" in page
+    assert page.count("<svg") >= 4  # a delta chart and a verdict chart per judge
+    assert "<script" not in page and "<link" not in page and "src=" not in page
+    assert "http://" not in page and "https://" not in page
+    assert "assistant-v2" in page and "paired" in page
+    spec = json.loads(Path(result["spec_uri"]).read_text())
+    assert spec["comparison_id"] == "page" and spec["spec"]["baseline"] == "assistant-lite"
+
+
+def test_sample_per_model_is_seeded(landed) -> None:
+    run_comparison(landed["out"], _spec(sample_per_model=25, seed=7), comparison_id="sample-a")
+    again = run_comparison(landed["out"], _spec(sample_per_model=25, seed=7), comparison_id="sample-b")
+    assert again["records_per_model"] == {"assistant-lite": 25, "assistant-v2": 25}
+    first = _table(landed["out"], "sample-a", "metrics.parquet").drop("comparison_id")
+    assert_frame_equal(first, _table(landed["out"], "sample-b", "metrics.parquet").drop("comparison_id"))
+
+
+def test_rejudging_a_sample_with_a_judge_model(landed) -> None:
+    spec = _spec(judge_model="offline/lexical", sample_per_model=20, seed=3)
+    result = run_comparison(landed["out"], spec, comparison_id="rejudged", raw_store=landed["raw"])
+    assert result["source"] == "rejudged"
+    assert result["records_per_model"] == {"assistant-lite": 20, "assistant-v2": 20}
+    evaluations = _table(landed["out"], "rejudged", "evaluations.parquet")
+    assert evaluations.height == 40 * 3  # every (sampled record, judge) pair has one row
+    assert evaluations.select("dt", "record_id", "judge").is_duplicated().sum() == 0
+    assert set(evaluations["judge_model"].unique()) == {"offline/lexical"}
+    assert evaluations["question_key"].null_count() == 0
+    assert landed["out"].exists(storage.comparison_key("rejudged", "judge_calls.parquet"))
+    assert not [o for o in landed["out"].list("_work/") if "comparison-rejudged" in o.key]
+    # The offline judge is deterministic: the landed sample's scores are the ones re-judged.
+    landed_scores = storage.scan_table(landed["out"], "evaluations", list(DAYS)).select("dt", "record_id", "judge", "score")
+    joined = evaluations.join(landed_scores, on=["dt", "record_id", "judge"], suffix="_landed")
+    assert joined.height == evaluations.height
+    assert joined.filter(pl.col("score").ne_missing(pl.col("score_landed"))).height == 0
+    # The landed sample is reused for the same spec, without the raw input.
+    again = run_comparison(landed["out"], spec, comparison_id="rejudged")
+    assert again["deltas"] == result["deltas"]
+    with pytest.raises(ComparisonError, match="no re-judged sample"):
+        run_comparison(landed["out"], spec.model_copy(update={"seed": 4}), comparison_id="rejudged")
+
+
+def test_unknown_model_and_empty_range_fail_with_a_clear_message(landed) -> None:
+    with pytest.raises(ComparisonError, match="no records of assistant-v9.*models found: assistant-lite"):
+        run_comparison(landed["out"], _spec(models=["assistant-lite", "assistant-v9"]))
+    with pytest.raises(ComparisonError, match="no landed evaluations"):
+        run_comparison(landed["out"], _spec(start_date="2026-10-01", end_date="2026-10-02"))
+
+
+def test_cli_compare_prints_a_json_summary(landed, capsys) -> None:
+    from evaluation.cli import main
+
+    out_uri = landed["out"].root
+    code = main(["compare", "--from", str(DAYS[0]), "--to", str(DAYS[1]), "--models", "assistant-lite,assistant-v2",
+                 "--judges", "rag", "--seed", "2", "--bootstrap", "300", "--output", out_uri])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "success" and summary["report_uri"].endswith("report.html")
+    score = next(d for d in summary["deltas"] if d["metric"] == "score")
+    assert score["judge"] == "rag" and score["delta"] > 0 and score["delta_ci_low"] > 0
+    assert {"delta_ci_high", "p_value", "test"} <= set(score)
+
+
+# --------------------------------------------------------------------------------------------
+# Pairing and statistics on hand-made rows
+
+
+def _rows(answers: dict[str, list[tuple[str, float]]]) -> pl.DataFrame:
+    """Evaluation-like rows: per model, (question, score) pairs; all ok, judge prompt."""
+    records = []
+    for model, items in answers.items():
+        for index, (question, score) in enumerate(items):
+            records.append({"dt": DAYS[0], "record_id": f"{model}-{index}", "model": model, "judge": "prompt",
+                            "judge_status": "ok", "verdict": "pass" if score >= 0.8 else "fail", "score": score,
+                            "question": question})
+    frame = pl.DataFrame(records)
+    return frame.with_columns(question_key=compare.question_key(pl.col("question"))).drop("question")
+
+
+def _compare(rows: pl.DataFrame, **overrides: Any) -> dict[str, Any]:
+    spec = _spec(models=["a", "b"], judges=["prompt"], bootstrap=400, **overrides)
+    return _row(compare.compare_metrics(rows, spec, "t"), "prompt", "score", "b")
+
+
+@pytest.mark.parametrize(
+    "shared, expected",
+    [(20, "paired"), (0, "unpaired"), (5, "unpaired")],
+    ids=["same-questions", "disjoint-questions", "too-few-shared"],
+)
+def test_paired_only_when_the_models_answered_the_same_questions(shared: int, expected: str) -> None:
+    rng = np.random.default_rng(0)
+    a = [(f"Question {i}?", float(rng.uniform(0.3, 0.6))) for i in range(20)]
+    b = [(f"  QUESTION   {i} " if i < shared else f"other question {i}", float(rng.uniform(0.6, 0.9))) for i in range(20)]
+    row = _compare(_rows({"a": a, "b": b}))
+    assert row["test"] == expected
+    assert row["n_pairs"] == shared
+    assert row["wins"] + row["ties"] + row["losses"] == shared
+    assert row["delta"] > 0 and row["delta_ci_low"] > 0
+
+
+def test_paired_delta_is_the_mean_of_per_question_differences() -> None:
+    a = [("q1", 0.2), ("q1", 0.4), ("q2", 0.5), ("q3", 0.9)] + [(f"q{i}", 0.5) for i in range(4, 12)]
+    b = [("q1", 0.5), ("q2", 0.5), ("q3", 0.6)] + [(f"q{i}", 0.6) for i in range(4, 12)]
+    row = _compare(_rows({"a": a, "b": b}))
+    differences = [0.5 - 0.3, 0.0, 0.6 - 0.9] + [0.1] * 8
+    assert row["test"] == "paired"
+    assert row["delta"] == pytest.approx(np.mean(differences))
+    assert (row["wins"], row["ties"], row["losses"]) == (9, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "question, key",
+    [
+        ("What is the height of Mount Everest?", "what is the height of mount everest"),
+        ("  what IS the\theight of\n Mount Everest ?!  ", "what is the height of mount everest"),
+        ("¿Qué hora es?", "qué hora es"),
+        ("«Quoted», inside: kept", "quoted», inside: kept"),
+        ("...", None),
+    ],
+)
+def test_question_key_normalises_case_space_and_end_punctuation(question: str, key: str | None) -> None:
+    frame = compare._keyed_questions(pl.DataFrame({"question": [question]}))
+    assert frame["question_key"][0] == key
+
+
+def test_statistics_on_known_samples() -> None:
+    rng = compare.rng_for(0, "test")
+    zero = compare.paired_test(np.zeros(30), rng, 500)
+    assert (zero.delta, zero.ci_low, zero.ci_high, zero.p_value) == (0.0, 0.0, 0.0, 1.0)
+    shifted = compare.paired_test(np.full(30, 0.1) + np.linspace(-0.01, 0.01, 30), rng, 500)
+    assert shifted.ci_low > 0 and shifted.p_value == pytest.approx(1 / 501)
+    same = compare.unpaired_test(np.linspace(0, 1, 50), np.linspace(0, 1, 50), rng, 500)
+    assert same.delta == pytest.approx(0.0) and same.ci_low < 0 < same.ci_high and same.p_value > 0.5
+    apart = compare.unpaired_test(np.linspace(0.6, 1, 40), np.linspace(0, 0.4, 60), rng, 500)
+    assert apart.test == "unpaired" and apart.ci_low > 0.4 and apart.p_value == pytest.approx(1 / 501)
+    # Batches never change the draws' distribution shape: a large sample still works.
+    big = compare.bootstrap_means(np.linspace(0, 1, 50_000), compare.rng_for(0, "big"), 100)
+    assert big.shape == (100,) and abs(big.mean() - 0.5) < 0.01
+
+
+def test_sample_records_is_seeded_and_order_independent() -> None:
+    keys = pl.DataFrame({"dt": [DAYS[0]] * 60, "record_id": [f"r{i}" for i in range(60)],
+                         "model": ["a", "b", "c"] * 20})
+    first = compare.sample_records(keys, 5, seed=1)
+    assert first.group_by("model").len().sort("model")["len"].to_list() == [5, 5, 5]
+    assert_frame_equal(first, compare.sample_records(keys.reverse(), 5, seed=1))
+    assert not first.equals(compare.sample_records(keys, 5, seed=2))
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"models": ["a"]}, "at least 2"),
+        ({"models": ["a", "a"]}, "repeated"),
+        ({"models": ["a", "b"], "baseline": "c"}, "baseline"),
+        ({"start_date": DAYS[1], "end_date": DAYS[0]}, "before start_date"),
+        ({"judges": ["rag", "nope"]}, "judges"),
+        ({"sample_per_model": 0}, "sample_per_model"),
+    ],
+)
+def test_spec_refuses_bad_values(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _spec(**values)
+
+
+def test_spec_defaults_and_id() -> None:
+    spec = _spec(models="assistant-v2, assistant-lite", judges="rag,masis", judge_model=" ")
+    assert spec.baseline == "assistant-v2" and spec.judges == ["rag", "masis"] and spec.judge_model is None
+    assert spec.default_id() == _spec(models=["assistant-v2", "assistant-lite"], judges=["rag", "masis"]).default_id()
+    assert spec.default_id() != _spec(models=["assistant-v2", "assistant-lite"], seed=1).default_id()
+    assert len(spec.days()) == 2
+    assert _spec(api_base="http://judge:8000/v1").api_base is None  # ignored without a judge model
+    assert _spec(api_base="http://judge:8000/v1", judge_model="openai/m").api_base == "http://judge:8000/v1"
+
+
+def test_landed_tables_read_back_as_written(landed) -> None:
+    run_comparison(landed["out"], _spec(), comparison_id="schema")
+    data = landed["out"].read_bytes(storage.comparison_key("schema", "metrics.parquet"))
+    metrics = pl.read_parquet(io.BytesIO(data))
+    assert dict(metrics.schema) == compare.METRICS_SCHEMA
+    verdicts = _table(landed["out"], "schema", "verdicts.parquet")
+    assert dict(verdicts.schema) == compare.VERDICTS_SCHEMA
