@@ -65,4 +65,6 @@ def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, day: dt.date, 
         .sort("model", "judge")
         .collect()
     )
+    counts = [c for c, t in summary.schema.items() if t in (pl.UInt32, pl.UInt64, pl.Int32)]
+    summary = summary.with_columns(pl.col(counts).cast(pl.Int64))  # 64-bit counts for every reader
     return summary.select("run_id", "model", "judge", pl.exclude("run_id", "model", "judge"))
