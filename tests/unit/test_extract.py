@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,23 +10,11 @@ import pytest
 from evaluation.contract import InputRecord
 from evaluation.extract import extract_json_object, is_number
 from evaluation.judges import parse_reply
+from tests.factories import make_record
 
 SCORE = ("score",)
 
 
-def make_record(**overrides: Any) -> InputRecord:
-    """A valid record whose fields the cases override."""
-    data: dict[str, Any] = {
-        "record_id": "rec-1",
-        "timestamp": datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
-        "model": "model-a",
-        "question": "At what temperature does water boil at sea level?",
-        "answer": "Water boils at 100 degrees Celsius at sea level [ctx-1].",
-        "contexts": [{"id": "ctx-1", "text": "At sea level, water boils at 100 degrees Celsius."}],
-        "reference": "100 degrees Celsius.",
-    }
-    data.update(overrides)
-    return InputRecord(**data)
 
 
 # --------------------------------------------------------------------------------------------

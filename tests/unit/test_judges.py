@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -26,22 +25,7 @@ from evaluation.judges import (
     render,
     rubric_line,
 )
-
-
-def make_record(**overrides: Any) -> InputRecord:
-    """A valid record whose fields the cases override."""
-    data: dict[str, Any] = {
-        "record_id": "rec-1",
-        "timestamp": datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
-        "model": "model-a",
-        "question": "At what temperature does water boil at sea level?",
-        "answer": "Water boils at 100 degrees Celsius at sea level [ctx-1].",
-        "contexts": [{"id": "ctx-1", "text": "At sea level, water boils at 100 degrees Celsius."}],
-        "reference": "100 degrees Celsius.",
-    }
-    data.update(overrides)
-    return InputRecord(**data)
-
+from tests.factories import make_record
 
 # --------------------------------------------------------------------------------------------
 # §2.3 citation audit

@@ -18,7 +18,6 @@ import asyncio
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
@@ -30,6 +29,7 @@ from evaluation.judges import call_error_row, not_applicable_row, parse_reply, r
 from evaluation.pipeline import PARSED_SCHEMA
 from evaluation.scoring import score_row, score_table
 from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder
+from tests.factories import make_record
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,20 +42,6 @@ def srv() -> Iterator[OpenAIServer]:
         yield server
 
 
-def make_record(**overrides: Any) -> InputRecord:
-    """A valid record; the cases override fields."""
-    data: dict[str, Any] = {
-        "record_id": "rec-1",
-        "conversation_id": "conv-1",
-        "timestamp": datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
-        "model": "model-a",
-        "question": "At what temperature does water boil at sea level?",
-        "answer": "Water boils at 100 degrees Celsius at sea level [ctx-1].",
-        "contexts": [{"id": "ctx-1", "text": "At sea level, water boils at 100 degrees Celsius."}],
-        "reference": "100 degrees Celsius.",
-    }
-    data.update(overrides)
-    return InputRecord(**data)
 
 
 def run_judge(

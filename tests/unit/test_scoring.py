@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
@@ -16,6 +15,7 @@ from evaluation.contract import RULES_VERSION, InputRecord, Thresholds
 from evaluation.judges import base_row, call_error_row, not_applicable_row, parse_reply
 from evaluation.pipeline import PARSED_SCHEMA
 from evaluation.scoring import score_row, score_table, verdict_for
+from tests.factories import make_record
 
 OMIT = object()
 RAG_METRICS = ("faithfulness", "context_relevance", "answer_relevance", "semantic_similarity")
@@ -24,19 +24,6 @@ LENIENT = Thresholds(**{"pass": 0.5, "borderline": 0.3})
 STRICT = Thresholds(**{"pass": 0.9, "borderline": 0.5})
 
 
-def make_record(**overrides: Any) -> InputRecord:
-    """A valid record whose fields the cases override."""
-    data: dict[str, Any] = {
-        "record_id": "rec-1",
-        "timestamp": datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
-        "model": "model-a",
-        "question": "At what temperature does water boil at sea level?",
-        "answer": "Water boils at 100 degrees Celsius at sea level [ctx-1].",
-        "contexts": [{"id": "ctx-1", "text": "At sea level, water boils at 100 degrees Celsius."}],
-        "reference": "100 degrees Celsius.",
-    }
-    data.update(overrides)
-    return InputRecord(**data)
 
 
 def reply(**fields: Any) -> str:
