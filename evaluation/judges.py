@@ -224,6 +224,7 @@ HEDGE_PHRASES = (
     "partially covers",
 )
 _CITATION = re.compile(r"\[(.*?)\]")
+_ID_LIKE = re.compile(r"[A-Za-z0-9_.:/#-]{1,40}")  # what a context id looks like, nothing that reads as prose
 _SENTENCE_SPLIT = re.compile(r"[.!?]")
 
 
@@ -315,8 +316,10 @@ def render_masis(record: InputRecord, audit: CitationAudit) -> RenderedPrompt:
     """Seed 001's Evaluator prompt, with the audit as hard constraints."""
     evidence = _context_blocks(record)
     nonce = fence_nonce([record.question, record.answer, evidence])
-    # The invalid ids are logged text too: render them as JSON strings inside the audit line.
-    invalid = json.dumps(audit.invalid_citations, ensure_ascii=False) if audit.invalid_citations else "None"
+    # The invalid ids are logged text too, and the audit line sits outside the data fences: an id-like
+    # citation is shown as a JSON string, any other bracketed text only by its length (it is in the answer).
+    shown = [c if _ID_LIKE.fullmatch(c) else f"<{len(c)} characters of answer text>" for c in audit.invalid_citations]
+    invalid = json.dumps(shown) if shown else "None"
     user = _MASIS_USER.format(
         question=fence("question", record.question, nonce),
         answer=fence("answer", record.answer, nonce),
@@ -619,7 +622,9 @@ def parse_reply(
     row = base_row(judge, record)
     prompt = prompt if prompt is not None else render(judge, record)
     key_fields = prompt.key_fields if prompt is not None else ("score",)
-    reply = extract_json_object(raw_text, key_fields, record.untrusted_texts())
+    # Context and rubric ids are logged text rendered in the prompt too: a quote of one is no verdict either.
+    ids = [c.id for c in record.contexts] + [r.id for r in record.rubrics or []]
+    reply = extract_json_object(raw_text, key_fields, [*record.untrusted_texts(), *(i for i in ids if i)])
     if judge == "rag":
         return parse_rag(row, reply)
     if judge == "masis":

@@ -1,0 +1,1 @@
+"""Reliability tests: faults, resume after a kill, hostile input, privacy, budget, stale runs."""
