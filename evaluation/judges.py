@@ -94,9 +94,14 @@ class RenderedPrompt:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
 
 
+#: Bump when the rendering code changes what a prompt holds (the templates are hashed anyway).
+_RENDER_REVISION = "2"
+
+
 def _version(judge: str, *templates: str) -> str:
-    """`judge@hash`: the hash covers every template text, so any change to a template shows."""
-    digest = hashlib.sha256("\x1e".join(templates).encode()).hexdigest()[:10]
+    """`judge@hash`: the hash covers every template text and the rendering revision, so any
+    change to what the judge is sent shows in ``prompt_version`` (and misses the ledger)."""
+    digest = hashlib.sha256("\x1e".join((_RENDER_REVISION, *templates)).encode()).hexdigest()[:10]
     return f"{judge}@{digest}"
 
 

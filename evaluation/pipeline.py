@@ -18,8 +18,8 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -207,48 +207,105 @@ def _update_manifest(cfg: RunConfig, stores: Stores, **values: Any) -> dict[str,
 # Stage 1: ingest and validate
 
 
-def ingest_and_validate(cfg: RunConfig, stores: Stores) -> dict[str, Any]:
+#: Input records per ingest batch (parsed rows plus ingest rejects): what ingest holds in memory.
+INGEST_BATCH_ROWS = 50_000
+
+
+def _valid_part_key(cfg: RunConfig, index: int) -> str:
+    return storage.work_key(cfg.date, cfg.run_id, f"valid/part-{index:05d}.parquet")
+
+
+def _raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path) -> Iterator[tuple[str, Path]]:
+    """Each raw object as a local file, one at a time: a directory store's own file, or an S3
+    object downloaded when its turn comes and deleted after. No object is held in memory whole."""
+    for info in objects:
+        if isinstance(store, storage.LocalStore):
+            yield store.uri(info.key), store.path / info.key
+            continue
+        path = folder / "raw-object"
+        store.download_file(info.key, path)
+        try:
+            yield store.uri(info.key), path
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:
+    pl.DataFrame([{"run_id": cfg.run_id, **r.model_dump()} for r in rejects], schema=REJECT_SCHEMA).write_parquet(path)
+    return path
+
+
+def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = INGEST_BATCH_ROWS) -> dict[str, Any]:
     """Read the day's raw objects, validate them (Great Expectations), land rejects and the
-    validation result, stage the valid records. Raises RunFailed on a table rule, after landing."""
-    from evaluation.ingest import ingest_objects
-    from evaluation.validation import validate
+    validation result, stage the valid records. Raises RunFailed on a table rule, after landing.
+
+    The day streams through in batches of at most ``batch_rows`` input records, so memory follows
+    the batch, not the day: objects are read one at a time, the row suite runs on every batch
+    (a record_id repeated in a later batch or object is still a repeat), each batch's valid rows
+    are staged as one part (``valid/part-NNNNN.parquet``, listed in the manifest as
+    ``valid_parts``), and its rejects go to local parts streamed into the landed ``rejects``
+    table at the end (ingest rejects first, then row-rule rejects, each in input order). The
+    table rules run once, over the day's totals."""
+    from evaluation.ingest import ingest_batches
+    from evaluation.validation import DayValidator
 
     started = time.monotonic()
+    if stores.out.exists(_manifest_key(cfg)):
+        check_claim(cfg, stores)  # a retry must not take the day back from a newer run
     claim_day(cfg, stores)
     objects = [o for o in stores.raw.list(storage.raw_prefix(cfg.date)) if o.key.endswith(storage.RAW_SUFFIXES)]
     logger.info("%s: %d input objects under %s", _where(cfg), len(objects), stores.raw.uri(storage.raw_prefix(cfg.date)))
-    ingested = ingest_objects(
-        ((stores.raw.uri(o.key), stores.raw.read_bytes(o.key)) for o in objects),
+    validator = DayValidator(
         cfg.date,
-        max_record_chars=cfg.max_record_chars,
-    )
-    ingest_rejects = ingested.rejects
-    outcome = validate(
-        ingested.rows,
-        day=cfg.date,
         max_record_chars=cfg.max_record_chars,
         max_reject_ratio=cfg.max_reject_ratio,
         allow_empty=cfg.allow_empty,
-        ingest_rejects=len(ingest_rejects),
-        input_objects=len(objects),
     )
-    rejects = [*ingest_rejects, *outcome.rejects]
-    reject_frame = pl.DataFrame(
-        [{"run_id": cfg.run_id, **r.model_dump()} for r in rejects], schema=REJECT_SCHEMA
-    )
-    check_claim(cfg, stores)
-    storage.write_parquet(stores.out, storage.table_key("rejects", cfg.date), reject_frame)
+    stores.out.delete_prefix(storage.work_key(cfg.date, cfg.run_id, "valid/"))
+    valid_parts = valid_records = 0
+    with tempfile.TemporaryDirectory(prefix="evaluation-ingest-") as folder:
+        ingest_parts: list[Path] = []
+        rule_parts: list[Path] = []
+        batches = ingest_batches(
+            _raw_sources(stores.raw, objects, Path(folder)),
+            cfg.date,
+            batch_rows=batch_rows,
+            max_record_chars=cfg.max_record_chars,
+        )
+        for index, batch in enumerate(batches):
+            validator.add_ingest_rejects(len(batch.rejects))
+            if batch.rejects:
+                ingest_parts.append(_write_rejects(cfg, batch.rejects, Path(folder) / f"ingest-{index:05d}.parquet"))
+            if batch.rows.height == 0:
+                continue
+            checked = validator.validate_batch(batch.rows)
+            if checked.rejects:
+                rule_parts.append(_write_rejects(cfg, checked.rejects, Path(folder) / f"rules-{index:05d}.parquet"))
+            if checked.valid.height:
+                valid = checked.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+                storage.write_parquet(stores.out, _valid_part_key(cfg, valid_parts), valid)
+                valid_parts += 1
+                valid_records += valid.height
+            del batch, checked
+        outcome = validator.finish(input_objects=len(objects))
+        parts = [*ingest_parts, *rule_parts]
+        rejects = pl.scan_parquet(parts) if parts else pl.DataFrame(schema=REJECT_SCHEMA).lazy()
+        check_claim(cfg, stores)
+        rejected = storage.sink_parquet(stores.out, storage.table_key("rejects", cfg.date), rejects)
     storage.write_json(stores.out, storage.validation_key(cfg.date), outcome.result_json)
-    valid = outcome.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
-    storage.write_parquet(stores.out, storage.work_key(cfg.date, cfg.run_id, "valid.parquet"), valid)
+    if (valid_records, rejected) != (outcome.valid_records, outcome.rejected_records):
+        raise RunFailed(f"{_where(cfg)}: counts do not reconcile after validation: staged {valid_records} valid "
+                        f"and landed {rejected} rejects, the suites counted {outcome.valid_records} and "
+                        f"{outcome.rejected_records}")
     counts = {
         "objects": len(objects),
-        "input": valid.height + len(rejects),
-        "valid": valid.height,
-        "rejected": len(rejects),
+        "input": valid_records + rejected,
+        "valid": valid_records,
+        "rejected": rejected,
     }
-    _update_manifest(cfg, stores, counts=counts, timings={"ingest_validate_s": round(time.monotonic() - started, 3)})
-    logger.info("%s: %s", _where(cfg), counts)
+    _update_manifest(cfg, stores, counts=counts, valid_parts=valid_parts,
+                     timings={"ingest_validate_s": round(time.monotonic() - started, 3)})
+    logger.info("%s: %s in %d batches", _where(cfg), counts, validator.batches)
     if outcome.table_failures:
         raise RunFailed(
             f"{_where(cfg)} failed validation: " + "; ".join(outcome.table_failures)
@@ -256,7 +313,6 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores) -> dict[str, Any]:
             f" result at {stores.out.uri(storage.validation_key(cfg.date))})"
         )
     return counts
-
 
 # --------------------------------------------------------------------------------------------
 # Stage 2: plan
@@ -273,55 +329,120 @@ def sample_mask(frame: pl.DataFrame, cfg: RunConfig) -> pl.Series:
         return pl.Series("sampled", [True] * frame.height, dtype=pl.Boolean)
     fractions = pl.Series([_stable_fraction(r, m) for r, m in zip(frame["record_id"], frame["model"], strict=True)])
     ranked = frame.select("model").with_columns(_u=fractions, _i=pl.int_range(pl.len()))
-    if cfg.sample.fraction is not None:
-        keep = ranked["_u"] < cfg.sample.fraction
+    rank = ranked.select(pl.col("_u").rank("ordinal").over("model")).to_series()
+    if cfg.sample.fraction is not None:  # the same share of every model (at least one record each)
+        keep = rank <= ranked.select((pl.len().over("model") * cfg.sample.fraction).round(9).ceil()).to_series()
     else:
-        rank = ranked.select(pl.col("_u").rank("ordinal").over("model")).to_series()
         keep = rank <= cfg.sample.max_per_model
     return keep.alias("sampled")
 
 
+def _staged_valid_parts(cfg: RunConfig, stores: Stores, folder: Path) -> list[Path]:
+    """The valid parts ingest staged, in input order, as local files (downloaded unless the
+    output store is a directory)."""
+    manifest = _read_manifest(cfg, stores)
+    if "valid_parts" not in manifest:
+        raise RunFailed(f"{_where(cfg)}: no valid records staged under "
+                        f"{stores.out.uri(storage.work_key(cfg.date, cfg.run_id, 'valid/'))} (ingest has not run)")
+    paths = []
+    for index in range(int(manifest["valid_parts"])):
+        key = _valid_part_key(cfg, index)
+        if isinstance(stores.out, storage.LocalStore):
+            paths.append(stores.out.path / key)
+        else:
+            path = folder / f"valid-{index:05d}.parquet"
+            stores.out.download_file(key, path)
+            paths.append(path)
+    return paths
+
+
+def _record_chunks(paths: list[Path], chunk_size: int) -> Iterator[pl.DataFrame]:
+    """The staged valid records in input order, cut into chunks of ``chunk_size`` records (the
+    last may be shorter), one part read at a time."""
+    pending: list[pl.DataFrame] = []
+    pending_rows = 0
+    for path in paths:
+        part = pl.read_parquet(path)
+        offset = 0
+        while offset < part.height:
+            take = min(chunk_size - pending_rows, part.height - offset)
+            pending.append(part.slice(offset, take))
+            pending_rows += take
+            offset += take
+            if pending_rows == chunk_size:
+                yield pl.concat(pending)
+                pending, pending_rows = [], 0
+        del part
+    if pending_rows:
+        yield pl.concat(pending)
+
+
 def plan_chunks(cfg: RunConfig, stores: Stores) -> list[dict[str, Any]]:
     """Sample, split the valid records into chunks (never more than ``max_map_length``), stage
-    each chunk and estimate the day's tokens and cost. Returns one small dict per chunk."""
+    each chunk and estimate the day's tokens and cost. Returns one small dict per chunk.
+
+    The staged valid parts are streamed into chunks: memory follows a part and a chunk, plus the
+    day's record_id and model columns, which are all the sample needs."""
     from evaluation import client as judge_client
 
     started = time.monotonic()
-    valid = storage.read_parquet(stores.out, storage.work_key(cfg.date, cfg.run_id, "valid.parquet"))
-    valid = valid.with_columns(sample_mask(valid, cfg))
-    chunk_size = max(cfg.chunk_size, math.ceil(valid.height / cfg.max_map_length)) if valid.height else cfg.chunk_size
-    chunk_count = math.ceil(valid.height / chunk_size) if valid.height else 0
-    if chunk_size != cfg.chunk_size:
-        logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
-                       _where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
     stores.out.delete_prefix(storage.work_key(cfg.date, cfg.run_id, "records/"))
-    chunks = []
-    for index in range(chunk_count):
-        part = valid.slice(index * chunk_size, chunk_size)
-        key = storage.chunk_key(cfg.date, cfg.run_id, "records", index)
-        storage.write_parquet(stores.out, key, part)
-        chunks.append({"index": index, "records": part.height, "key": key})
-    estimate = estimate_cost(cfg, valid.filter(pl.col("sampled")), judge_client)
+    with tempfile.TemporaryDirectory(prefix="evaluation-plan-") as folder:
+        paths = _staged_valid_parts(cfg, stores, Path(folder))
+        keys = (
+            pl.scan_parquet(paths).select("record_id", "model").collect() if paths
+            else pl.DataFrame(schema={"record_id": pl.String, "model": pl.String})
+        )
+        sampled = sample_mask(keys, cfg)
+        total = keys.height
+        del keys
+        chunk_size = max(cfg.chunk_size, math.ceil(total / cfg.max_map_length)) if total else cfg.chunk_size
+        chunk_count = math.ceil(total / chunk_size) if total else 0
+        if chunk_size != cfg.chunk_size:
+            logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
+                           _where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
+        chunks: list[dict[str, Any]] = []
+        first_sampled: list[pl.DataFrame] = []  # the day's first sampled records, for the estimate
+        first_count = 0
+        for index, records in enumerate(_record_chunks(paths, chunk_size)):
+            part = records.with_columns(sampled.slice(index * chunk_size, records.height))
+            key = storage.chunk_key(cfg.date, cfg.run_id, "records", index)
+            storage.write_parquet(stores.out, key, part)
+            chunks.append({"index": index, "records": part.height, "key": key})
+            if first_count < _ESTIMATE_SAMPLE:
+                first_sampled.append(part.filter(pl.col("sampled")).head(_ESTIMATE_SAMPLE - first_count))
+                first_count += first_sampled[-1].height
+    staged = sum(c["records"] for c in chunks)
+    if (len(chunks), staged) != (chunk_count, total):
+        raise RunFailed(f"{_where(cfg)}: planned {chunk_count} chunks of {total} records, staged {len(chunks)} of {staged}")
+    sampled_count = int(sampled.sum())
+    head = (pl.concat(first_sampled) if first_sampled
+            else pl.DataFrame(schema={**RECORD_SCHEMA, "sampled": pl.Boolean}))
+    estimate = estimate_cost(cfg, head, judge_client, records=sampled_count)
     _update_manifest(
         cfg,
         stores,
         chunks=len(chunks),
         chunk_size=chunk_size,
-        sampled=int(valid["sampled"].sum()),
+        sampled=sampled_count,
         estimate=estimate,
         timings={**_read_manifest(cfg, stores).get("timings", {}), "plan_s": round(time.monotonic() - started, 3)},
     )
     logger.info("%s: %d chunks of up to %d records; estimate %s", _where(cfg), len(chunks), chunk_size, estimate)
     return chunks
 
-
 _ESTIMATE_SAMPLE = 50
 
 
-def estimate_cost(cfg: RunConfig, valid: pl.DataFrame, judge_client: Any) -> dict[str, Any]:
-    """Prompt tokens and cost for the day, from up to 50 rendered records scaled to the day."""
+def estimate_cost(
+    cfg: RunConfig, valid: pl.DataFrame, judge_client: Any, *, records: int | None = None
+) -> dict[str, Any]:
+    """Prompt tokens and cost for the day, from up to 50 rendered records scaled to the day.
+
+    ``records`` is the day's count when ``valid`` holds only the day's first records."""
     if valid.height == 0:
         return {"records": 0, "prompt_tokens": 0, "cost_usd": 0.0, "sampled_records": 0}
+    records = valid.height if records is None else records
     sample = valid.head(_ESTIMATE_SAMPLE)
     tokens = 0
     prompts = 0
@@ -332,13 +453,13 @@ def estimate_cost(cfg: RunConfig, valid: pl.DataFrame, judge_client: Any) -> dic
             if prompt is not None:
                 tokens += judge_client.count_tokens(cfg.judge_model, prompt)
                 prompts += 1
-    scale = valid.height / sample.height
+    scale = records / sample.height
     input_price, output_price = judge_client.price_per_token(cfg.judge_model)
     day_tokens = int(tokens * scale)
     day_calls = int(round(prompts * scale))
     expected_output = 200 * day_calls  # a judge's JSON reply is about 200 tokens
     return {
-        "records": valid.height,
+        "records": records,
         "calls": day_calls,
         "prompt_tokens": day_tokens,
         "output_tokens": expected_output,
@@ -426,6 +547,9 @@ def judge_chunk(
             unique.setdefault(item.request_hash, item)
     to_call = list(unique.values())
     budget = None if cfg.budget_usd is None else cfg.budget_usd / chunk_count
+    if budget is not None and client.prices() == (0.0, 0.0):
+        logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
+                       _where(cfg), cfg.budget_usd, cfg.judge_model)
     spent = 0.0
 
     def on_done(position: int, outcome: Any) -> None:
@@ -456,7 +580,10 @@ def judge_chunk(
         progress(len(rows) + len(pending) - len(to_call))  # skipped, reused and repeated ones
     logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
                 _where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
-    outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done, should_stop=budget_spent))
+    # Without a budget nothing can stop the calls early: no should_stop lets the client share
+    # them out over worker processes ($EVALUATION_JUDGE_WORKERS).
+    outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done,
+                                            should_stop=budget_spent if budget is not None else None))
     ledger.flush()
     by_hash = {p.request_hash: o for p, o in zip(to_call, outcomes, strict=True)}
 
@@ -466,6 +593,8 @@ def judge_chunk(
         outcome = by_hash.get(item.request_hash)
         if stored is None and outcome is not None and outcome.ok and unique[item.request_hash] is not item:
             stored = _as_stored(outcome)  # a repeat of a prompt judged in this chunk: not paid twice
+        elif stored is None and outcome is not None and unique[item.request_hash] is not item:
+            outcome = replace(outcome, attempts=0, latency_ms=0.0, cost_usd=0.0)  # its failed call is counted once
         row_out, call = _judged_row(cfg, item, outcome, stored)
         rows.append(row_out)
         if call is not None:
@@ -710,7 +839,10 @@ def write_run_row(
         "finished_at": dt.datetime.now(dt.UTC),
     }
     frame = pl.DataFrame([row]).with_columns(
-        pl.col("started_at").cast(pl.Datetime("us", "UTC")), pl.col("finished_at").cast(pl.Datetime("us", "UTC"))
+        pl.col("started_at").cast(pl.Datetime("us", "UTC")),
+        pl.col("finished_at").cast(pl.Datetime("us", "UTC")),
+        pl.col("message").cast(pl.String),  # typed even when every run succeeded (strict readers)
+        pl.col("cost_usd", "estimated_cost_usd").cast(pl.Float64),
     )
     storage.write_parquet(stores.out, storage.run_key(cfg.date, cfg.run_id), frame)
 

@@ -7,6 +7,11 @@ produces plus three helper columns computed here with Polars (``_row``, ``proble
 reason. Table rules run second, as their own suite over one outcome flag per input record, because
 the reject ratio depends on which rows the row rules rejected.
 
+A day is validated as a stream (:class:`DayValidator`): the row suite runs on every batch, a
+``record_id`` repeated in a later batch or object is still found (the ids seen so far are kept),
+and the table suite runs once at the end over the day's totals. The landed result combines the
+batches. :func:`validate` is the same over a single batch.
+
 Great Expectations takes seconds to import, so it is imported on first use and its context is
 built once per process.
 """
@@ -35,6 +40,9 @@ __all__ = [
     "SUITE_NAME",
     "TABLE_SUITE_NAME",
     "VALID_COLUMNS",
+    "BatchOutcome",
+    "DayOutcome",
+    "DayValidator",
     "ValidationError",
     "ValidationOutcome",
     "build_suite",
@@ -66,6 +74,8 @@ _ROW_RESULT_FORMAT: dict[str, Any] = {
 _TABLE_RESULT_FORMAT: dict[str, Any] = {"result_format": "SUMMARY"}
 #: Ids kept in a landed ``partial_unexpected_index_list`` (GE's default partial size).
 _PARTIAL_IDS = 20
+#: Failing row ids kept per expectation in a landed ``unexpected_index_list`` (counts stay whole).
+_LANDED_IDS = 1_000
 
 #: Columns of :attr:`ValidationOutcome.valid`, in order.
 VALID_COLUMNS: tuple[str, ...] = (
@@ -249,10 +259,11 @@ def _run(
 ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], list[int]]]]:
     """Validate one batch: the result as JSON, and each expectation's meta with its failing ``_row`` ids.
 
-    A failing row list is read from the result object and put back into the JSON as plain ints:
-    GE's own serialisation deep-copies and converts such lists element by element (13 s for two
-    expectations failing on 100k rows). ``unexpected_index_query`` is dropped from the landed
-    result: it repeats the same ids as a pandas snippet.
+    A failing row list is read from the result object and put back into the JSON as plain ints,
+    at most :data:`_LANDED_IDS` of them: GE's own serialisation deep-copies and converts such
+    lists element by element (13 s for two expectations failing on 100k rows).
+    ``unexpected_index_query`` is dropped from the landed result: it repeats the same ids as a
+    pandas snippet.
     """
     result = batch_definition.get_batch(batch_parameters={"dataframe": batch_frame}).validate(
         suite, result_format=result_format
@@ -280,10 +291,7 @@ def _run(
     result_json = result.to_json_dict()
     for item_json, ids in zip(result_json["results"], failing, strict=True):
         if "unexpected_count" in item_json["result"]:
-            item_json["result"]["unexpected_index_list"] = [{ROW_INDEX: ids}] if ids else []
-            item_json["result"]["partial_unexpected_index_list"] = (
-                [{ROW_INDEX: ids[:_PARTIAL_IDS]}] if ids else []
-            )
+            _set_landed_ids(item_json["result"], ids[:_LANDED_IDS])
     return result_json, list(zip(metas, failing, strict=True))
 
 
@@ -294,6 +302,53 @@ def _row_ids(index_list: list[dict[str, Any]]) -> list[int]:
     return [int(entry[ROW_INDEX]) for entry in index_list]
 
 
+def _landed_ids(result: dict[str, Any]) -> list[int]:
+    return [index for entry in result.get("unexpected_index_list") or [] for index in entry[ROW_INDEX]]
+
+
+def _set_landed_ids(result: dict[str, Any], ids: list[int]) -> None:
+    result["unexpected_index_list"] = [{ROW_INDEX: ids}] if ids else []
+    result["partial_unexpected_index_list"] = [{ROW_INDEX: ids[:_PARTIAL_IDS]}] if ids else []
+
+
+def _percent(part: int, whole: int) -> float | None:
+    return part / whole * 100 if whole > 0 else None
+
+
+def _merge_row_results(total: dict[str, Any], batch: dict[str, Any]) -> None:
+    """Fold one batch's row-suite result into the day's: counts summed, success flags and-ed,
+    percentages recomputed as GE computes them, failing ids kept up to :data:`_LANDED_IDS`."""
+    total["success"] = bool(total["success"] and batch["success"])
+    for item, other in zip(total["results"], batch["results"], strict=True):
+        item["success"] = bool(item["success"] and other["success"])
+        result, more = item["result"], other["result"]
+        if "unexpected_count" not in result:
+            continue
+        for key in ("element_count", "unexpected_count", "missing_count"):
+            if key in result:
+                result[key] = (result[key] or 0) + (more.get(key) or 0)
+        elements, unexpected = result["element_count"], result["unexpected_count"]
+        if "missing_count" in result:  # the expectation counts nulls as missing, not as unexpected
+            nonmissing = _percent(unexpected, elements - result["missing_count"]) if elements else None
+            result.update(
+                missing_percent=_percent(result["missing_count"], elements),
+                unexpected_percent_total=_percent(unexpected, elements),
+                unexpected_percent_nonmissing=nonmissing,
+                unexpected_percent=nonmissing,
+            )
+        else:
+            result["unexpected_percent"] = _percent(unexpected, elements)
+        _set_landed_ids(result, [*_landed_ids(result), *_landed_ids(more)][:_LANDED_IDS])
+    successful = sum(1 for item in total["results"] if item["success"])
+    evaluated = len(total["results"])
+    total["statistics"].update(
+        evaluated_expectations=evaluated,
+        successful_expectations=successful,
+        unsuccessful_expectations=evaluated - successful,
+        success_percent=_percent(successful, evaluated),
+    )
+
+
 def _rejects(
     day: dt.date,
     max_record_chars: int,
@@ -301,16 +356,12 @@ def _rejects(
     failed_ids: list[int],
     failing_by_rule: list[tuple[dict[str, Any], list[int]]],
 ) -> list[Reject]:
-    """One reject per failing row, its reasons in suite order."""
+    """One reject per failing row, its reasons in suite order. ``frame`` carries the first
+    occurrence of each row's record_id (``first_source_uri``, ``first_line_no``)."""
     if not failed_ids:
         return []
-    details = (
-        frame.with_columns(
-            pl.col("source_uri").first().over("record_id").alias("first_source_uri"),
-            pl.col("line_no").first().over("record_id").alias("first_line_no"),
-        )
-        .filter(pl.col(ROW_INDEX).is_in(failed_ids))
-        .with_columns(pl.col("timestamp").dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ").alias("timestamp_utc"))
+    details = frame.filter(pl.col(ROW_INDEX).is_in(failed_ids)).with_columns(
+        pl.col("timestamp").dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ").alias("timestamp_utc")
     )
     # Column lists, not row dicts: iter_rows over 100k failing rows costs seconds.
     column = {name: details[name].to_list() for name in details.columns if name != "timestamp"}
@@ -389,6 +440,203 @@ def _table_failures(
     return failures
 
 
+# --------------------------------------------------------------------------------------------
+# A day, batch by batch
+
+
+@dataclass
+class BatchOutcome:
+    """What the row rules decided for one batch."""
+
+    valid: pl.DataFrame
+    """Rows that pass every row rule, input order, columns :data:`VALID_COLUMNS`."""
+    rejects: list[Reject]
+    """Every row of the batch that failed a row rule, with every reason."""
+
+
+class DayOutcome(BaseModel):
+    """What the suites decided for the whole day, once every batch was validated."""
+
+    result_json: dict[str, Any] = Field(description="Both Great Expectations results, JSON-ready, to land.")
+    table_failures: list[str] = Field(description="Table rules that failed, each naming the day and cause.")
+    input_records: int = Field(description="Parsed rows plus ingest rejects.")
+    valid_records: int = Field(description="Rows that passed every row rule.")
+    rejected_records: int = Field(description="Ingest rejects plus rows rejected by the row rules.")
+
+    @property
+    def success(self) -> bool:
+        """True when no table rule failed (rejected rows alone do not fail a run)."""
+        return not self.table_failures
+
+
+#: Columns of the record ids seen so far: each id's first occurrence.
+_SEEN_SCHEMA: dict[str, Any] = {
+    "record_id": pl.String,
+    "_seen_uri": pl.Categorical,  # a day has few objects: one small code per id
+    "_seen_line": pl.Int64,
+}
+
+
+class DayValidator:
+    """The row suite run on every batch of a day, the table suite once over the day's totals.
+
+    Feed the day in input order: :meth:`add_ingest_rejects` for what ingest could not parse,
+    :meth:`validate_batch` for each batch of normalised rows (:data:`evaluation.ingest.ROW_SCHEMA`),
+    then :meth:`finish`. Memory follows the batch, plus the day's record ids (to find a
+    ``record_id`` repeated in a later batch or object; the first occurrence is kept) and one
+    flag per input record for the table suite. The rows' ``_row`` index in the landed result is
+    their position among the day's parsed rows, whatever the batching; the result keeps every
+    count but at most :data:`_LANDED_IDS` failing ids per expectation.
+    """
+
+    def __init__(
+        self,
+        day: dt.date,
+        *,
+        max_record_chars: int = 200_000,
+        max_reject_ratio: float = 0.05,
+        allow_empty: bool = False,
+    ) -> None:
+        self.day = day
+        self.max_record_chars = max_record_chars
+        self.max_reject_ratio = max_reject_ratio
+        self.allow_empty = allow_empty
+        self.ingest_rejects = 0
+        self.rows = 0
+        self.failed_rows = 0
+        self.batches = 0
+        self._suite: ExpectationSuite | None = None
+        self._row_result: dict[str, Any] | None = None
+        self._seen = pl.DataFrame(schema=_SEEN_SCHEMA)
+        self._finished = False
+
+    def add_ingest_rejects(self, count: int) -> None:
+        """Count records ingest could not parse: input records, and rejects in the ratio."""
+        self.ingest_rejects += count
+
+    def _mark_repeats(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``is_repeat`` and the first occurrence of each row's record_id, over every batch so far."""
+        marked = frame.with_columns(
+            # is_first_distinct counts a null as a value; a missing id is reported by its own rule.
+            pl.col("record_id").is_first_distinct().alias("_first_in_batch"),
+            pl.col("source_uri").first().over("record_id").alias("_batch_uri"),
+            pl.col("line_no").first().over("record_id").alias("_batch_line"),
+        ).join(self._seen, on="record_id", how="left", maintain_order="left")
+        seen_before = pl.col("_seen_line").is_not_null()
+        marked = marked.with_columns(
+            (pl.col("record_id").is_not_null() & (seen_before | ~pl.col("_first_in_batch"))).alias(
+                DUPLICATE_COLUMN
+            ),
+            pl.coalesce(pl.col("_seen_uri").cast(pl.String), "_batch_uri").alias("first_source_uri"),
+            pl.coalesce("_seen_line", "_batch_line").alias("first_line_no"),
+        )
+        first = marked.filter(pl.col("record_id").is_not_null() & pl.col("_first_in_batch") & ~seen_before)
+        self._seen = pl.concat(
+            [
+                self._seen,
+                first.select(
+                    "record_id",
+                    pl.col("source_uri").cast(pl.Categorical).alias("_seen_uri"),
+                    pl.col("line_no").alias("_seen_line"),
+                ),
+            ],
+            rechunk=False,
+        )
+        if self._seen.n_chunks() > 64:  # many small batches: keep the joins on a few chunks
+            self._seen = self._seen.rechunk()
+        return marked.drop("_first_in_batch", "_batch_uri", "_batch_line", "_seen_uri", "_seen_line")
+
+    def validate_batch(self, rows: pl.DataFrame) -> BatchOutcome:
+        """Run the row suite on one batch of normalised rows; the batch's valid rows and rejects."""
+        if self._finished:
+            raise ValidationError(f"{self.day}: the day was already finished")
+        missing = [name for name in _INPUT_COLUMNS if name not in rows.columns]
+        if missing:
+            raise ValidationError(f"{self.day}: rows lack columns {missing}")
+        frame = self._mark_repeats(
+            rows.select(_INPUT_COLUMNS)
+            .with_row_index(ROW_INDEX, offset=self.rows)
+            .with_columns(pl.col("problems").list.len().alias(PROBLEM_COUNT_COLUMN))
+        )
+        batch_frame = (
+            frame.select(ROW_INDEX, *_CHECKED_COLUMNS, DUPLICATE_COLUMN)
+            .to_pandas(use_pyarrow_extension_array=False)
+            .set_index(ROW_INDEX)
+        )
+        if self._suite is None:
+            self._suite = build_suite(self.day, self.max_record_chars)
+        row_result, failing = _run(self.day, _batches().rows, batch_frame, self._suite, _ROW_RESULT_FORMAT)
+        failed_ids = sorted({index for _, ids in failing for index in ids})
+        rejects = _rejects(self.day, self.max_record_chars, frame, failed_ids, failing)
+        valid = frame.filter(~pl.col(ROW_INDEX).is_in(failed_ids)).rename(_RENAMED).select(VALID_COLUMNS)
+        if self._row_result is None:
+            self._row_result = row_result
+        else:
+            _merge_row_results(self._row_result, row_result)
+        self.rows += rows.height
+        self.failed_rows += len(failed_ids)
+        self.batches += 1
+        logger.debug("validated a batch of %s: %d rows, %d rejected", self.day, rows.height, len(failed_ids))
+        return BatchOutcome(valid=valid, rejects=rejects)
+
+    def finish(self, *, input_objects: int | None = None) -> DayOutcome:
+        """Run the table suite over the day's totals and combine the results to land.
+
+        ``input_objects``, when given, lets an empty day's message say whether there were objects
+        at all. Failed table rules are returned in ``table_failures`` for the caller to raise after
+        landing the rejects.
+        """
+        if self._row_result is None:  # no rows at all: the row suite still runs, on an empty batch
+            self.validate_batch(pl.DataFrame(schema=ROW_SCHEMA))
+        assert self._row_result is not None
+        self._finished = True
+        input_records = self.rows + self.ingest_rejects
+        rejected = self.ingest_rejects + self.failed_rows
+        # One flag per input record (1 = rejected): a small column even for a large day.
+        outcome_flags = pd.DataFrame(
+            {
+                REJECTED_COLUMN: np.concatenate(
+                    [np.ones(rejected, np.int8), np.zeros(input_records - rejected, np.int8)]
+                )
+            }
+        )
+        table_suite = build_table_suite(
+            max_reject_ratio=self.max_reject_ratio, allow_empty=self.allow_empty, has_records=input_records > 0
+        )
+        table_result, _ = _run(self.day, _batches().outcomes, outcome_flags, table_suite, _TABLE_RESULT_FORMAT)
+        table_failures = _table_failures(
+            self.day,
+            table_result,
+            input_records=input_records,
+            rejected=rejected,
+            max_reject_ratio=self.max_reject_ratio,
+            input_objects=input_objects,
+        )
+        logger.info(
+            "validated %s: %d input records, %d valid, %d rejected (%d at ingest) in %d batches; table rules %s",
+            self.day,
+            input_records,
+            input_records - rejected,
+            rejected,
+            self.ingest_rejects,
+            self.batches,
+            "; ".join(table_failures) if table_failures else "passed",
+        )
+        return DayOutcome(
+            result_json={
+                "day": self.day.isoformat(),
+                "success": self._row_result["success"] and table_result["success"],
+                "batches": self.batches,
+                "row_rules": self._row_result,
+                "table_rules": table_result,
+            },
+            table_failures=table_failures,
+            input_records=input_records,
+            valid_records=input_records - rejected,
+            rejected_records=rejected,
+        )
+
+
 def validate(
     rows: pl.DataFrame,
     *,
@@ -399,79 +647,25 @@ def validate(
     ingest_rejects: int = 0,
     input_objects: int | None = None,
 ) -> ValidationOutcome:
-    """Run the row and table suites on one day's normalised rows (:data:`evaluation.ingest.ROW_SCHEMA`).
+    """Run the row and table suites on one day's normalised rows (:data:`evaluation.ingest.ROW_SCHEMA`)
+    as one batch (:class:`DayValidator` streams a day in batches).
 
     ``ingest_rejects`` (lines or objects ingest could not parse) count as input records and as
     rejects in the reject ratio. ``input_objects``, when given, lets an empty day's message say
     whether there were objects at all. Rejected rows do not fail the run; failed table rules are
     returned in ``table_failures`` for the caller to raise after landing the rejects.
     """
-    missing = [name for name in _INPUT_COLUMNS if name not in rows.columns]
-    if missing:
-        raise ValidationError(f"{day}: rows lack columns {missing}")
-    frame = (
-        rows.select(_INPUT_COLUMNS)
-        .with_row_index(ROW_INDEX)
-        .with_columns(
-            pl.col("problems").list.len().alias(PROBLEM_COUNT_COLUMN),
-            # is_first_distinct counts a null as a value; a missing id is reported by its own rule.
-            (pl.col("record_id").is_not_null() & ~pl.col("record_id").is_first_distinct()).alias(
-                DUPLICATE_COLUMN
-            ),
-        )
+    validator = DayValidator(
+        day, max_record_chars=max_record_chars, max_reject_ratio=max_reject_ratio, allow_empty=allow_empty
     )
-    batch_frame = (
-        frame.select(ROW_INDEX, *_CHECKED_COLUMNS, DUPLICATE_COLUMN)
-        .to_pandas(use_pyarrow_extension_array=False)
-        .set_index(ROW_INDEX)
-    )
-    batches = _batches()
-    suite = build_suite(day, max_record_chars)
-    row_result, failing = _run(day, batches.rows, batch_frame, suite, _ROW_RESULT_FORMAT)
-    failed_ids = sorted({index for _, ids in failing for index in ids})
-    rejects = _rejects(day, max_record_chars, frame, failed_ids, failing)
-    valid = frame.filter(~pl.col(ROW_INDEX).is_in(failed_ids)).rename(_RENAMED).select(VALID_COLUMNS)
-
-    input_records = rows.height + ingest_rejects
-    rejected = ingest_rejects + len(failed_ids)
-    outcome_flags = pd.DataFrame(
-        {
-            REJECTED_COLUMN: np.concatenate(
-                [np.ones(rejected, np.int8), np.zeros(input_records - rejected, np.int8)]
-            )
-        }
-    )
-    table_suite = build_table_suite(
-        max_reject_ratio=max_reject_ratio, allow_empty=allow_empty, has_records=input_records > 0
-    )
-    table_result, _ = _run(day, batches.outcomes, outcome_flags, table_suite, _TABLE_RESULT_FORMAT)
-    table_failures = _table_failures(
-        day,
-        table_result,
-        input_records=input_records,
-        rejected=rejected,
-        max_reject_ratio=max_reject_ratio,
-        input_objects=input_objects,
-    )
-    logger.info(
-        "validated %s: %d input records, %d valid, %d rejected (%d at ingest); table rules %s",
-        day,
-        input_records,
-        valid.height,
-        rejected,
-        ingest_rejects,
-        "; ".join(table_failures) if table_failures else "passed",
-    )
+    validator.add_ingest_rejects(ingest_rejects)
+    batch = validator.validate_batch(rows)
+    outcome = validator.finish(input_objects=input_objects)
     return ValidationOutcome(
-        valid=valid,
-        rejects=rejects,
-        result_json={
-            "day": day.isoformat(),
-            "success": row_result["success"] and table_result["success"],
-            "row_rules": row_result,
-            "table_rules": table_result,
-        },
-        table_failures=table_failures,
-        input_records=input_records,
-        rejected_records=rejected,
+        valid=batch.valid,
+        rejects=batch.rejects,
+        result_json=outcome.result_json,
+        table_failures=outcome.table_failures,
+        input_records=outcome.input_records,
+        rejected_records=outcome.rejected_records,
     )
