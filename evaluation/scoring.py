@@ -167,8 +167,21 @@ def _outside_unit(expr: pl.Expr) -> pl.Expr:
     return (expr < 0.0) | (expr > 1.0)
 
 
-def _rule(condition: pl.Expr, label: str) -> pl.Expr:
-    return pl.when(condition).then(pl.lit(label)).otherwise(pl.lit(None, dtype=pl.String))
+def _rule_mask(rules: list[tuple[pl.Expr, str]], offset: int = 0) -> pl.Expr:
+    """Bit ``offset + i`` set where rule ``i`` holds (a null condition does not hold)."""
+    return pl.sum_horizontal([c.fill_null(False).cast(pl.Int64) * (1 << (offset + i)) for i, (c, _) in enumerate(rules)])
+
+
+def _with_clamps(frame: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """``clamps_applied`` from the ``_mask`` bits, in rule order. A day holds a few dozen distinct
+    masks: each becomes its list once and is gathered by position (a list built row by row out of
+    twenty mostly-null label columns took 5 s per million rows)."""
+    mask = frame.get_column("_mask")
+    masks = mask.unique().to_list()
+    lists = pl.Series("clamps_applied", [[n for i, n in enumerate(names) if m >> i & 1] for m in masks],
+                      dtype=pl.List(pl.String))
+    position = mask.replace_strict(masks, list(range(len(masks))), return_dtype=pl.UInt32)
+    return frame.drop("_mask").with_columns(lists.gather(position))
 
 
 def score_table(parsed: pl.DataFrame | pl.LazyFrame, thresholds: Thresholds | None = None) -> pl.DataFrame:
@@ -181,37 +194,37 @@ def score_table(parsed: pl.DataFrame | pl.LazyFrame, thresholds: Thresholds | No
     is_masis = (judge == "masis") & (status == "ok")
     is_prompt = (judge == "prompt") & status.is_in(["ok", "parse_error"]) & pl.col("score").is_not_null()
 
-    labels: list[pl.Expr] = []
+    labels: list[tuple[pl.Expr, str]] = []  # (condition, clamp label), in clamps_applied order
     # rag: clamp and round each metric, drop similarity without a reference.
     rag_updates = {}
     for metric in RAG_METRICS:
         value = pl.col(metric)
-        labels.append(_rule(is_rag & _outside_unit(value), f"clamp_0_1:{metric}"))
+        labels.append((is_rag & _outside_unit(value), f"clamp_0_1:{metric}"))
         rag_updates[metric] = round_like_python(value.clip(0.0, 1.0), 2)
-    labels.append(_rule(is_rag & pl.col("reference_missing") & pl.col("semantic_similarity").is_not_null(),
+    labels.append((is_rag & pl.col("reference_missing") & pl.col("semantic_similarity").is_not_null(),
                         "no_reference_null:semantic_similarity"))
     # masis: scale, clamp, then cap faithfulness.
     masis_updates = {}
     for dimension in MASIS_DIMENSIONS:
         value = pl.col(dimension)
         scaled = pl.when(value > 1).then(_divide(value, 100.0)).otherwise(value)
-        labels.append(_rule(is_masis & (value > 1), f"scale_100:{dimension}"))
-        labels.append(_rule(is_masis & _outside_unit(scaled), f"clamp_0_1:{dimension}"))
+        labels.append((is_masis & (value > 1), f"scale_100:{dimension}"))
+        labels.append((is_masis & _outside_unit(scaled), f"clamp_0_1:{dimension}"))
         masis_updates[dimension] = scaled.clip(0.0, 1.0)
     flagged = pl.col("hallucination_detected").fill_null(False) | (pl.col("invalid_citations").list.len() > 0)
     uncited = pl.col("uncited_claim_count")
     faith = masis_updates["faithfulness"]
     capped_04 = pl.when(flagged & (faith > 0.4)).then(pl.lit(0.4)).otherwise(faith)
-    labels.append(_rule(is_masis & flagged & (faith > 0.4), "invalid_citation_cap_0.4:faithfulness"))
-    labels.append(_rule(is_masis & (uncited >= 10) & (capped_04 > 0.3), "uncited_ge_10_cap_0.3:faithfulness"))
-    labels.append(_rule(is_masis & (uncited >= 5) & (uncited < 10) & (capped_04 > 0.5),
+    labels.append((is_masis & flagged & (faith > 0.4), "invalid_citation_cap_0.4:faithfulness"))
+    labels.append((is_masis & (uncited >= 10) & (capped_04 > 0.3), "uncited_ge_10_cap_0.3:faithfulness"))
+    labels.append((is_masis & (uncited >= 5) & (uncited < 10) & (capped_04 > 0.5),
                         "uncited_ge_5_cap_0.5:faithfulness"))
     masis_updates["faithfulness"] = (
         pl.when((uncited >= 10) & (capped_04 > 0.3)).then(pl.lit(0.3))
         .when((uncited >= 5) & (uncited < 10) & (capped_04 > 0.5)).then(pl.lit(0.5))
         .otherwise(capped_04)
     )
-    labels.append(_rule(is_prompt & _outside_unit(pl.col("score")), "clamp_0_1:score"))
+    labels.append((is_prompt & _outside_unit(pl.col("score")), "clamp_0_1:score"))
 
     metric_columns = {
         metric: pl.when(is_rag).then(rag_updates[metric]).otherwise(pl.col(metric)) for metric in RAG_METRICS
@@ -223,7 +236,7 @@ def score_table(parsed: pl.DataFrame | pl.LazyFrame, thresholds: Thresholds | No
         pl.when(is_rag & pl.col("reference_missing")).then(pl.lit(None, dtype=pl.Float64))
         .otherwise(metric_columns["semantic_similarity"])
     )
-    frame = frame.with_columns(**metric_columns, _labels=pl.concat_list(labels))
+    frame = frame.with_columns(**metric_columns, _mask=_rule_mask(labels))
 
     numerator = pl.lit(0.0)
     denominator = pl.lit(0.0)
@@ -254,14 +267,9 @@ def score_table(parsed: pl.DataFrame | pl.LazyFrame, thresholds: Thresholds | No
         & by_threshold.is_in(["pass", "borderline"])
     )
     fallback = is_prompt & (status == "parse_error")
+    forced = [(forced_rag, "critical_hallucination_fail:verdict"), (forced_prompt, "required_rubric_fail:verdict")]
     frame = frame.with_columns(
         verdict=pl.when(forced_rag | forced_prompt | fallback).then(pl.lit("fail")).otherwise(by_threshold),
-        clamps_applied=pl.concat_list(
-            pl.col("_labels"),
-            pl.concat_list(
-                _rule(forced_rag, "critical_hallucination_fail:verdict"),
-                _rule(forced_prompt, "required_rubric_fail:verdict"),
-            ),
-        ).list.drop_nulls(),
-    ).drop("_labels")
-    return frame.collect()
+        _mask=pl.col("_mask") + _rule_mask(forced, offset=len(labels)),
+    )
+    return _with_clamps(frame.collect(), [label for _, label in labels + forced])
