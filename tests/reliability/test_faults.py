@@ -66,8 +66,10 @@ def test_faulty_judge_day_lands_reconciles_and_a_rerun_pays_only_for_call_errors
         landed = dict(joined.group_by("judge_status").len().iter_rows())
         assert {s: landed.get(s, 0) for s in result["statuses"]} == result["statuses"]
 
-        # Every HTTP attempt is one request the server saw: the audit trail accounts for all of them.
-        assert table(out, "judge_calls")["attempts"].sum() == len(first_requests)
+        # Every HTTP attempt is a request the server saw, except that on a loaded machine a client may
+        # time out an attempt before the server has read it: the audit trail accounts for every request.
+        attempts = table(out, "judge_calls")["attempts"].sum()
+        assert len(first_requests) <= attempts <= len(first_requests) + faults["hang"]
         assert runs(out)["calls_made"].item() == len({tuple(prompt_pair(r)) for r in first_requests})
 
         # A malformed reply is a parse_error (the prompt judge's fallback: score 0, fail), and the
