@@ -1,0 +1,233 @@
+"""Shared helpers: running a measurement in a child process, the local judge server as a process,
+machine load, peak memory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of a measurement child: the repository on the path, litellm kept offline."""
+    env = os.environ.copy()
+    paths = [str(REPO), str(REPO / "plugins"), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env.setdefault("LITELLM_LOG", "ERROR")
+    env.setdefault("PYTHONWARNINGS", "ignore")
+    env.update(extra or {})
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# Inside a child
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far (MiB; Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process so far (all threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def child_main(tasks: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+    """Entry point of a measurement module: ``python -m bench.X TASK --params JSON --out FILE``."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("task", choices=sorted(tasks))
+    parser.add_argument("--params", default="{}")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    result = tasks[args.task](json.loads(args.params))
+    result.setdefault("peak_rss_mib", round(peak_rss_mib(), 1))
+    args.out.write_text(json.dumps(result, indent=2, default=str))
+
+
+# --------------------------------------------------------------------------------------------
+# Machine load
+
+
+def _busy_jiffies() -> int:
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _HZ
+
+
+def load_average() -> float:
+    """The 1-minute load average."""
+    return round(os.getloadavg()[0], 2)
+
+
+@dataclass
+class LoadProbe:
+    """CPU used on the machine during a measurement, split into ours and everybody else's."""
+
+    watched: list[int] = field(default_factory=list)  # live helper processes that count as ours
+    _busy: int = 0
+    _wall: float = 0.0
+    _children: float = 0.0
+    _self: float = 0.0
+    _watched: float = 0.0
+    load_before: float = 0.0
+
+    def start(self) -> LoadProbe:
+        self.load_before = load_average()
+        self._busy = _busy_jiffies()
+        self._wall = time.monotonic()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._children = children.ru_utime + children.ru_stime
+        self._self = cpu_seconds()
+        self._watched = sum(process_cpu_seconds(p) for p in self.watched)
+        return self
+
+    def stop(self) -> dict[str, float]:
+        wall = max(time.monotonic() - self._wall, 1e-9)
+        busy = (_busy_jiffies() - self._busy) / _HZ
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ours = (children.ru_utime + children.ru_stime - self._children) + (cpu_seconds() - self._self)
+        ours += sum(process_cpu_seconds(p) for p in self.watched) - self._watched
+        return {
+            "load_avg_1m_before": self.load_before,
+            "load_avg_1m_after": load_average(),
+            "cores_busy": round(busy / wall, 2),
+            "cores_ours": round(ours / wall, 2),
+            "cores_others": round(max(0.0, busy - ours) / wall, 2),
+        }
+
+
+def wait_for_quiet(max_wait_s: float = 45.0, threshold: float = 1.5) -> float:
+    """Wait (bounded) until other processes use under ``threshold`` cores; returns the last reading."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        before = _busy_jiffies()
+        time.sleep(2.0)
+        cores = (_busy_jiffies() - before) / _HZ / 2.0
+        if cores < threshold or time.monotonic() >= deadline:
+            return round(cores, 2)
+
+
+# --------------------------------------------------------------------------------------------
+# Running a child
+
+
+class ChildFailed(RuntimeError):
+    """A measurement child exited non-zero."""
+
+
+def run_child(
+    module: str,
+    task: str,
+    params: dict[str, Any] | None = None,
+    *,
+    timeout_s: float = 900.0,
+    env: dict[str, str] | None = None,
+    watched: list[int] | None = None,
+    log: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``python -m bench.<module> <task>`` and return its JSON result, plus the child's wall
+    time (``child_wall_s``, imports included) and the machine's load during the run."""
+    with tempfile.NamedTemporaryFile(prefix=f"bench-{task}-", suffix=".json", delete=False) as handle:
+        out = Path(handle.name)
+    command = [sys.executable, "-m", f"bench.{module}", task, "--params", json.dumps(params or {}), "--out", str(out)]
+    probe = LoadProbe(watched=list(watched or [])).start()
+    started = time.monotonic()
+    stream = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    try:
+        completed = subprocess.run(command, cwd=REPO, env=child_env(env), stdout=stream, stderr=subprocess.PIPE,
+                                   text=True, timeout=timeout_s)
+    finally:
+        if log:
+            stream.close()  # type: ignore[union-attr]
+    wall = time.monotonic() - started
+    load = probe.stop()
+    try:
+        if completed.returncode != 0:
+            raise ChildFailed(f"bench.{module} {task} exited {completed.returncode}:\n{completed.stderr[-4000:]}")
+        result = json.loads(out.read_text())
+    finally:
+        out.unlink(missing_ok=True)
+    result["child_wall_s"] = round(wall, 2)
+    result["load"] = load
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# The local OpenAI-compatible server as a separate process
+
+
+@dataclass
+class ServerProcess:
+    """``python -m evaluation.testing.openai_server`` running in its own process."""
+
+    process: subprocess.Popen[str]
+    base_url: str
+    requests: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@contextmanager
+def judge_server(latency_s: float, reply: str | None = None) -> Iterator[ServerProcess]:
+    """Start the server (fixed latency, one reply for every request); stop it on exit and read
+    how many requests it served."""
+    command = [sys.executable, "-m", "evaluation.testing.openai_server", "--port", "0", "--latency", str(latency_s)]
+    reply_file = None
+    if reply is not None:
+        with tempfile.NamedTemporaryFile("w", prefix="bench-reply-", suffix=".json", delete=False) as handle:
+            handle.write(reply)
+            reply_file = Path(handle.name)
+        command += ["--reply-file", str(reply_file)]
+    process = subprocess.Popen(command, cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"the judge server did not start: {line!r}")
+        server = ServerProcess(process, line.split(" ", 1)[1])
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+        for text in (output or "").splitlines():
+            if text.startswith("REQUESTS "):
+                server.requests = int(text.split()[1])  # type: ignore[possibly-undefined]
+        if reply_file is not None:
+            reply_file.unlink(missing_ok=True)

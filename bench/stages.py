@@ -1,0 +1,172 @@
+"""Deterministic stages at scale (children of :mod:`bench.run`), one stage per process so that each
+peak RSS (``ru_maxrss``, read inside the child) is that stage's own.
+
+The day-scale stages call the pipeline's public stage functions on directory stores, one child per
+stage, sharing a work folder: ``ingest_validate`` (:func:`evaluation.pipeline.ingest_and_validate`),
+``plan`` (:func:`evaluation.pipeline.plan_chunks`), ``stage_judged`` (untimed: one judged chunk per
+planned chunk, rows generated at PARSED_SCHEMA instead of judging) and ``score_land``
+(:func:`evaluation.pipeline.score_and_land`: ``score_table`` chunk by chunk, reconciliation,
+summary and landing). ``score_table`` and ``summary`` time the two table functions on a million rows.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import child_main, peak_rss_mib
+
+
+def _config(params: dict[str, Any]) -> Any:
+    from bench import data
+    from evaluation.contract import RunConfig
+
+    return RunConfig(
+        date=data.DAY, input_uri=params["input_uri"], output_uri=params["output_uri"], run_id="bench",
+        judges=["rag", "masis", "prompt"], judge_model="openai/judge-model",
+        chunk_size=int(params.get("chunk_size", 500)),
+    )
+
+
+def _imports(*modules: str) -> float:
+    """Import what a stage uses before timing it (Great Expectations takes seconds): the targets
+    are about the stage's work, not the interpreter's start. Returns the peak RSS so far."""
+    import importlib
+
+    for module in ("evaluation.pipeline", *modules):
+        importlib.import_module(module)
+    return peak_rss_mib()
+
+
+def prepare_raw(params: dict[str, Any]) -> dict[str, Any]:
+    """Generate (or find in the cache) a raw day; returns its input root."""
+    from bench import data
+
+    started = time.monotonic()
+    root = data.raw_day(int(params["records"]), bad=True)
+    size = sum(p.stat().st_size for p in root.rglob("part-*"))
+    return {"input_uri": str(root), "bytes": size, "seconds": round(time.monotonic() - started, 2)}
+
+
+def ingest_validate(params: dict[str, Any]) -> dict[str, Any]:
+    from evaluation import pipeline
+
+    rss_after_imports = _imports("great_expectations", "evaluation.validation", "evaluation.ingest")
+    cfg = _config(params)
+    stores = pipeline.Stores.open(cfg)
+    started = time.monotonic()
+    counts = pipeline.ingest_and_validate(cfg, stores)
+    return {"seconds": round(time.monotonic() - started, 3), "counts": counts,
+            "rss_after_imports_mib": round(rss_after_imports, 1)}
+
+
+def plan(params: dict[str, Any]) -> dict[str, Any]:
+    from evaluation import pipeline
+
+    rss_after_imports = _imports("evaluation.client")
+    cfg = _config(params)
+    stores = pipeline.Stores.open(cfg)
+    started = time.monotonic()
+    chunks = pipeline.plan_chunks(cfg, stores)
+    return {"seconds": round(time.monotonic() - started, 3), "chunks": len(chunks),
+            "records": sum(c["records"] for c in chunks), "rss_after_imports_mib": round(rss_after_imports, 1)}
+
+
+def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
+    """Stand-in for the judge stage: per planned chunk, three judged rows per record (PARSED_SCHEMA)
+    and an empty judge-calls part, written where judge_chunk writes them."""
+    import polars as pl
+
+    from bench import data
+    from evaluation import pipeline, storage
+
+    cfg = _config(params)
+    stores = pipeline.Stores.open(cfg)
+    manifest = storage.read_json(stores.out, storage.work_key(cfg.date, cfg.run_id, "manifest.json"))
+    started = time.monotonic()
+    rows = 0
+    for index in range(int(manifest["chunks"])):
+        records = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
+        judged = data.parsed_rows(0, seed=index, record_ids=records)
+        storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", index), judged)
+        storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", index),
+                              pl.DataFrame(schema=pipeline.CALLS_SCHEMA))
+        rows += judged.height
+    return {"seconds": round(time.monotonic() - started, 3), "rows": rows}
+
+
+def score_land(params: dict[str, Any]) -> dict[str, Any]:
+    from evaluation import pipeline
+
+    rss_after_imports = _imports("evaluation.scoring", "evaluation.summary", "evaluation.versions")
+    cfg = _config(params)
+    stores = pipeline.Stores.open(cfg)
+    started = time.monotonic()
+    result = pipeline.score_and_land(cfg, stores)
+    return {"seconds": round(time.monotonic() - started, 3), "rows": result["rows"],
+            "reconciled": result["reconciled"], "rss_after_imports_mib": round(rss_after_imports, 1)}
+
+
+def score_table(params: dict[str, Any]) -> dict[str, Any]:
+    """``score_table`` on ``rows`` judged rows held in memory (read before timing)."""
+    import polars as pl
+
+    from bench import data
+    from evaluation.scoring import score_table as score
+
+    frame = pl.read_parquet(data.parsed_file(int(params["rows"])))
+    rss_loaded = peak_rss_mib()
+    score(frame.head(1000))  # first use of each expression kernel
+    best = None
+    runs = []
+    for _ in range(int(params.get("repeat", 3))):
+        started = time.monotonic()
+        scored = score(frame)
+        runs.append(round(time.monotonic() - started, 3))
+        best = scored.height
+        del scored
+    return {"seconds": min(runs), "runs": runs, "rows": best, "rss_input_loaded_mib": round(rss_loaded, 1)}
+
+
+def summary(params: dict[str, Any]) -> dict[str, Any]:
+    """``build_daily_summary`` over ``rows`` scored rows, scanned lazily from Parquet as
+    score_and_land does."""
+    import polars as pl
+
+    from bench import data
+    from evaluation.summary import build_daily_summary
+
+    path = data.scored_file(int(params["rows"]))
+    rss_before = peak_rss_mib()
+    runs = []
+    groups = 0
+    for _ in range(int(params.get("repeat", 3))):
+        started = time.monotonic()
+        table = build_daily_summary(pl.scan_parquet(path), data.DAY, "bench")
+        runs.append(round(time.monotonic() - started, 3))
+        groups = table.height
+    return {"seconds": min(runs), "runs": runs, "groups": groups, "rss_before_mib": round(rss_before, 1)}
+
+
+def prepare_tables(params: dict[str, Any]) -> dict[str, Any]:
+    """Generate (or find in the cache) the judged and scored million-row files."""
+    from bench import data
+
+    started = time.monotonic()
+    rows = int(params["rows"])
+    parsed, scored = data.parsed_file(rows), data.scored_file(rows)
+    return {"parsed": str(parsed), "scored": str(scored), "seconds": round(time.monotonic() - started, 2)}
+
+
+def work_size(params: dict[str, Any]) -> dict[str, Any]:
+    root = Path(params["output_uri"])
+    return {"bytes": sum(p.stat().st_size for p in root.rglob("*") if p.is_file())}
+
+
+if __name__ == "__main__":
+    child_main({
+        "prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
+        "stage_judged": stage_judged, "score_land": score_land, "score_table": score_table,
+        "summary": summary, "prepare_tables": prepare_tables, "work_size": work_size,
+    })
