@@ -30,6 +30,7 @@ from evaluation.contract import (
     EVALUATION_COLUMNS,
     JUDGE_STATUSES,
     RULES_VERSION,
+    VERDICTS,
     InputRecord,
     JudgeName,
     RunConfig,
@@ -43,7 +44,7 @@ from evaluation.judges import (
     render,
 )
 from evaluation.scoring import score_table
-from evaluation.summary import build_daily_summary
+from evaluation.summary import SummaryBuilder
 
 logger = logging.getLogger(__name__)
 
@@ -687,6 +688,11 @@ def _judged_row(
 # Stage 4: score, land, summarise
 
 
+#: Judged rows scored together when landing (several chunks at once: scoring has a fixed cost per
+#: call; the batch bounds the memory).
+LAND_BATCH_ROWS = 50_000
+
+
 def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None) -> dict[str, Any]:
     """Score every staged judgement (Polars), check that counts reconcile, land ``evaluations``,
     ``judge_calls``, ``daily_summary`` and ``runs``. Fails after landing when call errors exceed
@@ -704,39 +710,51 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
         raise RunFailed(f"{_where(cfg)}: {len(missing)} of {chunk_count} chunks were not judged "
                         f"(first missing: {stores.out.uri(missing[0])})")
     with tempfile.TemporaryDirectory(prefix="evaluation-land-") as folder:
-        # Scoring is row-wise, so each chunk is scored on its own and the day is streamed from
-        # the scored chunks: memory follows the chunk size, not the day.
-        scored_paths, call_paths = [], []
-        for index, (judged_key, call_key) in enumerate(zip(judged_keys, call_keys, strict=True)):
-            scored = score_table(storage.read_parquet(stores.out, judged_key), cfg.thresholds)
-            path = Path(folder) / f"scored-{index:05d}.parquet"
-            scored.with_columns(run_id=pl.lit(cfg.run_id)).select(
+        # Scoring is row-wise, so the day is scored in batches of chunks (at most LAND_BATCH_ROWS
+        # rows) and every day-level figure (summary, totals, reconciliation) is accumulated batch
+        # by batch; the landed tables are streamed from the scored files. Memory follows the batch,
+        # not the day.
+        summary_builder = SummaryBuilder()
+        tally = _DayTally()
+        scored_paths: list[Path] = []
+        call_paths: list[Path] = []
+        batch: list[pl.DataFrame] = []
+
+        def score_batch() -> None:
+            scored = score_table(pl.concat(batch), cfg.thresholds).with_columns(run_id=pl.lit(cfg.run_id)).select(
                 [pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"]
-            ).write_parquet(path)
+            )
+            path = Path(folder) / f"scored-{len(scored_paths):05d}.parquet"
+            scored.write_parquet(path)
             scored_paths.append(path)
+            summary_builder.add(scored)
+            tally.add_evaluations(scored)
+            batch.clear()
+
+        for index, (judged_key, call_key) in enumerate(zip(judged_keys, call_keys, strict=True)):
+            batch.append(storage.read_parquet(stores.out, judged_key))
+            if sum(frame.height for frame in batch) >= LAND_BATCH_ROWS:
+                score_batch()
             call_path = Path(folder) / f"calls-{index:05d}.parquet"
             stores.out.download_file(call_key, call_path)
             call_paths.append(call_path)
+            tally.add_calls(pl.read_parquet(call_path, columns=["attempts", "cached"]))
+        if batch:
+            score_batch()
         evaluations = (
             pl.scan_parquet(scored_paths) if scored_paths
             else pl.DataFrame(schema=_evaluation_schema()).lazy()
         )
         calls = pl.scan_parquet(call_paths) if call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
-        reconciliation = reconcile(cfg, counts, evaluations)
-        summary = build_daily_summary(evaluations, cfg.date, cfg.run_id)
-        totals = evaluations.select(
-            *[(pl.col("judge_status") == s).sum().alias(s) for s in JUDGE_STATUSES],
-            *[(pl.col("verdict") == v).sum().alias(f"verdict_{v}") for v in ("pass", "borderline", "fail")],
-            pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
-        ).collect().row(0, named=True)
-        call_totals = calls.select(
-            (pl.col("attempts") > 0).sum().alias("made"), pl.col("cached").sum().alias("reused"), pl.len()
-        ).collect().row(0, named=True)
+        reconciliation = reconcile(cfg, counts, tally, scored_paths)
+        summary = summary_builder.finish(cfg.run_id)
+        totals = tally.totals
 
         check_claim(cfg, stores)
         rows = storage.sink_parquet(stores.out, storage.table_key("evaluations", cfg.date), evaluations)
         storage.sink_parquet(stores.out, storage.table_key("judge_calls", cfg.date), calls)
         storage.write_parquet(stores.out, storage.table_key("daily_summary", cfg.date), summary)
+        call_totals = tally.call_totals
 
     statuses = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
     attempted = rows - statuses["skipped"]
@@ -774,22 +792,66 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
     return result
 
 
-def reconcile(cfg: RunConfig, counts: dict[str, Any], evaluations: pl.DataFrame | pl.LazyFrame) -> dict[str, Any]:
+class _DayTally:
+    """Day totals and reconciliation inputs, accumulated chunk by chunk (see :func:`reconcile`).
+
+    Duplicate (record_id, judge) pairs are looked for through a 64-bit hash per row (8 bytes a
+    row, not the ids); :func:`reconcile` confirms any hash seen twice on the ids themselves."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, Any] = {s: 0 for s in JUDGE_STATUSES}
+        self.totals.update({f"verdict_{v}": 0 for v in VERDICTS})
+        self.totals.update(input_tokens=0, output_tokens=0, cost_usd=0.0)
+        self.call_totals: dict[str, int] = {"made": 0, "reused": 0, "len": 0}
+        self.rows = 0
+        self.bad_status = 0
+        self._hashes: list[pl.Series] = []
+
+    def add_evaluations(self, scored: pl.DataFrame) -> None:
+        sums = scored.select(
+            *[(pl.col("judge_status") == s).sum().alias(s) for s in JUDGE_STATUSES],
+            *[(pl.col("verdict") == v).sum().alias(f"verdict_{v}") for v in VERDICTS],
+            pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
+            (~pl.col("judge_status").is_in(list(JUDGE_STATUSES))).sum().alias("bad_status"),
+        ).row(0, named=True)
+        self.bad_status += int(sums.pop("bad_status") or 0)
+        for key, value in sums.items():
+            self.totals[key] += value or 0
+        self.rows += scored.height
+        self._hashes.append(_pair_hash(scored))
+
+    def add_calls(self, calls: pl.DataFrame) -> None:
+        self.call_totals["made"] += int((calls["attempts"] > 0).sum())
+        self.call_totals["reused"] += int(calls["cached"].sum())
+        self.call_totals["len"] += calls.height
+
+    def repeated_hashes(self) -> pl.Series:
+        hashes = pl.concat(self._hashes) if self._hashes else pl.Series("h", [], dtype=pl.UInt64)
+        return hashes.filter(hashes.is_duplicated()).unique()
+
+
+def _pair_hash(frame: pl.DataFrame) -> pl.Series:
+    return frame.select(pl.struct("record_id", "judge").hash(seed=7).alias("h")).to_series()
+
+
+def reconcile(cfg: RunConfig, counts: dict[str, Any], tally: _DayTally, scored_paths: list[Path]) -> dict[str, Any]:
     """CONTRACT §4: input = valid + rejected; rows = valid × judges; one status per row."""
     problems = []
     if counts["input"] != counts["valid"] + counts["rejected"]:
         problems.append(f"input {counts['input']} != valid {counts['valid']} + rejected {counts['rejected']}")
     expected = counts["valid"] * len(cfg.judges)
-    frame = evaluations.lazy()
-    height = frame.select(pl.len()).collect().item()
+    height = tally.rows
     if height != expected:
         problems.append(f"{height} evaluation rows, expected {counts['valid']} × {len(cfg.judges)} = {expected}")
-    duplicates = frame.group_by("record_id", "judge").len().filter(pl.col("len") > 1).select(pl.len()).collect().item()
-    if duplicates:
-        problems.append(f"{duplicates} duplicate (record_id, judge) pairs")
-    bad_status = frame.filter(~pl.col("judge_status").is_in(list(JUDGE_STATUSES))).select(pl.len()).collect().item()
-    if bad_status:
-        problems.append(f"{bad_status} rows without a valid judge_status")
+    suspects = tally.repeated_hashes()
+    if suspects.len():  # confirm on the ids: two different pairs may share a hash
+        frame = pl.scan_parquet(scored_paths).select("record_id", "judge")
+        candidates = frame.filter(pl.struct("record_id", "judge").hash(seed=7).is_in(suspects.implode()))
+        duplicates = candidates.group_by("record_id", "judge").len().filter(pl.col("len") > 1).select(pl.len()).collect().item()
+        if duplicates:
+            problems.append(f"{duplicates} duplicate (record_id, judge) pairs")
+    if tally.bad_status:
+        problems.append(f"{tally.bad_status} rows without a valid judge_status")
     if problems:
         raise RunFailed(f"{_where(cfg)}: counts do not reconcile: " + "; ".join(problems))
     return {"input": counts["input"], "valid": counts["valid"], "rejected": counts["rejected"],

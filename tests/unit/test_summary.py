@@ -1,0 +1,148 @@
+"""``daily_summary`` built chunk by chunk: the same figures as whole-column aggregation, with
+memory that follows the distinct metric values, not the rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+
+import duckdb
+import polars as pl
+import pytest
+
+from evaluation.contract import JUDGE_STATUSES, VERDICTS
+from evaluation.summary import METRICS, SummaryBuilder, build_daily_summary, summary_schema
+
+DAY = dt.date(2026, 11, 1)
+STATUSES = [*JUDGE_STATUSES, "ok", "ok", "ok", "ok"]  # 5 in 9 ok
+
+
+def scored_rows(n: int, seed: int, digits: tuple[int, ...] = (2, 3), models: tuple[str, ...] = ("a", "b")) -> pl.DataFrame:
+    """``n`` scored evaluation rows with the columns the summary reads; about 20% null metrics."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        row = {
+            "model": rng.choice(models),
+            "judge": rng.choice(["rag", "masis", "prompt"]),
+            "judge_status": rng.choice(STATUSES),
+            "verdict": rng.choice([*VERDICTS, None]),
+            "input_tokens": rng.randint(0, 900),
+            "output_tokens": rng.randint(0, 200),
+            "cost_usd": rng.random() / 1000,
+            "cached": rng.random() < 0.3,
+            "latency_ms": round(rng.uniform(100, 400), 1),
+            "attempts": rng.choice([0, 1, 2]),
+        }
+        for metric in METRICS:
+            row[metric] = None if rng.random() < 0.2 else round(rng.random(), rng.choice(digits))
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def whole_column_summary(frame: pl.DataFrame) -> pl.DataFrame:
+    """The oracle: every aggregate over the whole day at once, with Polars' own expressions."""
+    ok = pl.col("judge_status") == "ok"
+    exprs: list[pl.Expr] = [pl.len().alias("rows")]
+    exprs += [(pl.col("judge_status") == s).sum().alias(f"n_{s}") for s in JUDGE_STATUSES]
+    exprs += [(ok & (pl.col("verdict") == v)).sum().alias(f"n_{v}") for v in VERDICTS]
+    exprs.append(((ok & (pl.col("verdict") == "pass")).sum() / ok.sum()).alias("pass_rate"))
+    for metric in METRICS:
+        value = pl.col(metric).filter(ok).drop_nulls()
+        exprs += [value.mean().alias(f"{metric}_mean"), value.std().alias(f"{metric}_std"), value.count().alias(f"{metric}_n")]
+        exprs += [value.quantile(q / 100, interpolation="linear").alias(f"{metric}_p{q}") for q in (10, 50, 90)]
+    latency = pl.col("latency_ms").filter(pl.col("attempts") > 0)
+    exprs += [
+        pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
+        pl.col("cached").sum().alias("n_cached"),
+        latency.quantile(0.5, interpolation="linear").alias("latency_p50_ms"),
+        latency.quantile(0.95, interpolation="linear").alias("latency_p95_ms"),
+    ]
+    return frame.group_by("model", "judge").agg(exprs).sort("model", "judge")
+
+
+def _chunked(frame: pl.DataFrame, size: int) -> pl.DataFrame:
+    builder = SummaryBuilder()
+    for offset in range(0, frame.height, size):
+        builder.add(frame.slice(offset, size))
+    return builder.finish("run-1")
+
+
+QUANTILE_COLUMNS = [f"{m}_p{q}" for m in METRICS for q in (10, 50, 90)] + ["latency_p50_ms", "latency_p95_ms"]
+COUNT_COLUMNS = [c for c, t in summary_schema().items() if t == pl.Int64]
+
+
+@pytest.mark.parametrize("chunk", [97, 1_000, 10_000])
+def test_chunked_summary_agrees_with_whole_column_aggregates(chunk: int) -> None:
+    frame = scored_rows(6_000, seed=chunk)
+    got, oracle = _chunked(frame, chunk), whole_column_summary(frame)
+    assert got.schema == pl.Schema(summary_schema())
+    assert got.select("model", "judge").rows() == oracle.select("model", "judge").rows()
+    assert got["run_id"].unique().to_list() == ["run-1"]
+    for column in COUNT_COLUMNS:
+        assert got[column].to_list() == oracle[column].cast(pl.Int64).to_list(), column
+    for column in QUANTILE_COLUMNS:  # digit for digit
+        assert got[column].to_list() == oracle[column].to_list(), column
+    for column in ["pass_rate", "cost_usd", *[f"{m}_{a}" for m in METRICS for a in ("mean", "std")]]:
+        assert got[column].to_list() == pytest.approx(oracle[column].to_list(), rel=1e-12, abs=1e-15), column
+
+
+def test_the_split_into_chunks_does_not_change_a_digit_but_the_cost_sum() -> None:
+    frame = scored_rows(5_000, seed=11)
+    one, many = _chunked(frame, frame.height), _chunked(frame.sample(fraction=1.0, shuffle=True, seed=3), 333)
+    assert one.drop("cost_usd").equals(many.drop("cost_usd"))
+    assert many["cost_usd"].to_list() == pytest.approx(one["cost_usd"].to_list(), rel=1e-12)
+
+
+def test_means_are_exact_where_float_summation_drifts() -> None:
+    # 0.1 ten thousand times: a float running sum drifts, the exact mean is the nearest double to 0.1
+    frame = scored_rows(10_000, seed=5, models=("a",)).with_columns(judge_status=pl.lit("ok"), score=pl.lit(0.1))
+    summary = _chunked(frame, 1_000)
+    assert summary["score_mean"].to_list() == [0.1, 0.1, 0.1]
+    assert summary["score_std"].to_list() == [0.0, 0.0, 0.0]
+
+
+def test_quantiles_agree_with_duckdb_quantile_cont_to_float_rounding() -> None:
+    frame = scored_rows(3_000, seed=21)
+    got = _chunked(frame, 500)
+    ok = frame.filter(pl.col("judge_status") == "ok")  # noqa: F841 (read by DuckDB)
+    columns = ", ".join(f"quantile_cont({m}, {q / 100}) AS {m}_p{q}" for m in METRICS for q in (10, 50, 90))
+    duck = duckdb.sql(f"SELECT model, judge, {columns} FROM ok GROUP BY model, judge ORDER BY model, judge").pl()
+    for column in (f"{m}_p{q}" for m in METRICS for q in (10, 50, 90)):
+        assert got[column].to_list() == pytest.approx(duck[column].to_list(), rel=1e-12), column
+
+
+def test_groups_without_ok_rows_and_single_values() -> None:
+    frame = pl.concat([
+        scored_rows(50, seed=1, models=("no-ok",)).with_columns(judge_status=pl.lit("call_error"), attempts=pl.lit(3, pl.Int64)),
+        scored_rows(3, seed=2, models=("one",)).with_columns(judge_status=pl.lit("ok"), judge=pl.lit("rag"), score=pl.lit(0.25)),
+    ])
+    summary = _chunked(frame, 7)
+    no_ok = summary.filter(pl.col("model") == "no-ok")
+    assert no_ok["n_call_error"].sum() == 50 and no_ok["n_ok"].sum() == 0
+    assert no_ok["pass_rate"].null_count() == no_ok.height
+    assert no_ok["score_mean"].null_count() == no_ok.height and no_ok["score_p50"].null_count() == no_ok.height
+    assert no_ok["score_n"].to_list() == [0] * no_ok.height
+    assert no_ok["latency_p50_ms"].null_count() == 0  # calls were made, they failed
+    one = summary.filter(pl.col("model") == "one").row(0, named=True)
+    assert (one["score_mean"], one["score_std"], one["score_p10"], one["score_p90"]) == (0.25, 0.0, 0.25, 0.25)
+
+
+def test_an_empty_day_has_an_empty_summary_with_the_schema() -> None:
+    summary = build_daily_summary(scored_rows(10, seed=1).clear(), DAY, "run-0")
+    assert summary.height == 0 and summary.schema == pl.Schema(summary_schema())
+
+
+def test_memory_follows_distinct_values_not_rows() -> None:
+    builder = SummaryBuilder()
+    sizes = []
+    for seed in range(40):  # 40 chunks of 5,000 rows: 200,000 rows
+        builder.add(scored_rows(5_000, seed=seed, digits=(2,)).with_columns(pl.col("latency_ms").round(0)))
+        sizes.append(builder.histogram_size)
+    groups = 2 * 3
+    assert sizes[-1] <= groups * (len(METRICS) * 101 + 301)  # 101 two-decimal values, 301 whole ms
+    assert sizes[-1] - sizes[9] < sizes[0]  # saturated: later chunks add (almost) nothing
+    summary = builder.finish("r")
+    assert summary["rows"].sum() == 200_000
+    assert math.isclose(summary["score_n"].sum(), 200_000 * 5 / 9 * 0.8, rel_tol=0.05)
