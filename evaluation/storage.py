@@ -192,9 +192,13 @@ class LocalStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
             pass
-        shutil.copyfile(path, handle.name)
-        os.chmod(handle.name, 0o644)
-        os.replace(handle.name, target)
+        try:
+            shutil.copyfile(path, handle.name)
+            os.chmod(handle.name, 0o644)
+            os.replace(handle.name, target)
+        except BaseException:
+            Path(handle.name).unlink(missing_ok=True)  # a failed copy leaves nothing behind
+            raise
 
     def download_file(self, key: str, path: Path) -> None:
         shutil.copyfile(self.path / key, path)
