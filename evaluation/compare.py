@@ -42,6 +42,7 @@ import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -395,17 +396,59 @@ def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
 # Re-judging a sample
 
 
-def _valid_records(raw_store: storage.Store, day: dt.date) -> pl.DataFrame:
-    """The day's valid records as the pipeline stages them (ingest + the validation suite)."""
-    from evaluation.ingest import ingest_objects
-    from evaluation.pipeline import RECORD_SCHEMA
-    from evaluation.validation import validate
+def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | None = None) -> Iterator[pl.DataFrame]:
+    """The day's valid records as the pipeline stages them (ingest + the validation suite), one
+    bounded batch at a time: objects are read one by one, never the whole day at once."""
+    import tempfile
+
+    from evaluation.ingest import BATCH_ROWS, ingest_batches
+    from evaluation.pipeline import RECORD_SCHEMA, _raw_sources
+    from evaluation.validation import DayValidator
 
     objects = [o for o in raw_store.list(storage.raw_prefix(day)) if o.key.endswith(storage.RAW_SUFFIXES)]
-    ingested = ingest_objects(((raw_store.uri(o.key), raw_store.read_bytes(o.key)) for o in objects), day)
-    outcome = validate(ingested.rows, day=day, max_reject_ratio=1.0, allow_empty=True,
-                       ingest_rejects=len(ingested.rejects))
-    return outcome.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+    validator = DayValidator(day, max_reject_ratio=1.0, allow_empty=True)
+    with tempfile.TemporaryDirectory(prefix="evaluation-compare-") as folder:
+        sources = _raw_sources(raw_store, objects, Path(folder))
+        for batch in ingest_batches(sources, day, batch_rows=batch_rows or BATCH_ROWS):
+            if batch.rows.height:
+                valid = validator.validate_batch(batch.rows).valid
+                if valid.height:
+                    yield valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+
+
+def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, batch_rows: int | None = None) -> pl.DataFrame:
+    """The valid records of the spec's days and models that :func:`sample_records` picks, streamed
+    day by day and batch by batch: with ``sample_per_model`` at most that many records per model
+    are held (the smallest seeded hashes so far), so the days' size does not matter."""
+    found: set[str] = set()
+    kept: list[pl.DataFrame] = []
+    for day in spec.days():
+        for valid in _valid_batches(raw_store, day, batch_rows):
+            found.update(valid["model"].unique().to_list())
+            part = valid.filter(pl.col("model").is_in(spec.models)).with_columns(dt=pl.lit(day, dtype=pl.Date))
+            if spec.sample_per_model is None:
+                kept.append(part)
+                continue
+            ranks = [_record_hash(spec.seed, m, day, r) for m, r in part.select("model", "record_id").iter_rows()]
+            part = part.with_columns(_rank=pl.Series(ranks, dtype=pl.String))
+            kept = [
+                pl.concat([*kept, part], how="vertical")
+                .sort("model", "_rank")
+                .group_by("model", maintain_order=True)
+                .head(spec.sample_per_model)
+                .select(part.columns)
+            ]
+    _check_models(found, spec, raw_store.root)
+    if not kept:
+        return pl.DataFrame(schema={**_record_schema(), "dt": pl.Date})
+    records = pl.concat(kept, how="vertical")
+    return records.drop("_rank", strict=False).select(pl.exclude("dt"), "dt").sort("dt", "record_id")
+
+
+def _record_schema() -> dict[str, Any]:
+    from evaluation.pipeline import RECORD_SCHEMA
+
+    return dict(RECORD_SCHEMA)
 
 
 def _judging_key(comparison_id: str) -> str:
@@ -434,14 +477,7 @@ def judge_sample(
     if spec.judge_model is None:
         raise ComparisonError(f"comparison {comparison_id}: judge_sample needs a judge_model")
     run_id = f"comparison-{comparison_id}"
-    per_day = {day: _valid_records(raw_store, day) for day in spec.days()}
-    records = pl.concat(
-        [frame.with_columns(dt=pl.lit(day, dtype=pl.Date)) for day, frame in per_day.items()], how="vertical"
-    )
-    _check_models(set(records["model"].unique().to_list()), spec, raw_store.root)
-    records = records.filter(pl.col("model").is_in(spec.models))
-    keys = sample_records(records, spec.sample_per_model, spec.seed)
-    records = records.join(keys, on=["dt", "record_id", "model"], how="semi").sort("dt", "record_id")
+    records = sampled_valid_records(raw_store, spec)
     stores = pipeline.Stores(raw=raw_store, out=store)
     judged: list[pl.DataFrame] = []
     calls: list[pl.DataFrame] = []
