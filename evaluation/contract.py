@@ -135,7 +135,7 @@ class CallRecord(BaseModel):
     input_tokens: int = Field(default=0, description="Prompt tokens reported by the provider.")
     output_tokens: int = Field(default=0, description="Completion tokens reported by the provider.")
     cost_usd: float = Field(default=0.0, description="From litellm's bundled price map; 0 when unknown.")
-    latency_ms: float = Field(default=0.0, description="Wall time of the call, retries included.")
+    latency_ms: float = Field(default=0.0, description="Wall time of the call in ms (to 0.1 ms), retries included.")
     attempts: int = Field(default=0, description="HTTP attempts made (0 when served from the ledger).")
     cached: bool = Field(default=False, description="Served from the ledger of earlier calls.")
     judged_at: dt.datetime | None = Field(default=None, description="When the reply arrived (UTC).")

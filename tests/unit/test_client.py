@@ -365,3 +365,76 @@ def test_offline_lexical_goes_through_litellm_and_returns_json(monkeypatch: pyte
         assert outcome.input_tokens > 0 and outcome.output_tokens > 0
         assert outcome.cost_usd == 0.0
     assert seen == ["offline/lexical"] * 3
+
+
+# --------------------------------------------------------------------------------------------
+# Worker processes ($EVALUATION_JUDGE_WORKERS): the same outcomes, each call made once
+
+
+def _pid_recording_worker(folder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wrap the worker body so that each forked worker leaves a file named by its pid."""
+    import evaluation.client as client_module
+
+    original = client_module._worker_main
+
+    def recording(*args: Any) -> None:
+        (folder / str(os.getpid())).touch()
+        original(*args)
+
+    monkeypatch.setattr(client_module, "_worker_main", recording)
+
+
+def test_worker_processes_make_each_call_once_and_give_the_one_process_outcomes(tmp_path, monkeypatch) -> None:
+    _pid_recording_worker(tmp_path, monkeypatch)
+    state = {"in_flight": 0, "max_in_flight": 0}
+
+    async def responder(body: dict[str, Any]) -> Reply | str:
+        user = body["messages"][1]["content"]
+        number = int(user.split()[-1])
+        state["in_flight"] += 1
+        state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
+        try:
+            await asyncio.sleep(0.02)
+        finally:
+            state["in_flight"] -= 1
+        if number % 7 == 3:
+            return Reply.bad_request()
+        return json.dumps({"score": number / 100, "echo": user})
+
+    prompts = [make_prompt(f"question {i}") for i in range(48)]
+    done: list[tuple[int, int]] = []
+    with OpenAIServer(responder) as srv:
+        in_workers = asyncio.run(make_client(srv.base_url, concurrency=4, workers=2).call_many(
+            prompts, on_done=lambda i, o: done.append((i, os.getpid()))))
+        asked = sorted(r.body["messages"][1]["content"] for r in srv.requests)
+        alone = asyncio.run(make_client(srv.base_url, concurrency=4, workers=1).call_many(prompts))
+    workers = {p.name for p in tmp_path.iterdir()}
+    assert len(workers) == 2 and str(os.getpid()) not in workers  # two forked processes did the calls
+    assert asked == sorted(p.user for p in prompts)  # every prompt asked exactly once
+    assert state["max_in_flight"] <= 4  # the concurrency is shared, not multiplied
+    assert sorted(i for i, _ in done) == list(range(48)) and {pid for _, pid in done} == {os.getpid()}
+
+    def essence(outcome: CallOutcome | None) -> tuple[Any, ...]:
+        assert outcome is not None
+        return (outcome.ok, outcome.raw_text, outcome.error_class, outcome.attempts, outcome.input_tokens, outcome.output_tokens)
+
+    assert [essence(o) for o in in_workers] == [essence(o) for o in alone]
+    assert [o.error_class for o in in_workers if o is not None].count("bad_request") == 7
+
+
+def test_a_worker_that_dies_fails_the_whole_call(tmp_path, monkeypatch) -> None:
+    import evaluation.client as client_module
+
+    original = client_module._worker_main
+
+    def dying(client: Any, prompts: Any, worker: int, *args: Any) -> None:
+        if worker == 1:
+            os._exit(3)  # killed: no message, no "done"
+        original(client, prompts, worker, *args)
+
+    monkeypatch.setattr(client_module, "_worker_main", dying)
+    prompts = [make_prompt(f"question {i}") for i in range(40)]
+    with OpenAIServer(lambda body: OK_CONTENT) as srv:
+        client = make_client(srv.base_url, concurrency=4, workers=2)
+        with pytest.raises(RuntimeError, match="a judge worker process exited before finishing its calls"):
+            asyncio.run(client.call_many(prompts))
