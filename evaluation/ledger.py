@@ -7,6 +7,13 @@ chunk, a re-run of the day and a run restarted after a crash pay only for calls 
 Entries are appended as small Parquet objects under ``_ledger/dt=.../`` and flushed every
 ``flush_every`` replies or ``flush_seconds``, whichever comes first, so a killed run loses at most
 the replies of the last few seconds. Failed calls are not stored: they are tried again.
+
+A chunk holds the records of one narrow range of content keys (see
+``evaluation.pipeline._record_chunks``), the same range on every run of the day, and its ledger
+objects carry that range in their names (``k<lo>-<hi>-<writer>-...``). A lookup reads only the
+objects whose range overlaps its own, so its cost follows the chunk, not the day's ledger. A
+comparison's re-judged sample spans the day's keys, so its lookups read most objects; objects
+without a range in their name are always read.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import re
 import time
 import uuid
 from typing import Any
@@ -56,6 +64,10 @@ def request_hash(judge_model: str, prompt: RenderedPrompt, parameters: dict[str,
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+#: A ledger object's name that carries its writer's content-key range.
+_RANGED = re.compile(r"k(?P<low>[0-9a-f]{16})-(?P<high>[0-9a-f]{16})-")
+
+
 class Ledger:
     """Reads and appends the ledger of one day."""
 
@@ -67,8 +79,10 @@ class Ledger:
         *,
         flush_every: int = 200,
         flush_seconds: float = 2.0,
+        key_range: tuple[str, str] | None = None,
     ) -> None:
         self.store = store
+        self.key_range = key_range
         self.day = day
         self.writer = storage.safe_id(writer)
         self.flush_every = flush_every
@@ -82,9 +96,14 @@ class Ledger:
         if not hashes:
             return {}
         found: dict[str, dict[str, Any]] = {}
+        read = skipped = 0
         for info in self.store.list(storage.ledger_prefix(self.day)):
             if not info.key.endswith(".parquet"):
                 continue
+            if not self._may_hold(info.key):
+                skipped += 1
+                continue
+            read += 1
             try:
                 frame = storage.read_parquet(self.store, info.key)
             except Exception as exc:  # a torn or foreign object must not stop the day
@@ -92,7 +111,19 @@ class Ledger:
                 continue
             for row in frame.filter(pl.col("request_hash").is_in(list(hashes))).iter_rows(named=True):
                 found.setdefault(row["request_hash"], row)
+        logger.debug("ledger lookup: %d of %d hashes found in %d objects (%d of other key ranges skipped)",
+                     len(found), len(hashes), read, skipped)
         return found
+
+    def _may_hold(self, key: str) -> bool:
+        """Whether a ledger object may hold replies for this chunk's key range."""
+        if self.key_range is None:
+            return True
+        match = _RANGED.match(key.rsplit("/", 1)[-1])
+        if match is None:
+            return True
+        low, high = self.key_range
+        return match["low"] <= high and low <= match["high"]
 
     def record(self, entry: dict[str, Any]) -> None:
         """Queue one successful reply; flushes when due."""
@@ -107,6 +138,7 @@ class Ledger:
             return
         frame = pl.DataFrame(self._pending, schema=LEDGER_SCHEMA)
         self._sequence += 1
-        key = f"{storage.ledger_prefix(self.day)}{self.writer}-{self._sequence:05d}-{uuid.uuid4().hex[:8]}.parquet"
+        ranged = f"k{self.key_range[0]}-{self.key_range[1]}-" if self.key_range else ""
+        key = f"{storage.ledger_prefix(self.day)}{ranged}{self.writer}-{self._sequence:05d}-{uuid.uuid4().hex[:8]}.parquet"
         storage.write_parquet(self.store, key, frame)
         self._pending = []

@@ -357,23 +357,79 @@ def _staged_valid_parts(cfg: RunConfig, stores: Stores, folder: Path) -> list[Pa
     return paths
 
 
-def _record_chunks(paths: list[Path], chunk_size: int) -> Iterator[pl.DataFrame]:
-    """The staged valid records in input order, cut into chunks of ``chunk_size`` records (the
-    last may be shorter), one part read at a time."""
+#: The record fields of the content key. Every judge's prompt holds the question and the answer,
+#: so records with the same prompt for any judge share a key (and therefore a chunk).
+KEY_FIELDS = ("question", "answer")
+
+
+#: Records per bucket of the plan's shuffle (see :func:`_record_chunks`).
+SHUFFLE_BUCKET_ROWS = 20_000
+
+
+def _content_digests(frame: pl.DataFrame) -> list[bytes]:
+    joined = frame.select(
+        pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in KEY_FIELDS], separator="\x1f")
+    ).to_series()
+    return [hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest() for text in joined]
+
+
+def content_keys(frame: pl.DataFrame) -> pl.Series:
+    """A stable 64-bit key per record (16 hex digits) of its question and answer."""
+    return pl.Series("_key", [d.hex() for d in _content_digests(frame)], dtype=pl.String)
+
+
+def key_range(frame: pl.DataFrame) -> tuple[str, str] | None:
+    """The smallest and largest content key of a chunk's records (None when it has none)."""
+    keys = content_keys(frame)
+    return (str(keys.min()), str(keys.max())) if keys.len() else None
+
+
+def _record_chunks(paths: list[Path], sampled: pl.Series, chunk_size: int, folder: Path) -> Iterator[pl.DataFrame]:
+    """The staged valid records (with their ``sampled`` flag) in content-key order, ties in input
+    order, cut into chunks of ``chunk_size`` records (the last may be shorter).
+
+    Ordering by content key gives every chunk its own narrow range of keys, the same range on
+    every run of the day: the ledger is looked up only in the objects of overlapping ranges
+    (:class:`~evaluation.ledger.Ledger`), so a chunk reads what earlier attempts at its own
+    records stored, not the whole day's ledger. Records with the same question and answer sit
+    together (at most split by a chunk boundary), so a prompt repeated in the day is judged once.
+    The order is made with a bounded shuffle: each part is split by key
+    into buckets of about :data:`SHUFFLE_BUCKET_ROWS` records written as local files, then the
+    buckets are read back in key order one at a time. Memory follows a part and a bucket, not the
+    day."""
+    total = sampled.len()
+    buckets = max(1, math.ceil(total / SHUFFLE_BUCKET_ROWS))
+    files: dict[int, list[Path]] = {}
+    offset = 0
+    for number, path in enumerate(paths):
+        part = pl.read_parquet(path)
+        digests = _content_digests(part)
+        part = part.with_columns(
+            sampled.slice(offset, part.height),
+            _key=pl.Series([d.hex() for d in digests], dtype=pl.String),
+            _bucket=pl.Series([(int.from_bytes(d[:4]) * buckets) >> 32 for d in digests], dtype=pl.Int64),
+        )
+        offset += part.height
+        for (bucket,), group in part.partition_by("_bucket", as_dict=True, include_key=False, maintain_order=True).items():
+            file = folder / f"bucket-{bucket:06d}-{number:05d}.arrow"
+            group.write_ipc(file)
+            files.setdefault(int(bucket), []).append(file)
+        del part
     pending: list[pl.DataFrame] = []
     pending_rows = 0
-    for path in paths:
-        part = pl.read_parquet(path)
-        offset = 0
-        while offset < part.height:
-            take = min(chunk_size - pending_rows, part.height - offset)
-            pending.append(part.slice(offset, take))
+    for bucket in sorted(files):
+        ordered = pl.concat([pl.read_ipc(f) for f in files[bucket]]).sort("_key", maintain_order=True).drop("_key")
+        for file in files.pop(bucket):
+            file.unlink()
+        start = 0
+        while start < ordered.height:
+            take = min(chunk_size - pending_rows, ordered.height - start)
+            pending.append(ordered.slice(start, take))
             pending_rows += take
-            offset += take
+            start += take
             if pending_rows == chunk_size:
                 yield pl.concat(pending)
                 pending, pending_rows = [], 0
-        del part
     if pending_rows:
         yield pl.concat(pending)
 
@@ -382,8 +438,9 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[dict[str, Any]]:
     """Sample, split the valid records into chunks (never more than ``max_map_length``), stage
     each chunk and estimate the day's tokens and cost. Returns one small dict per chunk.
 
-    The staged valid parts are streamed into chunks: memory follows a part and a chunk, plus the
-    day's record_id and model columns, which are all the sample needs."""
+    The staged valid parts are streamed into chunks in content-key order (:func:`_record_chunks`):
+    memory follows a part and a chunk, plus the day's record_id and model columns, which are all
+    the sample needs."""
     from evaluation import client as judge_client
 
     started = time.monotonic()
@@ -405,8 +462,7 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[dict[str, Any]]:
         chunks: list[dict[str, Any]] = []
         first_sampled: list[pl.DataFrame] = []  # the day's first sampled records, for the estimate
         first_count = 0
-        for index, records in enumerate(_record_chunks(paths, chunk_size)):
-            part = records.with_columns(sampled.slice(index * chunk_size, records.height))
+        for index, part in enumerate(_record_chunks(paths, sampled, chunk_size, Path(folder))):
             key = storage.chunk_key(cfg.date, cfg.run_id, "records", index)
             storage.write_parquet(stores.out, key, part)
             chunks.append({"index": index, "records": part.height, "key": key})
@@ -538,7 +594,7 @@ def judge_chunk(
             digest = request_hash(cfg.judge_model, prompt, parameters)
             pending.append(_Pending(record, judged_record, judge, prompt, digest, redactions))
 
-    ledger = Ledger(stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}")
+    ledger = Ledger(stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}", key_range=key_range(frame))
     cached = ledger.lookup({p.request_hash for p in pending})
     # Identical prompts (same model, template, text, parameters) are called once: a content-addressed
     # judgement is reused within the chunk as it is across runs.

@@ -320,13 +320,17 @@ def test_pipeline_in_small_batches_lands_and_stages_what_one_batch_does(tmp_path
     assert len(small["chunks"]) == len(one["chunks"]) == -(-counts["valid"] // 6) > 3
     for mine, theirs in zip(small["chunks"], one["chunks"], strict=True):
         assert mine.equals(theirs)
-    # The chunks are the valid records in input order, as one table cut in slices would be.
+    # The chunks are the valid records in content-key order (ties in input order), as the whole
+    # table sorted and cut in slices would be.
     records = pl.concat(one["chunks"])
     assert records.columns == [*pipeline.RECORD_SCHEMA, "sampled"]
     assert records["sampled"].equals(pipeline.sample_mask(records, _config(tmp_path, "x", sample=sample)))
     whole = ingest_objects(objects, DAY)
     expected = validate(whole.rows, day=DAY, ingest_rejects=len(whole.rejects), max_reject_ratio=1.0).valid
+    expected = expected.select([pl.col(c).cast(t) for c, t in pipeline.RECORD_SCHEMA.items()])
+    expected = expected.with_columns(pipeline.content_keys(expected)).sort("_key", maintain_order=True)
     assert records.select("record_id", "line_no").equals(expected.select("record_id", "line_no"))
+    assert records.height == counts["valid"] and records["record_id"].n_unique() == records.height
 
 
 def test_a_day_of_only_bad_records_lands_every_reject(tmp_path: Path) -> None:
