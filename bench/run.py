@@ -76,8 +76,8 @@ def judge_items(bench: Bench) -> None:
 
     latency = 0.2
     workers = bench.args.judge_workers
-    runs = [{"concurrency": 8, "workers": "1"}]
-    for concurrency in (32, 128):
+    runs = []
+    for concurrency in (8, 32, 128):
         runs.append({"concurrency": concurrency, "workers": "1"})
         runs.append({"concurrency": concurrency, "workers": workers})
     records = 400 if bench.args.quick else 2000
