@@ -263,6 +263,9 @@ class RunConfig(BaseModel):
     sample: Sample | None = None
     budget_usd: float | None = Field(default=None, ge=0.0, description="Stop new calls once spent.")
     redact_pii: bool = Field(default=False, description="Redact PII before text reaches the judge.")
+    rejudge_parse_errors: bool = Field(
+        default=False, description="Call the judge again for ledger replies that do not parse (parse_error)."
+    )
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
 

@@ -64,6 +64,10 @@ def request_hash(judge_model: str, prompt: RenderedPrompt, parameters: dict[str,
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _later(a: dt.datetime | None, b: dt.datetime | None) -> bool:
+    return a is not None and (b is None or a > b)
+
+
 #: A ledger object's name that carries its writer's content-key range.
 _RANGED = re.compile(r"k(?P<low>[0-9a-f]{16})-(?P<high>[0-9a-f]{16})-")
 
@@ -92,7 +96,8 @@ class Ledger:
         self._sequence = 0
 
     def lookup(self, hashes: set[str]) -> dict[str, dict[str, Any]]:
-        """Stored replies for the given hashes (the first stored reply of each wins)."""
+        """Stored replies for the given hashes; of several replies to one hash the latest
+        (``judged_at``) wins, so a reply judged again replaces the one before."""
         if not hashes:
             return {}
         found: dict[str, dict[str, Any]] = {}
@@ -110,7 +115,9 @@ class Ledger:
                 logger.warning("skipping unreadable ledger object %s: %s", self.store.uri(info.key), exc)
                 continue
             for row in frame.filter(pl.col("request_hash").is_in(list(hashes))).iter_rows(named=True):
-                found.setdefault(row["request_hash"], row)
+                known = found.get(row["request_hash"])
+                if known is None or _later(row["judged_at"], known["judged_at"]):
+                    found[row["request_hash"]] = row
         logger.debug("ledger lookup: %d of %d hashes found in %d objects (%d of other key ranges skipped)",
                      len(found), len(hashes), read, skipped)
         return found

@@ -64,6 +64,10 @@ OPTIONS: tuple[Option, ...] = (
            nullable=True),
     Option("redact_pii", "boolean", False, "Redact PII",
            "Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge."),
+    Option("rejudge_parse_errors", "boolean", False, "Re-judge parse errors",
+           "Call the judge again where the stored reply does not parse (parse_error), e.g. after a "
+           "provider glitch; the new reply replaces the old one in the ledger. Off: stored replies "
+           "are reused as they are, never paid for twice."),
 )
 
 OPTION_NAMES = tuple(o.name for o in OPTIONS)

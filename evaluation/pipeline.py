@@ -596,6 +596,12 @@ def judge_chunk(
 
     ledger = Ledger(stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}", key_range=key_range(frame))
     cached = ledger.lookup({p.request_hash for p in pending})
+    if cfg.rejudge_parse_errors:
+        unparsed = _unparsed_replies(pending, cached)
+        if unparsed:
+            logger.info("%s chunk %d: %d stored replies do not parse: judged again", _where(cfg), index, len(unparsed))
+        for digest in unparsed:
+            del cached[digest]
     # Identical prompts (same model, template, text, parameters) are called once: a content-addressed
     # judgement is reused within the chunk as it is across runs.
     unique: dict[str, _Pending] = {}
@@ -671,6 +677,18 @@ def judge_chunk(
     }
     logger.info("%s chunk %d judged: %s", _where(cfg), index, result)
     return result
+
+
+def _unparsed_replies(pending: list[_Pending], cached: dict[str, dict[str, Any]]) -> set[str]:
+    """Request hashes whose stored reply parses to ``parse_error`` (for ``rejudge_parse_errors``)."""
+    unparsed = set()
+    for item in pending:
+        stored = cached.get(item.request_hash)
+        if stored is not None and item.request_hash not in unparsed:
+            row = parse_reply(item.judge, item.judged_record, stored["raw_response"], item.prompt)
+            if row["judge_status"] == "parse_error":
+                unparsed.add(item.request_hash)
+    return unparsed
 
 
 def _as_stored(outcome: Any) -> dict[str, Any]:
