@@ -51,7 +51,27 @@ def _run_parser(sub: Any) -> None:
     parser.add_argument("--run-id", default=None, help="id of this run (default: cli-<date>-<time>)")
     for option in OPTIONS:
         _add_option(parser, option)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar and no stage lines on stderr")
+
+
+def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
+    """One line on stderr for a finished stage of ``run``."""
+    seconds = f"({figures['seconds']:.1f} s)"
+    if stage == "ingest":
+        return (f"{day} ingest + validate: {figures['input']:,} records in {figures['objects']} objects, "
+                f"{figures['valid']:,} valid, {figures['rejected']:,} rejected {seconds}")
+    if stage == "plan":
+        estimate = figures.get("estimate") or {}
+        return (f"{day} plan: {figures['records']:,} records ({figures.get('sampled') or 0:,} to judge) in "
+                f"{figures['chunks']} chunks; estimate {estimate.get('prompt_tokens', 0):,} prompt tokens, "
+                f"${estimate.get('cost_usd', 0.0):.2f} {seconds}")
+    if stage == "land":
+        statuses = ", ".join(f"{n:,} {s}" for s, n in figures["statuses"].items() if n)
+        return (f"{day} landed {figures['rows']:,} rows ({statuses or 'none'}); {figures['calls_made']:,} calls made, "
+                f"{figures['calls_reused']:,} reused, ${figures['cost_usd']:.4f} {seconds}")
+    if stage == "report":
+        return f"{day} report: {figures['html']} {seconds}"
+    return f"{day} {stage} {seconds}"
 
 
 def api_key_from_env(cfg_api_base: str | None) -> str | None:
@@ -71,24 +91,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
     run_id = args.run_id or f"cli-{args.date.isoformat()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     cfg = build_config(values, date=args.date, run_id=run_id, trigger="cli")
     stores = pipeline.Stores.open(cfg)
-    bar = None
-    if not args.no_progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=0, unit="judgement", desc=f"judging {cfg.date}", file=sys.stderr, dynamic_ncols=True)
+    bar: Any = None
 
     def planned(total: int) -> None:
+        nonlocal bar
+        if not args.no_progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="judgement", desc=f"judging {cfg.date}", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(count: int) -> None:
         if bar is not None:
-            bar.total = total
-            bar.refresh()
+            bar.update(count)
+
+    def stage(name: str, figures: dict[str, Any]) -> None:
+        nonlocal bar
+        if bar is not None:  # the judging is over
+            bar.close()
+            bar = None
+        if not args.no_progress:
+            print(stage_line(cfg.date, name, figures), file=sys.stderr, flush=True)
 
     try:
         result = pipeline.run_day(
             cfg,
             stores,
             api_key=api_key_from_env(cfg.api_base),
-            progress=bar.update if bar is not None else None,
+            progress=progress,
             on_planned=planned,
+            on_stage=stage,
         )
     except pipeline.RunFailed as exc:
         if bar is not None:

@@ -994,18 +994,35 @@ def run_day(
     api_key: str | None = None,
     progress: Callable[[int], None] | None = None,
     on_planned: Callable[[int], None] | None = None,
+    on_stage: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stage of the day in one process, chunk after chunk. ``on_planned`` receives the
-    number of (record, judge) rows to come, for a progress bar fed by ``progress``."""
+    number of (record, judge) rows to come, for a progress bar fed by ``progress``; ``on_stage``
+    receives each finished stage's name (ingest, plan, land, report) with its figures and
+    ``seconds``."""
     started_at = dt.datetime.now(dt.UTC)
-    ingest_and_validate(cfg, stores)
+
+    def stage(name: str, started: float, figures: dict[str, Any]) -> None:
+        if on_stage is not None:
+            on_stage(name, {**figures, "seconds": round(time.monotonic() - started, 1)})
+
+    started = time.monotonic()
+    stage("ingest", started, ingest_and_validate(cfg, stores))
+    started = time.monotonic()
     chunks = plan_chunks(cfg, stores)
+    manifest = _read_manifest(cfg, stores)
+    stage("plan", started, {"chunks": len(chunks), "records": sum(c["records"] for c in chunks),
+                            "sampled": manifest.get("sampled"), "estimate": manifest.get("estimate", {})})
     if on_planned is not None:
         on_planned(sum(c["records"] for c in chunks) * len(cfg.judges))
     for chunk in chunks:
         judge_chunk(cfg, stores, chunk["index"], api_key=api_key, progress=progress)
+    started = time.monotonic()
     result = score_and_land(cfg, stores, started_at=started_at)
+    stage("land", started, result)
     from evaluation.report import write_daily_report
 
+    started = time.monotonic()
     result["report"] = write_daily_report(stores.out, cfg.date)["html"]
+    stage("report", started, {"html": result["report"]})
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 
@@ -82,3 +83,26 @@ def test_cli_bad_option_exits_2_with_a_message(tmp_path) -> None:
     )
     assert out.returncode == 2
     assert "judges" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_run_prints_a_line_per_stage_on_stderr_and_json_on_stdout(tmp_path, capsys) -> None:
+    from evaluation import cli, storage, synthetic
+
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30)
+    args = ["run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw"), "--output", str(tmp_path / "out"),
+            "--max-reject-ratio", "0.5", "--chunk-size", "20"]
+    assert cli.main(args) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    lines = [line for line in captured.err.replace("\r", "\n").splitlines() if line.startswith(str(DAY))]
+    assert [line.split()[1] for line in lines] == ["ingest", "plan:", "landed", "report:"]
+    assert lines[0].startswith(f"{DAY} ingest + validate: {result['input']} records in 2 objects, "
+                               f"{result['valid']} valid, {result['rejected']} rejected (")
+    assert f"{result['valid']} records ({result['valid']} to judge) in 2 chunks" in lines[1]
+    assert f"landed {result['rows']} rows ({result['statuses']['ok']} ok" in lines[2]
+    assert f"{result['calls_made']} calls made, {result['calls_reused']} reused" in lines[2]
+    assert lines[3].endswith(")") and result["report"] in lines[3]
+    assert "judging" in captured.err  # the progress bar
+
+    assert cli.main([*args, "--no-progress", "--run-id", "quiet"]) == 0
+    assert capsys.readouterr().err == ""
