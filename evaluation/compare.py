@@ -487,7 +487,10 @@ def judge_sample(
             judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base,
             concurrency=spec.concurrency, thresholds=spec.thresholds, chunk_size=chunk_size,
         )
+        # In content-key order, as the daily plan stages chunks: each chunk reads only the day's
+        # ledger objects of its own key range (see evaluation.ledger).
         staged = day_records.drop("dt").with_columns(sampled=pl.lit(True))
+        staged = staged.with_columns(pipeline.content_keys(staged)).sort("_key", maintain_order=True).drop("_key")
         for index, offset in enumerate(range(0, staged.height, chunk_size)):
             part = staged.slice(offset, chunk_size)
             storage.write_parquet(store, storage.chunk_key(day, run_id, "records", index), part)

@@ -12,8 +12,9 @@ A chunk holds the records of one narrow range of content keys (see
 ``evaluation.pipeline._record_chunks``), the same range on every run of the day, and its ledger
 objects carry that range in their names (``k<lo>-<hi>-<writer>-...``). A lookup reads only the
 objects whose range overlaps its own, so its cost follows the chunk, not the day's ledger. A
-comparison's re-judged sample spans the day's keys, so its lookups read most objects; objects
-without a range in their name are always read.
+comparison's re-judged sample is chunked in key order too, but a small sample spread over the day
+spans most keys, so its few lookups read most objects. Objects without a range in their name are
+always read.
 """
 
 from __future__ import annotations
