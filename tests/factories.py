@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,3 +23,26 @@ def make_record(**overrides: Any) -> InputRecord:
     }
     data.update(overrides)
     return InputRecord(**data)
+
+
+def raw_record(*, keep_none: bool = False, **fields: Any) -> dict[str, Any]:
+    """A valid raw log record (JSON-ready) of 2026-11-25; keyword arguments replace fields.
+
+    ``None`` as a value removes the field, or with ``keep_none`` writes it as a JSON null."""
+    base: dict[str, Any] = {
+        "record_id": "r-1",
+        "conversation_id": "c-1",
+        "timestamp": "2026-11-25T10:00:00Z",
+        "model": "assistant-v1",
+        "question": "What is the capital of France?",
+        "answer": "Paris [doc-1].",
+        "contexts": [{"id": "doc-1", "text": "Paris is the capital of France.", "source": "wiki", "score": 0.9}],
+        "reference": "Paris",
+    }
+    base.update(fields)
+    return base if keep_none else {k: v for k, v in base.items() if v is not None}
+
+
+def jsonl(*lines: dict[str, Any] | str) -> bytes:
+    """JSON Lines bytes: dicts dumped as JSON, strings written as they are."""
+    return "".join((json.dumps(line) if isinstance(line, dict) else line) + "\n" for line in lines).encode()

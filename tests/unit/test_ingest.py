@@ -23,31 +23,13 @@ from evaluation.ingest import (
     read_object,
     truncate_raw,
 )
+from tests.factories import jsonl, raw_record
 
 DAY = dt.date(2026, 11, 25)
 URI = "s3://llm-logs/raw/dt=2026-11-25/part-000.jsonl"
 
 
-def record(**fields: Any) -> dict[str, Any]:
-    """A valid record of DAY; keyword arguments replace fields, ``None`` as a value removes one."""
-    base: dict[str, Any] = {
-        "record_id": "r-1",
-        "conversation_id": "c-1",
-        "timestamp": "2026-11-25T10:00:00Z",
-        "model": "assistant-v1",
-        "question": "What is the capital of France?",
-        "answer": "Paris [doc-1].",
-        "contexts": [
-            {"id": "doc-1", "text": "Paris is the capital of France.", "source": "wiki", "score": 0.9}
-        ],
-        "reference": "Paris",
-    }
-    base.update(fields)
-    return {k: v for k, v in base.items() if v is not None}
-
-
-def jsonl(*lines: dict[str, Any] | str) -> bytes:
-    return "".join((json.dumps(line) if isinstance(line, dict) else line) + "\n" for line in lines).encode()
+record = raw_record
 
 
 def assert_reconciles(parsed: ObjectRows, lines: int) -> None:

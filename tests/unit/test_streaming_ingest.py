@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,29 +16,13 @@ from evaluation import ingest, pipeline, storage, synthetic, validation
 from evaluation.contract import RunConfig
 from evaluation.ingest import IngestResult, Reject, ingest_batches, ingest_objects, iter_object, read_object
 from evaluation.validation import DayValidator, validate
+from tests.factories import jsonl, raw_record
 
 DAY = dt.date(2026, 11, 25)
 ROOT = "s3://llm-logs/raw/dt=2026-11-25"
 
 
-def record(**fields: Any) -> dict[str, Any]:
-    """A valid record of DAY; keyword arguments replace fields, ``None`` as a value removes one."""
-    base: dict[str, Any] = {
-        "record_id": "r-1",
-        "conversation_id": "c-1",
-        "timestamp": "2026-11-25T10:00:00Z",
-        "model": "assistant-v1",
-        "question": "What is the capital of France?",
-        "answer": "Paris [doc-1].",
-        "contexts": [{"id": "doc-1", "text": "Paris is the capital of France."}],
-        "reference": "Paris",
-    }
-    base.update(fields)
-    return {k: v for k, v in base.items() if v is not None}
-
-
-def jsonl(*lines: dict[str, Any] | str) -> bytes:
-    return "".join((json.dumps(line) if isinstance(line, dict) else line) + "\n" for line in lines).encode()
+record = raw_record
 
 
 def parquet(frame: pl.DataFrame) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import gzip
 import io
 import json
@@ -24,33 +25,17 @@ from evaluation.validation import (
     build_table_suite,
     validate,
 )
+from tests.factories import jsonl, raw_record
 
 DAY = dt.date(2026, 11, 25)
 URI = "s3://llm-logs/raw/dt=2026-11-25/part-000.jsonl"
 
 
-def record(**fields: Any) -> dict[str, Any]:
-    """A valid record of DAY; keyword arguments replace fields."""
-    base: dict[str, Any] = {
-        "record_id": "r-1",
-        "conversation_id": "c-1",
-        "timestamp": "2026-11-25T10:00:00Z",
-        "model": "assistant-v1",
-        "question": "What is the capital of France?",
-        "answer": "Paris [doc-1].",
-        "contexts": [{"id": "doc-1", "text": "Paris is the capital of France."}],
-        "reference": "Paris",
-    }
-    base.update(fields)
-    return base
+record = functools.partial(raw_record, keep_none=True)
 
 
 def without(*names: str) -> dict[str, Any]:
     return {k: v for k, v in record().items() if k not in names}
-
-
-def jsonl(*lines: dict[str, Any] | str) -> bytes:
-    return "".join((json.dumps(line) if isinstance(line, dict) else line) + "\n" for line in lines).encode()
 
 
 def run(
