@@ -822,7 +822,11 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
         calls = pl.scan_parquet(call_paths) if call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
         reconciliation = reconcile(cfg, counts, tally, scored_paths)
         summary = summary_builder.finish(cfg.run_id)
-        totals = tally.totals
+        # The day's status counts, tokens and cost are the summary's, summed over its groups.
+        totals = summary.select(
+            *[pl.col(f"n_{s}").sum().alias(s) for s in JUDGE_STATUSES],
+            pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
+        ).row(0, named=True)
 
         check_claim(cfg, stores)
         rows = storage.sink_parquet(stores.out, storage.table_key("evaluations", cfg.date), evaluations)
@@ -841,7 +845,7 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
         "judges": list(cfg.judges),
         "rows": rows,
         "statuses": statuses,
-        "verdicts": {v: int(totals[f"verdict_{v}"] or 0) for v in ("pass", "borderline", "fail")},
+        "verdicts": {v: int(tally.verdicts[v]) for v in ("pass", "borderline", "fail")},
         "calls_made": int(call_totals["made"] or 0),
         "calls_reused": int(call_totals["reused"] or 0),
         "input_tokens": int(totals["input_tokens"] or 0),
@@ -867,37 +871,34 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
 
 
 class _DayTally:
-    """Day totals and reconciliation inputs, accumulated chunk by chunk (see :func:`reconcile`).
+    """What landing needs beyond ``daily_summary``, accumulated batch by batch: verdicts over all
+    rows (the summary counts ``ok`` rows' only), calls made and reused, and the inputs of
+    :func:`reconcile`.
 
     Duplicate (record_id, judge) pairs are looked for through a 64-bit hash per row (8 bytes a
     row, not the ids); :func:`reconcile` confirms any hash seen twice on the ids themselves."""
 
     def __init__(self) -> None:
-        self.totals: dict[str, Any] = {s: 0 for s in JUDGE_STATUSES}
-        self.totals.update({f"verdict_{v}": 0 for v in VERDICTS})
-        self.totals.update(input_tokens=0, output_tokens=0, cost_usd=0.0)
-        self.call_totals: dict[str, int] = {"made": 0, "reused": 0, "len": 0}
+        self.verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+        self.call_totals: dict[str, int] = {"made": 0, "reused": 0}
         self.rows = 0
         self.bad_status = 0
         self._hashes: list[pl.Series] = []
 
     def add_evaluations(self, scored: pl.DataFrame) -> None:
         sums = scored.select(
-            *[(pl.col("judge_status") == s).sum().alias(s) for s in JUDGE_STATUSES],
-            *[(pl.col("verdict") == v).sum().alias(f"verdict_{v}") for v in VERDICTS],
-            pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
+            *[(pl.col("verdict") == v).sum().alias(v) for v in VERDICTS],
             (~pl.col("judge_status").is_in(list(JUDGE_STATUSES))).sum().alias("bad_status"),
         ).row(0, named=True)
         self.bad_status += int(sums.pop("bad_status") or 0)
-        for key, value in sums.items():
-            self.totals[key] += value or 0
+        for verdict, count in sums.items():
+            self.verdicts[verdict] += count or 0
         self.rows += scored.height
         self._hashes.append(_pair_hash(scored))
 
     def add_calls(self, calls: pl.DataFrame) -> None:
         self.call_totals["made"] += int((calls["attempts"] > 0).sum())
         self.call_totals["reused"] += int(calls["cached"].sum())
-        self.call_totals["len"] += calls.height
 
     def repeated_hashes(self) -> pl.Series:
         hashes = pl.concat(self._hashes) if self._hashes else pl.Series("h", [], dtype=pl.UInt64)
