@@ -440,15 +440,11 @@ def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, bat
             ]
     _check_models(found, spec, raw_store.root)
     if not kept:
-        return pl.DataFrame(schema={**_record_schema(), "dt": pl.Date})
+        from evaluation.pipeline import RECORD_SCHEMA
+
+        return pl.DataFrame(schema={**RECORD_SCHEMA, "dt": pl.Date})
     records = pl.concat(kept, how="vertical")
     return records.drop("_rank", strict=False).select(pl.exclude("dt"), "dt").sort("dt", "record_id")
-
-
-def _record_schema() -> dict[str, Any]:
-    from evaluation.pipeline import RECORD_SCHEMA
-
-    return dict(RECORD_SCHEMA)
 
 
 def _judging_key(comparison_id: str) -> str:

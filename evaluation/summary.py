@@ -38,8 +38,6 @@ METRICS = (
     "semantic_similarity",
 )
 
-#: Summary columns that are counts (Int64 for every reader).
-_COUNT_SUMS = ("rows", *(f"n_{s}" for s in JUDGE_STATUSES), *(f"n_{v}" for v in VERDICTS), "n_cached")
 _LATENCY = "latency_ms"
 _QUANTILES = (10, 50, 90)
 #: Histogram rows from chunks held before they are merged into the day's histogram.
@@ -112,15 +110,9 @@ class SummaryBuilder:
 
     def finish(self, run_id: str) -> pl.DataFrame:
         """One row per (model, judge), sorted, with the columns of ``daily_summary`` (no ``dt``)."""
-        if self._sums:
-            sums = pl.concat(self._sums).group_by("model", "judge").agg(pl.all().sum())
-        else:
-            sums = pl.DataFrame(schema={"model": pl.String, "judge": pl.String}).with_columns(
-                *[pl.lit(None, pl.Int64).alias(c) for c in _COUNT_SUMS if c != "n_cached"],
-                pl.lit(None, pl.Int64).alias("input_tokens"), pl.lit(None, pl.Int64).alias("output_tokens"),
-                pl.lit(None, pl.Float64).alias("cost_usd"), pl.lit(None, pl.Int64).alias("n_cached"),
-            ).clear()
-        sums = sums.sort("model", "judge")
+        if not self._sums:
+            return pl.DataFrame(schema=summary_schema())
+        sums = pl.concat(self._sums).group_by("model", "judge").agg(pl.all().sum()).sort("model", "judge")
         histograms = self._histograms()
         rows: list[dict[str, Any]] = []
         for group in sums.iter_rows(named=True):
