@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
+
+from scripts.compose import (
+    COMPOSE_PATH,
+    TEMPLATE,
+    InterpolationError,
+    command_text,
+    container_ports,
+    depends_on,
+    environment,
+    image_is_pinned,
+    interpolate,
+    load_compose,
+    raw_compose,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPOSE_PATH = ROOT / "docker-compose.yml"
 DOCKERFILE_PATH = ROOT / "Dockerfile"
 ENV_EXAMPLE_PATH = ROOT / ".env.example"
 REQUIREMENTS_PATH = ROOT / "requirements.txt"
@@ -41,124 +52,6 @@ SOURCE_MOUNTS = {
     "./evaluation": "/opt/airflow/evaluation",
 }
 AIRFLOW_HOME = "/opt/airflow"
-
-# compose-go's template syntax: `$$` escapes, `$NAME` and `${...}` interpolate, any other `$` is an
-# error ("invalid interpolation format") that stops `docker compose` before it starts anything.
-_TEMPLATE = re.compile(
-    r"\$(?:(?P<escaped>\$)|(?P<named>[A-Za-z_][A-Za-z0-9_]*)|\{(?P<braced>[^}]*)\}|(?P<invalid>))"
-)
-_BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|-|:\?|\?|:\+|\+)(?P<arg>.*))?", re.DOTALL)
-
-
-class InterpolationError(ValueError):
-    """A `$` that compose would refuse, or a required variable that is missing."""
-
-
-def _substitute(match: re.Match[str], env: Mapping[str, str], seen: list[tuple[str, str | None]]) -> str:
-    if match.group("escaped") is not None:
-        return "$"
-    if match.group("named") is not None:
-        name = match.group("named")
-        seen.append((name, None))
-        return env.get(name, "")
-    braced = match.group("braced")
-    if braced is None:
-        raise InterpolationError(
-            f"invalid interpolation at {match.string[match.start() : match.start() + 20]!r}"
-        )
-    parsed = _BRACED.fullmatch(braced)
-    if parsed is None:
-        raise InterpolationError(f"invalid interpolation ${{{braced}}}")
-    name, op, arg = parsed.group("name", "op", "arg")
-    value = env.get(name)
-    if op in (":-", "-"):
-        seen.append((name, arg))
-    else:
-        seen.append((name, None))
-    if op is None:
-        return value or ""
-    if op == ":-":
-        return value if value else arg
-    if op == "-":
-        return arg if value is None else value
-    if op in (":?", "?"):
-        if value is None or (op == ":?" and not value):
-            raise InterpolationError(f"required variable {name} is missing: {arg}")
-        return value
-    if op == ":+":
-        return arg if value else ""
-    return "" if value is None else arg
-
-
-def interpolate(text: str, env: Mapping[str, str], seen: list[tuple[str, str | None]] | None = None) -> str:
-    """Resolve compose interpolation in `text` with `env` as the environment and no .env file.
-
-    `seen` collects each (variable, default) occurrence; default is None where none is given.
-    """
-    collected = [] if seen is None else seen
-    return _TEMPLATE.sub(lambda match: _substitute(match, env, collected), text)
-
-
-def _resolve(node: Any, env: Mapping[str, str]) -> Any:
-    if isinstance(node, str):
-        return interpolate(node, env)
-    if isinstance(node, list):
-        return [_resolve(item, env) for item in node]
-    if isinstance(node, dict):
-        return {key: _resolve(value, env) for key, value in node.items()}
-    return node
-
-
-def load_compose(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The compose file after YAML anchors and merge keys, interpolated with `env` (default: empty)."""
-    raw = yaml.safe_load(COMPOSE_PATH.read_text(encoding="utf-8"))
-    return _resolve(raw, env or {})
-
-
-def environment(service: Mapping[str, Any]) -> dict[str, str]:
-    """A service's environment in either compose form (mapping or list of KEY=VALUE)."""
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        return dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
-    return {key: "" if value is None else str(value) for key, value in env.items()}
-
-
-def command_text(service: Mapping[str, Any], key: str = "command") -> str:
-    value = service.get(key) or ""
-    return " ".join(value) if isinstance(value, list) else str(value)
-
-
-def container_ports(service: Mapping[str, Any]) -> set[int]:
-    """Ports the service's containers declare: `expose` plus the container side of `ports`."""
-    ports: set[int] = set()
-    for entry in service.get("expose", []):
-        ports.add(int(str(entry).split("/")[0]))
-    for entry in service.get("ports", []):
-        if isinstance(entry, dict):
-            ports.add(int(entry["target"]))
-        else:
-            ports.add(int(str(entry).split("/")[0].rsplit(":", 1)[-1]))
-    return ports
-
-
-def depends_on(service: Mapping[str, Any]) -> dict[str, str]:
-    """Dependency name -> condition (short list form means service_started)."""
-    deps = service.get("depends_on") or {}
-    if isinstance(deps, list):
-        return {name: "service_started" for name in deps}
-    return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
-
-
-def image_is_pinned(image: str) -> bool:
-    """True for `name:tag` (tag not `latest`) or `name@sha256:...`."""
-    if "@sha256:" in image:
-        return True
-    last_segment = image.rsplit("/", 1)[-1]
-    if ":" not in last_segment:
-        return False
-    tag = last_segment.split(":", 1)[1]
-    return bool(tag) and tag != "latest"
-
 
 def env_example() -> dict[str, str]:
     values = {}
@@ -233,7 +126,7 @@ def _compose_strings(node: Any) -> list[str]:
 
 
 def _raw_compose_strings() -> list[str]:
-    return _compose_strings(yaml.safe_load(COMPOSE_PATH.read_text(encoding="utf-8")))
+    return _compose_strings(raw_compose(COMPOSE_PATH))
 
 
 def test_compose_file_interpolates_cleanly() -> None:
@@ -244,7 +137,7 @@ def test_compose_file_interpolates_cleanly() -> None:
     """
     for text in _raw_compose_strings():
         interpolate(text, {})
-        unbraced = [match.group(0) for match in _TEMPLATE.finditer(text) if match.group("named")]
+        unbraced = [match.group(0) for match in TEMPLATE.finditer(text) if match.group("named")]
         assert not unbraced, f"compose, not the shell, would interpolate {unbraced} in {text[:60]!r}"
 
 
