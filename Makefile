@@ -11,12 +11,12 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-setup: $(VENV)/.installed ## create .venv from the pinned requirements.txt
+setup: $(VENV)/.installed ## create .venv from the pinned requirements.txt and requirements-dev.txt
 
 demo: setup ## run the daily DAG end to end on embedded S3 with the offline judge
 	$(PY) -m scripts.demo
@@ -31,9 +31,8 @@ lint: setup ## ruff and mypy
 bench: setup ## run the benchmarks and print the table (bench/results/)
 	$(PY) -m bench.run
 
-lock: setup ## re-pin requirements.txt from the current environment
-	$(PY) -m pip freeze --exclude-editable | sed '/^#/d' > requirements.tmp && \
-	  (head -3 requirements.txt; cat requirements.tmp) > requirements.new && mv requirements.new requirements.txt && rm requirements.tmp
+lock: setup ## re-pin requirements.txt and requirements-dev.txt from the current environment
+	$(PY) -m scripts.lock
 
 clean: ## remove the virtualenv, local Airflow home and demo output
 	rm -rf $(VENV) .airflow demo-output
