@@ -3,14 +3,20 @@
 
 Every day, evaluates the LLM assistants' conversation logs of the day before:
 
+0. **check_run** — fails the run before anything is paid for: an unknown conf key, or a judge
+   model that litellm cannot resolve or whose endpoint refuses a probe call of a few tokens
+   (unknown model, bad key), fails it without retry; an endpoint that does not answer is retried.
 1. **ingest_validate** — reads `{input_uri}/dt=YYYY-MM-DD/` (`.jsonl`, `.jsonl.gz`, `.parquet`),
-   validates every record with the Great Expectations suite, lands `rejects` and the validation
-   result; fails (without retry) when a table rule breaks, after landing the evidence.
+   validates every record with the Great Expectations suite, stages the rejects and the validation
+   result; fails (without retry) when a table rule breaks, with the evidence under `_failed/`.
 2. **plan** — samples (optional), splits the valid records into chunks, estimates tokens and cost.
 3. **judge** — one mapped task per chunk, in the `llm_judge` pool: runs the judges (rag, masis,
    prompt) through litellm; retried on its own, reusing the replies already paid for.
-4. **score_land** — clamps, scores and verdicts over the whole table, lands `evaluations`,
-   `judge_calls`, `daily_summary` and `runs`, checks that the counts reconcile.
+4. **score_land** — clamps, scores and verdicts over the whole table; checks that the counts
+   reconcile and that call errors stay under their ceiling, and only then replaces the day's
+   `rejects`, `evaluations`, `judge_calls` and `daily_summary`. A run that breaks a rule keeps
+   the day's tables as they were and lands its rows under `_failed/`; either way `runs` gets the
+   run's row, with its status and cause.
 5. **report** — the day's self-contained quality report (HTML with charts) and `summary.json`
    under `{output_uri}/reports/dt=YYYY-MM-DD/`.
 
@@ -53,6 +59,19 @@ def _params() -> dict[str, Param]:
     default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=2)},
 )
 def daily_evaluation() -> None:
+    @task(retries=2)
+    def check_run() -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation import pipeline
+
+        cfg = glue.run_config(get_current_context())
+        api_key, _ = glue.judge_credentials(cfg.api_base)
+        try:
+            return pipeline.check_run(cfg, glue.stores(cfg), api_key=api_key)
+        except pipeline.RunFailed as exc:
+            raise glue.fail_without_retry(exc) from exc
+
     @task(retries=2)
     def ingest_validate() -> dict[str, Any]:
         import evaluation_airflow as glue
@@ -106,7 +125,9 @@ def daily_evaluation() -> None:
         cfg = glue.run_config(get_current_context())
         return write_daily_report(glue.stores(cfg).out, cfg.date)
 
-    chunks = plan(ingest_validate())
+    counts = ingest_validate()
+    check_run() >> counts
+    chunks = plan(counts)
     report(score_land(judge.expand(chunk=chunks)))
 
 

@@ -97,7 +97,9 @@ def model_comparison() -> None:
 
         from evaluation.compare import ComparisonSpec
 
-        params = get_current_context()["params"]
+        context = get_current_context()
+        glue.check_conf(context)
+        params = context["params"]
         values = {name: params.get(name) for name in SPEC_PARAMS}
         if values["judge_model"] and not values["api_base"]:
             values["api_base"] = glue.judge_credentials()[1]

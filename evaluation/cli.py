@@ -57,6 +57,8 @@ def _run_parser(sub: Any) -> None:
 def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
     """One line on stderr for a finished stage of ``run``."""
     seconds = f"({figures['seconds']:.1f} s)"
+    if stage == "check":
+        return f"{day} check: judge model {figures['judge_model']} answered a probe call {seconds}"
     if stage == "ingest":
         return (f"{day} ingest + validate: {figures['input']:,} records in {figures['objects']} objects, "
                 f"{figures['valid']:,} valid, {figures['rejected']:,} rejected {seconds}")
@@ -121,7 +123,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             on_planned=planned,
             on_stage=stage,
         )
-    except pipeline.RunFailed as exc:
+    except (pipeline.RunFailed, pipeline.JudgeUnreachable) as exc:
         if bar is not None:
             bar.close()
         print(json.dumps({"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}, indent=2))

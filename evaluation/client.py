@@ -42,7 +42,7 @@ import openai  # noqa: E402
 from litellm.llms.custom_llm import CustomLLM  # noqa: E402
 
 from evaluation import offline  # noqa: E402
-from evaluation.judges import RenderedPrompt  # noqa: E402
+from evaluation.judges import PROBE_PROMPT, RenderedPrompt  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -218,6 +218,12 @@ def supports_json_mode(model: str) -> bool:
     return "response_format" in params
 
 
+def call_parameters(model: str, *, api_base: str | None, temperature: float) -> dict[str, Any]:
+    """The parameters that shape a reply (part of the ledger's request hash). The API base is one
+    of them: the same model name behind another endpoint is another judge deployment."""
+    return {"temperature": temperature, "json_mode": supports_json_mode(model), "api_base": api_base}
+
+
 def completion_cost(response: Any, model: str | None = None) -> float:
     """Cost from litellm's bundled price map; 0.0 when the model has no price. litellm has
     already priced the response for its own logging: reuse that instead of pricing it twice.
@@ -355,8 +361,7 @@ class JudgeClient:
         return price_per_token(self.model)
 
     def call_parameters(self) -> dict[str, Any]:
-        """The parameters that shape a reply (part of the ledger's request hash). The API base is
-        one of them: the same model name behind another endpoint is another judge deployment."""
+        """See :func:`call_parameters`."""
         return {"temperature": self.temperature, "json_mode": self.json_mode, "api_base": self.api_base}
 
     def backoff(self, attempt: int) -> float:
@@ -364,7 +369,7 @@ class JudgeClient:
         ceiling = min(self.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
 
-    async def _attempt(self, prompt: RenderedPrompt) -> Any:
+    async def _attempt(self, prompt: RenderedPrompt, max_tokens: int | None = None) -> Any:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": prompt.messages,
@@ -373,6 +378,8 @@ class JudgeClient:
             "num_retries": 0,
             "max_retries": 0,
         }
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self._api_key:
@@ -383,14 +390,20 @@ class JudgeClient:
         # after the headers.
         return await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=self.timeout_s + 1.0)
 
-    async def call(self, prompt: RenderedPrompt) -> CallOutcome:
+    async def probe(self) -> CallOutcome:
+        """One call of a few tokens, with the usual retries, that tells a usable judge model from
+        one that is not: a model litellm cannot resolve, an unknown model or a bad key fail it
+        with a non-retryable error class (see :func:`classify_error`)."""
+        return await self.call(PROBE_PROMPT, max_tokens=8)
+
+    async def call(self, prompt: RenderedPrompt, *, max_tokens: int | None = None) -> CallOutcome:
         """One judge call with retries; never raises for a provider or network failure."""
         started = time.monotonic()
         attempts = 0
         while True:
             attempts += 1
             try:
-                response = await self._attempt(prompt)
+                response = await self._attempt(prompt, max_tokens)
             except Exception as exc:  # classified below; nothing escapes a call
                 error_class = classify_error(exc)
                 elapsed = time.monotonic() - started

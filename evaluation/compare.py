@@ -467,12 +467,18 @@ def judge_sample(
     already paid for (the day's ledger) are reused: a retry pays only for calls not made yet.
     """
     from evaluation import pipeline
+    from evaluation.client import JudgeClient
     from evaluation.contract import EVALUATION_COLUMNS, RunConfig
     from evaluation.scoring import score_table
 
     if spec.judge_model is None:
         raise ComparisonError(f"comparison {comparison_id}: judge_sample needs a judge_model")
     run_id = f"comparison-{comparison_id}"
+    try:  # fail before paying: an unusable judge model stops the comparison before any record is read
+        pipeline.probe_judge(JudgeClient(spec.judge_model, api_base=spec.api_base, api_key=api_key),
+                             f"comparison {comparison_id}")
+    except pipeline.JudgeUnusable as exc:
+        raise ComparisonError(str(exc)) from exc
     records = sampled_valid_records(raw_store, spec)
     stores = pipeline.Stores(raw=raw_store, out=store)
     judged: list[pl.DataFrame] = []

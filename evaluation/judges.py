@@ -94,6 +94,12 @@ class RenderedPrompt:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
 
 
+#: The judge client's probe call (see ``JudgeClient.probe``): no judged text, a few tokens each way.
+PROBE_PROMPT = RenderedPrompt(judge="probe", prompt_version="probe",  # type: ignore[arg-type]
+                              system="You check that a judge model answers. Answer with one word.",
+                              user="Say ok.", key_fields=(), json_mode=False)
+
+
 #: Bump when the rendering code changes what a prompt holds (the templates are hashed anyway).
 _RENDER_REVISION = "2"
 

@@ -2,10 +2,18 @@
 
     ingest_and_validate -> plan_chunks -> judge_chunk (one per chunk) -> score_and_land
 
+    check_run -> ingest_and_validate -> plan_chunks -> judge_chunk (one per chunk) -> score_and_land
+
 Each stage reads what the previous one staged under ``_work/dt=.../run=.../`` and returns only
 counts and keys (what the DAG passes through XCom). Every stage is idempotent for its run: a
 retried stage rewrites the same keys. Run-level problems raise :class:`RunFailed` naming the run,
 the day and the cause; per-record problems are rows with a status.
+
+Nothing replaces the day's landed tables before every run-level rule has passed: ingest stages
+the rejects and the validation result with the run, and :func:`score_and_land` lands every table
+of the day only after the counts reconcile and the call-error ceiling holds. A run that breaks a
+rule lands its evidence under ``_failed/`` (see :func:`~evaluation.storage.failed_prefix`) and its
+``runs`` row with status ``failed`` and the cause; the day's tables and report stay as they were.
 """
 
 from __future__ import annotations
@@ -55,6 +63,15 @@ class RunFailed(RuntimeError):
 
 class StaleRun(RunFailed):
     """Another, newer run owns the day: this one may not land."""
+
+
+class JudgeUnreachable(RuntimeError):
+    """The judge model's endpoint did not answer the probe call (a transient failure: retry)."""
+
+
+class JudgeUnusable(ValueError):
+    """The judge model cannot be used: litellm cannot resolve it, or its endpoint refused the
+    probe call for good (unknown model, bad key, quota)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,6 +221,95 @@ def _update_manifest(cfg: RunConfig, stores: Stores, **values: Any) -> dict[str,
     return manifest
 
 
+#: What ingest stages for the landing: the day's rejects and its validation result.
+_STAGED = {"rejects": "rejects.parquet", "validation": "validation.json"}
+
+
+def staged_key(cfg: RunConfig, name: str) -> str:
+    """Where ingest stages ``name`` (rejects, validation) of the run until the landing."""
+    return storage.work_key(cfg.date, cfg.run_id, _STAGED[name])
+
+
+def _landed_key(cfg: RunConfig, name: str) -> str:
+    return storage.validation_key(cfg.date) if name == "validation" else storage.table_key(name, cfg.date)
+
+
+def fail_run(
+    cfg: RunConfig,
+    stores: Stores,
+    message: str,
+    *,
+    counts: dict[str, Any] | None = None,
+    scored: dict[str, Path] | None = None,
+    result: dict[str, Any] | None = None,
+    started_at: dt.datetime | None = None,
+) -> RunFailed:
+    """Record a run that broke a run-level rule and return the error to raise: its staged rejects
+    and validation result, and any ``scored`` tables (name -> local Parquet file), go under
+    ``_failed/``; its ``runs`` row says ``failed`` with the cause. The day's landed tables are not
+    touched."""
+    for name in _STAGED:
+        if stores.out.exists(staged_key(cfg, name)):
+            stores.out.copy(staged_key(cfg, name), storage.failed_key(cfg.date, cfg.run_id, _STAGED[name]))
+    for name, path in (scored or {}).items():
+        stores.out.upload_file(storage.failed_key(cfg.date, cfg.run_id, f"{name}.parquet"), path)
+    manifest = _read_manifest(cfg, stores)
+    write_run_row(cfg, stores, {**(counts or manifest.get("counts") or {}), **(result or {})}, manifest,
+                  manifest.get("timings", {}), "failed", message, started_at,
+                  evidence_uri=stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id)))
+    logger.error("%s", message)
+    return RunFailed(message)
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 0: check the run before paying for anything
+
+
+def _judge_client(cfg: RunConfig, api_key: str | None) -> Any:
+    from evaluation.client import JudgeClient
+
+    return JudgeClient(
+        cfg.judge_model,
+        api_base=cfg.api_base,
+        api_key=api_key,
+        concurrency=cfg.concurrency,
+        timeout_s=cfg.timeout_s,
+        max_attempts=cfg.max_attempts,
+        retry_budget_s=cfg.retry_budget_s,
+        temperature=cfg.temperature,
+    )
+
+
+def check_run(cfg: RunConfig, stores: Stores, *, api_key: str | None = None) -> dict[str, Any]:
+    """Fail before paying: send the judge model one probe call of a few tokens before anything is
+    ingested or judged. A model litellm cannot resolve, or an endpoint that refuses the call for
+    good (unknown model, bad key, quota), fails the run with the provider's message and a
+    ``runs`` row; an endpoint that does not answer (timeouts, 429, 5xx after the client's retries)
+    raises :class:`JudgeUnreachable`, which the scheduler retries."""
+    client = _judge_client(cfg, api_key)
+    try:
+        latency_ms = probe_judge(client, _where(cfg))
+    except JudgeUnusable as exc:
+        raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
+    return {"judge_model": cfg.judge_model, "probe_latency_ms": latency_ms, "call_parameters": client.call_parameters()}
+
+
+def probe_judge(client: Any, where: str) -> float:
+    """Send ``client``'s judge model its probe call; returns the latency (ms). Raises
+    :class:`JudgeUnusable` when it is refused for good, :class:`JudgeUnreachable` when the endpoint
+    does not answer after the client's retries."""
+    from evaluation.client import RETRYABLE
+
+    outcome = asyncio.run(client.probe())
+    if outcome.ok:
+        logger.info("%s: judge model %s answered the probe in %.0f ms", where, client.model, outcome.latency_ms)
+        return float(outcome.latency_ms)
+    if outcome.error_class in RETRYABLE:
+        raise JudgeUnreachable(f"{where}: judge model {client.model!r} did not answer a probe call: {outcome.error}")
+    raise JudgeUnusable(f"{where}: judge model {client.model!r} cannot be used: the probe call failed with "
+                        f"{outcome.error}")
+
+
 # --------------------------------------------------------------------------------------------
 # Stage 1: ingest and validate
 
@@ -291,13 +397,12 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = ING
         outcome = validator.finish(input_objects=len(objects))
         parts = [*ingest_parts, *rule_parts]
         rejects = pl.scan_parquet(parts) if parts else pl.DataFrame(schema=REJECT_SCHEMA).lazy()
-        check_claim(cfg, stores)
-        rejected = storage.sink_parquet(stores.out, storage.table_key("rejects", cfg.date), rejects)
-    storage.write_json(stores.out, storage.validation_key(cfg.date), outcome.result_json)
+        rejected = storage.sink_parquet(stores.out, staged_key(cfg, "rejects"), rejects)
+    storage.write_json(stores.out, staged_key(cfg, "validation"), outcome.result_json)
     if (valid_records, rejected) != (outcome.valid_records, outcome.rejected_records):
-        raise RunFailed(f"{_where(cfg)}: counts do not reconcile after validation: staged {valid_records} valid "
-                        f"and landed {rejected} rejects, the suites counted {outcome.valid_records} and "
-                        f"{outcome.rejected_records}")
+        raise fail_run(cfg, stores, f"{_where(cfg)}: counts do not reconcile after validation: staged {valid_records} "
+                       f"valid and {rejected} rejects, the suites counted {outcome.valid_records} and "
+                       f"{outcome.rejected_records}")
     counts = {
         "objects": len(objects),
         "input": valid_records + rejected,
@@ -308,11 +413,10 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = ING
                      timings={"ingest_validate_s": round(time.monotonic() - started, 3)})
     logger.info("%s: %s in %d batches", _where(cfg), counts, validator.batches)
     if outcome.table_failures:
-        raise RunFailed(
-            f"{_where(cfg)} failed validation: " + "; ".join(outcome.table_failures)
-            + f" (rejects landed at {stores.out.uri(storage.table_key('rejects', cfg.date))},"
-            f" result at {stores.out.uri(storage.validation_key(cfg.date))})"
-        )
+        evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
+        raise fail_run(cfg, stores, f"{_where(cfg)} failed validation: " + "; ".join(outcome.table_failures)
+                       + f" (its rejects and validation result are at {evidence}; the day's landed tables"
+                       " were kept)", counts=counts)
     return counts
 
 # --------------------------------------------------------------------------------------------
@@ -479,6 +583,8 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[dict[str, Any]]:
     _update_manifest(
         cfg,
         stores,
+        call_parameters=judge_client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
+                                                     temperature=cfg.temperature),
         chunks=len(chunks),
         chunk_size=chunk_size,
         sampled=sampled_count,
@@ -558,8 +664,11 @@ def judge_chunk(
     api_key: str | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the selected judges on one staged chunk; stage its parsed rows and judge calls."""
-    from evaluation.client import JudgeClient
+    """Run the selected judges on one staged chunk; stage its parsed rows and judge calls.
+
+    The ledger is asked first what is already paid for: the judge client (and litellm, a few
+    seconds to import) is set up only when there are calls to make, so a re-run of a judged day
+    costs the reading of its chunks and ledger."""
     from evaluation.ledger import Ledger, request_hash
     from evaluation.redact import redact_record
 
@@ -567,17 +676,11 @@ def judge_chunk(
     manifest = _read_manifest(cfg, stores)
     chunk_count = max(1, int(manifest.get("chunks", 1)))
     frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
-    client = JudgeClient(
-        cfg.judge_model,
-        api_base=cfg.api_base,
-        api_key=api_key,
-        concurrency=cfg.concurrency,
-        timeout_s=cfg.timeout_s,
-        max_attempts=cfg.max_attempts,
-        retry_budget_s=cfg.retry_budget_s,
-        temperature=cfg.temperature,
-    )
-    parameters = client.call_parameters()
+    client = None
+    parameters = manifest.get("call_parameters")
+    if parameters is None:  # planned before plans recorded them
+        client = _judge_client(cfg, api_key)
+        parameters = client.call_parameters()
     rows: list[dict[str, Any]] = []
     pending: list[_Pending] = []
     for row in frame.iter_rows(named=True):
@@ -610,7 +713,9 @@ def judge_chunk(
             unique.setdefault(item.request_hash, item)
     to_call = list(unique.values())
     budget = None if cfg.budget_usd is None else cfg.budget_usd / chunk_count
-    if budget is not None and client.prices() == (0.0, 0.0):
+    if to_call and client is None:
+        client = _judge_client(cfg, api_key)
+    if budget is not None and client is not None and client.prices() == (0.0, 0.0):
         logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
                        _where(cfg), cfg.budget_usd, cfg.judge_model)
     spent = 0.0
@@ -645,8 +750,10 @@ def judge_chunk(
                 _where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
     # Without a budget nothing can stop the calls early: no should_stop lets the client share
     # them out over worker processes ($EVALUATION_JUDGE_WORKERS).
-    outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done,
-                                            should_stop=budget_spent if budget is not None else None))
+    outcomes: list[Any] = []
+    if client is not None and to_call:
+        outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done,
+                                                should_stop=budget_spent if budget is not None else None))
     ledger.flush()
     by_hash = {p.request_hash: o for p, o in zip(to_call, outcomes, strict=True)}
 
@@ -768,9 +875,10 @@ LAND_BATCH_ROWS = 50_000
 
 
 def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None) -> dict[str, Any]:
-    """Score every staged judgement (Polars), check that counts reconcile, land ``evaluations``,
-    ``judge_calls``, ``daily_summary`` and ``runs``. Fails after landing when call errors exceed
-    ``max_call_error_ratio``."""
+    """Score every staged judgement (Polars), check the run-level rules, then land the day's
+    ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary`` and
+    the run's ``runs`` row. A run whose counts do not reconcile, or whose call errors exceed
+    ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`."""
     started = time.monotonic()
     manifest = _read_manifest(cfg, stores)
     counts = manifest.get("counts")
@@ -815,56 +923,66 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
             tally.add_calls(pl.read_parquet(call_path, columns=["attempts", "cached"]))
         if batch:
             score_batch()
+        # Every table of the day is complete on local disk before anything is landed.
+        tables = {
+            "evaluations": Path(folder) / "evaluations.parquet",
+            "judge_calls": Path(folder) / "judge_calls.parquet",
+            "daily_summary": Path(folder) / "daily_summary.parquet",
+        }
         evaluations = (
             pl.scan_parquet(scored_paths) if scored_paths
             else pl.DataFrame(schema=_evaluation_schema()).lazy()
         )
+        evaluations.sink_parquet(tables["evaluations"], compression=storage.PARQUET_COMPRESSION)
         calls = pl.scan_parquet(call_paths) if call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
-        reconciliation = reconcile(cfg, counts, tally, scored_paths)
+        calls.sink_parquet(tables["judge_calls"], compression=storage.PARQUET_COMPRESSION)
         summary = summary_builder.finish(cfg.run_id)
+        summary.write_parquet(tables["daily_summary"], compression=storage.PARQUET_COMPRESSION, statistics=True)
         # The day's status counts, tokens and cost are the summary's, summed over its groups.
         totals = summary.select(
             *[pl.col(f"n_{s}").sum().alias(s) for s in JUDGE_STATUSES],
             pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
         ).row(0, named=True)
+        rows = tally.rows
+        call_totals = tally.call_totals
+        statuses = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
+        attempted = rows - statuses["skipped"]
+        call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
+        result = {
+            "run_id": cfg.run_id,
+            "dt": cfg.date.isoformat(),
+            **counts,
+            "judges": list(cfg.judges),
+            "rows": rows,
+            "statuses": statuses,
+            "verdicts": {v: int(tally.verdicts[v]) for v in ("pass", "borderline", "fail")},
+            "calls_made": int(call_totals["made"] or 0),
+            "calls_reused": int(call_totals["reused"] or 0),
+            "input_tokens": int(totals["input_tokens"] or 0),
+            "output_tokens": int(totals["output_tokens"] or 0),
+            "cost_usd": round(float(totals["cost_usd"] or 0.0), 6),
+            "call_error_ratio": round(call_error_ratio, 4),
+            "output_uri": stores.out.root,
+        }
+        evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
+        try:
+            result["reconciled"] = reconcile(cfg, counts, tally, scored_paths)
+        except RunFailed as exc:
+            raise fail_run(cfg, stores, f"{exc}; the day's landed tables were kept, this run's rows are at {evidence}",
+                           scored=tables, result=result, started_at=started_at) from exc
+        if call_error_ratio > cfg.max_call_error_ratio:
+            raise fail_run(cfg, stores, f"{_where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
+                           f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}; "
+                           f"the day's landed tables were kept, this run's rows are at {evidence}",
+                           scored=tables, result=result, started_at=started_at)
 
         check_claim(cfg, stores)
-        rows = storage.sink_parquet(stores.out, storage.table_key("evaluations", cfg.date), evaluations)
-        storage.sink_parquet(stores.out, storage.table_key("judge_calls", cfg.date), calls)
-        storage.write_parquet(stores.out, storage.table_key("daily_summary", cfg.date), summary)
-        call_totals = tally.call_totals
-
-    statuses = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
-    attempted = rows - statuses["skipped"]
-    call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
+        for name in _STAGED:
+            stores.out.copy(staged_key(cfg, name), _landed_key(cfg, name))
+        for name, path in tables.items():
+            stores.out.upload_file(storage.table_key(name, cfg.date), path)
     timings = {**manifest.get("timings", {}), "score_land_s": round(time.monotonic() - started, 3)}
-    result = {
-        "run_id": cfg.run_id,
-        "dt": cfg.date.isoformat(),
-        **counts,
-        "judges": list(cfg.judges),
-        "rows": rows,
-        "statuses": statuses,
-        "verdicts": {v: int(tally.verdicts[v]) for v in ("pass", "borderline", "fail")},
-        "calls_made": int(call_totals["made"] or 0),
-        "calls_reused": int(call_totals["reused"] or 0),
-        "input_tokens": int(totals["input_tokens"] or 0),
-        "output_tokens": int(totals["output_tokens"] or 0),
-        "cost_usd": round(float(totals["cost_usd"] or 0.0), 6),
-        "call_error_ratio": round(call_error_ratio, 4),
-        "reconciled": reconciliation,
-        "output_uri": stores.out.root,
-    }
-    status = "success"
-    message = None
-    if call_error_ratio > cfg.max_call_error_ratio:
-        status = "failed"
-        message = (f"{_where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
-                   f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}; "
-                   "the day was landed with those rows as call_error")
-    write_run_row(cfg, stores, result, manifest, timings, status, message, started_at)
-    if message:
-        raise RunFailed(message)
+    write_run_row(cfg, stores, result, manifest, timings, "success", None, started_at)
     stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
     logger.info("%s landed: %s", _where(cfg), result)
     return result
@@ -948,8 +1066,11 @@ def write_run_row(
     status: str,
     message: str | None,
     started_at: dt.datetime | None,
+    *,
+    evidence_uri: str | None = None,
 ) -> None:
-    """Land the run's row of the ``runs`` table (its own object: runs keep their history)."""
+    """Land the run's row of the ``runs`` table (its own object: runs keep their history). A
+    failed run's row names where its evidence is (``evidence_uri``)."""
     from evaluation import versions
 
     row = {
@@ -957,6 +1078,7 @@ def write_run_row(
         "trigger": cfg.trigger,
         "status": status,
         "message": message,
+        "evidence_uri": evidence_uri,
         "config": cfg.model_dump_json(),
         "input_records": result.get("input", 0),
         "valid_records": result.get("valid", 0),
@@ -978,7 +1100,7 @@ def write_run_row(
     frame = pl.DataFrame([row]).with_columns(
         pl.col("started_at").cast(pl.Datetime("us", "UTC")),
         pl.col("finished_at").cast(pl.Datetime("us", "UTC")),
-        pl.col("message").cast(pl.String),  # typed even when every run succeeded (strict readers)
+        pl.col("message", "evidence_uri").cast(pl.String),  # typed even when null (strict readers)
         pl.col("cost_usd", "estimated_cost_usd").cast(pl.Float64),
     )
     storage.write_parquet(stores.out, storage.run_key(cfg.date, cfg.run_id), frame)
@@ -999,7 +1121,7 @@ def run_day(
 ) -> dict[str, Any]:
     """Every stage of the day in one process, chunk after chunk. ``on_planned`` receives the
     number of (record, judge) rows to come, for a progress bar fed by ``progress``; ``on_stage``
-    receives each finished stage's name (ingest, plan, land, report) with its figures and
+    receives each finished stage's name (check, ingest, plan, land, report) with its figures and
     ``seconds``."""
     started_at = dt.datetime.now(dt.UTC)
 
@@ -1007,6 +1129,8 @@ def run_day(
         if on_stage is not None:
             on_stage(name, {**figures, "seconds": round(time.monotonic() - started, 1)})
 
+    started = time.monotonic()
+    stage("check", started, check_run(cfg, stores, api_key=api_key))
     started = time.monotonic()
     stage("ingest", started, ingest_and_validate(cfg, stores))
     started = time.monotonic()

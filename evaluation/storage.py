@@ -113,6 +113,18 @@ def chunk_key(day: dt.date, run_id: str, kind: str, index: int) -> str:
     return work_key(day, run_id, f"{kind}/chunk-{index:05d}.parquet")
 
 
+def failed_prefix(day: dt.date, run_id: str) -> str:
+    """Evidence of a failed run (its rejects, validation and scored rows): outside every table's
+    folder, under a name that Hive-style readers (Athena, Trino, Spark) skip, so a failed run never
+    shows up in analysts' queries nor replaces the day's landed tables."""
+    return f"_failed/{day_partition(day)}/run={safe_id(run_id)}/"
+
+
+def failed_key(day: dt.date, run_id: str, name: str) -> str:
+    """One object of a failed run's evidence."""
+    return failed_prefix(day, run_id) + name
+
+
 def ledger_prefix(day: dt.date) -> str:
     """The ledger of judge calls made for the day."""
     return f"_ledger/{day_partition(day)}/"
@@ -147,6 +159,7 @@ class Store(Protocol):
     def upload_file(self, key: str, path: Path) -> None: ...
     def download_file(self, key: str, path: Path) -> None: ...
     def exists(self, key: str) -> bool: ...
+    def copy(self, source: str, target: str) -> None: ...
     def delete_prefix(self, prefix: str) -> int: ...
 
 
@@ -205,6 +218,10 @@ class LocalStore:
 
     def exists(self, key: str) -> bool:
         return (self.path / key).is_file()
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy an object within the store; the target appears whole (atomic)."""
+        self.upload_file(target, self.path / source)
 
     def delete_prefix(self, prefix: str) -> int:
         objects = self.list(prefix)
@@ -273,6 +290,14 @@ class S3Store:
             return True
         except Exception:
             return False
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy an object within the bucket, server-side (multipart above 8 MiB), with its content
+        type; the target appears whole when the copy completes."""
+        try:
+            self.client.copy({"Bucket": self.bucket, "Key": self._key(source)}, self.bucket, self._key(target))
+        except Exception as exc:
+            raise StorageError(f"cannot copy {self.uri(source)} to {self.uri(target)}: {exc}") from exc
 
     def delete_prefix(self, prefix: str) -> int:
         objects = self.list(prefix)

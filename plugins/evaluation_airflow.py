@@ -73,18 +73,38 @@ def evaluation_day(context: Any) -> dt.date:
     return (context["dag_run"].run_after.astimezone(dt.UTC) - dt.timedelta(days=1)).date()
 
 
+def check_conf(context: Any) -> None:
+    """Refuse a run whose conf names a key the DAG has no Param for (a typo would otherwise be
+    ignored, and the run would go ahead with the default): fail without retry, naming the unknown
+    key(s) and the known ones. Airflow validates the types of the known keys itself."""
+    conf = getattr(context["dag_run"], "conf", None) or {}
+    known = set(context["dag"].params.keys())
+    unknown = sorted(set(conf) - known)
+    if unknown:
+        raise AirflowFailException(
+            f"unknown conf key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for DAG "
+            f"{context['dag'].dag_id}; the known keys are: {', '.join(sorted(known))}"
+        )
+
+
+def trigger(dag_run: Any) -> str:
+    """What started the run, as ``runs.trigger`` records it: manual, scheduled, backfill, ..."""
+    run_type = getattr(dag_run, "run_type", None) or "manual"
+    return str(getattr(run_type, "value", run_type))
+
+
 def run_config(context: Any) -> Any:
-    """The RunConfig of this DAG run, from its Params and context."""
+    """The RunConfig of this DAG run, from its Params and context (after :func:`check_conf`)."""
     from evaluation.options import OPTION_NAMES, build_config
 
+    check_conf(context)
     params = {k: v for k, v in context["params"].items() if k in OPTION_NAMES}
     dag_run = context["dag_run"]
     _, api_base = judge_credentials()
     if api_base and not params.get("api_base"):
         params["api_base"] = api_base
     try:
-        return build_config(params, date=evaluation_day(context), run_id=dag_run.run_id,
-                            trigger=str(getattr(dag_run, "run_type", "manual")))
+        return build_config(params, date=evaluation_day(context), run_id=dag_run.run_id, trigger=trigger(dag_run))
     except ValueError as exc:
         raise AirflowFailException(f"invalid run configuration: {exc}") from exc
 

@@ -225,6 +225,14 @@ def _as_reply(value: Any) -> Reply:
     raise TypeError(f"responder must return Reply or str, got {type(value).__name__}")
 
 
+def _is_probe(body: Mapping[str, Any]) -> bool:
+    from evaluation.judges import PROBE_PROMPT
+
+    messages = body.get("messages")
+    return (isinstance(messages, list) and len(messages) == 2 and isinstance(messages[0], dict)
+            and messages[0].get("content") == PROBE_PROMPT.system)
+
+
 def default_responder(body: dict[str, Any]) -> Reply | str:
     """Answer every request with :data:`DEFAULT_REPLY_CONTENT`."""
     return DEFAULT_REPLY_CONTENT
@@ -457,6 +465,7 @@ class OpenAIServer:
         loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
         shutdown_timeout: float = 2.0,
         backlog: int = 2048,
+        answer_probes: bool = True,
     ) -> None:
         """Configure the server; nothing listens until :meth:`start` (or ``with``)."""
         self.responder: Responder = responder if responder is not None else default_responder
@@ -466,6 +475,8 @@ class OpenAIServer:
         self.host = host
         self.models = tuple(models)
         self.record_requests = record_requests
+        self.answer_probes = answer_probes
+        self._probes: list[dict[str, Any]] = []
         self._requested_port = port
         self._loop_factory = loop_factory or asyncio.new_event_loop
         self._shutdown_timeout = shutdown_timeout
@@ -629,6 +640,14 @@ class OpenAIServer:
             return list(self._requests)
 
     @property
+    def probes(self) -> list[dict[str, Any]]:
+        """Bodies of the judge client's probe calls (``evaluation.judges.PROBE_PROMPT``), which
+        the server answers itself with ``ok`` while ``answer_probes`` is on: they are neither
+        passed to the responder nor faulted, recorded or counted as requests."""
+        with self._lock:
+            return list(self._probes)
+
+    @property
     def request_count(self) -> int:
         """How many chat-completion requests with a valid JSON body arrived (recorded or not)."""
         with self._lock:
@@ -655,6 +674,7 @@ class OpenAIServer:
         """Forget recorded requests, counts, fault counts, per-body attempt numbers and errors."""
         with self._lock:
             self._requests.clear()
+            self._probes.clear()
             self._count = 0
             self._fault_counts = dict.fromkeys(FAULT_KINDS, 0)
             self._attempts.clear()
@@ -689,6 +709,11 @@ class OpenAIServer:
             return _json_response(
                 400, _error_body("Request body must be a JSON object.", "invalid_request_error", None)
             )
+
+        if self.answer_probes and _is_probe(body):
+            with self._lock:
+                self._probes.append(body)
+            return self._render(body, _as_reply("ok"))
 
         plan = self.faults
         key = FaultPlan.body_key(body) if plan is not None else ""

@@ -55,6 +55,7 @@ def test_offline_judge_end_to_end_and_rerun(airflow_db, local_s3, raw_day) -> No
     assert evaluations["judge_status"].is_in(["ok", "parse_error", "judge_failed", "call_error", "skipped"]).all()
     run = tables["runs"].row(0, named=True)
     assert run["input_records"] == run["valid_records"] + run["rejected_records"] == RECORDS + planted
+    assert run["trigger"] == "manual" and run["status"] == "success"
 
     reasons = {row["record_id"]: " ".join(row["reasons"]) for row in rejects.iter_rows(named=True)}
     assert "question" in reasons["bad-no-question"]
@@ -181,3 +182,36 @@ def test_openai_compatible_judge_end_to_end(airflow_db, local_s3, raw_day) -> No
     assert freeform["score"].eq(1.0).all() and freeform["verdict"].eq("pass").all()
     assert freeform["hits"].to_list()[0] == ["a", "b", "c", "d"] and freeform["misses"].list.len().eq(0).all()
     assert rubric["score"].eq(2 / 3).all() and rubric["verdict"].eq("borderline").all()
+
+
+def test_an_unknown_conf_key_fails_the_first_task_naming_it(airflow_db, local_s3, raw_day, capfd) -> None:
+    conf = {"input_uri": INPUT_URI, "output_uri": "s3://llm-evaluation/typo", "judge_modle": "openai/gpt-4o-mini"}
+    capfd.readouterr()
+    dag_run = _run(conf)
+    states = airflow_local.task_states(dag_run)
+    assert str(dag_run.state) == "failed"
+    assert states["check_run"] == "failed", states
+    assert all(state == "upstream_failed" for task, state in states.items() if task != "check_run"), states
+    message = "".join(capfd.readouterr())  # dag.test() logs the task's failure to the console
+    assert "unknown conf key 'judge_modle' for DAG daily_evaluation" in message
+    assert "the known keys are: " in message and "judge_model" in message.split("the known keys are: ", 1)[1]
+    out = storage.open_store("s3://llm-evaluation/typo", local_s3.client())
+    assert out.list("") == []  # nothing staged, judged or landed
+
+
+def test_a_bad_judge_model_fails_before_paying_and_keeps_the_landed_day(airflow_db, local_s3, raw_day) -> None:
+    output_uri = "s3://llm-evaluation/bad-model"
+    conf = {"input_uri": INPUT_URI, "output_uri": output_uri, "judge_model": "offline/lexical", "chunk_size": 75}
+    assert str(_run(conf).state) == "success"
+    out = storage.open_store(output_uri, local_s3.client())
+    landed = {t: out.read_bytes(storage.table_key(t, DAY)) for t in ("evaluations", "judge_calls", "rejects")}
+
+    dag_run = _run({**conf, "judge_model": "nope/not-a-model"})
+    states = airflow_local.task_states(dag_run)
+    assert str(dag_run.state) == "failed" and states["check_run"] == "failed", states
+    assert states["ingest_validate"] == "upstream_failed" and not any(t.startswith("judge[") for t in states)
+    assert {t: out.read_bytes(storage.table_key(t, DAY)) for t in landed} == landed
+    runs = _tables(local_s3, output_uri)["runs"]
+    failed = runs.filter(pl.col("run_id") == dag_run.run_id).row(0, named=True)
+    assert failed["status"] == "failed" and "judge model 'nope/not-a-model' cannot be used" in failed["message"]
+    assert failed["trigger"] == "manual"

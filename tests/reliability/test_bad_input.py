@@ -32,7 +32,7 @@ def test_a_50_mb_line_and_an_empty_object_are_rejected_with_reasons(tmp_path) ->
     cfg = _config(tmp_path)
     counts = pipeline.ingest_and_validate(cfg, pipeline.Stores.open(cfg))
     assert counts["input"] == 62 and counts["valid"] == 60 and counts["rejected"] == 2
-    rejects = storage.read_parquet(storage.open_store(cfg.output_uri), storage.table_key("rejects", DAY))
+    rejects = storage.read_parquet(storage.open_store(cfg.output_uri), pipeline.staged_key(cfg, "rejects"))
     by_id = {r["record_id"]: r for r in rejects.iter_rows(named=True)}
     assert any("max_record_chars" in reason for reason in by_id["huge"]["reasons"])
     assert len(by_id["huge"]["raw"]) < 20_000  # the raw text is kept, cut with a count
@@ -40,14 +40,17 @@ def test_a_50_mb_line_and_an_empty_object_are_rejected_with_reasons(tmp_path) ->
     assert {"record_id", "question", "model"} <= {reason.split(":")[0] for reason in empty["reasons"]}
 
 
-def test_a_day_of_only_bad_records_fails_clearly_after_landing_the_rejects(tmp_path) -> None:
+def test_a_day_of_only_bad_records_fails_clearly_with_the_rejects_as_evidence(tmp_path) -> None:
     _write(tmp_path, [b"not json", b"[1, 2]", json.dumps({**GOOD, "record_id": "r", "question": " "}).encode()])
     cfg = _config(tmp_path)
     with pytest.raises(pipeline.RunFailed) as error:
         pipeline.ingest_and_validate(cfg, pipeline.Stores.open(cfg))
     message = str(error.value)
-    assert "2026-11-25" in message and "reject ratio" in message and "rejects landed at" in message
-    rejects = storage.read_parquet(storage.open_store(cfg.output_uri), storage.table_key("rejects", DAY))
+    out = storage.open_store(cfg.output_uri)
+    evidence = out.uri(storage.failed_prefix(DAY, cfg.run_id))
+    assert "2026-11-25" in message and "reject ratio" in message and f"rejects and validation result are at {evidence}" in message
+    assert not out.exists(storage.table_key("rejects", DAY))
+    rejects = storage.read_parquet(out, storage.failed_key(DAY, cfg.run_id, "rejects.parquet"))
     assert rejects.height == 3 and all(rejects["reasons"].list.len() > 0)
 
 

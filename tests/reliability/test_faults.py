@@ -138,18 +138,28 @@ def test_a_rerun_after_recovered_faults_makes_zero_requests(tmp_path: Path) -> N
     assert judged["cached"].all() and judged["attempts"].eq(0).all()
 
 
-def test_every_call_failing_lands_the_day_then_fails_on_the_call_error_ceiling(tmp_path: Path) -> None:
+def test_every_call_failing_fails_on_the_call_error_ceiling_and_keeps_the_landed_day(tmp_path: Path) -> None:
     record_ids = _write_day(tmp_path, 20)
+    out = tmp_path / "out"
+    good = config(tmp_path, run_id="r0", judge_model="offline/lexical")
+    pipeline.run_day(good, pipeline.Stores.open(good))
+    landed = {name: (out / storage.table_key(name, DAY)).read_bytes()
+              for name in ("evaluations", "judge_calls", "daily_summary", "rejects")}
     with OpenAIServer(responder=lambda body: Reply.server_error()) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url,
                      max_attempts=2, max_call_error_ratio=0.2, concurrency=16)
         with pytest.raises(pipeline.RunFailed) as failure:
             pipeline.run_day(cfg, pipeline.Stores.open(cfg), api_key="k")
         requests = server.requests
+        assert len(server.probes) == 1  # the model answered its probe: the run went ahead
     message = str(failure.value)
     assert "run r1 of 2026-11-20" in message
     assert "max_call_error_ratio 20.0%" in message and "(100.0%)" in message
-    evaluations = table(tmp_path / "out", "evaluations")
+    # The failed run replaced nothing that analysts read: the day is the good run's, byte for byte.
+    assert {name: (out / storage.table_key(name, DAY)).read_bytes() for name in landed} == landed
+    evidence = out / storage.failed_prefix(DAY, "r1")
+    assert f"this run's rows are at {evidence}" in message
+    evaluations = pl.read_parquet(evidence / "evaluations.parquet")
     assert evaluations.height == 20 * len(JUDGES) and set(evaluations["record_id"]) == record_ids
     assert evaluations.group_by("record_id", "judge").len()["len"].eq(1).all()
     attempted = evaluations.filter(pl.col("judge_status") != "skipped")
@@ -162,7 +172,11 @@ def test_every_call_failing_lands_the_day_then_fails_on_the_call_error_ceiling(t
     distinct = len({prompt_pair(r) for r in requests})
     assert distinct < attempted.height
     assert len(requests) == 2 * distinct
-    assert table(tmp_path / "out", "judge_calls")["attempts"].sum() == len(requests)
-    run = runs(tmp_path / "out").row(0, named=True)
-    assert run["status"] == "failed" and run["message"] == message
+    assert pl.read_parquet(evidence / "judge_calls.parquet")["attempts"].sum() == len(requests)
+    assert pl.read_parquet(evidence / "rejects.parquet").height == 0
+    assert (evidence / "validation.json").is_file() and (evidence / "daily_summary.parquet").is_file()
+    by_run = {row["run_id"]: row for row in runs(out).iter_rows(named=True)}
+    assert by_run["r0"]["status"] == "success" and by_run["r0"]["evidence_uri"] is None
+    run = by_run["r1"]
+    assert run["status"] == "failed" and run["message"] == message and run["evidence_uri"] == str(evidence)
     assert run["n_call_error"] == attempted.height and run["calls_made"] == distinct

@@ -265,13 +265,15 @@ def _write_raw(tmp_path: Path, objects: list[tuple[str, bytes]]) -> None:
         raw.write_bytes(f"dt={DAY.isoformat()}/{uri.rsplit('/', 1)[-1]}", data)
 
 
-def _landed(tmp_path: Path, out: str) -> dict[str, Any]:
-    store = storage.LocalStore(tmp_path / out)
+def _staged(cfg: RunConfig) -> dict[str, Any]:
+    """What ingest and plan staged for the landing (nothing is landed before the last stage)."""
+    store = storage.LocalStore(cfg.output_uri)
     manifest = storage.read_json(store, storage.work_key(DAY, "r", "manifest.json"))
     chunks = [storage.read_parquet(store, storage.chunk_key(DAY, "r", "records", i)) for i in range(manifest["chunks"])]
+    assert not store.exists(storage.table_key("rejects", DAY))
     return {
-        "rejects": storage.read_parquet(store, storage.table_key("rejects", DAY)),
-        "result": storage.read_json(store, storage.validation_key(DAY)),
+        "rejects": storage.read_parquet(store, pipeline.staged_key(cfg, "rejects")),
+        "result": storage.read_json(store, pipeline.staged_key(cfg, "validation")),
         "manifest": manifest,
         "chunks": chunks,
     }
@@ -287,7 +289,7 @@ def test_pipeline_in_small_batches_lands_and_stages_what_one_batch_does(tmp_path
         stores = pipeline.Stores.open(cfg)
         counts = pipeline.ingest_and_validate(cfg, stores, batch_rows=batch_rows)
         chunks = pipeline.plan_chunks(cfg, stores)
-        outcomes[out] = (counts, chunks, _landed(tmp_path, out))
+        outcomes[out] = (counts, chunks, _staged(cfg))
     (counts, chunks, one), (small_counts, small_chunks, small) = outcomes["one"], outcomes["small"]
     assert small_counts == counts
     assert counts["objects"] == len(objects) - 1  # the .txt object is not a raw log to the pipeline
@@ -316,14 +318,15 @@ def test_pipeline_in_small_batches_lands_and_stages_what_one_batch_does(tmp_path
     assert records.height == counts["valid"] and records["record_id"].n_unique() == records.height
 
 
-def test_a_day_of_only_bad_records_lands_every_reject(tmp_path: Path) -> None:
+def test_a_day_of_only_bad_records_keeps_every_reject_as_evidence(tmp_path: Path) -> None:
     bad = [record(record_id=f"r-{i}", question=None) if i % 3 else "{nope" for i in range(40)]
     _write_raw(tmp_path, [(f"{ROOT}/a.jsonl", jsonl(*bad[:25])), (f"{ROOT}/b.jsonl.gz", gzip.compress(jsonl(*bad[25:])))])
     cfg = _config(tmp_path, "out")
     with pytest.raises(pipeline.RunFailed, match=r"reject ratio 1 \(40 of 40\) exceeds max_reject_ratio 0.05"):
         pipeline.ingest_and_validate(cfg, pipeline.Stores.open(cfg), batch_rows=7)
     store = storage.LocalStore(tmp_path / "out")
-    rejects = storage.read_parquet(store, storage.table_key("rejects", DAY))
+    assert not store.exists(storage.table_key("rejects", DAY))  # a failed run replaces no table
+    rejects = storage.read_parquet(store, storage.failed_key(DAY, "r", "rejects.parquet"))
     assert rejects.height == 40
     assert rejects["run_id"].unique().to_list() == ["r"]
     # ingest rejects first, then the row-rule rejects, each in input order
@@ -334,8 +337,12 @@ def test_a_day_of_only_bad_records_lands_every_reject(tmp_path: Path) -> None:
         ("not valid JSON: Expecting property name enclosed in double quotes: column 2", 14),
         ("question: missing or blank", 26),
     ]
-    result = storage.read_json(store, storage.validation_key(DAY))
+    result = storage.read_json(store, storage.failed_key(DAY, "r", "validation.json"))
     assert result["success"] is False and result["batches"] == 6  # 40 records, 7 per batch
+    run = storage.read_parquet(store, storage.run_key(DAY, "r")).row(0, named=True)
+    assert run["status"] == "failed" and "reject ratio" in run["message"]
+    assert run["evidence_uri"] == store.uri(storage.failed_prefix(DAY, "r"))
+    assert (run["input_records"], run["rejected_records"]) == (40, 40)
     manifest = storage.read_json(store, storage.work_key(DAY, "r", "manifest.json"))
     assert manifest["counts"] == {"objects": 2, "input": 40, "valid": 0, "rejected": 40}
     assert manifest["valid_parts"] == 0
@@ -349,11 +356,12 @@ def test_a_day_without_objects(tmp_path: Path, allow_empty: bool) -> None:
     if not allow_empty:
         with pytest.raises(pipeline.RunFailed, match="2026-11-25: no input objects"):
             pipeline.ingest_and_validate(cfg, stores)
-        assert storage.read_parquet(stores.out, storage.table_key("rejects", DAY)).height == 0
+        assert storage.read_parquet(stores.out, storage.failed_key(DAY, "r", "rejects.parquet")).height == 0
+        assert not stores.out.exists(storage.table_key("rejects", DAY))
         return
     assert pipeline.ingest_and_validate(cfg, stores) == {"objects": 0, "input": 0, "valid": 0, "rejected": 0}
     assert pipeline.plan_chunks(cfg, stores) == []
-    rejects = storage.read_parquet(stores.out, storage.table_key("rejects", DAY))
+    rejects = storage.read_parquet(stores.out, pipeline.staged_key(cfg, "rejects"))
     assert rejects.height == 0 and rejects.schema == pl.Schema(pipeline.REJECT_SCHEMA)
 
 
