@@ -212,13 +212,15 @@ def test_airflow_services_share_the_common_definition(
 ) -> None:
     common = compose["x-airflow-common"]
     common_env = environment(common)
-    assert common["build"] == "."
+    assert "build" not in common, "every Airflow service would build the image again"
     airflow_names = [name for name in services if name.startswith("airflow-")]
     assert set(AIRFLOW_SERVICES) <= set(airflow_names)
+    builders = [name for name, service in services.items() if "build" in service]
+    assert builders == ["airflow-init"], f"one image build expected, found {builders}"
+    assert services["airflow-init"]["build"] == "."
     for name in airflow_names:
         service = services[name]
         assert service.get("image") == common["image"], f"{name} does not run the built image"
-        assert service.get("build") == ".", f"{name} does not build from the Dockerfile"
         env = environment(service)
         drifted = {key for key, value in common_env.items() if env.get(key) != value}
         assert not drifted, f"{name} drops or overrides common environment: {sorted(drifted)}"
@@ -231,11 +233,16 @@ def test_airflow_services_share_the_common_definition(
 def test_common_environment_settings(compose: dict[str, Any]) -> None:
     env = environment(compose["x-airflow-common"])
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"].lower() == "false"
-    assert env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"].lower() in ("true", "false")
+    # DAGs start unpaused, so a REST-triggered run of a fresh stack does not sit in `queued`.
+    assert env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "false"
+    assert load_compose({"AIRFLOW_DAGS_PAUSED_AT_CREATION": "true"})["x-airflow-common"]["environment"][
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "true"
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert env["AIRFLOW__CORE__AUTH_MANAGER"].endswith(("SimpleAuthManager", "FabAuthManager"))
     for secret in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
         assert env[secret], f"{secret} must have a shared non-empty default"
+        assert "CHANGE-ME" in env[secret], f"{secret}'s public default must say so"
+    assert len(env["AIRFLOW__API_AUTH__JWT_SECRET"].encode()) >= 64, "Airflow asks for a JWT secret of 64 bytes"
     assert env["EVALUATION_JUDGE_MODEL"] == "offline/lexical"
 
 
@@ -246,8 +253,8 @@ def test_database_and_broker_urls_name_their_services(
     postgres_env = environment(services["postgres"])
 
     for key, scheme in (
-        ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql+psycopg2"),
-        ("AIRFLOW__CELERY__RESULT_BACKEND", "db+postgresql"),
+        ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql+psycopg"),
+        ("AIRFLOW__CELERY__RESULT_BACKEND", "db+postgresql+psycopg"),
     ):
         url = urlsplit(env[key])
         assert url.scheme == scheme, key
@@ -448,3 +455,27 @@ def test_dockerfile_bakes_in_the_evaluation_package() -> None:
     evaluation = [words for words in copies if any(word.rstrip("/") == "evaluation" for word in words[:-1])]
     assert evaluation, "evaluation/ is not copied into the image"
     assert evaluation[0][-1].rstrip("/") == SOURCE_MOUNTS["./evaluation"]
+
+
+def test_published_ports_bind_loopback_by_default(services: dict[str, Any]) -> None:
+    published = {name: service["ports"] for name, service in services.items() if service.get("ports")}
+    assert set(published) == {"airflow-apiserver", S3_SERVICE}
+    for name, ports in published.items():
+        for entry in ports:
+            host_ip = str(entry).split(":")[0]
+            assert host_ip == "127.0.0.1", f"{name} publishes {entry} beyond loopback"
+    exposed = load_compose({"PUBLISH_ADDRESS": "0.0.0.0"})["services"]["airflow-apiserver"]["ports"]
+    assert exposed == ["0.0.0.0:8080:8080"]
+
+
+def test_the_image_carries_no_test_or_lint_tools_and_checks_its_install() -> None:
+    instructions = dockerfile_instructions()
+    assert not any("requirements-dev" in args for _, args in instructions)
+    pinned = {line.split("==")[0].lower() for line in REQUIREMENTS_PATH.read_text().splitlines()
+              if "==" in line and not line.startswith("#")}
+    assert not pinned & {"pytest", "pytest-timeout", "ruff", "mypy", "moto", "duckdb"}
+    assert {"apache-airflow-providers-celery", "celery", "asyncpg", "psycopg", "redis"} <= pinned
+    runs = [(index, args) for index, (keyword, args) in enumerate(instructions) if keyword == "RUN"]
+    checks = [index for index, args in runs if "check_install.py" in args]
+    copies = [index for index, (keyword, args) in enumerate(instructions) if keyword == "COPY"]
+    assert checks and checks[-1] > max(copies), "the install check must run on the finished image"
