@@ -102,3 +102,36 @@ def test_a_rerun_chunk_reads_its_own_ledger_objects_and_makes_no_call(tmp_path: 
         # its own range's objects (and at most a neighbour's sharing a boundary key), never the day's
         assert 1 <= len(set(reads)) <= 2 < len(objects)
 
+
+
+def test_a_rerun_chunk_with_nothing_to_call_never_imports_litellm(tmp_path: Path) -> None:
+    """A judge task of a re-run finds out from the ledger that every reply is paid for before it
+    sets up a client: in a fresh process, litellm (seconds to import) is never imported."""
+    import json
+    import subprocess
+
+    from tests.reliability.helpers import PYTHON, REPO, cli_env
+
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 40, bad=False)
+    first = config(tmp_path, run_id="r0", **OFFLINE)
+    pipeline.run_day(first, pipeline.Stores.open(first))
+    rerun = config(tmp_path, run_id="r1", **OFFLINE)
+    stores = pipeline.Stores.open(rerun)
+    pipeline.ingest_and_validate(rerun, stores)
+    chunks = pipeline.plan_chunks(rerun, stores)
+    script = (
+        "import json, sys\n"
+        "from evaluation import pipeline\n"
+        "from evaluation.contract import RunConfig\n"
+        f"cfg = RunConfig.model_validate_json({rerun.model_dump_json()!r})\n"
+        "stores = pipeline.Stores.open(cfg)\n"
+        f"results = [pipeline.judge_chunk(cfg, stores, i) for i in range({len(chunks)})]\n"
+        "print(json.dumps({'litellm': 'litellm' in sys.modules, 'calls': sum(r['calls_made'] for r in results),"
+        " 'reused': sum(r['reused'] for r in results)}))\n"
+    )
+    done = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, env=cli_env(), cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome == {"litellm": False, "calls": 0, "reused": outcome["reused"]} and outcome["reused"] > 0
+    landed = pipeline.score_and_land(rerun, stores)
+    assert landed["calls_made"] == 0 and landed["statuses"]["ok"] > 0
