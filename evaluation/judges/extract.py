@@ -1,0 +1,107 @@
+"""JSON extraction from a judge's raw reply (CONTRACT §2.1), and the value rules every judge's reply
+model shares (numbers, free text, lists of strings).
+
+The reply yields the **first JSON object that carries the judge's key field**: the whole stripped
+text is tried first, then every ``{`` from left to right is handed to a real JSON decoder, so
+strings holding braces or backticks, nested objects, code fences and prose around the object all
+work. Nested objects count: ``{"result": {"score": 1}}`` yields the inner object for a key field
+``score``, because its ``{`` is scanned like any other.
+
+Injection defence: a candidate whose exact text also occurs in the record's own untrusted text
+(question, answer, contexts, reference, expected outcome, rubric descriptions) is a quote of the
+judged material, not the judge's verdict, and is skipped; the scan goes on to the next ``{``. So
+when a judge quotes a fake verdict planted in an answer and then gives its own object, its own
+object wins whether it comes before or after the quote.
+
+Strict JSON: no single quotes, no trailing commas, no ``NaN``/``Infinity`` (a candidate holding one
+is not valid JSON and is passed over).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any
+
+from pydantic import PlainValidator
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def is_number(value: object) -> bool:
+    """An int or float that is not a boolean and is finite (CONTRACT §2.1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def as_float(value: object) -> float:
+    """A number (see :func:`is_number`) as a float."""
+    if not is_number(value):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)  # type: ignore[arg-type]
+
+
+def strings(value: object, limit: int | None = None) -> list[str]:
+    """The string items of a list that are non-blank after strip, stripped, the first ``limit``;
+    ``[]`` for anything that is not a list."""
+    if not isinstance(value, list):
+        return []
+    return [item.strip() for item in value if isinstance(item, str) and item.strip()][:limit]
+
+
+#: A reply value that must be a number (see :func:`is_number`); anything else fails validation.
+Number = Annotated[float, PlainValidator(as_float)]
+#: A reply's free text: the string, or None for any other value.
+Text = Annotated[str | None, PlainValidator(lambda value: value if isinstance(value, str) else None)]
+#: A reply's list of strings (see :func:`strings`); never fails validation.
+Strings = Annotated[list[str], PlainValidator(strings)]
+
+
+def _decode_at(text: str, start: int) -> tuple[Any, int] | None:
+    try:
+        return _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _qualifies(obj: object, key_fields: Sequence[str]) -> bool:
+    return isinstance(obj, dict) and any(key in obj for key in key_fields)
+
+
+def _is_quote(candidate: str, untrusted: Sequence[str]) -> bool:
+    return any(candidate in text for text in untrusted)
+
+
+def extract_json_object(
+    text: str | None,
+    key_fields: Iterable[str],
+    untrusted: Sequence[str] = (),
+) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` with any of ``key_fields`` that is not a quote, or None."""
+    if not text:
+        return None
+    keys = tuple(key_fields)
+    stripped = text.strip()
+    whole = _decode_at(stripped, 0)
+    if whole is not None and whole[1] == len(stripped) and _qualifies(whole[0], keys):
+        if not _is_quote(stripped, untrusted):
+            return dict(whole[0])
+    position = text.find("{")
+    while position != -1:
+        decoded = _decode_at(text, position)
+        if decoded is not None:
+            obj, end = decoded
+            if _qualifies(obj, keys) and not _is_quote(text[position:end], untrusted):
+                return dict(obj)
+        position = text.find("{", position + 1)
+    return None

@@ -1,0 +1,29 @@
+"""Verdicts and statuses (CONTRACT §2.5), shared by every judge's table rules."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from evaluation.contract import Thresholds
+
+#: Verdicts a judge's forcing rule turns into ``fail`` (and records in ``clamps_applied``).
+PASSING = ("pass", "borderline")
+
+
+def verdict(score: pl.Expr, thresholds: Thresholds) -> pl.Expr:
+    """CONTRACT §2.5: ``pass`` if score ≥ the pass threshold, ``borderline`` if ≥ the borderline
+    threshold (both inclusive), else ``fail``; null where the row has no score."""
+    return (
+        pl.when(score.is_null()).then(pl.lit(None, dtype=pl.String))
+        .when(score >= thresholds.pass_).then(pl.lit("pass"))
+        .when(score >= thresholds.borderline).then(pl.lit("borderline"))
+        .otherwise(pl.lit("fail"))
+    )
+
+
+def scored_rows(judge: str, *statuses: str) -> pl.Expr:
+    """Rows of ``judge`` whose status is one of ``statuses``, the ones that carry its score.
+    CONTRACT §2.5: a ``call_error`` or ``skipped`` row has no score for any judge."""
+    status = pl.col("judge_status")
+    held = status == statuses[0] if len(statuses) == 1 else status.is_in(list(statuses))
+    return (pl.col("judge") == judge) & held
