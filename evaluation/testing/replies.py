@@ -1,0 +1,388 @@
+"""What the local OpenAI-compatible server (:mod:`evaluation.testing.openai_server`) answers: the
+:class:`Reply` to one request (content, or a fault: 429 with ``Retry-After``, 500, 400, quota, hang,
+malformed content), the responders that choose it, the :class:`FaultPlan` that injects faults
+deterministically, the requests as recorded, and the deterministic token counts of its replies.
+
+This module imports neither ``litellm`` nor ``airflow``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+#: Assistant content used when no responder (or no ``--reply-file``) is given.
+DEFAULT_REPLY_CONTENT = json.dumps({"score": 1.0, "hits": [], "misses": [], "reasoning": "ok"})
+
+#: Content of a :meth:`Reply.malformed` reply: a 200 whose content is not JSON.
+MALFORMED_CONTENT = "I think the answer is good"
+
+FaultKind = Literal["rate_limit", "server_error", "hang", "malformed"]
+#: Fault kinds a :class:`FaultPlan` can inject, in the order their probability bands are laid out.
+FAULT_KINDS: tuple[FaultKind, ...] = ("rate_limit", "server_error", "hang", "malformed")
+
+
+# --------------------------------------------------------------------------------------------- tokens
+
+
+def count_tokens(text: str) -> int:
+    """Deterministic stand-in for a tokenizer: ``len(text) // 4 + 1``."""
+    return len(text) // 4 + 1
+
+
+def message_text(content: Any) -> str:
+    """The text of one message ``content``: a string, a list of ``{"type": "text", ...}`` parts, or None."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, Mapping):
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+def prompt_text(body: Mapping[str, Any], sep: str = "") -> str:
+    """All message contents of a chat request body, joined with ``sep``."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    return sep.join(message_text(m.get("content")) for m in messages if isinstance(m, Mapping))
+
+
+def count_prompt_tokens(body: Mapping[str, Any]) -> int:
+    """``prompt_tokens`` the server reports for a request body: :func:`count_tokens` of all contents."""
+    return count_tokens(prompt_text(body))
+
+
+# ---------------------------------------------------------------------------------------------- Reply
+
+
+def error_body(message: str, type_: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style ``{"error": {...}}`` body."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+class _HangFlag:
+    """Static-typing view of ``Reply.hang``: a factory on the class, a ``bool`` flag on instances."""
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any]) -> Callable[[], Reply]: ...
+    @overload
+    def __get__(self, instance: object, owner: type[Any]) -> bool: ...
+    def __get__(self, instance: object, owner: type[Any]) -> Callable[[], Reply] | bool:
+        raise NotImplementedError  # never used at run time (see below the Reply class)
+
+    def __set__(self, instance: object, value: bool) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class Reply:
+    """What the server answers to one chat-completion request.
+
+    * ``content``: the assistant message content of a 200 reply (``None`` gives ``"content": null``).
+    * ``status``: HTTP status. A non-200 status without ``body`` gets an OpenAI-style error body.
+    * ``headers``: extra response headers (e.g. ``Retry-After``).
+    * ``body``: the raw response body, overriding everything else: a dict/list is sent as JSON,
+      ``str``/``bytes`` verbatim (with ``Content-Type: application/json`` unless ``headers`` set one).
+    * ``delay_s``: extra delay for this reply, on top of the server's ``latency_s``.
+    * ``hang``: never answer; the request stays open until the client disconnects or the server stops.
+
+    Helpers build the common faults: :meth:`rate_limited`, :meth:`server_error`, :meth:`bad_request`,
+    :meth:`quota`, :meth:`hang` (the class method; ``reply.hang`` on an instance is the flag) and
+    :meth:`malformed`.
+    """
+
+    content: str | None = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] | list[Any] | str | bytes | None = None
+    delay_s: float = 0.0
+    if TYPE_CHECKING:
+        hang: _HangFlag = _HangFlag()
+    else:
+        hang: bool = False
+
+    @classmethod
+    def error(
+        cls,
+        status: int,
+        message: str,
+        type_: str,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """An error reply with an OpenAI-style ``{"error": {...}}`` body."""
+        return cls(status=status, headers=dict(headers or {}), body=error_body(message, type_, code))
+
+    @classmethod
+    def rate_limited(cls, retry_after: float = 1, message: str | None = None) -> Reply:
+        """429 ``rate_limit_error`` / ``rate_limit_exceeded`` with a ``Retry-After`` header (seconds)."""
+        seconds = int(retry_after) if float(retry_after).is_integer() else retry_after
+        return cls.error(
+            429,
+            message or f"Rate limit reached for requests. Please try again in {seconds}s.",
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            headers={"Retry-After": str(seconds)},
+        )
+
+    @classmethod
+    def server_error(cls, message: str = "The server had an error while processing your request.") -> Reply:
+        """500 ``server_error``."""
+        return cls.error(500, message, "server_error", None)
+
+    @classmethod
+    def bad_request(cls, message: str = "Invalid request.", code: str | None = None) -> Reply:
+        """400 ``invalid_request_error``."""
+        return cls.error(400, message, "invalid_request_error", code)
+
+    @classmethod
+    def quota(cls, message: str | None = None) -> Reply:
+        """429 ``insufficient_quota`` (type and code): out of credit, not worth retrying."""
+        return cls.error(
+            429,
+            message or "You exceeded your current quota, please check your plan and billing details.",
+            "insufficient_quota",
+            "insufficient_quota",
+        )
+
+    @classmethod
+    def malformed(cls, text: str = MALFORMED_CONTENT) -> Reply:
+        """A 200 whose assistant content is not JSON."""
+        return cls(content=text)
+
+    @classmethod
+    def _hanging(cls) -> Reply:
+        """A reply that never comes: the request hangs until the client disconnects or the server stops."""
+        return cls(hang=True)
+
+
+# ``Reply.hang()`` builds a hanging reply while ``reply.hang`` stays the dataclass flag: a classmethod is
+# a non-data descriptor, so the instance attribute set by ``__init__`` wins on instances. It is attached
+# after the dataclass is built so that the field's default stays ``False``.
+setattr(Reply, "hang", Reply.__dict__["_hanging"])  # noqa: B010 - a classmethod object
+
+ReplyLike = Reply | str
+#: ``(request_body) -> Reply | str`` (or an awaitable of it); ``str`` is the assistant content.
+Responder = Callable[[dict[str, Any]], ReplyLike | Awaitable[ReplyLike]]
+
+
+def as_reply(value: Any) -> Reply:
+    """A responder's answer as a :class:`Reply` (a ``str`` is the assistant content)."""
+    if isinstance(value, Reply):
+        return value
+    if isinstance(value, str):
+        return Reply(content=value)
+    raise TypeError(f"responder must return Reply or str, got {type(value).__name__}")
+
+def default_responder(body: dict[str, Any]) -> Reply | str:
+    """Answer every request with :data:`DEFAULT_REPLY_CONTENT`."""
+    return DEFAULT_REPLY_CONTENT
+
+
+class ScriptExhaustedError(RuntimeError):
+    """A :class:`ScriptedResponder` got more requests than it has replies."""
+
+
+class ScriptedResponder:
+    """Returns the given replies in order, one per request (thread-safe).
+
+    Once the script is used up it raises :class:`ScriptExhaustedError`, which the server turns into a
+    500 whose error message says so (and records in :attr:`OpenAIServer.errors`).
+    """
+
+    def __init__(self, replies: Iterable[ReplyLike]) -> None:
+        """Script the given replies; each is a :class:`Reply` or the assistant content as ``str``."""
+        self._replies = [as_reply(r) for r in replies]
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        """The next scripted reply."""
+        with self._lock:
+            index = self._next
+            self._next += 1
+        if index >= len(self._replies):
+            raise ScriptExhaustedError(
+                f"ScriptedResponder exhausted: request #{index + 1} but only {len(self._replies)} replies"
+            )
+        return self._replies[index]
+
+    @property
+    def used(self) -> int:
+        """How many requests the responder has been called for (including ones past the end)."""
+        with self._lock:
+            return self._next
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted replies are left."""
+        with self._lock:
+            return max(0, len(self._replies) - self._next)
+
+
+class KeyedResponder:
+    """Picks a reply from the prompt text (all message contents joined with newlines).
+
+    ``table`` is either a callable ``prompt_text -> Reply | str | None`` or a mapping whose keys are
+    substrings of the prompt: the first key (in mapping order) found in the prompt wins. When nothing
+    matches, ``default`` is returned; with no default the request fails with a 500 (``KeyError``).
+    """
+
+    def __init__(
+        self,
+        table: Callable[[str], ReplyLike | None] | Mapping[str, ReplyLike],
+        default: ReplyLike | None = None,
+    ) -> None:
+        """Route by ``table``, falling back to ``default``."""
+        self._table = table
+        self._default = default
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        """The reply for this request's prompt."""
+        text = prompt_text(body, sep="\n")
+        found: ReplyLike | None = None
+        if callable(self._table):
+            found = self._table(text)
+        else:
+            for key, value in self._table.items():
+                if key in text:
+                    found = value
+                    break
+        if found is None:
+            found = self._default
+        if found is None:
+            raise KeyError(f"KeyedResponder: no reply for prompt starting {text[:80]!r}")
+        return as_reply(found)
+
+
+# ------------------------------------------------------------------------------------------ FaultPlan
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Deterministic, seeded fault injection.
+
+    For each request the server hashes ``(seed, server seed, request body, attempt)`` — ``attempt``
+    being how many times that same body was seen before — into a number in ``[0, 1)`` and injects the
+    fault whose probability band it falls in (bands laid out in :data:`FAULT_KINDS` order), instead of
+    calling the responder. An identical retry has a new attempt number, so it gets a fresh draw and
+    eventually passes; ``max_faults_per_body`` caps the faults for one body to guarantee that.
+    """
+
+    rate_limit: float = 0.3
+    server_error: float = 0.1
+    hang: float = 0.05
+    malformed: float = 0.05
+    retry_after: float = 0
+    seed: int = 0
+    max_faults_per_body: int | None = None
+
+    def __post_init__(self) -> None:
+        """Check the probabilities."""
+        total = 0.0
+        for kind in FAULT_KINDS:
+            p = getattr(self, kind)
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"FaultPlan.{kind} must be in [0, 1], got {p}")
+            total += p
+        if total > 1.0 + 1e-9:
+            raise ValueError(f"FaultPlan probabilities sum to {total} > 1")
+        if self.retry_after < 0:
+            raise ValueError("FaultPlan.retry_after must be >= 0")
+
+    @staticmethod
+    def body_key(body: Mapping[str, Any]) -> str:
+        """A stable digest of a request body (canonical JSON), identifying retries of the same request."""
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
+
+    def draw(self, body_key: str, attempt: int, server_seed: int = 0) -> float:
+        """The deterministic number in ``[0, 1)`` for this body and attempt."""
+        token = f"{self.seed}:{server_seed}:{attempt}:{body_key}".encode()
+        return int.from_bytes(hashlib.blake2b(token, digest_size=8).digest(), "big") / 2.0**64
+
+    def decide(self, body_key: str, attempt: int, server_seed: int = 0, faults_so_far: int = 0) -> FaultKind | None:
+        """The fault to inject for this attempt of this body, or None to let the responder answer."""
+        if self.max_faults_per_body is not None and faults_so_far >= self.max_faults_per_body:
+            return None
+        u = self.draw(body_key, attempt, server_seed)
+        edge = 0.0
+        for kind in FAULT_KINDS:
+            edge += getattr(self, kind)
+            if u < edge:
+                return kind
+        return None
+
+    def reply_for(self, kind: FaultKind) -> Reply:
+        """The :class:`Reply` that expresses a fault kind."""
+        if kind == "rate_limit":
+            return Reply.rate_limited(retry_after=self.retry_after)
+        if kind == "server_error":
+            return Reply.server_error()
+        if kind == "hang":
+            return Reply(hang=True)
+        if kind == "malformed":
+            return Reply.malformed()
+        raise ValueError(f"unknown fault kind {kind!r}")
+
+
+# ------------------------------------------------------------------------------------ recorded requests
+
+
+class RecordedRequest(dict[str, Any]):
+    """A received request body (the parsed JSON dict itself) plus how and when it arrived.
+
+    ``received_at`` is ``time.time()`` at arrival; ``path`` the URL path; ``attempt`` how many times an
+    identical body had been seen before (counted only with a :class:`FaultPlan`, else 0); ``fault`` the
+    fault kind a :class:`FaultPlan` injected, or None.
+    """
+
+    __slots__ = ("attempt", "fault", "path", "received_at")
+
+    def __init__(
+        self,
+        body: Mapping[str, Any],
+        *,
+        received_at: float,
+        path: str,
+        attempt: int = 0,
+        fault: FaultKind | None = None,
+    ) -> None:
+        """Wrap ``body`` with its arrival metadata."""
+        super().__init__(body)
+        self.received_at = received_at
+        self.path = path
+        self.attempt = attempt
+        self.fault = fault
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The request body as a plain dict."""
+        return dict(self)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The request's ``messages`` (empty if absent)."""
+        messages = self.get("messages")
+        return messages if isinstance(messages, list) else []
+
+    def __repr__(self) -> str:
+        """Body plus metadata."""
+        return (
+            f"RecordedRequest({dict.__repr__(self)}, received_at={self.received_at!r}, "
+            f"path={self.path!r}, attempt={self.attempt}, fault={self.fault!r})"
+        )
