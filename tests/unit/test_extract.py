@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from evaluation.contract import InputRecord
-from evaluation.extract import extract_json_object, is_number
-from evaluation.judges import parse_reply
+from evaluation.judges import extract_json_object, is_number, parse_reply
 from tests.factories import make_record
 
 SCORE = ("score",)
