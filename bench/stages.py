@@ -2,10 +2,10 @@
 peak RSS (``ru_maxrss``, read inside the child) is that stage's own.
 
 The day-scale stages call the pipeline's public stage functions on directory stores, one child per
-stage, sharing a work folder: ``ingest_validate`` (:func:`evaluation.pipeline.ingest_and_validate`),
-``plan`` (:func:`evaluation.pipeline.plan_chunks`), ``stage_judged`` (untimed: one judged chunk per
+stage, sharing a work folder: ``ingest_validate`` (:func:`evaluation.stages.ingest_and_validate`),
+``plan`` (:func:`evaluation.stages.plan_chunks`), ``stage_judged`` (untimed: one judged chunk per
 planned chunk, rows generated at PARSED_SCHEMA instead of judging) and ``score_land``
-(:func:`evaluation.pipeline.score_and_land`: ``score_table`` chunk by chunk, reconciliation,
+(:func:`evaluation.stages.score_and_land`: ``score_table`` chunk by chunk, reconciliation,
 summary and landing). ``score_table`` and ``summary`` time the two table functions on a million rows.
 """
 
@@ -34,7 +34,7 @@ def _imports(*modules: str) -> float:
     are about the stage's work, not the interpreter's start. Returns the peak RSS so far."""
     import importlib
 
-    for module in ("evaluation.pipeline", *modules):
+    for module in ("evaluation.stages", *modules):
         importlib.import_module(module)
     return peak_rss_mib()
 
@@ -50,25 +50,25 @@ def prepare_raw(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest_validate(params: dict[str, Any]) -> dict[str, Any]:
-    from evaluation import pipeline
+    from evaluation import stages
 
     rss_after_imports = _imports("great_expectations", "evaluation.validation", "evaluation.ingest")
     cfg = _config(params)
-    stores = pipeline.Stores.open(cfg)
+    stores = stages.Stores.open(cfg)
     started = time.monotonic()
-    counts = pipeline.ingest_and_validate(cfg, stores)
+    counts = stages.ingest_and_validate(cfg, stores)
     return {"seconds": round(time.monotonic() - started, 3), "counts": counts,
             "rss_after_imports_mib": round(rss_after_imports, 1)}
 
 
 def plan(params: dict[str, Any]) -> dict[str, Any]:
-    from evaluation import pipeline
+    from evaluation import stages
 
     rss_after_imports = _imports("evaluation.client")
     cfg = _config(params)
-    stores = pipeline.Stores.open(cfg)
+    stores = stages.Stores.open(cfg)
     started = time.monotonic()
-    chunks = pipeline.plan_chunks(cfg, stores)
+    chunks = stages.plan_chunks(cfg, stores)
     return {"seconds": round(time.monotonic() - started, 3), "chunks": len(chunks),
             "records": sum(c["records"] for c in chunks), "rss_after_imports_mib": round(rss_after_imports, 1)}
 
@@ -79,31 +79,32 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from bench import data
-    from evaluation import pipeline, storage
+    from evaluation import stages, storage
 
     cfg = _config(params)
-    stores = pipeline.Stores.open(cfg)
-    manifest = storage.read_json(stores.out, storage.work_key(cfg.date, cfg.run_id, "manifest.json"))
+    stores = stages.Stores.open(cfg)
+    plan = stages.read_manifest(cfg, stores).plan
+    assert plan is not None, "plan has not run"
     started = time.monotonic()
     rows = 0
-    for index in range(int(manifest["chunks"])):
+    for index in range(plan.chunks):
         records = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
         judged = data.parsed_rows(0, seed=index, record_ids=records)
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", index), judged)
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", index),
-                              pl.DataFrame(schema=pipeline.CALLS_SCHEMA))
+                              pl.DataFrame(schema=stages.CALLS_SCHEMA))
         rows += judged.height
     return {"seconds": round(time.monotonic() - started, 3), "rows": rows}
 
 
 def score_land(params: dict[str, Any]) -> dict[str, Any]:
-    from evaluation import pipeline
+    from evaluation import stages
 
-    rss_after_imports = _imports("evaluation.scoring", "evaluation.summary", "evaluation.versions")
+    rss_after_imports = _imports("evaluation.judges", "evaluation.summary", "evaluation.versions")
     cfg = _config(params)
-    stores = pipeline.Stores.open(cfg)
+    stores = stages.Stores.open(cfg)
     started = time.monotonic()
-    result = pipeline.score_and_land(cfg, stores)
+    result = stages.score_and_land(cfg, stores)
     return {"seconds": round(time.monotonic() - started, 3), "rows": result["rows"],
             "reconciled": result["reconciled"], "rss_after_imports_mib": round(rss_after_imports, 1)}
 
@@ -113,7 +114,7 @@ def score_table(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from bench import data
-    from evaluation.scoring import score_table as score
+    from evaluation.judges import score_table as score
 
     frame = pl.read_parquet(data.parsed_file(int(params["rows"])))
     rss_loaded = peak_rss_mib()

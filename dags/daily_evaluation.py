@@ -63,57 +63,58 @@ def daily_evaluation() -> None:
     def check_run() -> dict[str, Any]:
         import evaluation_airflow as glue
 
-        from evaluation import pipeline
+        from evaluation import stages
 
         cfg = glue.run_config(get_current_context())
         api_key, _ = glue.judge_credentials(cfg.api_base)
         try:
-            return pipeline.check_run(cfg, glue.stores(cfg), api_key=api_key)
-        except pipeline.RunFailed as exc:
+            return stages.check_run(cfg, glue.stores(cfg), api_key=api_key).model_dump(mode="json")
+        except stages.RunFailed as exc:
             raise glue.fail_without_retry(exc) from exc
 
     @task(retries=2)
     def ingest_validate() -> dict[str, Any]:
         import evaluation_airflow as glue
 
-        from evaluation import pipeline
+        from evaluation import stages
 
         cfg = glue.run_config(get_current_context())
         try:
-            return pipeline.ingest_and_validate(cfg, glue.stores(cfg))
-        except pipeline.RunFailed as exc:
+            return stages.ingest_and_validate(cfg, glue.stores(cfg)).model_dump(mode="json")
+        except stages.RunFailed as exc:
             raise glue.fail_without_retry(exc) from exc
 
     @task(retries=2)
     def plan(counts: dict[str, Any]) -> list[dict[str, Any]]:
         import evaluation_airflow as glue
 
-        from evaluation import pipeline
+        from evaluation import stages
 
         cfg = glue.run_config(get_current_context())
-        return [{"index": c["index"], "records": c["records"]} for c in pipeline.plan_chunks(cfg, glue.stores(cfg))]
+        return [c.model_dump(mode="json") for c in stages.plan_chunks(cfg, glue.stores(cfg))]
 
     @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
     def judge(chunk: dict[str, Any]) -> dict[str, Any]:
         import evaluation_airflow as glue
 
-        from evaluation import pipeline
+        from evaluation import stages
 
         cfg = glue.run_config(get_current_context())
         api_key, _ = glue.judge_credentials(cfg.api_base)
-        return pipeline.judge_chunk(cfg, glue.stores(cfg), chunk["index"], api_key=api_key)
+        return stages.judge_chunk(cfg, glue.stores(cfg), chunk["index"], api_key=api_key).model_dump(mode="json")
 
     @task(retries=2)
     def score_land(judged: list[dict[str, Any]]) -> dict[str, Any]:
         import evaluation_airflow as glue
 
-        from evaluation import pipeline
+        from evaluation import stages
 
         context = get_current_context()
         cfg = glue.run_config(context)
         try:
-            return pipeline.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date)
-        except pipeline.RunFailed as exc:
+            return stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date).model_dump(
+                mode="json")
+        except stages.RunFailed as exc:
             raise glue.fail_without_retry(exc) from exc
 
     @task(retries=2)

@@ -23,47 +23,31 @@ Connections. The same comparison runs without Airflow as `python -m evaluation c
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from evaluation.contract import JUDGES
-from evaluation.options import OPTIONS
+from evaluation.contract import ComparisonSpec
+from evaluation.options import OPTIONS, form_fields
 
 POOL = "llm_judge"
-_DEFAULTS = {o.name: o.default for o in OPTIONS}
-#: Params that are fields of evaluation.compare.ComparisonSpec.
-SPEC_PARAMS = ("start_date", "end_date", "models", "baseline", "judges", "sample_per_model", "seed", "judge_model",
-               "api_base", "concurrency", "bootstrap")
+#: The form: every field of ComparisonSpec (what `python -m evaluation compare` takes too) but the
+#: re-judging thresholds, then where the tables live.
+SPEC_FIELDS = form_fields(ComparisonSpec, skip=("thresholds",))
+_URIS = {o.name: o for o in OPTIONS if o.name in ("input_uri", "output_uri")}
 
 
 def _params() -> dict[str, Param]:
-    return {
-        "start_date": Param(type="string", format="date", title="From", description="First day (dt) of the range."),
-        "end_date": Param(type="string", format="date", title="To", description="Last day (dt) of the range, inclusive."),
-        "models": Param(type="array", items={"type": "string", "minLength": 1}, minItems=2, uniqueItems=True,
-                        title="Models", description="The models (the `model` column) to compare, at least two."),
-        "baseline": Param("", type="string", title="Baseline",
-                          description="The model the others are compared to; empty for the first model."),
-        "judges": Param(list(JUDGES), type="array", items={"type": "string", "enum": list(JUDGES)}, minItems=1,
-                        uniqueItems=True, title="Judges", description="Judges to compare: rag, masis, prompt."),
-        "sample_per_model": Param(None, type=["null", "integer"], minimum=1, title="Sample per model",
-                                  description="At most this many records per model (a seeded sample); empty for all."),
-        "seed": Param(0, type="integer", minimum=0, title="Seed",
-                      description="Seeds the sample, the bootstrap and the permutations: same seed, same tables."),
-        "judge_model": Param("", type="string", title="Judge model",
-                             description="Re-judge the sample with this litellm model; empty compares the landed scores."),
-        "api_base": Param("", type="string", title="API base",
-                          description="Base URL of an OpenAI-compatible judge server; empty for the provider's own."),
-        "concurrency": Param(8, type="integer", minimum=1, maximum=1024, title="Concurrency",
-                             description="Judge calls in flight when re-judging."),
-        "bootstrap": Param(2000, type="integer", minimum=100, maximum=100_000, title="Bootstrap resamples",
-                           description="Resamples of the bootstrap intervals and permutation tests."),
-        "input_uri": Param(_DEFAULTS["input_uri"], type="string", title="Input URI",
-                           description="Root of the raw logs (needed to re-judge): s3://bucket/prefix or a directory."),
-        "output_uri": Param(_DEFAULTS["output_uri"], type="string", minLength=1, title="Output URI",
-                            description="Root of the landed tables; the comparison lands under comparisons/."),
+    params = {
+        name: Param(*([field["default"]] if "default" in field else []), title=field["title"],
+                    description=field["description"], **field["schema"])
+        for name, field in SPEC_FIELDS.items()
     }
+    for name, purpose in (("input_uri", "needed to re-judge"), ("output_uri", "the comparison lands under comparisons/")):
+        option = _URIS[name]
+        params[name] = Param("", type="string", title=option.title, description=f"{option.help} ({purpose})")
+    return params
 
 
 def _stores(plan: dict[str, Any]) -> tuple[Any, Any]:
@@ -95,26 +79,23 @@ def model_comparison() -> None:
     def build_spec() -> dict[str, Any]:
         import evaluation_airflow as glue
 
-        from evaluation.compare import ComparisonSpec
-
         context = get_current_context()
         glue.check_conf(context)
         params = context["params"]
-        values = {name: params.get(name) for name in SPEC_PARAMS}
+        values = {name: params.get(name) for name in SPEC_FIELDS}
         if values["judge_model"] and not values["api_base"]:
             values["api_base"] = glue.judge_credentials()[1]
         try:
             spec = ComparisonSpec.model_validate(values)
         except ValueError as exc:
             raise glue.fail_without_retry(ValueError(f"invalid comparison: {exc}")) from exc
-        if spec.judge_model is not None and not params.get("input_uri"):
+        # Empty URIs come from the worker's environment, as the daily DAG's do.
+        uris = {name: params.get(name) or os.environ.get(option.env or "", "") for name, option in _URIS.items()}
+        if not uris["output_uri"]:
+            raise glue.fail_without_retry(ValueError("set output_uri (or EVALUATION_OUTPUT_URI)"))
+        if spec.judge_model is not None and not uris["input_uri"]:
             raise glue.fail_without_retry(ValueError("re-judging reads the raw logs: set input_uri"))
-        return {
-            "comparison_id": spec.default_id(),
-            "spec": spec.model_dump(mode="json"),
-            "input_uri": params.get("input_uri") or "",
-            "output_uri": params["output_uri"],
-        }
+        return {"comparison_id": spec.default_id(), "spec": spec.model_dump(mode="json"), **uris}
 
     @task.short_circuit(retries=1, ignore_downstream_trigger_rules=False)
     def needs_judging(plan: dict[str, Any]) -> bool:

@@ -33,7 +33,7 @@ def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
                             default=None, help=option.help)
         return
     kinds: dict[str, Any] = {"integer": int, "number": float, "string": str, "judges": str}
-    required = option.name in ("input_uri", "output_uri") and not option.default
+    required = option.name in ("input_uri", "output_uri") and not os.environ.get(option.env or "")
     parser.add_argument(
         option.flag.replace("_uri", ""),  # --input / --output, as CONTRACT §6 spells them
         *([option.flag] if option.name in ("input_uri", "output_uri") else []),
@@ -41,7 +41,8 @@ def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
         type=kinds[option.kind],
         default=None,
         required=required,
-        help=f"{option.help} (default: {','.join(option.default) if option.kind == 'judges' else option.default!r})",
+        help=option.help if option.env else
+        f"{option.help} (default: {','.join(option.default) if option.kind == 'judges' else option.default!r})",
     )
 
 
@@ -87,12 +88,12 @@ def api_key_from_env(cfg_api_base: str | None) -> str | None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from evaluation import pipeline
+    from evaluation import stages
 
     values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name) is not None}
     run_id = args.run_id or f"cli-{args.date.isoformat()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     cfg = build_config(values, date=args.date, run_id=run_id, trigger="cli")
-    stores = pipeline.Stores.open(cfg)
+    stores = stages.Stores.open(cfg)
     bar: Any = None
 
     def planned(total: int) -> None:
@@ -115,7 +116,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(stage_line(cfg.date, name, figures), file=sys.stderr, flush=True)
 
     try:
-        result = pipeline.run_day(
+        result = stages.run_day(
             cfg,
             stores,
             api_key=api_key_from_env(cfg.api_base),
@@ -123,14 +124,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
             on_planned=planned,
             on_stage=stage,
         )
-    except (pipeline.RunFailed, pipeline.JudgeUnreachable) as exc:
+    except (stages.RunFailed, stages.JudgeUnreachable) as exc:
         if bar is not None:
             bar.close()
         print(json.dumps({"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}, indent=2))
         return 1
     if bar is not None:
         bar.close()
-    print(json.dumps({"status": "success", **result}, indent=2, default=str))
+    print(json.dumps({"status": "success", **result.model_dump(mode="json")}, indent=2))
     return 0
 
 

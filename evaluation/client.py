@@ -16,6 +16,9 @@ with the error class (rate_limit, server_error, timeout, connection, bad_request
 
 The built-in offline judge (model ``offline/lexical``) is registered here as a litellm custom
 provider, so it runs through the very same code path with no network and no key.
+
+Importing this module changes nothing in the process: litellm is imported and set up by
+:func:`configure`, which the client and every function here that needs litellm call first.
 """
 
 from __future__ import annotations
@@ -32,24 +35,38 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Never fetch the price map at import (litellm downloads it otherwise).
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("LITELLM_LOG", "ERROR")
-
-import httpx  # noqa: E402
-import litellm  # noqa: E402
-import openai  # noqa: E402
-from litellm.llms.custom_llm import CustomLLM  # noqa: E402
-
-from evaluation import offline  # noqa: E402
-from evaluation.judges import PROBE_PROMPT, RenderedPrompt  # noqa: E402
+from evaluation import offline
+from evaluation.judges import PROBE_PROMPT, RenderedPrompt
 
 logger = logging.getLogger(__name__)
 
-litellm.suppress_debug_info = True
-litellm.telemetry = False
-for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
+#: litellm, once :func:`configure` has imported and set it up.
+litellm: Any = None
+
+
+def configure() -> Any:
+    """Import litellm and set it up for judge calls, once per process; returns the module.
+
+    Keeps litellm from fetching its price map (it downloads it at import otherwise), quiets its
+    loggers, registers the offline judge as a custom provider, and freezes the objects its import
+    left behind out of the garbage collector's work (some 380,000 long-lived objects: its price
+    map, provider tables) that every full collection would otherwise walk again, about 0.4 s per
+    full collection, one every ~1,000 judge calls."""
+    global litellm
+    if litellm is not None:
+        return litellm
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    import litellm as module
+
+    module.suppress_debug_info = True
+    module.telemetry = False
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    litellm = module
+    register_offline_provider()
+    gc.freeze()
+    return module
 
 RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 ERROR_CLASSES = ("rate_limit", "server_error", "timeout", "connection", "bad_request", "quota", "other")
@@ -91,6 +108,10 @@ def _causes(exc: BaseException) -> list[BaseException]:
 def classify_error(exc: BaseException) -> str:
     """The error class of an exception raised by a litellm call (its cause chain included: litellm
     reports a refused connection as a 500 whose cause is the connection error)."""
+    import httpx
+    import openai
+
+    configure()
     chain = _causes(exc)
     if any(isinstance(e, (asyncio.TimeoutError, TimeoutError, litellm.Timeout, openai.APITimeoutError)) for e in chain):
         return "timeout"
@@ -161,28 +182,32 @@ def _short(exc: BaseException, secret: str | None) -> str:
 # The offline judge as a litellm provider
 
 
-class _OfflineProvider(CustomLLM):
+def _offline_provider() -> Any:
     """litellm custom provider ``offline``: answers with :func:`evaluation.offline.respond`."""
+    from litellm.llms.custom_llm import CustomLLM
 
-    def _answer(self, kwargs: dict[str, Any]) -> litellm.ModelResponse:
+    def answer(kwargs: dict[str, Any]) -> Any:
         messages = kwargs["messages"]
         text = offline.respond(messages)
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
-        response: litellm.ModelResponse = kwargs.get("model_response") or litellm.ModelResponse()
+        response = kwargs.get("model_response") or litellm.ModelResponse()
         response.choices = [litellm.Choices(index=0, finish_reason="stop", message=litellm.Message(content=text, role="assistant"))]
         response.model = kwargs.get("model", "lexical")
-        response.usage = litellm.Usage(  # type: ignore[attr-defined]
+        response.usage = litellm.Usage(
             prompt_tokens=prompt_chars // 4 + 1,
             completion_tokens=len(text) // 4 + 1,
             total_tokens=prompt_chars // 4 + len(text) // 4 + 2,
         )
         return response
 
-    def completion(self, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # type: ignore[override]
-        return self._answer(kwargs)
+    class OfflineProvider(CustomLLM):  # type: ignore[misc]
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return answer(kwargs)
 
-    async def acompletion(self, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # type: ignore[override]
-        return self._answer(kwargs)
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return answer(kwargs)
+
+    return OfflineProvider()
 
 
 _OFFLINE_PROVIDER = "offline"
@@ -190,26 +215,20 @@ _OFFLINE_PROVIDER = "offline"
 
 def register_offline_provider() -> None:
     """Make ``offline/<anything>`` a litellm model (idempotent)."""
+    configure()
     entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != _OFFLINE_PROVIDER]
-    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": _OfflineProvider()})
+    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": _offline_provider()})
     litellm.custom_provider_map = entries
     if _OFFLINE_PROVIDER not in litellm.provider_list:
         litellm.provider_list.append(_OFFLINE_PROVIDER)  # type: ignore[arg-type]
 
-
-register_offline_provider()
-
-# litellm's import leaves some 380,000 long-lived objects (its price map, provider tables) that
-# every full garbage collection walks again: about 0.4 s per full collection, one every ~1,000
-# judge calls. Move everything alive now into the permanent generation so that the collector
-# skips it (only objects created from here on are collected; nothing alive is freed anyway).
-gc.freeze()
 
 
 def supports_json_mode(model: str) -> bool:
     """Whether the provider takes ``response_format={"type": "json_object"}``."""
     if model.startswith(f"{_OFFLINE_PROVIDER}/"):
         return True
+    configure()
     try:
         _, provider, _, _ = litellm.get_llm_provider(model)
         params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or []
@@ -299,6 +318,7 @@ def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
 
 def count_tokens(model: str, prompt: RenderedPrompt) -> int:
     """Prompt tokens of one rendered prompt by litellm's counter (a default tokenizer if unknown)."""
+    configure()
     try:
         return int(litellm.token_counter(model=model, messages=prompt.messages))
     except Exception:
@@ -307,6 +327,7 @@ def count_tokens(model: str, prompt: RenderedPrompt) -> int:
 
 def price_per_token(model: str) -> tuple[float, float]:
     """(input, output) USD per token from litellm's bundled price map; zeros when unknown."""
+    configure()
     try:
         info = litellm.get_model_info(model)
     except Exception:
@@ -350,6 +371,7 @@ class JudgeClient:
         self.backoff_max_s = backoff_max_s
         self._sleep = sleep
         self._rng = rng or random.Random(0)
+        configure()
         self.json_mode = supports_json_mode(model)
         self.workers = judge_workers() if workers is None else max(1, int(workers))
 

@@ -8,6 +8,8 @@ the ``evaluations`` table whose columns are :data:`EVALUATION_COLUMNS`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import unicodedata
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -296,8 +298,28 @@ class RunConfig(BaseModel):
 
 
 #: Columns of the `evaluations` table, in landing order (CONTRACT §3).
+def question_key(question: str) -> str:
+    """A stable key of a question (``evaluations.question_key``): 16 hex digits of the SHA-256 of
+    its normalised text (Unicode NFKC, case-folded, runs of white space as one space, punctuation
+    and symbols stripped at both ends), so
+    that two models' answers to the same question pair up in comparisons whatever the judge
+    templates look like."""
+    normalised = " ".join(unicodedata.normalize("NFKC", question).casefold().split())
+    start, end = 0, len(normalised)
+    while start < end and _is_edge_mark(normalised[start]):
+        start += 1
+    while end > start and _is_edge_mark(normalised[end - 1]):
+        end -= 1
+    return hashlib.sha256(normalised[start:end].encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _is_edge_mark(char: str) -> bool:
+    """Punctuation, a symbol or white space: stripped from both ends of a question's key text."""
+    return char.isspace() or unicodedata.category(char)[0] in "PS"
+
+
 EVALUATION_COLUMNS: tuple[str, ...] = (
-    "dt", "run_id", "record_id", "conversation_id", "model", "judge", "judge_model",
+    "dt", "run_id", "record_id", "conversation_id", "question_key", "model", "judge", "judge_model",
     "prompt_version", "rules_version", "judge_status", "verdict", "score", "faithfulness",
     "relevance", "completeness", "reasoning_quality", "context_relevance", "answer_relevance",
     "semantic_similarity", "evaluation_goal", "hits", "misses", "reasoning", "explanations",
@@ -305,3 +327,98 @@ EVALUATION_COLUMNS: tuple[str, ...] = (
     "hallucination_detected", "clamps_applied", "reason", "error", "input_tokens",
     "output_tokens", "cost_usd", "latency_ms", "attempts", "cached", "judged_at",
 )
+
+
+# --------------------------------------------------------------------------------------------
+# Model comparisons
+
+
+class ComparisonError(RuntimeError):
+    """A comparison cannot run as asked: the message names the range, the models and the cause."""
+
+
+class ComparisonSpec(BaseModel):
+    """What to compare. The DAG's Params form and ``python -m evaluation compare`` map onto it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start_date: dt.date = Field(description="First day (dt) of the range, inclusive.")
+    end_date: dt.date = Field(description="Last day (dt) of the range, inclusive.")
+    models: list[str] = Field(min_length=2, description="The models (the `model` column) to compare.")
+    baseline: str | None = Field(default=None, description="The model the others are compared to; default the first.")
+    judges: list[JudgeName] = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges compared.")
+    sample_per_model: int | None = Field(
+        default=None, ge=1, description="At most this many records per model, a seeded sample; None for all."
+    )
+    seed: int = Field(default=0, ge=0, description="Seeds the sample, the bootstrap and the permutations.")
+    judge_model: str | None = Field(
+        default=None, description="Re-judge the sample with this litellm model; None compares the landed scores."
+    )
+    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
+    concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight when re-judging.")
+    bootstrap: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples and permutations.")
+    thresholds: Thresholds = Field(
+        default_factory=Thresholds, description="Verdict thresholds when re-judging (landed rows keep theirs)."
+    )
+    min_pairs: int = Field(default=10, ge=2, description="Shared questions needed for a paired test.")
+
+    @field_validator("models", "judges", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("judges")
+    @classmethod
+    def _unique_judges(cls, value: list[JudgeName]) -> list[JudgeName]:
+        return list(dict.fromkeys(value))
+
+    @field_validator("models")
+    @classmethod
+    def _unique_models(cls, value: list[str]) -> list[str]:
+        models = [m.strip() for m in value]
+        if any(not m for m in models):
+            raise ValueError("a model name is blank")
+        repeated = sorted({m for m in models if models.count(m) > 1})
+        if repeated:
+            raise ValueError(f"models are repeated: {', '.join(repeated)}")
+        return models
+
+    @field_validator("baseline", "judge_model", "api_base", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _check(self) -> ComparisonSpec:
+        if self.end_date < self.start_date:
+            raise ValueError(f"end_date {self.end_date} is before start_date {self.start_date}")
+        if self.judge_model is None:
+            self.api_base = None  # only a judge call uses it; it must not change the comparison's id
+        if self.baseline is None:
+            self.baseline = self.models[0]
+        elif self.baseline not in self.models:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the models {self.models}")
+        return self
+
+    @property
+    def baseline_model(self) -> str:
+        """The baseline (set by validation)."""
+        assert self.baseline is not None
+        return self.baseline
+
+    def days(self) -> list[dt.date]:
+        """Every day of the range."""
+        return [self.start_date + dt.timedelta(days=i) for i in range((self.end_date - self.start_date).days + 1)]
+
+    def default_id(self) -> str:
+        """``cmp-`` and a hash of the spec: the same spec gets the same id."""
+        digest = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        return f"cmp-{digest[:16]}"
+
+    def describe(self) -> str:
+        """The range and the models, for messages."""
+        return f"{self.start_date}..{self.end_date}, models {', '.join(self.models)}"
+
+

@@ -1,7 +1,10 @@
 """The run options, defined once: the CLI's flags and the DAG's Params form are both built from
 :data:`OPTIONS`, and :func:`build_config` turns their values into a :class:`RunConfig`.
 
-This module is light on purpose (pydantic only): the DAG file imports it at parse time.
+This module is light on purpose (pydantic only): the DAG file imports it at parse time. Nothing
+here reads the environment then: an option with an ``env`` variable has an empty default, and
+:func:`build_config` fills an empty value from that variable when the run is configured (in the
+task, or the CLI), so a worker's environment applies, not the parsing process's.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import datetime as dt
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import BaseModel
 
 from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RunConfig, Thresholds
 
@@ -27,6 +32,8 @@ class Option:
     maximum: float | None = None
     nullable: bool = False
     schema_extra: dict[str, Any] = field(default_factory=dict)
+    env: str | None = None  #: the variable an empty value is taken from when the run is configured
+    fallback: Any = None  #: the value when the option and its variable are both empty
 
     @property
     def flag(self) -> str:
@@ -35,16 +42,21 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("input_uri", "string", os.environ.get("EVALUATION_INPUT_URI", ""), "Input URI",
-           "Root of the raw logs: s3://bucket/prefix or a directory; the day is read from dt=YYYY-MM-DD/."),
-    Option("output_uri", "string", os.environ.get("EVALUATION_OUTPUT_URI", ""), "Output URI",
-           "Root of the landed tables: s3://bucket/prefix or a directory."),
+    Option("input_uri", "string", "", "Input URI",
+           "Root of the raw logs: s3://bucket/prefix or a directory; the day is read from dt=YYYY-MM-DD/. "
+           "Empty: $EVALUATION_INPUT_URI.", env="EVALUATION_INPUT_URI"),
+    Option("output_uri", "string", "", "Output URI",
+           "Root of the landed tables: s3://bucket/prefix or a directory. Empty: $EVALUATION_OUTPUT_URI.",
+           env="EVALUATION_OUTPUT_URI"),
     Option("judges", "judges", list(JUDGES), "Judges", "Judges to run: rag, masis, prompt."),
-    Option("judge_model", "string", os.environ.get("EVALUATION_JUDGE_MODEL", OFFLINE_JUDGE_MODEL), "Judge model",
+    Option("judge_model", "string", "", "Judge model",
            "Any litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...); "
-           "offline/lexical is the built-in lexical baseline (no network, no key)."),
-    Option("api_base", "string", os.environ.get("EVALUATION_API_BASE", ""), "API base",
-           "Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); empty for the provider's own."),
+           "offline/lexical is the built-in lexical baseline (no network, no key). "
+           f"Empty: $EVALUATION_JUDGE_MODEL, else {OFFLINE_JUDGE_MODEL}.",
+           env="EVALUATION_JUDGE_MODEL", fallback=OFFLINE_JUDGE_MODEL),
+    Option("api_base", "string", "", "API base",
+           "Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); empty for $EVALUATION_API_BASE, "
+           "else the provider's own.", env="EVALUATION_API_BASE"),
     Option("chunk_size", "integer", 500, "Chunk size", "Records per judge chunk (one mapped task each).", 1),
     Option("concurrency", "integer", 8, "Concurrency", "Judge calls in flight per chunk.", 1, 1024),
     Option("timeout_s", "number", 60.0, "Call timeout (s)", "Timeout of one HTTP attempt.", 1),
@@ -80,6 +92,9 @@ def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger:
         raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
     merged = {o.name: o.default for o in OPTIONS}
     merged.update({k: v for k, v in values.items() if v is not None or k == "budget_usd"})
+    for option in OPTIONS:
+        if option.env is not None and not merged[option.name]:
+            merged[option.name] = os.environ.get(option.env) or option.fallback or option.default
     if not merged["input_uri"] or not merged["output_uri"]:
         raise ValueError("input_uri and output_uri are required (set them, or EVALUATION_INPUT_URI/_OUTPUT_URI)")
     thresholds = Thresholds.model_validate(
@@ -104,3 +119,28 @@ def param_schema(option: Option) -> dict[str, Any]:
         schema["maximum"] = option.maximum
     schema.update(option.schema_extra)
     return schema
+
+
+def form_fields(model: type[BaseModel], *, skip: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """A Params form generated from a pydantic model (a model comparison's spec): per field, its
+    ``default`` (absent when the field is required), ``title``, ``description`` and JSON Schema,
+    with ``X | None`` as the type ``[X, "null"]``. Nested models are left out."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    fields: dict[str, dict[str, Any]] = {}
+    for name, spec in schema["properties"].items():
+        if name in skip or "$ref" in spec:
+            continue
+        spec = dict(spec)
+        variants = spec.pop("anyOf", None)
+        if variants:
+            (typed,) = [v for v in variants if v.get("type") != "null"]
+            spec.update(typed, type=[typed["type"], "null"])
+        field_info = model.model_fields[name]
+        entry = {"title": field_info.title or name.replace("_", " ").capitalize(),
+                 "description": spec.pop("description", ""),
+                 "schema": {k: v for k, v in spec.items() if k not in ("title", "default")}}
+        if name not in required:
+            entry["default"] = field_info.get_default(call_default_factory=True)
+        fields[name] = entry
+    return fields

@@ -111,7 +111,7 @@ def run_config(context: Any) -> Any:
 
 def stores(cfg: Any) -> Any:
     """The run's input and output stores, S3 through the Airflow connection."""
-    from evaluation.pipeline import Stores
+    from evaluation.stages import Stores
 
     needs_s3 = cfg.input_uri.startswith("s3://") or cfg.output_uri.startswith("s3://")
     return Stores.open(cfg, s3_client() if needs_s3 else None)

@@ -28,7 +28,7 @@ MODULES = (
     "great_expectations",
     "polars",
     "boto3",
-    "evaluation.pipeline",
+    "evaluation.stages",
     "evaluation.client",
 )
 

@@ -25,7 +25,7 @@ def _run(conf: dict) -> object:
 def _tables(s3, output_uri: str) -> dict[str, pl.DataFrame]:
     out = storage.open_store(output_uri, s3.client())
     tables = {t: storage.read_parquet(out, storage.table_key(t, DAY)) for t in storage.TABLES if t != "runs"}
-    tables["runs"] = storage.read_parquets(out, [o.key for o in out.list(f"runs/{storage.day_partition(DAY)}/")])
+    tables["runs"] = storage.scan_table(out, "runs").filter(pl.col("dt") == DAY).collect()  # type: ignore[union-attr]
     return tables
 
 

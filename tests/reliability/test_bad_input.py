@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evaluation import pipeline, storage
+from evaluation import stages, storage
 from evaluation.options import build_config
 
 DAY = dt.date(2026, 11, 25)
@@ -30,9 +30,9 @@ def test_a_50_mb_line_and_an_empty_object_are_rejected_with_reasons(tmp_path) ->
     good = [json.dumps({**GOOD, "record_id": f"ok-{i}"}).encode() for i in range(60)]
     _write(tmp_path, [*good, huge, b"{}"])
     cfg = _config(tmp_path)
-    counts = pipeline.ingest_and_validate(cfg, pipeline.Stores.open(cfg))
+    counts = stages.ingest_and_validate(cfg, stages.Stores.open(cfg))
     assert counts["input"] == 62 and counts["valid"] == 60 and counts["rejected"] == 2
-    rejects = storage.read_parquet(storage.open_store(cfg.output_uri), pipeline.staged_key(cfg, "rejects"))
+    rejects = storage.read_parquet(storage.open_store(cfg.output_uri), stages.staged_key(cfg, "rejects"))
     by_id = {r["record_id"]: r for r in rejects.iter_rows(named=True)}
     assert any("max_record_chars" in reason for reason in by_id["huge"]["reasons"])
     assert len(by_id["huge"]["raw"]) < 20_000  # the raw text is kept, cut with a count
@@ -43,8 +43,8 @@ def test_a_50_mb_line_and_an_empty_object_are_rejected_with_reasons(tmp_path) ->
 def test_a_day_of_only_bad_records_fails_clearly_with_the_rejects_as_evidence(tmp_path) -> None:
     _write(tmp_path, [b"not json", b"[1, 2]", json.dumps({**GOOD, "record_id": "r", "question": " "}).encode()])
     cfg = _config(tmp_path)
-    with pytest.raises(pipeline.RunFailed) as error:
-        pipeline.ingest_and_validate(cfg, pipeline.Stores.open(cfg))
+    with pytest.raises(stages.RunFailed) as error:
+        stages.ingest_and_validate(cfg, stages.Stores.open(cfg))
     message = str(error.value)
     out = storage.open_store(cfg.output_uri)
     evidence = out.uri(storage.failed_prefix(DAY, cfg.run_id))
@@ -57,9 +57,9 @@ def test_a_day_of_only_bad_records_fails_clearly_with_the_rejects_as_evidence(tm
 def test_no_input_objects_fails_unless_empty_days_are_allowed(tmp_path) -> None:
     (tmp_path / "raw").mkdir()
     cfg = _config(tmp_path)
-    with pytest.raises(pipeline.RunFailed) as error:
-        pipeline.ingest_and_validate(cfg, pipeline.Stores.open(cfg))
+    with pytest.raises(stages.RunFailed) as error:
+        stages.ingest_and_validate(cfg, stages.Stores.open(cfg))
     assert "2026-11-25" in str(error.value) and "no input" in str(error.value)
     allowed = _config(tmp_path, allow_empty=True)
-    result = pipeline.run_day(allowed, pipeline.Stores.open(allowed))
+    result = stages.run_day(allowed, stages.Stores.open(allowed))
     assert result["input"] == 0 and result["rows"] == 0

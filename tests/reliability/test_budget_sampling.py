@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from evaluation import pipeline, storage, synthetic
+from evaluation import stages, storage, synthetic
 from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens
 from tests.reliability.helpers import DAY, config, judge_reply, runs, table
 
@@ -38,7 +38,7 @@ def _write_unequal_day(tmp_path: Path) -> dict[str, str]:
 
 def _sampled(tmp_path: Path, run_id: str, sample: str, chunk_size: int = 500) -> tuple[dict, pl.DataFrame]:
     cfg = config(tmp_path, run_id=run_id, sample=sample, chunk_size=chunk_size, judge_model="offline/lexical")
-    result = pipeline.run_day(cfg, pipeline.Stores.open(cfg))
+    result = stages.run_day(cfg, stages.Stores.open(cfg))
     return result, table(tmp_path / "out", "evaluations")
 
 
@@ -89,14 +89,14 @@ def test_budget_stops_calls_per_chunk_and_the_rest_is_budget_exhausted(tmp_path:
     with OpenAIServer(responder=judge_reply) as server:
         cfg = config(tmp_path, judge_model="openai/gpt-4o-mini", api_base=server.base_url, chunk_size=15,
                      concurrency=concurrency, budget_usd=budget)
-        stores = pipeline.Stores.open(cfg)
-        pipeline.ingest_and_validate(cfg, stores)
-        chunks = pipeline.plan_chunks(cfg, stores)
+        stores = stages.Stores.open(cfg)
+        stages.ingest_and_validate(cfg, stores)
+        chunks = stages.plan_chunks(cfg, stores)
         assert len(chunks) == 2
         made_total, cost_total = 0, 0.0
         for chunk in chunks:
             seen = server.request_count
-            result = pipeline.judge_chunk(cfg, stores, chunk["index"], api_key="k")
+            result = stages.judge_chunk(cfg, stores, chunk["index"], api_key="k")
             calls = storage.read_parquet(stores.out, storage.chunk_key(DAY, "r1", "calls", chunk["index"]))
             judged = storage.read_parquet(stores.out, storage.chunk_key(DAY, "r1", "judged", chunk["index"]))
             made = calls.filter(pl.col("attempts") > 0).sort("judged_at")
@@ -118,7 +118,7 @@ def test_budget_stops_calls_per_chunk_and_the_rest_is_budget_exhausted(tmp_path:
             cost_total += sum(costs)
             requests = server.requests[seen:]
             assert sum(count_prompt_tokens(r) for r in requests) == made["input_tokens"].sum()
-        landed = pipeline.score_and_land(cfg, stores)
+        landed = stages.score_and_land(cfg, stores)
     assert landed["rows"] == 90 and landed["calls_made"] == made_total
     assert landed["cost_usd"] == pytest.approx(cost_total, abs=1e-6)
     run = runs(tmp_path / "out").row(0, named=True)
@@ -137,11 +137,11 @@ def test_a_rerun_with_the_same_budget_reuses_the_paid_replies_and_judges_more(tm
     with OpenAIServer(responder=judge_reply) as server:
         first_cfg = config(tmp_path, judge_model="openai/gpt-4o-mini", api_base=server.base_url, concurrency=1,
                            budget_usd=0.001)
-        first = pipeline.run_day(first_cfg, pipeline.Stores.open(first_cfg), api_key="k")
+        first = stages.run_day(first_cfg, stages.Stores.open(first_cfg), api_key="k")
         before = table(tmp_path / "out", "evaluations")
         seen = len(server.requests)
         second_cfg = first_cfg.model_copy(update={"run_id": "r2"})
-        second = pipeline.run_day(second_cfg, pipeline.Stores.open(second_cfg), api_key="k")
+        second = stages.run_day(second_cfg, stages.Stores.open(second_cfg), api_key="k")
         asked_again = {json.dumps(r["messages"]) for r in server.requests[seen:]} & {
             json.dumps(r["messages"]) for r in server.requests[:seen]}
     after = table(tmp_path / "out", "evaluations")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import pipeline, storage, synthetic
+from evaluation import stages, storage, synthetic
 from evaluation.testing.openai_server import OpenAIServer, Reply
 from tests.reliability.helpers import DAY, config, runs
 
@@ -19,7 +19,7 @@ def landed_day(tmp_path: Path) -> dict[str, bytes]:
     """A day evaluated by a good run (r0): its landed tables, byte for byte."""
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
     good = config(tmp_path, run_id="r0", judge_model="offline/lexical")
-    pipeline.run_day(good, pipeline.Stores.open(good))
+    stages.run_day(good, stages.Stores.open(good))
     return {name: (tmp_path / "out" / storage.table_key(name, DAY)).read_bytes() for name in LANDED}
 
 
@@ -31,8 +31,8 @@ def _assert_nothing_ran(tmp_path: Path, landed: dict[str, bytes], run_id: str = 
 
 def test_a_model_litellm_cannot_resolve_fails_the_run_first_and_keeps_the_day(tmp_path: Path, landed_day) -> None:
     cfg = config(tmp_path, judge_model="nope/not-a-model")
-    with pytest.raises(pipeline.RunFailed) as failure:
-        pipeline.run_day(cfg, pipeline.Stores.open(cfg))
+    with pytest.raises(stages.RunFailed) as failure:
+        stages.run_day(cfg, stages.Stores.open(cfg))
     message = str(failure.value)
     assert "run r1 of 2026-11-20" in message and "judge model 'nope/not-a-model' cannot be used" in message
     assert "bad_request (not retried)" in message and "nope/not-a-model" in message.split("failed with", 1)[1]
@@ -54,8 +54,8 @@ def test_an_endpoint_that_refuses_the_probe_for_good_fails_without_retrying(
 ) -> None:
     with OpenAIServer(responder=lambda body: reply, answer_probes=False) as server:
         cfg = config(tmp_path, judge_model="openai/gpt-nope", api_base=server.base_url, max_attempts=4)
-        with pytest.raises(pipeline.RunFailed) as failure:
-            pipeline.run_day(cfg, pipeline.Stores.open(cfg), api_key="sk-bad-key-0000")
+        with pytest.raises(stages.RunFailed) as failure:
+            stages.run_day(cfg, stages.Stores.open(cfg), api_key="sk-bad-key-0000")
         assert server.request_count == 1  # a refusal is final: the probe is not retried
     message = str(failure.value)
     assert "judge model 'openai/gpt-nope' cannot be used" in message and fragment in message
@@ -67,8 +67,8 @@ def test_an_endpoint_that_refuses_the_probe_for_good_fails_without_retrying(
 def test_an_endpoint_that_does_not_answer_is_a_transient_failure(tmp_path: Path, landed_day) -> None:
     with OpenAIServer(responder=lambda body: Reply.server_error(), answer_probes=False) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url, max_attempts=2)
-        with pytest.raises(pipeline.JudgeUnreachable, match="did not answer a probe call: server_error"):
-            pipeline.run_day(cfg, pipeline.Stores.open(cfg), api_key="k")
+        with pytest.raises(stages.JudgeUnreachable, match="did not answer a probe call: server_error"):
+            stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
         assert server.request_count == 2  # retried like any call, then left to the scheduler's retry
     _assert_nothing_ran(tmp_path, landed_day)
     assert "r1" not in runs(tmp_path / "out")["run_id"].to_list()  # not a failed run: it will be retried

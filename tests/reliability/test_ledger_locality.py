@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from evaluation import pipeline, storage, synthetic
+from evaluation import stages, storage, synthetic
 from evaluation.ledger import Ledger
 from tests.reliability.helpers import DAY, config
 
@@ -63,21 +63,21 @@ def test_a_lookup_reads_only_objects_of_overlapping_ranges(tmp_path: Path, monke
 def test_chunks_hold_disjoint_key_ranges_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 100)
     cfg = config(tmp_path, **OFFLINE)
-    stores = pipeline.Stores.open(cfg)
-    pipeline.ingest_and_validate(cfg, stores, batch_rows=13)
-    chunks = pipeline.plan_chunks(cfg, stores)  # one shuffle bucket
+    stores = stages.Stores.open(cfg)
+    stages.ingest_and_validate(cfg, stores, batch_rows=13)
+    chunks = stages.plan_chunks(cfg, stores)  # one shuffle bucket
     assert [c["records"] for c in chunks] == [20] * 5
     frames = [storage.read_parquet(stores.out, c["key"]) for c in chunks]
-    monkeypatch.setattr(pipeline, "SHUFFLE_BUCKET_ROWS", 7)  # 15 buckets from 8 parts: the same chunks
-    again = pipeline.plan_chunks(cfg, stores)
+    monkeypatch.setattr(stages.plan, "SHUFFLE_BUCKET_ROWS", 7)  # 15 buckets from 8 parts: the same chunks
+    again = stages.plan_chunks(cfg, stores)
     rebuilt = [storage.read_parquet(stores.out, c["key"]) for c in again]
     assert len(rebuilt) == len(frames) and all(a.equals(b) for a, b in zip(rebuilt, frames, strict=True))
-    ranges = [pipeline.key_range(f) for f in frames]
+    ranges = [stages.key_range(f) for f in frames]
     assert all(r is not None for r in ranges)
     for (_, high), (low, _) in zip(ranges, ranges[1:], strict=False):  # type: ignore[misc]
         assert high <= low
     # Records with the same question and answer share a key: one chunk (or two at a boundary).
-    keys = pl.concat([f.with_columns(pipeline.content_keys(f), chunk=pl.lit(i)) for i, f in enumerate(frames)])
+    keys = pl.concat([f.with_columns(stages.content_keys(f), chunk=pl.lit(i)) for i, f in enumerate(frames)])
     spread = keys.group_by("_key").agg(pl.col("chunk").n_unique().alias("chunks"), pl.len())
     assert spread["len"].max() > 1, "the synthetic day repeats questions with their answers"
     assert spread["chunks"].max() <= 2
@@ -86,18 +86,18 @@ def test_chunks_hold_disjoint_key_ranges_in_order(tmp_path: Path, monkeypatch: p
 def test_a_rerun_chunk_reads_its_own_ledger_objects_and_makes_no_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 100)
     first = config(tmp_path, run_id="first", **OFFLINE)
-    pipeline.run_day(first, pipeline.Stores.open(first))
+    stages.run_day(first, stages.Stores.open(first))
     objects = [o.key for o in storage.LocalStore(tmp_path / "out").list(storage.ledger_prefix(DAY))]
     assert len(objects) >= 5 and all(k.rsplit("/", 1)[-1].startswith("k") for k in objects)
 
     second = config(tmp_path, run_id="second", **OFFLINE)
-    stores = pipeline.Stores.open(second)
-    pipeline.ingest_and_validate(second, stores)
-    chunks = pipeline.plan_chunks(second, stores)
+    stores = stages.Stores.open(second)
+    stages.ingest_and_validate(second, stores)
+    chunks = stages.plan_chunks(second, stores)
     reads = _read_counter(monkeypatch)
     for chunk in chunks:
         reads.clear()
-        result = pipeline.judge_chunk(second, stores, chunk["index"])
+        result = stages.judge_chunk(second, stores, chunk["index"])
         assert result["calls_made"] == 0 and result["reused"] > 0
         # its own range's objects (and at most a neighbour's sharing a boundary key), never the day's
         assert 1 <= len(set(reads)) <= 2 < len(objects)
@@ -114,18 +114,18 @@ def test_a_rerun_chunk_with_nothing_to_call_never_imports_litellm(tmp_path: Path
 
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 40, bad=False)
     first = config(tmp_path, run_id="r0", **OFFLINE)
-    pipeline.run_day(first, pipeline.Stores.open(first))
+    stages.run_day(first, stages.Stores.open(first))
     rerun = config(tmp_path, run_id="r1", **OFFLINE)
-    stores = pipeline.Stores.open(rerun)
-    pipeline.ingest_and_validate(rerun, stores)
-    chunks = pipeline.plan_chunks(rerun, stores)
+    stores = stages.Stores.open(rerun)
+    stages.ingest_and_validate(rerun, stores)
+    chunks = stages.plan_chunks(rerun, stores)
     script = (
         "import json, sys\n"
-        "from evaluation import pipeline\n"
+        "from evaluation import stages\n"
         "from evaluation.contract import RunConfig\n"
         f"cfg = RunConfig.model_validate_json({rerun.model_dump_json()!r})\n"
-        "stores = pipeline.Stores.open(cfg)\n"
-        f"results = [pipeline.judge_chunk(cfg, stores, i) for i in range({len(chunks)})]\n"
+        "stores = stages.Stores.open(cfg)\n"
+        f"results = [stages.judge_chunk(cfg, stores, i) for i in range({len(chunks)})]\n"
         "print(json.dumps({'litellm': 'litellm' in sys.modules, 'calls': sum(r['calls_made'] for r in results),"
         " 'reused': sum(r['reused'] for r in results)}))\n"
     )
@@ -133,5 +133,5 @@ def test_a_rerun_chunk_with_nothing_to_call_never_imports_litellm(tmp_path: Path
     assert done.returncode == 0, done.stderr[-2000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome == {"litellm": False, "calls": 0, "reused": outcome["reused"]} and outcome["reused"] > 0
-    landed = pipeline.score_and_land(rerun, stores)
+    landed = stages.score_and_land(rerun, stores)
     assert landed["calls_made"] == 0 and landed["statuses"]["ok"] > 0

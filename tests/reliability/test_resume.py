@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import cli, pipeline, storage, synthetic
+from evaluation import cli, stages, storage, synthetic
 from evaluation.client import JudgeClient
 from evaluation.contract import JUDGES, InputRecord
 from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, render
@@ -123,19 +123,19 @@ def test_a_retried_chunk_rewrites_the_same_keys_and_makes_no_request(tmp_path: P
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
     with OpenAIServer(responder=judge_reply) as server:
         cfg = config(tmp_path, judge_model=MODEL, api_base=server.base_url, chunk_size=10)
-        stores = pipeline.Stores.open(cfg)
-        pipeline.ingest_and_validate(cfg, stores)
-        chunks = pipeline.plan_chunks(cfg, stores)
+        stores = stages.Stores.open(cfg)
+        stages.ingest_and_validate(cfg, stores)
+        chunks = stages.plan_chunks(cfg, stores)
         assert len(chunks) == 3
         work = storage.work_prefix(DAY, "r1")
-        first = pipeline.judge_chunk(cfg, stores, 1, api_key="k")
+        first = stages.judge_chunk(cfg, stores, 1, api_key="k")
         keys = {o.key for o in stores.out.list(work)}
         judged_key = storage.chunk_key(DAY, "r1", "judged", 1)
         judged = storage.read_parquet(stores.out, judged_key)
         requests = server.request_count
         assert first["calls_made"] == requests > 0
 
-        retried = pipeline.judge_chunk(cfg, stores, 1, api_key="k")
+        retried = stages.judge_chunk(cfg, stores, 1, api_key="k")
         assert server.request_count == requests
         assert retried["calls_made"] == 0 and retried["rows"] == first["rows"] == 30
         assert {o.key for o in stores.out.list(work)} == keys
@@ -145,7 +145,7 @@ def test_a_retried_chunk_rewrites_the_same_keys_and_makes_no_request(tmp_path: P
         assert again.filter(pl.col("judge_status") != "skipped")["cached"].all()
 
         for chunk in (0, 2):
-            pipeline.judge_chunk(cfg, stores, chunk, api_key="k")
-        result = pipeline.score_and_land(cfg, stores)
+            stages.judge_chunk(cfg, stores, chunk, api_key="k")
+        result = stages.score_and_land(cfg, stores)
     assert result["rows"] == 90 and result["reconciled"]["expected_rows"] == 90
     assert table(tmp_path / "out", "evaluations").group_by("record_id", "judge").len()["len"].eq(1).all()

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from evaluation import pipeline, storage, synthetic
+from evaluation import stages, storage, synthetic
 from evaluation.contract import RunConfig
 from tests.reliability.helpers import DAY, config, runs, table
 
@@ -27,10 +27,10 @@ def _day_files(out: Path, day: dt.date) -> dict[str, list[str]]:
             if (out / t / f"dt={day}").exists()}
 
 
-def _stage(cfg: RunConfig, stores: pipeline.Stores) -> None:
-    pipeline.ingest_and_validate(cfg, stores)
-    for chunk in pipeline.plan_chunks(cfg, stores):
-        pipeline.judge_chunk(cfg, stores, chunk["index"])
+def _stage(cfg: RunConfig, stores: stages.Stores) -> None:
+    stages.ingest_and_validate(cfg, stores)
+    for chunk in stages.plan_chunks(cfg, stores):
+        stages.judge_chunk(cfg, stores, chunk["index"])
 
 
 def test_an_older_run_may_not_land_once_a_newer_one_claimed_the_day(tmp_path: Path) -> None:
@@ -38,17 +38,17 @@ def test_an_older_run_may_not_land_once_a_newer_one_claimed_the_day(tmp_path: Pa
     out = tmp_path / "out"
     run_a = config(tmp_path, run_id="run-a", chunk_size=10, **OFFLINE)
     run_b = config(tmp_path, run_id="run-b", chunk_size=10, **OFFLINE)
-    stores_a, stores_b = pipeline.Stores.open(run_a), pipeline.Stores.open(run_b)
+    stores_a, stores_b = stages.Stores.open(run_a), stages.Stores.open(run_b)
 
     _stage(run_a, stores_a)  # A ingested (claimed the day) and judged everything...
-    pipeline.ingest_and_validate(run_b, stores_b)  # ...then B ingested: B owns the day now.
-    with pytest.raises(pipeline.StaleRun, match="run run-a of 2026-11-20: run run-b has claimed the day"):
-        pipeline.score_and_land(run_a, stores_a)
+    stages.ingest_and_validate(run_b, stores_b)  # ...then B ingested: B owns the day now.
+    with pytest.raises(stages.StaleRun, match="run run-a of 2026-11-20: run run-b has claimed the day"):
+        stages.score_and_land(run_a, stores_a)
     assert not any((out / t).exists() for t in ("evaluations", "judge_calls", "daily_summary", "runs"))
 
-    for chunk in pipeline.plan_chunks(run_b, stores_b):
-        pipeline.judge_chunk(run_b, stores_b, chunk["index"])
-    landed = pipeline.score_and_land(run_b, stores_b)
+    for chunk in stages.plan_chunks(run_b, stores_b):
+        stages.judge_chunk(run_b, stores_b, chunk["index"])
+    landed = stages.score_and_land(run_b, stores_b)
     assert landed["rows"] == 24 * 3 and landed["run_id"] == "run-b"
     evaluations = table(out, "evaluations")
     assert evaluations["run_id"].unique().to_list() == ["run-b"] and evaluations.height == 24 * 3
@@ -56,8 +56,8 @@ def test_an_older_run_may_not_land_once_a_newer_one_claimed_the_day(tmp_path: Pa
     b_bytes = {t: (out / storage.table_key(t, DAY)).read_bytes() for t in LANDED}
 
     # A, still around, tries again after B landed: refused, and B's tables are untouched.
-    with pytest.raises(pipeline.StaleRun):
-        pipeline.score_and_land(run_a, stores_a)
+    with pytest.raises(stages.StaleRun):
+        stages.score_and_land(run_a, stores_a)
     assert {t: (out / storage.table_key(t, DAY)).read_bytes() for t in LANDED} == b_bytes
     assert runs(out)["run_id"].to_list() == ["run-b"]
 
@@ -70,7 +70,7 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
     out = tmp_path / "out"
     for day in (previous_day, DAY):
         cfg = config(tmp_path, run_id=f"first-{day}", day=day, **OFFLINE)
-        pipeline.run_day(cfg, pipeline.Stores.open(cfg))
+        stages.run_day(cfg, stages.Stores.open(cfg))
     before = {(t, d): table(out, t, d) for t in LANDED for d in (previous_day, DAY)}
     files_before = {d: _day_files(out, d) for d in (previous_day, DAY)}
     assert all(names == ["part-0.parquet"] for t, names in files_before[DAY].items() if t != "runs")
@@ -92,7 +92,7 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
     monkeypatch.setattr(storage.LocalStore, "upload_file", crashing_upload)
     rerun = config(tmp_path, run_id="second", **OFFLINE)
     with pytest.raises(OSError, match="simulated crash"):
-        pipeline.run_day(rerun, pipeline.Stores.open(rerun))
+        stages.run_day(rerun, stages.Stores.open(rerun))
     monkeypatch.setattr(storage.LocalStore, "upload_file", original)
     assert landed == [storage.table_key("evaluations", DAY), storage.table_key("judge_calls", DAY)]
 
@@ -114,7 +114,7 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
 
     # Run again: the day lands whole, from the ledger, with no call made twice.
     again = config(tmp_path, run_id="third", **OFFLINE)
-    result = pipeline.run_day(again, pipeline.Stores.open(again))
+    result = stages.run_day(again, stages.Stores.open(again))
     assert result["calls_made"] == 0 and result["rows"] == 18 * 3
     for name in ("evaluations", "judge_calls", "daily_summary"):
         assert set(table(out, name)["run_id"]) == {"third"}

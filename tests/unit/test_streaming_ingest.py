@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import ingest, pipeline, storage, synthetic, validation
+from evaluation import ingest, stages, storage, synthetic, validation
 from evaluation.contract import RunConfig
 from evaluation.ingest import IngestResult, Reject, ingest_batches, ingest_objects, iter_object, read_object
 from evaluation.validation import DayValidator, validate
@@ -268,12 +268,13 @@ def _write_raw(tmp_path: Path, objects: list[tuple[str, bytes]]) -> None:
 def _staged(cfg: RunConfig) -> dict[str, Any]:
     """What ingest and plan staged for the landing (nothing is landed before the last stage)."""
     store = storage.LocalStore(cfg.output_uri)
-    manifest = storage.read_json(store, storage.work_key(DAY, "r", "manifest.json"))
+    staged = stages.read_manifest(cfg, stages.Stores.open(cfg))
+    manifest = {**staged.ingest.model_dump(), **staged.plan.model_dump()}
     chunks = [storage.read_parquet(store, storage.chunk_key(DAY, "r", "records", i)) for i in range(manifest["chunks"])]
     assert not store.exists(storage.table_key("rejects", DAY))
     return {
-        "rejects": storage.read_parquet(store, pipeline.staged_key(cfg, "rejects")),
-        "result": storage.read_json(store, pipeline.staged_key(cfg, "validation")),
+        "rejects": storage.read_parquet(store, stages.staged_key(cfg, "rejects")),
+        "result": storage.read_json(store, stages.staged_key(cfg, "validation")),
         "manifest": manifest,
         "chunks": chunks,
     }
@@ -286,9 +287,9 @@ def test_pipeline_in_small_batches_lands_and_stages_what_one_batch_does(tmp_path
     outcomes = {}
     for out, batch_rows in (("one", 10**9), ("small", 7)):
         cfg = _config(tmp_path, out, max_reject_ratio=0.3, chunk_size=6, sample=sample)
-        stores = pipeline.Stores.open(cfg)
-        counts = pipeline.ingest_and_validate(cfg, stores, batch_rows=batch_rows)
-        chunks = pipeline.plan_chunks(cfg, stores)
+        stores = stages.Stores.open(cfg)
+        counts = stages.ingest_and_validate(cfg, stores, batch_rows=batch_rows)
+        chunks = stages.plan_chunks(cfg, stores)
         outcomes[out] = (counts, chunks, _staged(cfg))
     (counts, chunks, one), (small_counts, small_chunks, small) = outcomes["one"], outcomes["small"]
     assert small_counts == counts
@@ -308,12 +309,12 @@ def test_pipeline_in_small_batches_lands_and_stages_what_one_batch_does(tmp_path
     # The chunks are the valid records in content-key order (ties in input order), as the whole
     # table sorted and cut in slices would be.
     records = pl.concat(one["chunks"])
-    assert records.columns == [*pipeline.RECORD_SCHEMA, "sampled"]
-    assert records["sampled"].equals(pipeline.sample_mask(records, _config(tmp_path, "x", sample=sample)))
+    assert records.columns == [*stages.RECORD_SCHEMA, "sampled"]
+    assert records["sampled"].equals(stages.sample_mask(records, _config(tmp_path, "x", sample=sample)))
     whole = ingest_objects(objects, DAY)
     expected = validate(whole.rows, day=DAY, ingest_rejects=len(whole.rejects), max_reject_ratio=1.0).valid
-    expected = expected.select([pl.col(c).cast(t) for c, t in pipeline.RECORD_SCHEMA.items()])
-    expected = expected.with_columns(pipeline.content_keys(expected)).sort("_key", maintain_order=True)
+    expected = expected.select([pl.col(c).cast(t) for c, t in stages.RECORD_SCHEMA.items()])
+    expected = expected.with_columns(stages.content_keys(expected)).sort("_key", maintain_order=True)
     assert records.select("record_id", "line_no").equals(expected.select("record_id", "line_no"))
     assert records.height == counts["valid"] and records["record_id"].n_unique() == records.height
 
@@ -322,8 +323,8 @@ def test_a_day_of_only_bad_records_keeps_every_reject_as_evidence(tmp_path: Path
     bad = [record(record_id=f"r-{i}", question=None) if i % 3 else "{nope" for i in range(40)]
     _write_raw(tmp_path, [(f"{ROOT}/a.jsonl", jsonl(*bad[:25])), (f"{ROOT}/b.jsonl.gz", gzip.compress(jsonl(*bad[25:])))])
     cfg = _config(tmp_path, "out")
-    with pytest.raises(pipeline.RunFailed, match=r"reject ratio 1 \(40 of 40\) exceeds max_reject_ratio 0.05"):
-        pipeline.ingest_and_validate(cfg, pipeline.Stores.open(cfg), batch_rows=7)
+    with pytest.raises(stages.RunFailed, match=r"reject ratio 1 \(40 of 40\) exceeds max_reject_ratio 0.05"):
+        stages.ingest_and_validate(cfg, stages.Stores.open(cfg), batch_rows=7)
     store = storage.LocalStore(tmp_path / "out")
     assert not store.exists(storage.table_key("rejects", DAY))  # a failed run replaces no table
     rejects = storage.read_parquet(store, storage.failed_key(DAY, "r", "rejects.parquet"))
@@ -343,7 +344,7 @@ def test_a_day_of_only_bad_records_keeps_every_reject_as_evidence(tmp_path: Path
     assert run["status"] == "failed" and "reject ratio" in run["message"]
     assert run["evidence_uri"] == store.uri(storage.failed_prefix(DAY, "r"))
     assert (run["input_records"], run["rejected_records"]) == (40, 40)
-    manifest = storage.read_json(store, storage.work_key(DAY, "r", "manifest.json"))
+    manifest = stages.read_manifest(cfg, stages.Stores.open(cfg)).ingest.model_dump()
     assert manifest["counts"] == {"objects": 2, "input": 40, "valid": 0, "rejected": 40}
     assert manifest["valid_parts"] == 0
 
@@ -352,46 +353,46 @@ def test_a_day_of_only_bad_records_keeps_every_reject_as_evidence(tmp_path: Path
 def test_a_day_without_objects(tmp_path: Path, allow_empty: bool) -> None:
     (tmp_path / "raw").mkdir()
     cfg = _config(tmp_path, "out", allow_empty=allow_empty)
-    stores = pipeline.Stores.open(cfg)
+    stores = stages.Stores.open(cfg)
     if not allow_empty:
-        with pytest.raises(pipeline.RunFailed, match="2026-11-25: no input objects"):
-            pipeline.ingest_and_validate(cfg, stores)
+        with pytest.raises(stages.RunFailed, match="2026-11-25: no input objects"):
+            stages.ingest_and_validate(cfg, stores)
         assert storage.read_parquet(stores.out, storage.failed_key(DAY, "r", "rejects.parquet")).height == 0
         assert not stores.out.exists(storage.table_key("rejects", DAY))
         return
-    assert pipeline.ingest_and_validate(cfg, stores) == {"objects": 0, "input": 0, "valid": 0, "rejected": 0}
-    assert pipeline.plan_chunks(cfg, stores) == []
-    rejects = storage.read_parquet(stores.out, pipeline.staged_key(cfg, "rejects"))
-    assert rejects.height == 0 and rejects.schema == pl.Schema(pipeline.REJECT_SCHEMA)
+    assert stages.ingest_and_validate(cfg, stores).model_dump() == {"objects": 0, "input": 0, "valid": 0, "rejected": 0}
+    assert stages.plan_chunks(cfg, stores) == []
+    rejects = storage.read_parquet(stores.out, stages.staged_key(cfg, "rejects"))
+    assert rejects.height == 0 and rejects.schema == pl.Schema(stages.REJECT_SCHEMA)
 
 
 def test_a_rerun_of_ingest_replaces_the_staged_parts(tmp_path: Path) -> None:
     _write_raw(tmp_path, [(f"{ROOT}/a.jsonl", jsonl(*[record(record_id=f"r-{i}") for i in range(20)]))])
     cfg = _config(tmp_path, "out", chunk_size=8)
-    stores = pipeline.Stores.open(cfg)
-    pipeline.ingest_and_validate(cfg, stores, batch_rows=3)
-    pipeline.ingest_and_validate(cfg, stores, batch_rows=10)
+    stores = stages.Stores.open(cfg)
+    stages.ingest_and_validate(cfg, stores, batch_rows=3)
+    stages.ingest_and_validate(cfg, stores, batch_rows=10)
     parts = [o.key for o in stores.out.list(storage.work_key(DAY, "r", "valid/"))]
     assert [p.rsplit("/", 1)[-1] for p in parts] == ["part-00000.parquet", "part-00001.parquet"]
-    chunks = pipeline.plan_chunks(cfg, stores)
+    chunks = stages.plan_chunks(cfg, stores)
     assert [c["records"] for c in chunks] == [8, 8, 4]
 
 
 def test_plan_without_ingest_fails_naming_the_run(tmp_path: Path) -> None:
     cfg = _config(tmp_path, "out")
-    with pytest.raises(pipeline.RunFailed, match="run r of 2026-11-25: no valid records staged"):
-        pipeline.plan_chunks(cfg, pipeline.Stores.open(cfg))
+    with pytest.raises(stages.RunFailed, match="run r of 2026-11-25: no valid records staged"):
+        stages.plan_chunks(cfg, stages.Stores.open(cfg))
 
 
 def test_synthetic_day_streams_like_the_dag_sees_it(tmp_path: Path) -> None:
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 60)
     cfg = _config(tmp_path, "out", chunk_size=25)
-    stores = pipeline.Stores.open(cfg)
+    stores = stages.Stores.open(cfg)
     planted = len(synthetic.bad_lines(DAY)) + 1
-    with pytest.raises(pipeline.RunFailed, match="reject ratio"):  # 6 of 66 rejected
-        pipeline.ingest_and_validate(cfg, stores, batch_rows=11)
+    with pytest.raises(stages.RunFailed, match="reject ratio"):  # 6 of 66 rejected
+        stages.ingest_and_validate(cfg, stores, batch_rows=11)
     relaxed = cfg.model_copy(update={"max_reject_ratio": 0.2})
-    counts = pipeline.ingest_and_validate(relaxed, stores, batch_rows=11)
-    assert counts == {"objects": 2, "input": 60 + planted, "valid": 60, "rejected": planted}
-    chunks = pipeline.plan_chunks(relaxed, stores)
+    counts = stages.ingest_and_validate(relaxed, stores, batch_rows=11)
+    assert counts.model_dump() == {"objects": 2, "input": 60 + planted, "valid": 60, "rejected": planted}
+    chunks = stages.plan_chunks(relaxed, stores)
     assert [c["records"] for c in chunks] == [25, 25, 10]

@@ -1,0 +1,76 @@
+"""The stages of a day's evaluation, shared by the Airflow DAGs and the command line.
+
+    check_run -> ingest_and_validate -> plan_chunks -> judge_chunk (one per chunk) -> score_and_land
+
+Each stage reads what the previous one staged under ``_work/dt=.../run=.../`` and returns a
+small typed result (what the DAG passes through XCom, as JSON). Every stage is idempotent for its
+run: a retried stage rewrites the same keys. Run-level problems raise :class:`RunFailed` naming
+the run, the day and the cause; per-record problems are rows with a status.
+
+Nothing replaces the day's landed tables before every run-level rule has passed: ingest stages
+the rejects and the validation result with the run, and :func:`score_and_land` lands every table
+of the day only after the counts reconcile and the call-error ceiling holds. A run that breaks a
+rule lands its evidence under ``_failed/`` (see :func:`~evaluation.storage.failed_prefix`) and its
+``runs`` row with status ``failed`` and the cause; the day's tables and report stay as they were.
+"""
+
+from evaluation.stages._run import (
+    CheckResult,
+    ChunkPlan,
+    ChunkResult,
+    CostEstimate,
+    DayResult,
+    IngestCounts,
+    JudgeUnreachable,
+    JudgeUnusable,
+    Manifest,
+    RunFailed,
+    StaleRun,
+    Stores,
+    read_manifest,
+    staged_key,
+)
+from evaluation.stages.check import check_run, judge_client, probe_judge
+from evaluation.stages.day import run_day
+from evaluation.stages.ingest import ingest_and_validate, raw_objects, validated_batches
+from evaluation.stages.judge import judge_chunk
+from evaluation.stages.land import score_and_land
+from evaluation.stages.plan import content_keys, in_key_order, key_range, plan_chunks, sample_mask, stage_chunks
+from evaluation.stages.schemas import CALLS_SCHEMA, PARSED_SCHEMA, RECORD_SCHEMA, REJECT_SCHEMA, record_from_row
+
+__all__ = [
+    "CALLS_SCHEMA",
+    "PARSED_SCHEMA",
+    "RECORD_SCHEMA",
+    "REJECT_SCHEMA",
+    "CheckResult",
+    "ChunkPlan",
+    "ChunkResult",
+    "CostEstimate",
+    "DayResult",
+    "IngestCounts",
+    "JudgeUnreachable",
+    "JudgeUnusable",
+    "Manifest",
+    "RunFailed",
+    "StaleRun",
+    "Stores",
+    "check_run",
+    "content_keys",
+    "in_key_order",
+    "ingest_and_validate",
+    "judge_chunk",
+    "judge_client",
+    "key_range",
+    "plan_chunks",
+    "probe_judge",
+    "raw_objects",
+    "read_manifest",
+    "record_from_row",
+    "run_day",
+    "sample_mask",
+    "score_and_land",
+    "stage_chunks",
+    "staged_key",
+    "validated_batches",
+]

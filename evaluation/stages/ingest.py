@@ -1,0 +1,158 @@
+"""Stage 1: ingest and validate the day's raw objects."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evaluation import storage
+from evaluation.contract import RunConfig
+from evaluation.stages._run import (
+    IngestCounts,
+    IngestRecord,
+    Stores,
+    check_claim,
+    claim_day,
+    fail_run,
+    read_manifest,
+    staged_key,
+    valid_part_key,
+    where,
+    write_record,
+)
+from evaluation.stages.schemas import RECORD_SCHEMA, REJECT_SCHEMA
+
+logger = logging.getLogger(__name__)
+
+#: Input records per ingest batch (parsed rows plus ingest rejects): what ingest holds in memory.
+INGEST_BATCH_ROWS = 50_000
+
+
+def raw_objects(store: storage.Store, day: dt.date) -> list[storage.ObjectInfo]:
+    """The day's raw log objects (``.jsonl``, ``.jsonl.gz``, ``.parquet`` under ``dt=YYYY-MM-DD/``)."""
+    return [o for o in store.list(storage.raw_prefix(day)) if o.key.endswith(storage.RAW_SUFFIXES)]
+
+
+def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path) -> Iterator[tuple[str, Path]]:
+    """Each raw object as a local file, one at a time: a directory store's own file, or an S3
+    object downloaded when its turn comes and deleted after. No object is held in memory whole."""
+    for info in objects:
+        if isinstance(store, storage.LocalStore):
+            yield store.uri(info.key), store.path / info.key
+            continue
+        path = folder / "raw-object"
+        store.download_file(info.key, path)
+        try:
+            yield store.uri(info.key), path
+        finally:
+            path.unlink(missing_ok=True)
+
+
+@dataclass
+class ValidatedBatch:
+    """One bounded batch of the day's input after the row rules."""
+
+    valid: pl.DataFrame  #: valid records at RECORD_SCHEMA
+    ingest_rejects: list[Any]  #: lines that did not parse as records
+    rule_rejects: list[Any]  #: records that broke a row rule of the suite
+
+
+def validated_batches(
+    store: storage.Store,
+    objects: list[storage.ObjectInfo],
+    validator: Any,
+    *,
+    batch_rows: int = INGEST_BATCH_ROWS,
+) -> Iterator[ValidatedBatch]:
+    """The raw objects read one at a time, in batches of at most ``batch_rows`` input records, each
+    checked by ``validator`` (a :class:`~evaluation.validation.DayValidator`, which also counts
+    the day's totals for its table rules). Memory follows the batch, not the day."""
+    from evaluation.ingest import ingest_batches
+
+    with tempfile.TemporaryDirectory(prefix="evaluation-ingest-") as folder:
+        sources = raw_sources(store, objects, Path(folder))
+        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows,
+                                    max_record_chars=validator.max_record_chars):
+            validator.add_ingest_rejects(len(batch.rejects))
+            if batch.rows.height == 0:
+                yield ValidatedBatch(pl.DataFrame(schema=RECORD_SCHEMA), batch.rejects, [])
+                continue
+            checked = validator.validate_batch(batch.rows)
+            valid = checked.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+            yield ValidatedBatch(valid, batch.rejects, checked.rejects)
+
+
+def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:
+    pl.DataFrame([{"run_id": cfg.run_id, **r.model_dump()} for r in rejects], schema=REJECT_SCHEMA).write_parquet(path)
+    return path
+
+
+def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = INGEST_BATCH_ROWS) -> IngestCounts:
+    """Read the day's raw objects, validate them (Great Expectations), stage the valid records,
+    the rejects and the validation result. Raises RunFailed on a table rule, with the evidence
+    under ``_failed/``.
+
+    The day streams through in batches of at most ``batch_rows`` input records, so memory follows
+    the batch, not the day: objects are read one at a time, the row suite runs on every batch
+    (a record_id repeated in a later batch or object is still a repeat), each batch's valid rows
+    are staged as one part (``valid/part-NNNNN.parquet``, counted in the ingest record as
+    ``valid_parts``), and its rejects go to local parts streamed into the staged ``rejects``
+    at the end (ingest rejects first, then row-rule rejects, each in input order). The
+    table rules run once, over the day's totals."""
+    from evaluation.validation import DayValidator
+
+    started = time.monotonic()
+    if read_manifest(cfg, stores).ingest is not None:
+        check_claim(cfg, stores)  # a retry must not take the day back from a newer run
+    claim_day(cfg, stores)
+    objects = raw_objects(stores.raw, cfg.date)
+    logger.info("%s: %d input objects under %s", where(cfg), len(objects), stores.raw.uri(storage.raw_prefix(cfg.date)))
+    validator = DayValidator(
+        cfg.date,
+        max_record_chars=cfg.max_record_chars,
+        max_reject_ratio=cfg.max_reject_ratio,
+        allow_empty=cfg.allow_empty,
+    )
+    stores.out.delete_prefix(storage.work_key(cfg.date, cfg.run_id, "valid/"))
+    valid_parts = valid_records = 0
+    with tempfile.TemporaryDirectory(prefix="evaluation-rejects-") as folder:
+        ingest_parts: list[Path] = []
+        rule_parts: list[Path] = []
+        batches = validated_batches(stores.raw, objects, validator, batch_rows=batch_rows)
+        for index, batch in enumerate(batches):
+            if batch.ingest_rejects:
+                ingest_parts.append(_write_rejects(cfg, batch.ingest_rejects, Path(folder) / f"ingest-{index:05d}.parquet"))
+            if batch.rule_rejects:
+                rule_parts.append(_write_rejects(cfg, batch.rule_rejects, Path(folder) / f"rules-{index:05d}.parquet"))
+            if batch.valid.height:
+                storage.write_parquet(stores.out, valid_part_key(cfg, valid_parts), batch.valid)
+                valid_parts += 1
+                valid_records += batch.valid.height
+            del batch
+        outcome = validator.finish(input_objects=len(objects))
+        parts = [*ingest_parts, *rule_parts]
+        rejects = pl.scan_parquet(parts) if parts else pl.DataFrame(schema=REJECT_SCHEMA).lazy()
+        rejected = storage.sink_parquet(stores.out, staged_key(cfg, "rejects"), rejects)
+    storage.write_json(stores.out, staged_key(cfg, "validation"), outcome.result_json)
+    if (valid_records, rejected) != (outcome.valid_records, outcome.rejected_records):
+        raise fail_run(cfg, stores, f"{where(cfg)}: counts do not reconcile after validation: staged {valid_records} "
+                       f"valid and {rejected} rejects, the suites counted {outcome.valid_records} and "
+                       f"{outcome.rejected_records}")
+    counts = IngestCounts(objects=len(objects), input=valid_records + rejected, valid=valid_records, rejected=rejected)
+    write_record(cfg, stores, "ingest", IngestRecord(counts=counts, valid_parts=valid_parts,
+                                                     seconds=round(time.monotonic() - started, 3)))
+    logger.info("%s: %s in %d batches", where(cfg), counts, validator.batches)
+    if outcome.table_failures:
+        evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
+        raise fail_run(cfg, stores, f"{where(cfg)} failed validation: " + "; ".join(outcome.table_failures)
+                       + f" (its rejects and validation result are at {evidence}; the day's landed tables"
+                       " were kept)")
+    return counts

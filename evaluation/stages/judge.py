@@ -1,0 +1,252 @@
+"""Stage 3: judge one chunk."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import polars as pl
+
+from evaluation import storage
+from evaluation.contract import RULES_VERSION, InputRecord, JudgeName, RunConfig, question_key
+from evaluation.judges import (
+    PROMPT_VERSIONS,
+    RenderedPrompt,
+    call_error_row,
+    not_applicable_row,
+    parse_reply,
+    render,
+)
+from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
+from evaluation.stages.check import judge_client
+from evaluation.stages.plan import key_range
+from evaluation.stages.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Pending:
+    record: InputRecord
+    judged_record: InputRecord
+    judge: JudgeName
+    prompt: RenderedPrompt
+    request_hash: str
+    redactions: int
+
+
+def judge_chunk(
+    cfg: RunConfig,
+    stores: Stores,
+    index: int,
+    *,
+    api_key: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ChunkResult:
+    """Run the selected judges on one staged chunk; stage its parsed rows and judge calls.
+
+    The ledger is asked first what is already paid for: the judge client (and litellm, a few
+    seconds to import) is set up only when there are calls to make, so a re-run of a judged day
+    costs the reading of its chunks and ledger."""
+    from evaluation.ledger import Ledger, request_hash
+    from evaluation.redact import redact_record
+
+    started = time.monotonic()
+    plan = read_manifest(cfg, stores).plan
+    chunk_count = max(1, plan.chunks) if plan is not None else 1
+    frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
+    client = None
+    parameters = plan.call_parameters if plan is not None else None
+    if parameters is None:  # chunks staged outside the daily plan (a comparison's sample)
+        client = judge_client(cfg, api_key)
+        parameters = client.call_parameters()
+    rows: list[dict[str, Any]] = []
+    pending: list[_Pending] = []
+    for row in frame.iter_rows(named=True):
+        record = record_from_row(row)
+        judged_record, redactions = redact_record(record) if cfg.redact_pii else (record, 0)
+        for judge in cfg.judges:
+            if not row["sampled"]:
+                rows.append(_finish(not_applicable_row(judge, record, "sampled_out"), cfg, PROMPT_VERSIONS[judge]))
+                continue
+            prompt = render(judge, judged_record)
+            if prompt is None:
+                rows.append(_finish(not_applicable_row(judge, record), cfg, PROMPT_VERSIONS[judge]))
+                continue
+            digest = request_hash(cfg.judge_model, prompt, parameters)
+            pending.append(_Pending(record, judged_record, judge, prompt, digest, redactions))
+
+    ledger = Ledger(stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}", key_range=key_range(frame))
+    cached = ledger.lookup({p.request_hash for p in pending})
+    if cfg.rejudge_parse_errors:
+        unparsed = _unparsed_replies(pending, cached)
+        if unparsed:
+            logger.info("%s chunk %d: %d stored replies do not parse: judged again", where(cfg), index, len(unparsed))
+        for digest in unparsed:
+            del cached[digest]
+    # Identical prompts (same model, template, text, parameters) are called once: a content-addressed
+    # judgement is reused within the chunk as it is across runs.
+    unique: dict[str, _Pending] = {}
+    for item in pending:
+        if item.request_hash not in cached:
+            unique.setdefault(item.request_hash, item)
+    to_call = list(unique.values())
+    budget = None if cfg.budget_usd is None else cfg.budget_usd / chunk_count
+    if to_call and client is None:
+        client = judge_client(cfg, api_key)
+    if budget is not None and client is not None and client.prices() == (0.0, 0.0):
+        logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
+                       where(cfg), cfg.budget_usd, cfg.judge_model)
+    spent = 0.0
+
+    def on_done(position: int, outcome: Any) -> None:
+        nonlocal spent
+        spent += outcome.cost_usd
+        item = to_call[position]
+        if outcome.ok:
+            ledger.record({
+                "request_hash": item.request_hash,
+                "judge": item.judge,
+                "judge_model": cfg.judge_model,
+                "prompt_version": item.prompt.prompt_version,
+                "raw_response": outcome.raw_text,
+                "input_tokens": outcome.input_tokens,
+                "output_tokens": outcome.output_tokens,
+                "cost_usd": outcome.cost_usd,
+                "latency_ms": outcome.latency_ms,
+                "attempts": outcome.attempts,
+                "judged_at": outcome.judged_at,
+            })
+        if progress is not None:
+            progress(1)
+
+    def budget_spent() -> bool:
+        return budget is not None and spent >= budget
+
+    if progress is not None:
+        progress(len(rows) + len(pending) - len(to_call))  # skipped, reused and repeated ones
+    logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
+                where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
+    # Without a budget nothing can stop the calls early: no should_stop lets the client share
+    # them out over worker processes ($EVALUATION_JUDGE_WORKERS).
+    outcomes: list[Any] = []
+    if client is not None and to_call:
+        outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done,
+                                                should_stop=budget_spent if budget is not None else None))
+    ledger.flush()
+    by_hash = {p.request_hash: o for p, o in zip(to_call, outcomes, strict=True)}
+
+    calls: list[dict[str, Any]] = []
+    for item in pending:
+        stored = cached.get(item.request_hash)
+        outcome = by_hash.get(item.request_hash)
+        if stored is None and outcome is not None and outcome.ok and unique[item.request_hash] is not item:
+            stored = _as_stored(outcome)  # a repeat of a prompt judged in this chunk: not paid twice
+        elif stored is None and outcome is not None and unique[item.request_hash] is not item:
+            outcome = replace(outcome, attempts=0, latency_ms=0.0, cost_usd=0.0)  # its failed call is counted once
+        row_out, call = _judged_row(cfg, item, outcome, stored)
+        rows.append(row_out)
+        if call is not None:
+            calls.append(call)
+    keys = {r: question_key(q) for r, q in zip(frame["record_id"], frame["question"], strict=True)}
+    for row in rows:
+        row["question_key"] = keys[row["record_id"]]
+    parsed = pl.DataFrame(rows, schema=PARSED_SCHEMA)
+    storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", index), parsed)
+    storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", index),
+                          pl.DataFrame(calls, schema=CALLS_SCHEMA))
+    counts = parsed.group_by("judge_status").len().to_dict(as_series=False)
+    result = ChunkResult(
+        index=index,
+        rows=parsed.height,
+        calls_made=sum(1 for o in outcomes if o is not None),
+        reused=len(pending) - len(to_call),  # from the ledger, or repeats within the chunk
+        statuses=dict(zip(counts["judge_status"], counts["len"], strict=True)),
+        seconds=round(time.monotonic() - started, 3),
+    )
+    logger.info("%s chunk %d judged: %s", where(cfg), index, result)
+    return result
+
+
+def _unparsed_replies(pending: list[_Pending], cached: dict[str, dict[str, Any]]) -> set[str]:
+    """Request hashes whose stored reply parses to ``parse_error`` (for ``rejudge_parse_errors``)."""
+    unparsed = set()
+    for item in pending:
+        stored = cached.get(item.request_hash)
+        if stored is not None and item.request_hash not in unparsed:
+            row = parse_reply(item.judge, item.judged_record, stored["raw_response"], item.prompt)
+            if row["judge_status"] == "parse_error":
+                unparsed.add(item.request_hash)
+    return unparsed
+
+
+def _as_stored(outcome: Any) -> dict[str, Any]:
+    return {
+        "raw_response": outcome.raw_text,
+        "input_tokens": outcome.input_tokens,
+        "output_tokens": outcome.output_tokens,
+        "judged_at": outcome.judged_at,
+    }
+
+
+def _finish(row: dict[str, Any], cfg: RunConfig, prompt_version: str) -> dict[str, Any]:
+    row.update(
+        judge_model=cfg.judge_model,
+        prompt_version=prompt_version,
+        rules_version=RULES_VERSION,
+        input_tokens=row.get("input_tokens", 0),
+        output_tokens=row.get("output_tokens", 0),
+        cost_usd=row.get("cost_usd", 0.0),
+        latency_ms=row.get("latency_ms", 0.0),
+        attempts=row.get("attempts", 0),
+        cached=row.get("cached", False),
+        judged_at=row.get("judged_at"),
+    )
+    return row
+
+
+def _judged_row(
+    cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    call = {
+        "run_id": cfg.run_id,
+        "record_id": item.record.record_id,
+        "judge": item.judge,
+        "judge_model": cfg.judge_model,
+        "prompt_version": item.prompt.prompt_version,
+        "request_hash": item.request_hash,
+        "system_prompt": item.prompt.system,
+        "user_prompt": item.prompt.user,
+        "redactions": item.redactions,
+    }
+    if stored is not None:
+        row = parse_reply(item.judge, item.judged_record, stored["raw_response"], item.prompt)
+        row.update(
+            input_tokens=stored["input_tokens"], output_tokens=stored["output_tokens"], cost_usd=0.0,
+            latency_ms=0.0, attempts=0, cached=True, judged_at=stored["judged_at"],
+        )
+        call.update(raw_response=stored["raw_response"], input_tokens=stored["input_tokens"],
+                    output_tokens=stored["output_tokens"], cost_usd=0.0, latency_ms=0.0, attempts=0,
+                    cached=True, judged_at=stored["judged_at"])
+        return _finish(row, cfg, item.prompt.prompt_version), call
+    if outcome is None:
+        row = not_applicable_row(item.judge, item.record, "budget_exhausted")
+        return _finish(row, cfg, item.prompt.prompt_version), None
+    if not outcome.ok:
+        row = call_error_row(item.judge, item.record, outcome.error)
+    else:
+        row = parse_reply(item.judge, item.judged_record, outcome.raw_text, item.prompt)
+    row.update(
+        input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens, cost_usd=outcome.cost_usd,
+        latency_ms=outcome.latency_ms, attempts=outcome.attempts, cached=False, judged_at=outcome.judged_at,
+    )
+    call.update(raw_response=outcome.raw_text, error=outcome.error, error_class=outcome.error_class,
+                input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens,
+                cost_usd=outcome.cost_usd, latency_ms=outcome.latency_ms, attempts=outcome.attempts,
+                cached=False, judged_at=outcome.judged_at)
+    return _finish(row, cfg, item.prompt.prompt_version), call
+

@@ -1,0 +1,216 @@
+"""Stage 4: score, check the run-level rules, land the day."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+from evaluation import storage
+from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, VERDICTS, RunConfig
+from evaluation.judges import score_table
+from evaluation.stages._run import (
+    STAGED,
+    DayResult,
+    IngestCounts,
+    RunFailed,
+    Stores,
+    check_claim,
+    fail_run,
+    landed_key,
+    read_manifest,
+    staged_key,
+    where,
+    write_run_row,
+)
+from evaluation.stages.schemas import CALLS_SCHEMA, evaluation_schema
+from evaluation.summary import SummaryBuilder
+
+logger = logging.getLogger(__name__)
+
+#: Judged rows scored together when landing (several chunks at once: scoring has a fixed cost per
+#: call; the batch bounds the memory).
+LAND_BATCH_ROWS = 50_000
+
+
+def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None) -> DayResult:
+    """Score every staged judgement (Polars), check the run-level rules, then land the day's
+    ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary`` and
+    the run's ``runs`` row. A run whose counts do not reconcile, or whose call errors exceed
+    ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`."""
+    started = time.monotonic()
+    manifest = read_manifest(cfg, stores)
+    if manifest.ingest is None or manifest.plan is None:
+        raise RunFailed(f"{where(cfg)}: nothing ingested and planned under "
+                        f"{stores.out.uri(storage.work_prefix(cfg.date, cfg.run_id))}")
+    counts = manifest.ingest.counts
+    chunk_count = manifest.plan.chunks
+    judged_keys = [storage.chunk_key(cfg.date, cfg.run_id, "judged", i) for i in range(chunk_count)]
+    call_keys = [storage.chunk_key(cfg.date, cfg.run_id, "calls", i) for i in range(chunk_count)]
+    missing = [k for k in judged_keys if not stores.out.exists(k)]
+    if missing:
+        raise RunFailed(f"{where(cfg)}: {len(missing)} of {chunk_count} chunks were not judged "
+                        f"(first missing: {stores.out.uri(missing[0])})")
+    with tempfile.TemporaryDirectory(prefix="evaluation-land-") as folder:
+        # Scoring is row-wise, so the day is scored in batches of chunks (at most LAND_BATCH_ROWS
+        # rows) and every day-level figure (summary, totals, reconciliation) is accumulated batch
+        # by batch; the landed tables are streamed from the scored files. Memory follows the batch,
+        # not the day.
+        summary_builder = SummaryBuilder()
+        tally = DayTally()
+        scored_paths: list[Path] = []
+        call_paths: list[Path] = []
+        batch: list[pl.DataFrame] = []
+
+        def score_batch() -> None:
+            scored = score_table(pl.concat(batch), cfg.thresholds).with_columns(run_id=pl.lit(cfg.run_id)).select(
+                [pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"]
+            )
+            path = Path(folder) / f"scored-{len(scored_paths):05d}.parquet"
+            scored.write_parquet(path)
+            scored_paths.append(path)
+            summary_builder.add(scored)
+            tally.add_evaluations(scored)
+            batch.clear()
+
+        for index, (judged_key, call_key) in enumerate(zip(judged_keys, call_keys, strict=True)):
+            batch.append(storage.read_parquet(stores.out, judged_key))
+            if sum(frame.height for frame in batch) >= LAND_BATCH_ROWS:
+                score_batch()
+            call_path = Path(folder) / f"calls-{index:05d}.parquet"
+            stores.out.download_file(call_key, call_path)
+            call_paths.append(call_path)
+            tally.add_calls(pl.read_parquet(call_path, columns=["attempts", "cached"]))
+        if batch:
+            score_batch()
+        # Every table of the day is complete on local disk before anything is landed.
+        tables = {
+            "evaluations": Path(folder) / "evaluations.parquet",
+            "judge_calls": Path(folder) / "judge_calls.parquet",
+            "daily_summary": Path(folder) / "daily_summary.parquet",
+        }
+        evaluations = (
+            pl.scan_parquet(scored_paths) if scored_paths
+            else pl.DataFrame(schema=evaluation_schema()).lazy()
+        )
+        evaluations.sink_parquet(tables["evaluations"], compression=storage.PARQUET_COMPRESSION)
+        calls = pl.scan_parquet(call_paths) if call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
+        calls.sink_parquet(tables["judge_calls"], compression=storage.PARQUET_COMPRESSION)
+        summary = summary_builder.finish(cfg.run_id)
+        summary.write_parquet(tables["daily_summary"], compression=storage.PARQUET_COMPRESSION, statistics=True)
+        # The day's status counts, tokens and cost are the summary's, summed over its groups.
+        totals = summary.select(
+            *[pl.col(f"n_{s}").sum().alias(s) for s in JUDGE_STATUSES],
+            pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
+        ).row(0, named=True)
+        rows = tally.rows
+        call_totals = tally.call_totals
+        statuses: dict[str, int] = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
+        attempted = rows - statuses["skipped"]
+        call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
+        result = DayResult(
+            run_id=cfg.run_id,
+            dt=cfg.date.isoformat(),
+            **counts.model_dump(),
+            judges=list(cfg.judges),
+            rows=rows,
+            statuses=statuses,
+            verdicts={v: int(tally.verdicts[v]) for v in ("pass", "borderline", "fail")},
+            calls_made=int(call_totals["made"] or 0),
+            calls_reused=int(call_totals["reused"] or 0),
+            input_tokens=int(totals["input_tokens"] or 0),
+            output_tokens=int(totals["output_tokens"] or 0),
+            cost_usd=round(float(totals["cost_usd"] or 0.0), 6),
+            call_error_ratio=round(call_error_ratio, 4),
+            output_uri=stores.out.root,
+        )
+        evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
+        try:
+            result.reconciled = reconcile(cfg, counts, tally, scored_paths)
+        except RunFailed as exc:
+            raise fail_run(cfg, stores, f"{exc}; the day's landed tables were kept, this run's rows are at {evidence}",
+                           scored=tables, result=result.model_dump(), started_at=started_at) from exc
+        if call_error_ratio > cfg.max_call_error_ratio:
+            raise fail_run(cfg, stores, f"{where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
+                           f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}; "
+                           f"the day's landed tables were kept, this run's rows are at {evidence}",
+                           scored=tables, result=result.model_dump(), started_at=started_at)
+
+        check_claim(cfg, stores)
+        for name in STAGED:
+            stores.out.copy(staged_key(cfg, name), landed_key(cfg, name))
+        for name, path in tables.items():
+            stores.out.upload_file(storage.table_key(name, cfg.date), path)
+    timings = {**manifest.timings, "score_land_s": round(time.monotonic() - started, 3)}
+    write_run_row(cfg, stores, result.model_dump(), manifest, timings, "success", None, started_at)
+    stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
+    logger.info("%s landed: %s", where(cfg), result)
+    return result
+
+
+class DayTally:
+    """What landing needs beyond ``daily_summary``, accumulated batch by batch: verdicts over all
+    rows (the summary counts ``ok`` rows' only), calls made and reused, and the inputs of
+    :func:`reconcile`.
+
+    Duplicate (record_id, judge) pairs are looked for through a 64-bit hash per row (8 bytes a
+    row, not the ids); :func:`reconcile` confirms any hash seen twice on the ids themselves."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+        self.call_totals: dict[str, int] = {"made": 0, "reused": 0}
+        self.rows = 0
+        self.bad_status = 0
+        self._hashes: list[pl.Series] = []
+
+    def add_evaluations(self, scored: pl.DataFrame) -> None:
+        sums = scored.select(
+            *[(pl.col("verdict") == v).sum().alias(v) for v in VERDICTS],
+            (~pl.col("judge_status").is_in(list(JUDGE_STATUSES))).sum().alias("bad_status"),
+        ).row(0, named=True)
+        self.bad_status += int(sums.pop("bad_status") or 0)
+        for verdict, count in sums.items():
+            self.verdicts[verdict] += count or 0
+        self.rows += scored.height
+        self._hashes.append(_pair_hash(scored))
+
+    def add_calls(self, calls: pl.DataFrame) -> None:
+        self.call_totals["made"] += int((calls["attempts"] > 0).sum())
+        self.call_totals["reused"] += int(calls["cached"].sum())
+
+    def repeated_hashes(self) -> pl.Series:
+        hashes = pl.concat(self._hashes) if self._hashes else pl.Series("h", [], dtype=pl.UInt64)
+        return hashes.filter(hashes.is_duplicated()).unique()
+
+
+def _pair_hash(frame: pl.DataFrame) -> pl.Series:
+    return frame.select(pl.struct("record_id", "judge").hash(seed=7).alias("h")).to_series()
+
+
+def reconcile(cfg: RunConfig, counts: IngestCounts, tally: DayTally, scored_paths: list[Path]) -> dict[str, int]:
+    """CONTRACT §4: input = valid + rejected; rows = valid × judges; one status per row."""
+    problems = []
+    if counts.input != counts.valid + counts.rejected:
+        problems.append(f"input {counts.input} != valid {counts.valid} + rejected {counts.rejected}")
+    expected = counts.valid * len(cfg.judges)
+    height = tally.rows
+    if height != expected:
+        problems.append(f"{height} evaluation rows, expected {counts.valid} × {len(cfg.judges)} = {expected}")
+    suspects = tally.repeated_hashes()
+    if suspects.len():  # confirm on the ids: two different pairs may share a hash
+        frame = pl.scan_parquet(scored_paths).select("record_id", "judge")
+        candidates = frame.filter(pl.struct("record_id", "judge").hash(seed=7).is_in(suspects.implode()))
+        duplicates = candidates.group_by("record_id", "judge").len().filter(pl.col("len") > 1).select(pl.len()).collect().item()
+        if duplicates:
+            problems.append(f"{duplicates} duplicate (record_id, judge) pairs")
+    if tally.bad_status:
+        problems.append(f"{tally.bad_status} rows without a valid judge_status")
+    if problems:
+        raise RunFailed(f"{where(cfg)}: counts do not reconcile: " + "; ".join(problems))
+    return {"input": counts.input, "valid": counts.valid, "rejected": counts.rejected,
+            "rows": height, "expected_rows": expected}
+

@@ -1,0 +1,260 @@
+"""Stage 2: sample, order by content key, cut into chunks, estimate the cost."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evaluation import storage
+from evaluation.contract import RunConfig
+from evaluation.judges import render
+from evaluation.stages._run import (
+    ChunkPlan,
+    CostEstimate,
+    PlanRecord,
+    RunFailed,
+    Stores,
+    read_manifest,
+    valid_part_key,
+    where,
+    write_record,
+)
+from evaluation.stages.schemas import RECORD_SCHEMA, record_from_row
+
+logger = logging.getLogger(__name__)
+
+
+def _stable_fraction(record_id: str, model: str) -> float:
+    digest = hashlib.sha256(f"{model}\x1f{record_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def sample_mask(frame: pl.DataFrame, cfg: RunConfig) -> pl.Series:
+    """True for records the run judges: all, or a deterministic sample stratified by model."""
+    if cfg.sample is None or frame.height == 0:
+        return pl.Series("sampled", [True] * frame.height, dtype=pl.Boolean)
+    fractions = pl.Series([_stable_fraction(r, m) for r, m in zip(frame["record_id"], frame["model"], strict=True)])
+    ranked = frame.select("model").with_columns(_u=fractions, _i=pl.int_range(pl.len()))
+    rank = ranked.select(pl.col("_u").rank("ordinal").over("model")).to_series()
+    if cfg.sample.fraction is not None:  # the same share of every model (at least one record each)
+        keep = rank <= ranked.select((pl.len().over("model") * cfg.sample.fraction).round(9).ceil()).to_series()
+    else:
+        keep = rank <= cfg.sample.max_per_model
+    return keep.alias("sampled")
+
+
+def _staged_valid_parts(cfg: RunConfig, stores: Stores, folder: Path) -> list[Path]:
+    """The valid parts ingest staged, in input order, as local files (downloaded unless the
+    output store is a directory)."""
+    ingest = read_manifest(cfg, stores).ingest
+    if ingest is None:
+        raise RunFailed(f"{where(cfg)}: no valid records staged under "
+                        f"{stores.out.uri(storage.work_key(cfg.date, cfg.run_id, 'valid/'))} (ingest has not run)")
+    paths = []
+    for index in range(ingest.valid_parts):
+        key = valid_part_key(cfg, index)
+        if isinstance(stores.out, storage.LocalStore):
+            paths.append(stores.out.path / key)
+        else:
+            path = folder / f"valid-{index:05d}.parquet"
+            stores.out.download_file(key, path)
+            paths.append(path)
+    return paths
+
+
+#: The record fields of the content key. Every judge's prompt holds the question and the answer,
+#: so records with the same prompt for any judge share a key (and therefore a chunk).
+KEY_FIELDS = ("question", "answer")
+
+
+#: Records per bucket of the plan's shuffle (see :func:`_record_chunks`).
+SHUFFLE_BUCKET_ROWS = 20_000
+
+
+def _content_digests(frame: pl.DataFrame) -> list[bytes]:
+    joined = frame.select(
+        pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in KEY_FIELDS], separator="\x1f")
+    ).to_series()
+    return [hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest() for text in joined]
+
+
+def content_keys(frame: pl.DataFrame) -> pl.Series:
+    """A stable 64-bit key per record (16 hex digits) of its question and answer."""
+    return pl.Series("_key", [d.hex() for d in _content_digests(frame)], dtype=pl.String)
+
+
+def key_range(frame: pl.DataFrame) -> tuple[str, str] | None:
+    """The smallest and largest content key of a chunk's records (None when it has none)."""
+    keys = content_keys(frame)
+    return (str(keys.min()), str(keys.max())) if keys.len() else None
+
+
+def key_ordered_chunks(paths: list[Path], sampled: pl.Series, chunk_size: int, folder: Path) -> Iterator[pl.DataFrame]:
+    """The staged valid records (with their ``sampled`` flag) in content-key order, ties in input
+    order, cut into chunks of ``chunk_size`` records (the last may be shorter).
+
+    Ordering by content key gives every chunk its own narrow range of keys, the same range on
+    every run of the day: the ledger is looked up only in the objects of overlapping ranges
+    (:class:`~evaluation.ledger.Ledger`), so a chunk reads what earlier attempts at its own
+    records stored, not the whole day's ledger. Records with the same question and answer sit
+    together (at most split by a chunk boundary), so a prompt repeated in the day is judged once.
+    The order is made with a bounded shuffle: each part is split by key
+    into buckets of about :data:`SHUFFLE_BUCKET_ROWS` records written as local files, then the
+    buckets are read back in key order one at a time. Memory follows a part and a bucket, not the
+    day."""
+    total = sampled.len()
+    buckets = max(1, math.ceil(total / SHUFFLE_BUCKET_ROWS))
+    files: dict[int, list[Path]] = {}
+    offset = 0
+    for number, path in enumerate(paths):
+        part = pl.read_parquet(path)
+        digests = _content_digests(part)
+        part = part.with_columns(
+            sampled.slice(offset, part.height),
+            _key=pl.Series([d.hex() for d in digests], dtype=pl.String),
+            _bucket=pl.Series([(int.from_bytes(d[:4]) * buckets) >> 32 for d in digests], dtype=pl.Int64),
+        )
+        offset += part.height
+        for (bucket,), group in part.partition_by("_bucket", as_dict=True, include_key=False, maintain_order=True).items():
+            file = folder / f"bucket-{bucket:06d}-{number:05d}.arrow"
+            group.write_ipc(file)
+            files.setdefault(int(bucket), []).append(file)
+        del part
+    pending: list[pl.DataFrame] = []
+    pending_rows = 0
+    for bucket in sorted(files):
+        ordered = pl.concat([pl.read_ipc(f) for f in files[bucket]]).sort("_key", maintain_order=True).drop("_key")
+        for file in files.pop(bucket):
+            file.unlink()
+        start = 0
+        while start < ordered.height:
+            take = min(chunk_size - pending_rows, ordered.height - start)
+            pending.append(ordered.slice(start, take))
+            pending_rows += take
+            start += take
+            if pending_rows == chunk_size:
+                yield pl.concat(pending)
+                pending, pending_rows = [], 0
+    if pending_rows:
+        yield pl.concat(pending)
+
+
+def stage_chunks(cfg: RunConfig, stores: Stores, chunks: Iterable[pl.DataFrame]) -> list[ChunkPlan]:
+    """Stage each chunk of records (RECORD_SCHEMA plus ``sampled``) for the judge stage."""
+    stores.out.delete_prefix(storage.work_key(cfg.date, cfg.run_id, "records/"))
+    planned = []
+    for index, part in enumerate(chunks):
+        key = storage.chunk_key(cfg.date, cfg.run_id, "records", index)
+        storage.write_parquet(stores.out, key, part)
+        planned.append(ChunkPlan(index=index, records=part.height, key=key))
+    return planned
+
+
+def in_key_order(records: pl.DataFrame, chunk_size: int) -> Iterator[pl.DataFrame]:
+    """Records held in memory (a comparison's sample) cut into chunks in content-key order, as
+    :func:`key_ordered_chunks` does with a day."""
+    ordered = records.with_columns(content_keys(records)).sort("_key", maintain_order=True).drop("_key")
+    for offset in range(0, ordered.height, chunk_size):
+        yield ordered.slice(offset, chunk_size)
+
+
+def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
+    """Sample, split the valid records into chunks (never more than ``max_map_length``), stage
+    each chunk and estimate the day's tokens and cost. Returns one small record per chunk.
+
+    The staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`):
+    memory follows a part and a chunk, plus the day's record_id and model columns, which are all
+    the sample needs."""
+    from evaluation import client as judge_client
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="evaluation-plan-") as folder:
+        paths = _staged_valid_parts(cfg, stores, Path(folder))
+        keys = (
+            pl.scan_parquet(paths).select("record_id", "model").collect() if paths
+            else pl.DataFrame(schema={"record_id": pl.String, "model": pl.String})
+        )
+        sampled = sample_mask(keys, cfg)
+        total = keys.height
+        del keys
+        chunk_size = max(cfg.chunk_size, math.ceil(total / cfg.max_map_length)) if total else cfg.chunk_size
+        chunk_count = math.ceil(total / chunk_size) if total else 0
+        if chunk_size != cfg.chunk_size:
+            logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
+                           where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
+        first_sampled: list[pl.DataFrame] = []  # the day's first sampled records, for the estimate
+
+        def noting_the_first_sampled(parts: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+            count = 0
+            for part in parts:
+                if count < _ESTIMATE_SAMPLE:
+                    first_sampled.append(part.filter(pl.col("sampled")).head(_ESTIMATE_SAMPLE - count))
+                    count += first_sampled[-1].height
+                yield part
+
+        chunks = stage_chunks(cfg, stores, noting_the_first_sampled(
+            key_ordered_chunks(paths, sampled, chunk_size, Path(folder))))
+    staged = sum(c.records for c in chunks)
+    if (len(chunks), staged) != (chunk_count, total):
+        raise RunFailed(f"{where(cfg)}: planned {chunk_count} chunks of {total} records, staged {len(chunks)} of {staged}")
+    sampled_count = int(sampled.sum())
+    head = (pl.concat(first_sampled) if first_sampled
+            else pl.DataFrame(schema={**RECORD_SCHEMA, "sampled": pl.Boolean}))
+    estimate = estimate_cost(cfg, head, judge_client, records=sampled_count)
+    write_record(cfg, stores, "plan", PlanRecord(
+        chunks=len(chunks),
+        chunk_size=chunk_size,
+        sampled=sampled_count,
+        estimate=estimate,
+        call_parameters=judge_client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
+                                                     temperature=cfg.temperature),
+        seconds=round(time.monotonic() - started, 3),
+    ))
+    logger.info("%s: %d chunks of up to %d records; estimate %s", where(cfg), len(chunks), chunk_size, estimate)
+    return chunks
+
+
+_ESTIMATE_SAMPLE = 50
+
+
+def estimate_cost(
+    cfg: RunConfig, valid: pl.DataFrame, judge_client: Any, *, records: int | None = None
+) -> CostEstimate:
+    """Prompt tokens and cost for the day, from up to 50 rendered records scaled to the day.
+
+    ``records`` is the day's count when ``valid`` holds only the day's first records."""
+    if valid.height == 0:
+        return CostEstimate(records=0, prompt_tokens=0, cost_usd=0.0, sampled_records=0)
+    records = valid.height if records is None else records
+    sample = valid.head(_ESTIMATE_SAMPLE)
+    tokens = 0
+    prompts = 0
+    for row in sample.iter_rows(named=True):
+        record = record_from_row(row)
+        for judge in cfg.judges:
+            prompt = render(judge, record)
+            if prompt is not None:
+                tokens += judge_client.count_tokens(cfg.judge_model, prompt)
+                prompts += 1
+    scale = records / sample.height
+    input_price, output_price = judge_client.price_per_token(cfg.judge_model)
+    day_tokens = int(tokens * scale)
+    day_calls = int(round(prompts * scale))
+    expected_output = 200 * day_calls  # a judge's JSON reply is about 200 tokens
+    return CostEstimate(
+        records=records,
+        calls=day_calls,
+        prompt_tokens=day_tokens,
+        output_tokens=expected_output,
+        cost_usd=round(day_tokens * input_price + expected_output * output_price, 6),
+        sampled_records=sample.height,
+    )
+
