@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 
-.PHONY: help setup demo test lint bench clean lock
+.PHONY: help setup chromium demo test lint bench clean lock
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -21,7 +21,15 @@ setup: $(VENV)/.installed ## create .venv from the pinned requirements.txt and r
 demo: setup ## run the daily DAG end to end on embedded S3 with the offline judge
 	$(PY) -m scripts.demo
 
-test: setup ## run the test suite (unit, DAG integrity, end to end)
+chromium: ## install Debian's chromium for the browser test (as root; says why it cannot otherwise)
+	@if command -v chromium >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser test will skip"; exit 0; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+	  || echo "apt-get could not install chromium: the browser test will skip"
+
+test: setup chromium ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
 	$(PY) -m pytest
 
 lint: setup ## ruff and mypy

@@ -4,8 +4,8 @@ renders with no console error, no exception and no request leaving file://, that
 headings are there and nothing overflows the page's width, and saves a full-page screenshot to
 ``tests/browser/artifacts/daily_report.png``.
 
-Chromium comes from Debian (``/usr/bin/chromium``); when it is missing and we are root, the
-test setup installs it with apt-get, and skips (saying why) only when that is impossible.
+Chromium comes from Debian (``/usr/bin/chromium``), installed by ``make chromium``, which
+``make test`` runs first; the test skips (saying why) only where that could not install it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import base64
 import contextlib
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -53,39 +52,18 @@ VIEWPORT = (1280, 900)
 # Chromium
 
 
-def _install_chromium() -> str | None:
-    """apt-get install chromium (as root); the reason it failed, or None on success."""
-    if shutil.which("apt-get") is None:
-        return "chromium is not installed and this machine has no apt-get to install it"
-    if hasattr(os, "geteuid") and os.geteuid() != 0:
-        return "chromium is not installed and installing it (apt-get install chromium) needs root"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]):
-        try:
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"`{' '.join(command)}` failed: {exc}"
-        if done.returncode != 0:
-            return f"`{' '.join(command)}` exited {done.returncode}: {(done.stderr or done.stdout)[-400:]}"
-    return None
-
-
-def find_or_install_chromium() -> str:
-    """The chromium binary, installed from Debian's packages when missing; skips the test only
-    when it cannot be installed."""
+def find_chromium() -> str:
+    """The chromium binary that the setup installed (``make chromium``, part of ``make test``);
+    skips the test, saying why, only where the setup could not install it."""
     found = shutil.which("chromium") or (str(Path("/usr/bin/chromium")) if Path("/usr/bin/chromium").exists() else None)
-    if found:
-        return found
-    problem = _install_chromium()
-    found = shutil.which("chromium")
     if found is None:
-        pytest.skip(problem or "apt-get installed chromium but no `chromium` binary is on PATH")
+        pytest.skip("chromium is not installed: `make chromium` installs Debian's package (as root)")
     return found
 
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    return find_or_install_chromium()
+    return find_chromium()
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,5 +286,5 @@ if __name__ == "__main__":  # render a landed report by hand: python -m tests.br
 
     root, day = sys.argv[1], dt.date.fromisoformat(sys.argv[2])
     out = write_daily_report(storage.open_store(root), day)
-    facts, problems = asyncio.run(render(find_or_install_chromium(), Path(out["html"]).as_uri(), ARTIFACTS / "manual.png"))
+    facts, problems = asyncio.run(render(find_chromium(), Path(out["html"]).as_uri(), ARTIFACTS / "manual.png"))
     print(json.dumps({k: v for k, v in facts.items() if k != "body_text"}, indent=2), problems)
