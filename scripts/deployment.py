@@ -1,0 +1,933 @@
+"""The production topology of docker-compose.yml, run natively on loopback, for system tests.
+
+:class:`LocalDeployment` reads the environment that every Airflow service of docker-compose.yml
+shares (the ``x-airflow-common`` block, interpolated with the given compose variables and the
+file's defaults) and runs the same components as separate processes on this machine:
+``airflow scheduler``, ``dag-processor``, ``api-server``, ``triggerer`` and ``celery worker``
+(CeleryExecutor), with a PostgreSQL metadata database, a Redis broker and an S3 API. What compose
+would provide is mapped to this machine:
+
+* the ``postgres`` host: a database of its own on the local PostgreSQL (created, dropped at the
+  end; the URL's role is created when missing, under trust auth);
+* the ``redis`` host: the local Redis, on a database index nobody uses (flushed at the end);
+* the ``s3`` host: moto's S3 server in this process on a free loopback port, with the buckets that
+  the ``s3-init`` job creates;
+* the ``airflow-apiserver`` host: the api-server on a free loopback port;
+* ``/opt/airflow``: a fresh ``AIRFLOW_HOME`` in the deployment's folder, the repository's
+  ``dags/`` and ``plugins/``, and the repository on ``PYTHONPATH``.
+
+Like the ``airflow-init`` job it migrates the database, creates the ``llm_judge`` pool and writes
+the SimpleAuthManager passwords file. Every listening socket is bound to 127.0.0.1. Each process
+runs in its own process group with its output in ``<folder>/<component>.log``; :meth:`stop` ends
+them all (SIGTERM, then SIGKILL after a grace period) and removes what the deployment created.
+
+:class:`ApiClient` drives the deployment through the REST API v2 only.
+
+The Celery worker alone resolves its host name with :func:`celery_worker_hostname`, so the
+``hostname`` of a task instance tells that the Celery worker ran it. With `worker_preload`, the
+worker imports the given modules before it forks its pool (through ``[celery]
+celery_config_options``, see :func:`_preloaded_celery_config`), so that task processes do not each
+import litellm and Great Expectations again; the image does not do this.
+
+This module is imported by the worker's task processes for :func:`celery_worker_hostname`: keep
+its top-level imports to the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+REPO = Path(__file__).resolve().parent.parent
+#: The Airflow home inside the image; paths under it in the compose environment move to the local home.
+IMAGE_HOME = "/opt/airflow"
+#: What the Celery worker reports as its host name (task instances' ``hostname``).
+CELERY_WORKER_HOSTNAME = "celery-worker-systest"
+#: Buckets created when the compose file's s3-init job does not name them in a way we can read.
+DEFAULT_BUCKETS = ("llm-logs", "llm-evaluation")
+#: Components started after the migration, in the order they are stopped.
+COMPONENTS = ("celery-worker", "scheduler", "triggerer", "dag-processor", "api-server")
+#: Variables of the caller's environment that would configure Airflow, boto3 or the pipeline
+#: behind the compose file's back; none of them reach the deployment.
+_INHERITED_PREFIXES = ("AIRFLOW", "_AIRFLOW", "AWS_", "EVALUATION_", "LITELLM_", "PYTHONPATH", "BOTO_")
+_CLAIM_KEY = "llm-evaluation:local-deployment"
+#: Modules the Celery worker imports before it forks its pool (see :func:`_preloaded_celery_config`).
+PRELOAD_ENV = "LLM_EVALUATION_WORKER_PRELOAD"
+
+
+def celery_worker_hostname() -> str:
+    """``[core] hostname_callable`` of the Celery worker: names the worker in task instances."""
+    return CELERY_WORKER_HOSTNAME
+
+
+def __getattr__(name: str) -> Any:
+    """``CELERY_CONFIG``: the worker's ``[celery] celery_config_options`` when it preloads modules."""
+    if name == "CELERY_CONFIG":
+        return _preloaded_celery_config()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _preloaded_celery_config() -> Any:
+    """Airflow's default Celery configuration, after importing the modules named in
+    ``$LLM_EVALUATION_WORKER_PRELOAD``: the worker reads it before it forks its pool, so every task
+    process forked from the pool starts with them imported. A named module that does not exist
+    is skipped (tasks then import what they need themselves); any other import error stops the
+    worker."""
+    import importlib
+    import logging
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    for module in filter(None, (m.strip() for m in os.environ.get(PRELOAD_ENV, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
+                raise
+            logging.getLogger(__name__).warning("worker preload: no module %s", module)
+    from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
+
+    return DEFAULT_CELERY_CONFIG
+
+
+class DeploymentError(RuntimeError):
+    """The deployment could not start, or a component died."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+        return True
+    return False
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last `lines` lines of a text file ('' when it does not exist)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _replace_netloc(url: SplitResult, host: str, port: int | None) -> SplitResult:
+    userinfo = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
+    return url._replace(netloc=f"{userinfo}{host}" + (f":{port}" if port else ""))
+
+
+def _processes_in_groups(groups: Iterable[int]) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose process group is one of `groups`."""
+    wanted = set(groups)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            # Fields after the command name (which may hold spaces) start with state, ppid, pgrp.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] == "Z" or int(fields[2]) not in wanted:
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            found.append((int(entry.name), cmdline))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+@dataclass
+class Component:
+    """One long-running process of the deployment."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    pid: int | None = None
+
+    def start(self, cwd: Path) -> None:
+        log = self.log_path.open("ab")
+        try:
+            # start_new_session: a process group (and session) of its own, so that stop() reaches
+            # the component's children (Celery's pool, the api-server's workers, parsing processes).
+            self.process = subprocess.Popen(self.argv, env=self.env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            log.close()
+        self.pid = self.process.pid
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return tail(self.log_path, lines)
+
+
+@dataclass
+class Services:
+    """Where the mapped compose services ended up on this machine."""
+
+    database: str = ""
+    created_role: str | None = None
+    redis_db: int | None = None
+    redis_token: str = ""
+    s3_server: Any = None
+    s3_endpoint: str = ""
+    started: list[str] = field(default_factory=list)
+
+
+class LocalDeployment:
+    """docker-compose.yml's Airflow stack as native processes on loopback.
+
+    ``with LocalDeployment() as deployment: deployment.api.trigger(...)``. `variables` are compose
+    variables (as in ``.env``); a variable not given takes the file's default. `prepare` runs once
+    the S3 API and its buckets exist, before any Airflow component starts (to put input data in
+    place before the scheduler may create a run). `folder` holds the Airflow home and the
+    components' logs; a temporary folder (removed by :meth:`stop`) when not given. The Celery
+    worker runs `worker_concurrency` processes (default: the pool's slots + 1) and imports the
+    modules of `worker_preload` before it forks them.
+    """
+
+    def __init__(
+        self,
+        variables: Mapping[str, str] | None = None,
+        *,
+        folder: Path | None = None,
+        worker_concurrency: int | None = None,
+        prepare: Callable[[LocalDeployment], None] | None = None,
+        startup_timeout: float = 240.0,
+        stop_grace: float = 15.0,
+        postgres_port: int = 5432,
+        postgres_admin: str = "postgres",
+        redis_port: int = 6379,
+        expected_dags: Iterable[str] | None = None,
+        worker_preload: Iterable[str] = (),
+    ) -> None:
+        from scripts import compose
+
+        self.variables = dict(variables or {})
+        compose_file = compose.load_compose(self.variables)
+        self.compose_env = compose.environment(compose_file[compose.AIRFLOW_COMMON])
+        self._init_service = compose_file["services"]["airflow-init"]
+        self._s3_init_service = compose_file["services"].get("s3-init", {})
+        self._own_folder = folder is None
+        self.folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="llm-evaluation-deployment-"))
+        self.home = self.folder / "airflow-home"
+        self.pool_name, self.pool_slots, self.pool_description = self._pool_from_init()
+        self.worker_concurrency = worker_concurrency or self.pool_slots + 1
+        if self.worker_concurrency < self.pool_slots:
+            raise ValueError(f"worker concurrency {self.worker_concurrency} < {self.pool_slots} pool slots")
+        self.prepare = prepare
+        self.startup_timeout = startup_timeout
+        self.stop_grace = stop_grace
+        self.postgres_port = postgres_port
+        self.postgres_admin = postgres_admin
+        self.redis_port = redis_port
+        self.expected_dags = tuple(expected_dags) if expected_dags is not None else tuple(
+            sorted(p.stem for p in (REPO / "dags").glob("*.py") if not p.name.startswith("_"))
+        )
+        self.worker_preload = tuple(worker_preload)
+        self.api_port = free_port()
+        self.health_port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.api_port}"
+        self.username, self.password = self._admin_from_init()
+        self.services = Services()
+        self.components: dict[str, Component] = {}
+        self.env: dict[str, str] = {}
+        self.api: ApiClient | None = None
+        self._stopped = False
+        self._groups: list[int] = []
+        self._started_at: float | None = None
+        #: (event, seconds since the start) of the start and the stop.
+        self.timeline: list[tuple[str, float]] = []
+
+    # --- compose ------------------------------------------------------------------------------
+
+    def _init_script(self) -> str:
+        from scripts import compose
+
+        return compose.command_text(self._init_service)
+
+    def _pool_from_init(self) -> tuple[str, int, str]:
+        """(name, slots, description) of the pool that airflow-init creates."""
+        for line in self._init_script().splitlines():
+            if "airflow pools set" in line:
+                words = shlex.split(line[line.index("airflow pools set") :])
+                return words[3], int(words[4]), words[5] if len(words) > 5 else ""
+        raise DeploymentError("docker-compose.yml: airflow-init creates no pool (`airflow pools set`)")
+
+    def _admin_from_init(self) -> tuple[str, str]:
+        from scripts import compose
+
+        env = compose.environment(self._init_service)
+        return env.get("_AIRFLOW_WWW_USER_USERNAME", "airflow"), env.get("_AIRFLOW_WWW_USER_PASSWORD", "airflow")
+
+    def _buckets(self) -> tuple[str, ...]:
+        from scripts import compose
+
+        match = re.search(r"for bucket in ([^;\n]+);", compose.command_text(self._s3_init_service))
+        return tuple(match.group(1).split()) if match else DEFAULT_BUCKETS
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalDeployment:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalDeployment:
+        """Bring everything up; returns when the API answers, the DAGs are parsed and every
+        component reports healthy. On failure everything started so far is stopped."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        self._started_at = time.monotonic()
+        deadline = self._started_at + self.startup_timeout
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._ensure_postgres()
+        self._ensure_redis()
+        self._start_s3()
+        self._create_database()
+        self._claim_redis_db()
+        self.env = self._environment()
+        self._write_passwords_file()
+        self._mark(f"services: database {self.services.database}, Redis DB {self.services.redis_db}, "
+                   f"S3 {self.services.s3_endpoint}")
+        migrate = self._spawn("db-migrate", ["db", "migrate"])
+        if self.prepare is not None:  # while the database migrates
+            self.prepare(self)
+            self._mark("prepared")
+        self._wait_exit(migrate, deadline)
+        self._mark("migrated")
+        pool = self._spawn("pools-set", ["pools", "set", self.pool_name, str(self.pool_slots), self.pool_description])
+        argv = {
+            "scheduler": ["scheduler"],
+            "dag-processor": ["dag-processor"],
+            "api-server": ["api-server", "-H", "127.0.0.1", "-p", str(self.api_port)],
+            "triggerer": ["triggerer", "--skip-serve-logs"],
+            "celery-worker": ["celery", "worker", "--skip-serve-logs", "--concurrency", str(self.worker_concurrency)],
+        }
+        for name in COMPONENTS:
+            env = dict(self.env)
+            if name == "celery-worker":
+                env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{__name__}.{celery_worker_hostname.__name__}"
+                if self.worker_preload:
+                    env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] = f"{__name__}.CELERY_CONFIG"
+                    env[PRELOAD_ENV] = ",".join(self.worker_preload)
+            component = Component(name, self._airflow(*argv[name]), env, self.folder / f"{name}.log")
+            self.components[name] = component
+            component.start(REPO)
+            assert component.pid is not None
+            self._groups.append(component.pid)
+        self._mark("components started: " + ", ".join(f"{c.name} (pid {c.pid})" for c in self.components.values()))
+        self._wait_exit(pool, deadline)
+        self._mark(f"pool {self.pool_name} set to {self.pool_slots} slots")
+        self.api = ApiClient(self.api_url, self.username, self.password, deployment=self)
+        self._wait_ready(deadline)
+        self._mark(f"ready: API on {self.api_url}")
+
+    def _mark(self, event: str) -> None:
+        """Note a step of the start or the stop, with the seconds since the start, in
+        ``timeline`` and in ``<folder>/deployment.log``."""
+        seconds = round(time.monotonic() - (self._started_at or time.monotonic()), 1)
+        self.timeline.append((event, seconds))
+        with contextlib.suppress(OSError), (self.folder / "deployment.log").open("a", encoding="utf-8") as log:
+            log.write(f"{dt.datetime.now(dt.UTC).isoformat(timespec='milliseconds')} +{seconds}s {event}\n")
+
+    def stop(self) -> None:
+        """Stop every component (SIGTERM, SIGKILL after the grace period), the S3 server, drop the
+        database (and the role if it was created) and flush the Redis index. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        errors: list[str] = []
+        if self.api is not None:
+            self.api.close()
+        self._mark("stopping")
+        self._stop_processes()
+        survivors = self.surviving_processes()
+        if survivors:
+            errors.append(f"processes survived: {survivors}")
+        self._mark("processes stopped: " + ", ".join(
+            f"{c.name} exited {c.exited()}" for c in self.components.values()))
+        for step in (self._stop_s3, self._drop_database, self._flush_redis):
+            try:
+                step()
+            except Exception as exc:  # keep cleaning up
+                errors.append(f"{step.__name__}: {exc!r}")
+        if self._own_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        if errors:
+            raise DeploymentError("; ".join(errors))
+
+    def _stop_processes(self) -> None:
+        live = [c for c in self.components.values() if c.process is not None]
+        for component in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(component.pid, signal.SIGTERM)  # type: ignore[arg-type]
+        deadline = time.monotonic() + self.stop_grace
+        for component in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                component.process.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
+        # The leader is gone or did not listen: end whatever is left of each process group.
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            remaining = {pid for pid, _ in _processes_in_groups(self._groups)}
+            if not remaining:
+                break
+            for group in self._groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, sig)
+            end = time.monotonic() + (3.0 if sig == signal.SIGTERM else 5.0)
+            while time.monotonic() < end and _processes_in_groups(self._groups):
+                time.sleep(0.1)
+        for component in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                component.process.wait(5)  # type: ignore[union-attr]
+
+    def surviving_processes(self) -> list[tuple[int, str]]:
+        """Live processes of the deployment's process groups (none after :meth:`stop`)."""
+        return _processes_in_groups(self._groups)
+
+    def listening_sockets(self) -> list[tuple[str, str, int]]:
+        """(command line, address, port) of every TCP socket that a process of the deployment
+        listens on."""
+        import psutil
+
+        found = []
+        for pid, cmdline in self.surviving_processes():
+            with contextlib.suppress(psutil.Error):
+                for conn in psutil.Process(pid).net_connections(kind="inet"):
+                    if conn.status == psutil.CONN_LISTEN:
+                        found.append((cmdline, conn.laddr.ip, conn.laddr.port))
+        return found
+
+    # --- processes ----------------------------------------------------------------------------
+
+    def _airflow(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "airflow", *args]
+
+    def _spawn(self, name: str, args: list[str]) -> Component:
+        component = Component(name, self._airflow(*args), dict(self.env), self.folder / f"{name}.log")
+        component.start(REPO)
+        assert component.pid is not None
+        self._groups.append(component.pid)
+        return component
+
+    def _wait_exit(self, component: Component, deadline: float) -> None:
+        assert component.process is not None
+        try:
+            code = component.process.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise DeploymentError(
+                f"`airflow {' '.join(component.argv[3:])}` did not finish in time; its log:\n{component.log_tail()}"
+            ) from None
+        if code != 0:
+            raise DeploymentError(
+                f"`airflow {' '.join(component.argv[3:])}` exited with {code}; its log:\n{component.log_tail()}"
+            )
+
+    def _check_components(self) -> None:
+        for component in self.components.values():
+            code = component.exited()
+            if code is not None:
+                raise DeploymentError(
+                    f"{component.name} exited with {code}; the end of {component.log_path}:\n{component.log_tail()}"
+                )
+
+    def _wait_ready(self, deadline: float) -> None:
+        import httpx
+
+        assert self.api is not None
+        waiting_for = "the API"
+        while True:
+            self._check_components()
+            try:
+                waiting_for = self._not_ready()
+            except (httpx.TransportError, ApiError) as exc:  # not listening yet, or not yet able to answer
+                waiting_for = f"the API ({exc})"
+            if not waiting_for:
+                return
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {c.name}\n{c.log_tail(15)}" for c in self.components.values())
+                raise DeploymentError(f"not ready after {self.startup_timeout:.0f}s: waiting for {waiting_for}\n{logs}")
+            time.sleep(0.5)
+
+    def _not_ready(self) -> str:
+        """What is not ready yet ('' when everything is)."""
+        assert self.api is not None
+        health = self.api.health()
+        unhealthy = [name for name in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+                     if (health.get(name) or {}).get("status") != "healthy"]
+        if unhealthy:
+            return "healthy " + ", ".join(unhealthy)
+        errors = self.api.import_errors()
+        if errors:
+            raise DeploymentError("DAG import errors:\n" + "\n".join(
+                f"{e.get('filename')}: {e.get('stack_trace')}" for e in errors))
+        missing = sorted(set(self.expected_dags) - {d["dag_id"] for d in self.api.dags()})
+        if missing:
+            return f"parsed DAGs {missing}"
+        if not self._worker_ready():
+            return "the Celery worker"
+        if not self._scheduler_health():
+            return f"the scheduler's health check on port {self.health_port}"
+        return ""
+
+    def _scheduler_health(self) -> bool:
+        """The scheduler's own health check server answers 200 (compose's scheduler healthcheck)."""
+        import httpx
+
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.health_port}/health", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def _worker_ready(self) -> bool:
+        return bool(re.search(r"celery@\S+ ready", self.components["celery-worker"].log_tail(400)))
+
+    # --- services -----------------------------------------------------------------------------
+
+    def _ensure_postgres(self) -> None:
+        if _port_open(self.postgres_port):
+            return
+        versions = sorted(os.listdir("/etc/postgresql")) if Path("/etc/postgresql").is_dir() else []
+        if not versions:
+            raise DeploymentError(f"no PostgreSQL on 127.0.0.1:{self.postgres_port} and none installed to start")
+        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", "start"], check=True)
+        self.services.started.append("postgresql")
+        self._wait_port(self.postgres_port, "PostgreSQL")
+
+    def _ensure_redis(self) -> None:
+        if _port_open(self.redis_port):
+            return
+        for folder in ("/var/lib/redis", "/var/log/redis"):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1",
+                        "--port", str(self.redis_port), "--save", "", "--appendonly", "no",
+                        "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"], check=True)
+        self.services.started.append("redis")
+        self._wait_port(self.redis_port, "Redis")
+
+    @staticmethod
+    def _wait_port(port: int, what: str, timeout: float = 30.0) -> None:
+        end = time.monotonic() + timeout
+        while not _port_open(port):
+            if time.monotonic() > end:
+                raise DeploymentError(f"{what} does not listen on 127.0.0.1:{port}")
+            time.sleep(0.2)
+
+    def _admin_connection(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(host="127.0.0.1", port=self.postgres_port, user=self.postgres_admin,
+                               dbname="postgres", autocommit=True, connect_timeout=10)
+
+    def _database_url(self) -> SplitResult:
+        return urlsplit(self.compose_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+
+    def _create_database(self) -> None:
+        from psycopg import errors, sql
+
+        url = self._database_url()
+        role = url.username or "airflow"
+        name = f"{(url.path.lstrip('/') or 'airflow')}_systest_{os.getpid()}_{secrets.token_hex(3)}"
+        with self._admin_connection() as conn:
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            if not exists:
+                try:
+                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                        sql.Identifier(role), sql.Literal(url.password or "")))
+                    self.services.created_role = role
+                except errors.DuplicateObject:  # created meanwhile by someone else
+                    pass
+            conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(role)))
+        self.services.database = name
+
+    def _drop_database(self) -> None:
+        from psycopg import errors, sql
+
+        if not self.services.database:
+            return
+        with self._admin_connection() as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(self.services.database)))
+            self.services.database = ""
+            if self.services.created_role:
+                # Another deployment may own a database with it meanwhile: then the role stays.
+                with contextlib.suppress(errors.DependentObjectsStillExist, errors.ObjectInUse):
+                    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(self.services.created_role)))
+                self.services.created_role = None
+
+    def _redis(self, db: int) -> Any:
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.redis_port, db=db, socket_timeout=10)
+
+    def _claim_redis_db(self) -> None:
+        """Claim an unused Redis database index: one that holds no key but our claim."""
+        token = secrets.token_hex(8)
+        for db in range(1, 16):
+            client = self._redis(db)
+            try:
+                if client.dbsize() == 0 and client.set(_CLAIM_KEY, token, nx=True):
+                    if client.dbsize() == 1:
+                        self.services.redis_db, self.services.redis_token = db, token
+                        return
+                    client.delete(_CLAIM_KEY)
+            finally:
+                client.close()
+        raise DeploymentError("no unused Redis database index (1-15)")
+
+    def _flush_redis(self) -> None:
+        if self.services.redis_db is None:
+            return
+        client = self._redis(self.services.redis_db)
+        try:
+            client.flushdb()
+        finally:
+            client.close()
+        self.services.redis_db = None
+
+    def _start_s3(self) -> None:
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        self.services.s3_server = server
+        host, port = server.get_host_and_port()
+        self.services.s3_endpoint = f"http://{host}:{port}"
+        client = self.s3_client()
+        for bucket in self._buckets():
+            client.create_bucket(Bucket=bucket)
+
+    def _stop_s3(self) -> None:
+        if self.services.s3_server is not None:
+            self.services.s3_server.stop()
+            self.services.s3_server = None
+
+    def aws_connection(self) -> dict[str, Any]:
+        """The compose file's ``aws_default`` connection, its endpoint mapped to the local S3 API."""
+        connection = json.loads(self.compose_env["AIRFLOW_CONN_AWS_DEFAULT"])
+        connection.setdefault("extra", {})["endpoint_url"] = self.services.s3_endpoint
+        return connection
+
+    def s3_client(self) -> Any:
+        """A boto3 client for the deployment's S3 API with the compose file's credentials."""
+        import boto3
+        from botocore.config import Config
+
+        connection = self.aws_connection()
+        return boto3.client(
+            "s3",
+            endpoint_url=self.services.s3_endpoint,
+            aws_access_key_id=connection.get("login"),
+            aws_secret_access_key=connection.get("password"),
+            region_name=connection["extra"].get("region_name") or "us-east-1",
+            config=Config(request_checksum_calculation="when_required", response_checksum_validation="when_required"),
+        )
+
+    # --- configuration ------------------------------------------------------------------------
+
+    def _environment(self) -> dict[str, str]:
+        """The components' environment: the compose block with its hosts and paths mapped here."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
+        env.update(self.compose_env)
+        mapped: dict[str, str] = {}
+        # postgres -> the deployment's database on the local server (same role, password, driver).
+        for key in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CELERY__RESULT_BACKEND"):
+            url = urlsplit(env[key])
+            mapped[key] = urlunsplit(
+                _replace_netloc(url, "127.0.0.1", self.postgres_port)._replace(path=f"/{self.services.database}"))
+        broker = urlsplit(env["AIRFLOW__CELERY__BROKER_URL"])
+        mapped["AIRFLOW__CELERY__BROKER_URL"] = urlunsplit(
+            _replace_netloc(broker, "127.0.0.1", self.redis_port)._replace(path=f"/{self.services.redis_db}"))
+        execution = urlsplit(env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
+        mapped["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = urlunsplit(
+            _replace_netloc(execution, "127.0.0.1", self.api_port))
+        mapped["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps(self.aws_connection())
+        mapped["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = self._local_path(
+            env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+        mapped["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "plugins")])
+        mapped.update({
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(self.health_port),
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(mapped)
+        return env
+
+    def _local_path(self, image_path: str) -> str:
+        if image_path == IMAGE_HOME or image_path.startswith(IMAGE_HOME + "/"):
+            return str(self.home / image_path[len(IMAGE_HOME) :].lstrip("/"))
+        raise DeploymentError(f"{image_path} is outside {IMAGE_HOME}: no local place for it")
+
+    def _write_passwords_file(self) -> None:
+        """As airflow-init does: {user: password} as JSON, mode 0660."""
+        path = Path(self.env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({self.username: self.password}), encoding="utf-8")
+        path.chmod(0o660)
+
+
+# --- REST API v2 ----------------------------------------------------------------------------------
+
+TERMINAL_RUN_STATES = ("success", "failed")
+
+
+class ApiError(RuntimeError):
+    """A REST call answered with an error status."""
+
+    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+        super().__init__(f"{method} {path} -> {status}: {body[:2000]}")
+        self.status = status
+        self.body = body
+
+
+class ApiClient:
+    """A small client of Airflow's REST API v2 with the SimpleAuthManager's JWT."""
+
+    def __init__(self, base_url: str, username: str, password: str, *, deployment: LocalDeployment | None = None,
+                 timeout: float = 30.0) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        self.username = username
+        self.password = password
+        self.deployment = deployment
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._token: str | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def token(self) -> str:
+        """A JWT from ``POST /auth/token`` with the user's password (cached)."""
+        with self._lock:
+            if self._token is None:
+                response = self._http.post("/auth/token", json={"username": self.username, "password": self.password})
+                if response.status_code not in (200, 201):
+                    raise ApiError("POST", "/auth/token", response.status_code, response.text)
+                self._token = response.json()["access_token"]
+            return self._token
+
+    def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200,),
+                headers: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+        """JSON of an authenticated call; ApiError on any other status than `expect`."""
+        for attempt in range(2):
+            response = self._http.request(
+                method, path, headers={**(headers or {}), "Authorization": f"Bearer {self.token()}"}, **kwargs)
+            if response.status_code == 401 and attempt == 0:  # expired: a new token, once
+                self._token = None
+                continue
+            break
+        if response.status_code not in expect:
+            raise ApiError(method, path, response.status_code, response.text)
+        return response.json() if response.content else None
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def _pages(self, path: str, key: str, **params: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        while True:
+            page = self.get(path, limit=100, offset=len(items), **params)
+            items.extend(page[key])
+            if not page[key] or len(items) >= page.get("total_entries", 0):
+                return items
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def version(self) -> dict[str, Any]:
+        return self.get("/api/v2/version")
+
+    def health(self) -> dict[str, Any]:
+        return self.get("/api/v2/monitor/health")
+
+    def dags(self) -> list[dict[str, Any]]:
+        return self._pages("/api/v2/dags", "dags")
+
+    def dag(self, dag_id: str) -> dict[str, Any]:
+        return self.get(f"/api/v2/dags/{dag_id}")
+
+    def import_errors(self) -> list[dict[str, Any]]:
+        return self._pages("/api/v2/importErrors", "import_errors")
+
+    def pool(self, name: str) -> dict[str, Any]:
+        return self.get(f"/api/v2/pools/{name}")
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+
+    def dag_runs(self, dag_id: str, run_type: str | None = None) -> list[dict[str, Any]]:
+        params = {"run_type": run_type} if run_type else {}
+        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", **params)
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """Every task instance of a run, mapped ones included (one per map index)."""
+        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", "task_instances")
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        """`task_id` or `task_id[map_index]` -> state."""
+        return {_ti_label(ti): ti["state"] for ti in self.task_instances(dag_id, run_id)}
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
+        """A task try's log as text."""
+        page = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+                            params={"map_index": map_index, "full_content": "true"},
+                            headers={"Accept": "application/json"})
+        content = page.get("content") if isinstance(page, dict) else page
+        if isinstance(content, list):
+            return "\n".join(_log_line(entry) for entry in content)
+        return str(content)
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
+        """A task's XCom value, deserialized (e.g. what the task returned)."""
+        entry = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
+                         map_index=map_index, deserialize="true", stringify="false")
+        return entry["value"]
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def set_paused(self, dag_id: str, paused: bool) -> dict[str, Any]:
+        return self.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": paused})
+
+    def unpause(self, dag_id: str) -> dict[str, Any]:
+        return self.set_paused(dag_id, False)
+
+    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, *,
+                logical_date: dt.datetime | None = None, run_id: str | None = None) -> dict[str, Any]:
+        """``POST /api/v2/dags/{dag_id}/dagRuns``; returns the new run (``dag_run_id``, ``state``...).
+        `logical_date` None triggers a run without one."""
+        body: dict[str, Any] = {"logical_date": logical_date.isoformat() if logical_date else None,
+                                "conf": dict(conf or {})}
+        if run_id:
+            body["dag_run_id"] = run_id
+        return self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body, expect=(200, 201))
+
+    # --- waiting ------------------------------------------------------------------------------
+
+    def retrying(self, dag_id: str) -> list[dict[str, Any]]:
+        """Task instances of `dag_id`, in any run, that failed a try and wait for the next one."""
+        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances", state="up_for_retry")
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 180.0, poll: float = 0.5, *,
+                     fail_on_retry: bool = False) -> dict[str, Any]:
+        """The run once it is `success` or `failed`; DeploymentError with the task states and the
+        ends of the logs after `timeout` seconds. With `fail_on_retry`, as soon as a task of the
+        DAG (in this run, or in a run it queues behind) waits for a retry."""
+        end = time.monotonic() + timeout
+        while True:
+            run = self.dag_run(dag_id, run_id)
+            if run["state"] in TERMINAL_RUN_STATES:
+                return run
+            if self.deployment is not None:
+                self.deployment._check_components()
+            if fail_on_retry and (retrying := self.retrying(dag_id)):
+                ti = retrying[0]
+                raise DeploymentError(
+                    f"waiting for {dag_id} run {run_id} ({run['state']}): {_ti_label(ti)} of run {ti['dag_run_id']} "
+                    f"failed try {ti['try_number']} and waits for a retry\n" + self.diagnose(dag_id, ti["dag_run_id"]))
+            if time.monotonic() > end:
+                raise DeploymentError(f"{dag_id} run {run_id} still {run['state']} after {timeout:.0f}s\n"
+                                      + self.diagnose(dag_id, run_id))
+            time.sleep(poll)
+
+    def wait_for_new_run(self, dag_id: str, run_type: str, timeout: float = 60.0, poll: float = 0.5) -> dict[str, Any]:
+        """The first run of `run_type` (e.g. ``scheduled``) once the scheduler has created one."""
+        end = time.monotonic() + timeout
+        while True:
+            runs = self.dag_runs(dag_id, run_type=run_type)
+            if runs:
+                return runs[0]
+            if time.monotonic() > end:
+                raise DeploymentError(f"no {run_type} run of {dag_id} after {timeout:.0f}s")
+            time.sleep(poll)
+
+    def diagnose(self, dag_id: str, run_id: str, lines: int = 25) -> str:
+        """Task states, the ends of the unfinished or failed tasks' logs and of the components' logs."""
+        parts = []
+        try:
+            tis = self.task_instances(dag_id, run_id)
+        except Exception as exc:  # diagnostics must not hide the original problem
+            return f"(task instances unavailable: {exc!r})"
+        parts.append("task states: " + json.dumps({_ti_label(ti): ti["state"] for ti in tis}, sort_keys=True))
+        for ti in tis:
+            if ti["state"] in ("success", "skipped", "upstream_failed", None) or not ti.get("try_number"):
+                continue
+            try:
+                text = self.task_log(dag_id, run_id, ti["task_id"], ti["try_number"], ti["map_index"])
+            except Exception as exc:
+                text = f"(log unavailable: {exc!r})"
+            parts.append(f"--- log of {_ti_label(ti)} ({ti['state']}), try {ti['try_number']}:\n"
+                         + "\n".join(text.splitlines()[-lines:]))
+        if self.deployment is not None:
+            for component in self.deployment.components.values():
+                parts.append(f"--- {component.log_path.name}:\n{component.log_tail(lines)}")
+        return "\n".join(parts)
+
+
+def _ti_label(ti: Mapping[str, Any]) -> str:
+    return f"{ti['task_id']}[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else ti["task_id"]
+
+
+def _log_line(entry: Any) -> str:
+    if not isinstance(entry, dict):
+        return str(entry)
+    event = entry.get("event", "")
+    extra = {k: v for k, v in entry.items() if k not in ("event", "timestamp", "level", "logger")}
+    return " ".join(str(p) for p in (entry.get("timestamp", ""), entry.get("level", ""), event, extra or "") if p)
+
+
+def max_overlap(intervals: Iterable[tuple[dt.datetime, dt.datetime]]) -> int:
+    """The most intervals [start, end) that hold one instant in common."""
+    spans = list(intervals)
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans],
+                    key=lambda event: (event[0], event[1]))  # an end before a start at the same instant
+    current = best = 0
+    for _, step in events:
+        current += step
+        best = max(best, current)
+    return best

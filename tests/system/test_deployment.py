@@ -1,0 +1,311 @@
+"""System test: docker-compose.yml's topology, run natively, driven through the REST API only.
+
+One deployment for the module (scripts/deployment.py): PostgreSQL metadata DB, Redis broker,
+CeleryExecutor with a Celery worker, scheduler, dag-processor, api-server, triggerer, and an S3
+API holding the logs and the landed tables. The compose file's `llm_judge` pool gets 2 slots
+(`LLM_JUDGE_POOL_SLOTS`), so a day cut into 4 chunks shows the pool's limit. Runs are triggered
+and followed over REST; what they land is read from the S3 server with boto3 and Polars.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from evaluation import storage, synthetic
+from scripts.deployment import CELERY_WORKER_HOSTNAME, ApiClient, ApiError, LocalDeployment, max_overlap
+
+pytestmark = pytest.mark.system
+
+POOL_SLOTS = 2
+COMPOSE_VARIABLES = {"LLM_JUDGE_POOL_SLOTS": str(POOL_SLOTS)}
+DAILY = "daily_evaluation"
+COMPARISON = "model_comparison"
+#: The day of the manual runs: well before any day the scheduler would pick.
+DAY = dt.date(2026, 3, 10)
+RECORDS = 80
+CHUNKS = 4
+#: 80 valid records in chunks of 20: 4 chunks, twice the pool's slots. The day's 6 planted bad
+#: records are 7% of its input: above the default reject ceiling (5%).
+CONF = {"chunk_size": 20, "max_reject_ratio": 0.1}
+#: Records of the day the scheduler evaluates by itself.
+SCHEDULED_RECORDS = 30
+JUDGES = ("rag", "masis", "prompt")
+STATUSES = ("ok", "parse_error", "judge_failed", "call_error", "skipped")
+RUN_TIMEOUT = 150.0
+#: Imported by the Celery worker before it forks its pool: task processes start with them loaded
+#: instead of importing litellm and Great Expectations in every task (seconds each on 2 cores).
+WORKER_PRELOAD = ("evaluation_airflow", "evaluation.client", "evaluation.validation", "evaluation.report",
+                  "evaluation.compare")
+
+
+def _logical(day: dt.date) -> dt.datetime:
+    """The logical date of the daily run that evaluates `day` (its interval starts at 02:00 UTC)."""
+    return dt.datetime.combine(day, dt.time(2, 0), dt.UTC)
+
+
+def scheduled_days(now: dt.datetime) -> list[dt.date]:
+    """The day the scheduler's next run of `0 2 * * *` (catchup off) evaluates, and the next one
+    (should an interval end between now and the first unpause).
+
+    The latest complete interval ends at the last 02:00 UTC; its start is the logical date.
+    """
+    end = now.astimezone(dt.UTC).replace(hour=2, minute=0, second=0, microsecond=0)
+    if end > now:
+        end -= dt.timedelta(days=1)
+    first = (end - dt.timedelta(days=1)).date()
+    return [first, first + dt.timedelta(days=1)]
+
+
+def _input_store(deployment: LocalDeployment) -> Any:
+    return storage.open_store(deployment.compose_env["EVALUATION_INPUT_URI"], deployment.s3_client())
+
+
+def _output_store(deployment: LocalDeployment) -> Any:
+    return storage.open_store(deployment.compose_env["EVALUATION_OUTPUT_URI"], deployment.s3_client())
+
+
+def _write_logs(deployment: LocalDeployment) -> None:
+    """Before any Airflow component starts: the manual runs' day and the scheduler's day(s)."""
+    raw = _input_store(deployment)
+    synthetic.write_day(raw, DAY, RECORDS)
+    for day in scheduled_days(dt.datetime.now(dt.UTC)):
+        synthetic.write_day(raw, day, SCHEDULED_RECORDS, bad=False)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeployment]:
+    folder = tmp_path_factory.mktemp("deployment")
+    with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs,
+                         worker_preload=WORKER_PRELOAD) as running:
+        # Whatever AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION says: unpaused, as an operator would.
+        # The daily DAG's scheduled run starts now, on the day _write_logs prepared.
+        for dag_id in (DAILY, COMPARISON):
+            running.api.unpause(dag_id)  # type: ignore[union-attr]
+        yield running
+
+
+@pytest.fixture(scope="module")
+def api(deployment: LocalDeployment) -> ApiClient:
+    assert deployment.api is not None
+    return deployment.api
+
+
+def _wait(api: ApiClient, dag_id: str, run_id: str) -> dict[str, Any]:
+    # No task of these runs has a reason to be retried: the first retry fails the test, with its log.
+    return api.wait_for_run(dag_id, run_id, timeout=RUN_TIMEOUT, fail_on_retry=True)
+
+
+def _trigger_and_wait(api: ApiClient, dag_id: str, conf: dict[str, Any], day: dt.date | None = None) -> dict[str, Any]:
+    run = api.trigger(dag_id, conf, logical_date=_logical(day) if day else None)
+    return _wait(api, dag_id, run["dag_run_id"])
+
+
+def _assert_succeeded(api: ApiClient, dag_id: str, run: dict[str, Any]) -> None:
+    assert run["state"] == "success", api.diagnose(dag_id, run["dag_run_id"])
+
+
+def _parse_time(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _runs_row(deployment: LocalDeployment, day: dt.date, run_id: str) -> dict[str, Any]:
+    frame = storage.read_parquet(_output_store(deployment), storage.run_key(day, run_id))
+    assert frame.height == 1
+    return frame.row(0, named=True)
+
+
+def _evaluations(deployment: LocalDeployment, day: dt.date) -> pl.DataFrame:
+    return storage.read_parquet(_output_store(deployment), storage.table_key("evaluations", day))
+
+
+@pytest.fixture(scope="module")
+def first_run(deployment: LocalDeployment, api: ApiClient) -> dict[str, Any]:
+    """The manual run of DAY, cut into CHUNKS chunks; succeeded."""
+    run = _trigger_and_wait(api, DAILY, CONF, DAY)
+    _assert_succeeded(api, DAILY, run)
+    return run
+
+
+COMPARISON_CONF = {"start_date": DAY.isoformat(), "end_date": DAY.isoformat(),
+                   "models": ["assistant-v2", "assistant-lite"], "baseline": "assistant-lite",
+                   "judges": list(JUDGES), "seed": 7, "bootstrap": 200}
+
+
+@pytest.fixture(scope="module")
+def second_runs(api: ApiClient, first_run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """After the first run, at once: the same day again, and a comparison of its landed scores."""
+    # A second run of the same day: a run without a logical date (the first run holds DAY's), the day as a param.
+    rerun = api.trigger(DAILY, {**CONF, "date": DAY.isoformat()})
+    comparison = api.trigger(COMPARISON, COMPARISON_CONF)
+    return {"rerun": _wait(api, DAILY, rerun["dag_run_id"]), "comparison": _wait(api, COMPARISON, comparison["dag_run_id"])}
+
+
+# --- the deployment ---------------------------------------------------------------------------------
+
+
+def test_deployment_follows_the_compose_file(deployment: LocalDeployment, api: ApiClient) -> None:
+    assert api.version()["version"].startswith("3.3.")
+    health = api.health()
+    for component in ("metadatabase", "scheduler", "triggerer", "dag_processor"):
+        assert health[component]["status"] == "healthy", health
+    pool = api.pool(deployment.pool_name)
+    assert pool["slots"] == POOL_SLOTS == deployment.pool_slots
+    assert deployment.worker_concurrency >= POOL_SLOTS
+    assert {d["dag_id"] for d in api.dags()} >= {DAILY, COMPARISON}
+    assert not api.import_errors()
+    env = deployment.env
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql")
+    assert env["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://")
+    for key in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CELERY__RESULT_BACKEND", "AIRFLOW__CELERY__BROKER_URL",
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW_CONN_AWS_DEFAULT"):
+        assert "127.0.0.1" in env[key], key
+    # Every socket the components listen on is on loopback: the api-server and the scheduler's health check.
+    listening = deployment.listening_sockets()
+    assert {port for _, _, port in listening} >= {deployment.api_port, deployment.health_port}, listening
+    assert all(address in ("127.0.0.1", "::1") for _, address, _ in listening), listening
+
+
+def test_a_conf_of_the_wrong_type_is_refused(api: ApiClient) -> None:
+    with pytest.raises(ApiError) as refused:
+        api.trigger(DAILY, {"chunk_size": "many"}, logical_date=_logical(DAY - dt.timedelta(days=1)))
+    assert 400 <= refused.value.status < 500
+    assert "chunk_size" in refused.value.body
+
+
+# --- a day through the deployment --------------------------------------------------------------------
+
+
+def test_judges_ran_on_the_celery_worker_within_the_pool(api: ApiClient, first_run: dict[str, Any]) -> None:
+    tis = api.task_instances(DAILY, first_run["dag_run_id"])
+    judges = [ti for ti in tis if ti["task_id"] == "judge"]
+    assert sorted(ti["map_index"] for ti in judges) == list(range(CHUNKS))
+    assert all(ti["state"] == "success" for ti in judges), [(ti["map_index"], ti["state"]) for ti in judges]
+    # Every task of the run ran on the Celery worker (its host name comes from its own hostname_callable).
+    assert {ti["hostname"] for ti in tis if ti["state"] == "success"} == {CELERY_WORKER_HOSTNAME}
+    assert all(ti["pool"] == "llm_judge" for ti in judges)
+    spans = [(_parse_time(ti["start_date"]), _parse_time(ti["end_date"])) for ti in judges]
+    # More chunks than slots: the pool is full at some instant, and never over-full.
+    assert max_overlap(spans) == POOL_SLOTS, spans
+
+
+def test_landed_day_follows_the_contract(deployment: LocalDeployment, first_run: dict[str, Any]) -> None:
+    out = _output_store(deployment)
+    evaluations = _evaluations(deployment, DAY)
+    rejects = storage.read_parquet(out, storage.table_key("rejects", DAY))
+    summary = storage.read_parquet(out, storage.table_key("daily_summary", DAY))
+    run = _runs_row(deployment, DAY, first_run["dag_run_id"])
+
+    planted = len(synthetic.bad_lines(DAY)) + 1  # + the repeated record_id
+    valid = evaluations["record_id"].n_unique()
+    # CONTRACT §4: input = valid + rejected; rows = valid × selected judges; one status per row.
+    assert valid == RECORDS and rejects.height == planted
+    assert run["input_records"] == run["valid_records"] + run["rejected_records"] == RECORDS + planted
+    assert run["valid_records"] == valid and run["rejected_records"] == rejects.height
+    assert evaluations.height == valid * len(JUDGES) == run["rows"]
+    assert set(evaluations["judge"].unique()) == set(JUDGES)
+    assert evaluations["judge_status"].is_not_null().all()
+    assert evaluations["judge_status"].is_in(list(STATUSES)).all()
+    assert evaluations.select("record_id", "judge").is_duplicated().sum() == 0
+    assert sum(run[f"n_{status}"] for status in STATUSES) == evaluations.height
+    assert (evaluations["run_id"] == first_run["dag_run_id"]).all()
+    assert run["status"] == "success" and run["trigger"] == "manual"
+    assert run["calls_made"] > 0
+    assert summary["rows"].sum() == evaluations.height
+    assert out.exists(storage.report_key(DAY))
+
+
+def test_rerun_of_the_day_reuses_every_call(deployment: LocalDeployment, api: ApiClient,
+                                            second_runs: dict[str, dict[str, Any]]) -> None:
+    rerun = second_runs["rerun"]
+    _assert_succeeded(api, DAILY, rerun)
+    run = _runs_row(deployment, DAY, rerun["dag_run_id"])
+    assert run["status"] == "success"
+    assert run["calls_made"] == 0
+    evaluations = _evaluations(deployment, DAY)
+    judged = evaluations.filter(pl.col("judge_status") != "skipped")
+    assert run["calls_reused"] == judged.height > 0
+    assert judged["cached"].all()
+    assert (evaluations["run_id"] == rerun["dag_run_id"]).all()
+    assert evaluations.height == RECORDS * len(JUDGES)
+
+
+def test_model_comparison_over_the_landed_day(deployment: LocalDeployment, api: ApiClient,
+                                              second_runs: dict[str, dict[str, Any]]) -> None:
+    run = second_runs["comparison"]
+    _assert_succeeded(api, COMPARISON, run)
+    states = api.task_states(COMPARISON, run["dag_run_id"])
+    assert states["rejudge"] == "skipped"  # no judge model: the landed scores are compared
+    result = api.xcom(COMPARISON, run["dag_run_id"], "compare")
+    out = _output_store(deployment)
+    for name in ("metrics.parquet", "verdicts.parquet", "spec.json", "report.html"):
+        assert out.exists(storage.comparison_key(result["comparison_id"], name)), name
+    metrics = storage.read_parquet(out, storage.comparison_key(result["comparison_id"], "metrics.parquet"))
+    assert set(metrics["model"].unique()) == {"assistant-v2", "assistant-lite"}
+    assert set(metrics["judge"].unique()) <= set(JUDGES)
+
+
+# --- the scheduler on its own ---------------------------------------------------------------------------
+
+
+def test_the_scheduler_runs_the_latest_interval(deployment: LocalDeployment, api: ApiClient) -> None:
+    created = api.wait_for_new_run(DAILY, "scheduled", timeout=60)
+    run = _wait(api, DAILY, created["dag_run_id"])
+    _assert_succeeded(api, DAILY, run)
+    day = _parse_time(run["logical_date"]).astimezone(dt.UTC).date()
+    assert day in scheduled_days(_parse_time(run["run_after"])) or day in scheduled_days(dt.datetime.now(dt.UTC))
+    row = _runs_row(deployment, day, run["dag_run_id"])
+    assert row["trigger"] == "scheduled" and row["status"] == "success"
+    assert row["valid_records"] == SCHEDULED_RECORDS
+    evaluations = _evaluations(deployment, day)
+    assert (evaluations["run_id"] == run["dag_run_id"]).all()
+    assert evaluations.height == SCHEDULED_RECORDS * len(JUDGES)
+
+
+# --- runs that must fail before paying -------------------------------------------------------------------
+
+
+def test_an_unknown_conf_key_fails_the_run_in_check_run(api: ApiClient) -> None:
+    run = _trigger_and_wait(api, DAILY, {"judge_modle": "openai/gpt-4o-mini"}, DAY - dt.timedelta(days=2))
+    tis = api.task_instances(DAILY, run["dag_run_id"])
+    states = {ti["task_id"] if ti["map_index"] < 0 else f"{ti['task_id']}[{ti['map_index']}]": ti["state"]
+              for ti in tis}
+    assert run["state"] == "failed", states
+    assert states.pop("check_run") == "failed", states
+    assert set(states.values()) == {"upstream_failed"}, states
+    # The judge task was never expanded, and no task but check_run reached a worker.
+    assert [ti["map_index"] for ti in tis if ti["task_id"] == "judge"] == [-1]
+    assert [ti["task_id"] for ti in tis if ti["hostname"]] == ["check_run"], tis
+
+
+def test_a_bad_judge_model_fails_in_check_run_and_keeps_the_day(deployment: LocalDeployment, api: ApiClient,
+                                                                 first_run: dict[str, Any]) -> None:
+    out = _output_store(deployment)
+    key = storage.table_key("evaluations", DAY)
+    before = out.read_bytes(key)
+    run = _trigger_and_wait(api, DAILY, {"judge_model": "nope/not-a-model", "date": DAY.isoformat()})
+    states = api.task_states(DAILY, run["dag_run_id"])
+    assert run["state"] == "failed", states
+    assert states["check_run"] == "failed", states
+    assert not any(task.startswith("judge[") for task in states), states
+    assert out.read_bytes(key) == before
+    row = _runs_row(deployment, DAY, run["dag_run_id"])
+    assert row["status"] == "failed" and row["message"], row
+
+
+# --- the end ---------------------------------------------------------------------------------------------
+
+
+def test_stop_leaves_no_process_behind(deployment: LocalDeployment) -> None:
+    pids = {name: component.pid for name, component in deployment.components.items()}
+    assert deployment.surviving_processes(), "the deployment is not running"
+    deployment.stop()
+    assert deployment.surviving_processes() == []
+    for name, pid in pids.items():
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3], name
