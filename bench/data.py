@@ -7,7 +7,7 @@
   so its days repeat the same prompts (2,000 records give only 1,275 distinct rag prompts), which a
   chunk calls once. Throughput against the limit must count real calls, so judge benchmarks use
   unique records.
-* :func:`parsed_rows`: judged rows in :data:`evaluation.pipeline.PARSED_SCHEMA`, generated with
+* :func:`parsed_rows`: judged rows in :data:`evaluation.stages.PARSED_SCHEMA`, generated with
   vectorised Polars (every judge and status, out-of-range metrics that trigger each clamp).
 """
 
@@ -91,7 +91,7 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
     model), three rows per record (rag, masis, prompt) as a chunk of the pipeline would hold."""
     from evaluation.contract import RULES_VERSION
     from evaluation.judges import PROMPT_VERSIONS
-    from evaluation.pipeline import PARSED_SCHEMA
+    from evaluation.stages import PARSED_SCHEMA
 
     rng = np.random.default_rng(seed)
     judges = np.array(["rag", "masis", "prompt"])
@@ -189,7 +189,7 @@ def parsed_file(rows: int) -> Path:
 def scored_file(rows: int) -> Path:
     """``rows`` scored rows (the evaluations table without ``dt``) as one cached Parquet file."""
     from evaluation.contract import EVALUATION_COLUMNS
-    from evaluation.scoring import score_table
+    from evaluation.judges import score_table
 
     path = CACHE / f"scored-{rows}.parquet"
     if not path.exists():

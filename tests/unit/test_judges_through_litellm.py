@@ -25,11 +25,11 @@ import pytest
 
 from evaluation.client import CallOutcome, JudgeClient
 from evaluation.contract import InputRecord, JudgeName
-from evaluation.judges import call_error_row, not_applicable_row, parse_reply, render
-from evaluation.pipeline import PARSED_SCHEMA
-from evaluation.scoring import score_row, score_table
+from evaluation.judges import call_error_row, not_applicable_row, parse_reply, render, score_table
+from evaluation.stages import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder
 from tests.factories import make_record
+from tests.unit.judge_oracle import score_row
 
 pytestmark = pytest.mark.timeout(60)
 

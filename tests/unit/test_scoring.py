@@ -1,5 +1,6 @@
-"""CONTRACT §2.2–2.5 end to end (reply → parse_reply → score_row), ``clamps_applied``, and the
-equivalence of ``score_table`` (Polars) with ``score_row``, digit for digit."""
+"""CONTRACT §2.2–2.5 end to end (reply → parse_reply → score_row, the oracle), ``clamps_applied``,
+and the equivalence of ``score_table`` (Polars, what the pipeline runs) with ``score_row``, digit
+for digit."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import polars as pl
 import pytest
 
 from evaluation.contract import RULES_VERSION, InputRecord, Thresholds
-from evaluation.judges import base_row, call_error_row, not_applicable_row, parse_reply
-from evaluation.pipeline import PARSED_SCHEMA
-from evaluation.scoring import score_row, score_table, verdict_for
+from evaluation.judges import base_row, call_error_row, not_applicable_row, parse_reply, score_table, verdict
+from evaluation.stages import PARSED_SCHEMA
 from tests.factories import make_record
+from tests.unit.judge_oracle import score_row
 
 OMIT = object()
 RAG_METRICS = ("faithfulness", "context_relevance", "answer_relevance", "semantic_similarity")
@@ -418,6 +419,11 @@ def test_score_row_does_not_mutate_the_parsed_row(c: Case) -> None:
 # §2.5 verdicts, call errors and skips
 
 
+def verdict_for(score: float | None, thresholds: Thresholds) -> str | None:
+    """The library's verdict expression on one score."""
+    return pl.select(verdict(pl.lit(score, dtype=pl.Float64), thresholds)).item()
+
+
 @pytest.mark.parametrize(
     ("score", "thresholds", "expected"),
     [
@@ -501,7 +507,7 @@ def test_fallback_verdict_is_fail_whatever_the_thresholds(
 _DEFAULTS: dict[str, Any] = {
     "judge_model": "offline/lexical", "prompt_version": "test@0", "rules_version": RULES_VERSION,
     "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "latency_ms": 0.0, "attempts": 1, "cached": False,
-    "judged_at": None,
+    "judged_at": None, "question_key": None,
 }
 _COMPARED = (*PARSED_SCHEMA, "verdict", "clamps_applied")
 
