@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import polars as pl
+
 #: Okabe–Ito colours (yellow left out: too pale on white), for series such as models.
 PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999")
 #: Dash patterns for series past the palette's length.
@@ -498,6 +500,12 @@ def bin_index(value: float, low: float, high: float, bins: int) -> int:
     decided on the value rounded to 9 decimals of a bin, so that 0.3 falls in [0.3, 0.4)."""
     position = round((value - low) / (high - low) * bins, 9)
     return min(max(math.floor(position), 0), bins - 1)
+
+
+def bin_expr(value: pl.Expr, *, low: float = 0.0, high: float = 1.0, bins: int = 10) -> pl.Expr:
+    """:func:`bin_index` as a Polars expression, for counting a column's values per bin in a query."""
+    position = ((value - low) / (high - low) * bins).round(9)
+    return position.floor().clip(0, bins - 1).cast(pl.Int64)
 
 
 def histogram_counts(values: Sequence[float], *, low: float = 0.0, high: float = 1.0, bins: int = 10) -> list[int]:

@@ -8,6 +8,7 @@ Layout under an output root (``s3://bucket/prefix`` or a directory), CONTRACT §
     daily_summary/dt=YYYY-MM-DD/part-0.parquet
     runs/dt=YYYY-MM-DD/run-<run id>.parquet     one object per run: the audit log of every run
     comparisons/comparison_id=<id>/<table>.parquet
+    calibrations/calibration_id=<id>/<table>.parquet, report.html
     validation/dt=YYYY-MM-DD/result.json        the Great Expectations result
     reports/dt=YYYY-MM-DD/index.html, summary.json
     _work/dt=YYYY-MM-DD/run=<run id>/...        a run's staged chunks (readers skip `_` paths)
@@ -19,6 +20,17 @@ multipart upload that S3 makes visible only when it completes; locally a file re
 place), so a reader sees either the previous version of the day or the new one, never half of
 either, and a re-run replaces the day whole. ``dt`` lives in the path only (a Date hive
 partition); the files do not repeat it, as Hive, Athena and Trino expect.
+
+Reading: :func:`scan_table` gives a landed table as a Polars ``LazyFrame`` over its objects where
+they live (a directory, or S3 through Polars' own client with the boto3 client's endpoint,
+region and credentials): nothing is downloaded first, only the columns a query selects are read,
+and a filter on ``dt`` skips the other partitions' objects unopened.
+
+Errors: every storage failure raises :class:`StorageError` naming the URI and the cause; "not
+found" is an answer only where it is one (``exists`` is False on a 404, and raises on anything
+else). Transient S3 errors (throttling such as 503 SlowDown, 5xx, reset connections, timeouts)
+are retried by botocore's own retry mode (:func:`s3_client`) and by Polars' client, never by a
+loop of ours.
 """
 
 from __future__ import annotations
@@ -96,6 +108,11 @@ def report_key(day: dt.date, name: str = "index.html") -> str:
 def comparison_key(comparison_id: str, name: str) -> str:
     """A file of one model comparison."""
     return f"comparisons/comparison_id={safe_id(comparison_id)}/{name}"
+
+
+def calibration_key(calibration_id: str, name: str) -> str:
+    """A file of one judge calibration."""
+    return f"calibrations/calibration_id={safe_id(calibration_id)}/{name}"
 
 
 def work_prefix(day: dt.date, run_id: str) -> str:
@@ -285,11 +302,15 @@ class S3Store:
             raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
 
     def exists(self, key: str) -> bool:
+        """True if the object exists, False on a 404 (NoSuchKey); any other error (403, throttling
+        after retries, a reset connection) raises StorageError: it says nothing about the object."""
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
             return True
-        except Exception:
-            return False
+        except Exception as exc:
+            if _is_not_found(exc):
+                return False
+            raise StorageError(f"cannot check {self.uri(key)}: {exc}") from exc
 
     def copy(self, source: str, target: str) -> None:
         """Copy an object within the bucket, server-side (multipart above 8 MiB), with its content
@@ -303,13 +324,59 @@ class S3Store:
         objects = self.list(prefix)
         for start in range(0, len(objects), 1000):
             batch = [{"Key": self._key(o.key)} for o in objects[start : start + 1000]]
-            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+            try:
+                response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+            except Exception as exc:
+                raise StorageError(f"cannot delete under {self.uri(prefix)}: {exc}") from exc
+            errors = response.get("Errors") or []
+            if errors:  # a quiet delete answers 200 and lists the keys it could not delete
+                first = errors[0]
+                raise StorageError(f"cannot delete {len(errors)} objects under {self.uri(prefix)}: "
+                                   f"{first.get('Key')}: {first.get('Code')} {first.get('Message')}")
         return len(objects)
+
+    def storage_options(self) -> dict[str, Any]:
+        """Polars' ``storage_options`` for this bucket, from the boto3 client: its endpoint (unless
+        it is AWS's own), region, credentials and retry budget."""
+        meta = self.client.meta
+        options: dict[str, Any] = {"aws_region": meta.region_name or "us-east-1"}
+        endpoint = meta.endpoint_url or ""
+        if endpoint and not re.search(r"\.amazonaws\.com(\.cn)?/?$", endpoint):
+            options["aws_endpoint_url"] = endpoint
+            options["aws_virtual_hosted_style_request"] = "false"
+            if endpoint.startswith("http://"):
+                options["aws_allow_http"] = "true"
+        credentials = self.client._get_credentials()  # botocore's resolved chain (keys, profile, role)
+        if credentials is not None:
+            frozen = credentials.get_frozen_credentials()
+            options["aws_access_key_id"] = frozen.access_key
+            options["aws_secret_access_key"] = frozen.secret_key
+            if frozen.token:
+                options["aws_session_token"] = frozen.token
+        attempts = (meta.config.retries or {}).get("total_max_attempts") or S3_MAX_ATTEMPTS
+        options["max_retries"] = max(int(attempts) - 1, 0)
+        return options
+
+
+def _is_not_found(exc: Exception) -> bool:
+    """A botocore ClientError that says the object (or bucket) does not exist."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("404", "NoSuchKey", "NotFound") or status == 404
 
 
 def _content_type(key: str) -> dict[str, str]:
     suffix = Path(key).suffix
     return {"ContentType": _CONTENT_TYPES[suffix]} if suffix in _CONTENT_TYPES else {}
+
+
+#: Attempts per S3 request, the first included (botocore's retry modes count it).
+S3_MAX_ATTEMPTS = 8
+S3_CONNECT_TIMEOUT_S = 10.0
+S3_READ_TIMEOUT_S = 60.0
 
 
 def s3_client(
@@ -318,8 +385,17 @@ def s3_client(
     access_key: str | None = None,
     secret_key: str | None = None,
     region: str | None = None,
+    max_attempts: int = S3_MAX_ATTEMPTS,
+    retry_mode: Literal["standard", "adaptive"] = "standard",
+    connect_timeout: float = S3_CONNECT_TIMEOUT_S,
+    read_timeout: float = S3_READ_TIMEOUT_S,
 ) -> Any:
-    """A boto3 S3 client; endpoint and credentials default to the environment (AWS_ENDPOINT_URL...)."""
+    """A boto3 S3 client; endpoint and credentials default to the environment (AWS_ENDPOINT_URL...).
+
+    Transient errors are retried by botocore itself: its ``standard`` mode retries throttling
+    (503 SlowDown, 429), 500/502/503/504, connection errors (a reset, a refused connection) and
+    timeouts, up to ``max_attempts`` attempts with exponential backoff and jitter (``adaptive``
+    also slows the client down while it is throttled). Everything else fails at once."""
     import boto3
     from botocore.config import Config
 
@@ -329,7 +405,11 @@ def s3_client(
         aws_access_key_id=access_key,
         aws_secret_access_key=secret_key,
         region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-        config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+        config=Config(
+            retries={"mode": retry_mode, "total_max_attempts": max_attempts},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        ),
     )
 
 
@@ -371,14 +451,6 @@ def read_parquet(store: Store, key: str) -> pl.DataFrame:
     return pl.read_parquet(io.BytesIO(store.read_bytes(key)))
 
 
-def read_parquets(store: Store, keys: list[str], schema: dict[str, Any] | None = None) -> pl.DataFrame:
-    """Several Parquet objects as one table (an empty table of ``schema`` when there are none)."""
-    frames = [read_parquet(store, key) for key in keys]
-    if not frames:
-        return pl.DataFrame(schema=schema) if schema is not None else pl.DataFrame()
-    return pl.concat(frames, how="diagonal_relaxed")
-
-
 def write_json(store: Store, key: str, payload: Any) -> None:
     """Land a JSON document atomically."""
     store.write_bytes(key, json.dumps(payload, indent=2, default=str, ensure_ascii=False).encode())
@@ -389,18 +461,49 @@ def read_json(store: Store, key: str) -> Any:
     return json.loads(store.read_bytes(key))
 
 
-def scan_table(store: Store, table: str, days: list[dt.date] | None = None) -> pl.DataFrame:
-    """A landed table with its ``dt`` column, read partition by partition (only ``days`` if given)."""
-    frames = []
-    for info in store.list(table_prefix(table)):
-        match = re.search(r"dt=(\d{4}-\d{2}-\d{2})/", info.key)
-        if not match or not info.key.endswith(".parquet"):
-            continue
-        day = dt.date.fromisoformat(match.group(1))
-        if days is not None and day not in days:
-            continue
-        frames.append(read_parquet(store, info.key).with_columns(dt=pl.lit(day, dtype=pl.Date)))
-    if not frames:
-        return pl.DataFrame()
-    frame = pl.concat(frames, how="diagonal_relaxed")
-    return frame.select("dt", pl.exclude("dt"))
+#: An object of a daily table: ``<table>/dt=YYYY-MM-DD/<name>.parquet``.
+_DAILY_OBJECT = re.compile(r"[^/]+/dt=\d{4}-\d{2}-\d{2}/[^/]+\.parquet")
+
+
+def storage_options(store: Store) -> dict[str, Any] | None:
+    """Polars' ``storage_options`` for reading the store's objects in place (None for a directory)."""
+    return store.storage_options() if isinstance(store, S3Store) else None
+
+
+def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.LazyFrame:
+    """Objects of one table as one lazy table, read where they live; with ``hive`` the ``dt=``
+    folder is a ``dt`` Date column and a filter on it skips other partitions' objects unopened.
+
+    Objects written by different versions may differ: the newest object's schema is the table's
+    (the keys sort oldest first), a column the newest object holds only as nulls (Parquet's null
+    type) is read as a string, columns it lacks are dropped and columns an older object lacks are
+    null, and narrower integers and floats are widened."""
+    if not keys:
+        raise StorageError(f"no objects to scan under {store.root}")
+    options = storage_options(store)
+    uris = [store.uri(key) for key in keys]
+    try:
+        newest = pl.scan_parquet(uris[-1], hive_partitioning=False, storage_options=options).collect_schema()
+    except Exception as exc:  # Polars raises several error types for a missing or torn object
+        raise StorageError(f"cannot read {uris[-1]}: {exc}") from exc
+    schema = {name: pl.String if dtype == pl.Null else dtype for name, dtype in newest.items()
+              if not (hive and name == "dt")}
+    frame = pl.scan_parquet(
+        uris,
+        schema=schema,
+        hive_partitioning=hive,
+        hive_schema={"dt": pl.Date} if hive else None,
+        missing_columns="insert",
+        extra_columns="ignore",
+        cast_options=pl.ScanCastOptions(integer_cast="upcast", float_cast="upcast"),
+        storage_options=options,
+    )
+    return frame.select("dt", pl.exclude("dt")) if hive else frame
+
+
+def scan_table(store: Store, table: str) -> pl.LazyFrame | None:
+    """A landed daily table with its ``dt`` column (a Date), lazily, read in place; None when no
+    object of it has landed. Filter on ``dt`` to read only those days' objects, and select the
+    columns needed: nothing else is read."""
+    keys = [info.key for info in store.list(table_prefix(table)) if _DAILY_OBJECT.fullmatch(info.key)]
+    return scan_parquet(store, keys) if keys else None

@@ -3,23 +3,30 @@
 Quality aggregates (means, quantiles, verdict counts, pass rate) use ``ok`` rows only; every other
 status is counted, never averaged in (CONTRACT §2.5).
 
-The summary is built in one streaming pass over the day's scored chunks (:class:`SummaryBuilder`)
-with memory that does not grow with the day: each chunk adds its counts and sums, and a histogram
-of its metric values (value → how many rows have it). Judges' metrics take few distinct values
-(rag's are rounded to 2 decimals, scores to 3, judges answer with few digits) and latencies are
-kept to 0.1 ms, so the histograms stay small however many rows the day has. From the histograms:
+The summary is a query over the day's scored rows as a lazy table, never the day in memory:
+:class:`SummaryBuilder` takes the scored batches as they come (a lazy scan of a batch's own file
+is kept as it is; a DataFrame has the columns the summary reads written to a temporary Parquet
+file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming engine:
 
-- quantiles are exact and interpolate linearly, digit for digit as Polars' ``quantile(q,
-  "linear")`` over the column's non-null values (DuckDB's ``quantile_cont`` agrees to float
-  rounding);
-- means and standard deviations (sample, ddof 1) are computed exactly in rational arithmetic and
-  rounded once, so they do not depend on how the day was split into chunks.
+- counts, token and cost sums in one pass, whose memory is the groups;
+- then one measure at a time (each metric over ``ok`` rows, and the latency of calls that reached
+  the judge), that measure's values per (model, judge) — 8 bytes a value, never whole rows nor
+  two measures at once:
+
+  - quantiles by Polars' own ``quantile(q, "linear")``: exact whatever the values (no binning, no
+    assumption of few distinct values), digit for digit as Polars over the whole column; DuckDB's
+    ``quantile_cont`` agrees to float rounding;
+  - means from the correctly rounded sum of the values (:func:`exact_sum`) over n, and sample
+    standard deviations (ddof 1) from the correctly rounded sum of squared deviations from that
+    mean: the digits do not depend on the order of the rows nor on how the day was split.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,13 +47,22 @@ METRICS = (
 
 _LATENCY = "latency_ms"
 _QUANTILES = (10, 50, 90)
-#: Histogram rows from chunks held before they are merged into the day's histogram.
-_MERGE_ROWS = 250_000
-_HISTOGRAM_SCHEMA = {"model": pl.String, "judge": pl.String, "measure": pl.String, "value": pl.Float64, "n": pl.Int64}
+_LATENCY_QUANTILES = (50, 95)
+#: The columns the summary reads, as it reads them.
+_COLUMNS: dict[str, Any] = {
+    "model": pl.String, "judge": pl.String, "judge_status": pl.String, "verdict": pl.String,
+    **dict.fromkeys(METRICS, pl.Float64),
+    "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64, "cached": pl.Boolean,
+    "attempts": pl.Int64, _LATENCY: pl.Float64,
+}
 
 
-def _chunk_sums() -> list[pl.Expr]:
-    """Per-chunk counts and sums of one group; the day's are their sums."""
+def _typed(frame: pl.LazyFrame) -> pl.LazyFrame:
+    return frame.select(pl.col(name).cast(dtype) for name, dtype in _COLUMNS.items())
+
+
+def _sums() -> list[pl.Expr]:
+    """Counts and sums of one (model, judge) group."""
     ok = pl.col("judge_status") == "ok"
     exprs: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
     exprs += [(pl.col("judge_status") == s).sum().cast(pl.Int64).alias(f"n_{s}") for s in JUDGE_STATUSES]
@@ -61,91 +77,43 @@ def _chunk_sums() -> list[pl.Expr]:
 
 
 class SummaryBuilder:
-    """Accumulates ``daily_summary`` over scored chunks; :meth:`finish` builds the table."""
+    """Collects a day's scored batches; :meth:`finish` builds ``daily_summary`` from them.
+
+    Hand it lazy scans of the batches' own files to keep nothing in memory and write nothing
+    twice; a DataFrame is written to a temporary file that lives until :meth:`close` (or until
+    the builder is garbage collected)."""
 
     def __init__(self) -> None:
-        self._sums: list[pl.DataFrame] = []
-        self._histogram = pl.DataFrame(schema=_HISTOGRAM_SCHEMA)
-        self._pending: list[pl.DataFrame] = []
-        self._pending_rows = 0
+        self._parts: list[pl.LazyFrame] = []
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
 
     def add(self, scored: pl.DataFrame | pl.LazyFrame) -> None:
-        """Add one chunk of scored evaluation rows."""
-        frame = scored.lazy()
-        self._sums.append(frame.group_by("model", "judge").agg(_chunk_sums()).collect())
-        values = (
-            frame.filter(pl.col("judge_status") == "ok")
-            .select("model", "judge", *[pl.col(m).cast(pl.Float64) for m in METRICS])
-            .unpivot(index=["model", "judge"], on=list(METRICS), variable_name="measure", value_name="value")
-        )
-        latencies = frame.filter(pl.col("attempts") > 0).select(
-            "model", "judge", pl.lit(_LATENCY).alias("measure"), pl.col(_LATENCY).cast(pl.Float64).round(1).alias("value")
-        )
-        histogram = (
-            pl.concat([values, latencies])
-            .drop_nulls("value")
-            .group_by("model", "judge", "measure", "value")
-            .agg(pl.len().cast(pl.Int64).alias("n"))
-            .collect()
-        )
-        self._pending.append(histogram)
-        self._pending_rows += histogram.height
-        if self._pending_rows > max(_MERGE_ROWS, self._histogram.height):  # amortised: O(1) merges a row
-            self._merge()
+        """Add one batch of scored evaluation rows."""
+        if isinstance(scored, pl.LazyFrame):
+            self._parts.append(_typed(scored))
+            return
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="evaluation-summary-")
+        path = Path(self._folder.name) / f"batch-{len(self._parts):05d}.parquet"
+        _typed(scored.lazy()).collect().write_parquet(path, compression="lz4", statistics=False)
+        self._parts.append(pl.scan_parquet(path))
 
-    def _merge(self) -> None:
-        if self._pending:
-            self._histogram = (
-                pl.concat([self._histogram, *self._pending])
-                .group_by("model", "judge", "measure", "value")
-                .agg(pl.col("n").sum())
-            )
-            self._pending, self._pending_rows = [], 0
-
-    @property
-    def histogram_size(self) -> int:
-        """Distinct (model, judge, measure, value) entries held: what the memory follows."""
-        self._merge()
-        return self._histogram.height
+    def rows(self) -> pl.LazyFrame:
+        """Every row added so far (the columns the summary reads), lazily."""
+        if not self._parts:
+            return pl.LazyFrame(schema=_COLUMNS)
+        return pl.concat(self._parts, how="vertical")
 
     def finish(self, run_id: str) -> pl.DataFrame:
         """One row per (model, judge), sorted, with the columns of ``daily_summary`` (no ``dt``)."""
-        if not self._sums:
-            return pl.DataFrame(schema=summary_schema())
-        sums = pl.concat(self._sums).group_by("model", "judge").agg(pl.all().sum()).sort("model", "judge")
-        histograms = self._histograms()
-        rows: list[dict[str, Any]] = []
-        for group in sums.iter_rows(named=True):
-            key = (group["model"], group["judge"])
-            row: dict[str, Any] = {"run_id": run_id, "model": group["model"], "judge": group["judge"]}
-            row.update({c: group[c] for c in ("rows", *(f"n_{s}" for s in JUDGE_STATUSES), *(f"n_{v}" for v in VERDICTS))})
-            row["pass_rate"] = group["n_pass"] / group["n_ok"] if group["n_ok"] else None
-            for metric in METRICS:
-                values, counts = histograms.get((*key, metric), _EMPTY)
-                mean, std = _mean_std(values, counts)
-                row[f"{metric}_mean"] = mean
-                row[f"{metric}_std"] = std
-                row[f"{metric}_n"] = int(counts.sum())
-                for q in _QUANTILES:
-                    row[f"{metric}_p{q}"] = _quantile(values, counts, q / 100)
-            row.update({c: group[c] for c in ("input_tokens", "output_tokens", "cost_usd", "n_cached")})
-            values, counts = histograms.get((*key, _LATENCY), _EMPTY)
-            row["latency_p50_ms"] = _quantile(values, counts, 0.5)
-            row["latency_p95_ms"] = _quantile(values, counts, 0.95)
-            rows.append(row)
-        return pl.DataFrame(rows, schema=summary_schema(), orient="row")
+        return summarise(self.rows(), run_id)
 
-    def _histograms(self) -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
-        """(model, judge, measure) → (sorted distinct values, their counts)."""
-        out: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = {}
-        self._merge()
-        ordered = self._histogram.sort("model", "judge", "measure", "value")
-        for key, part in ordered.group_by("model", "judge", "measure", maintain_order=True):
-            out[(str(key[0]), str(key[1]), str(key[2]))] = (part["value"].to_numpy(), part["n"].to_numpy())
-        return out
-
-
-_EMPTY = (np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64))
+    def close(self) -> None:
+        """Remove the temporary files of added DataFrames."""
+        self._parts = []
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
 
 
 def summary_schema() -> dict[str, Any]:
@@ -158,52 +126,81 @@ def summary_schema() -> dict[str, Any]:
         schema.update({f"{metric}_mean": pl.Float64, f"{metric}_std": pl.Float64, f"{metric}_n": pl.Int64})
         schema.update({f"{metric}_p{q}": pl.Float64 for q in _QUANTILES})
     schema.update(input_tokens=pl.Int64, output_tokens=pl.Int64, cost_usd=pl.Float64, n_cached=pl.Int64)
-    schema.update(latency_p50_ms=pl.Float64, latency_p95_ms=pl.Float64)
+    schema.update({f"latency_p{q}_ms": pl.Float64 for q in _LATENCY_QUANTILES})
     return schema
 
 
-def _quantile(values: np.ndarray, counts: np.ndarray, q: float) -> float | None:
-    """The linear-interpolation quantile of the multiset (values repeated counts times), by
-    Polars' formula: position (n - 1)·q, the values at its floor and ceiling ranks, and
-    ``proportion · (upper - lower) + lower`` between them when they differ."""
-    n = int(counts.sum())
-    if n == 0:
-        return None
-    position = (n - 1) * q
-    low_rank = min(int(position), n - 1)
-    high_rank = min(math.ceil(position), n - 1)
-    ends = np.cumsum(counts)  # the rank after the last copy of each value
-    lower = float(values[np.searchsorted(ends, low_rank, side="right")])
-    upper = float(values[np.searchsorted(ends, high_rank, side="right")])
-    if lower == upper:
-        return lower
-    return (position - low_rank) * (upper - lower) + lower
+def _measure(rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(model, judge) → n, mean, std and quantiles of one measure's non-null values: a metric
+    over ``ok`` rows, or the latency of calls that reached the judge."""
+    keep = pl.col("attempts") > 0 if measure == _LATENCY else pl.col("judge_status") == "ok"
+    groups = (
+        rows.filter(keep & pl.col(measure).is_not_null())
+        .group_by("model", "judge")
+        .agg(
+            *[pl.col(measure).quantile(q / 100, interpolation="linear").alias(f"p{q}") for q in quantiles],
+            pl.col(measure).alias("values"),
+        )
+        .collect(engine="streaming")
+    )
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for index, (model, judge) in enumerate(groups.select("model", "judge").iter_rows()):
+        values = groups["values"][index].to_numpy()
+        figures: dict[str, Any] = {f"p{q}": groups[f"p{q}"][index] for q in quantiles}
+        figures["n"], figures["mean"], figures["std"] = values.size, None, None
+        if values.size:
+            figures["mean"] = mean = exact_sum(values) / values.size
+        if values.size > 1:
+            deviations = values - mean
+            figures["std"] = math.sqrt(exact_sum(deviations * deviations) / (values.size - 1))
+        out[(model, judge)] = figures
+    return out
 
 
-def _mean_std(values: np.ndarray, counts: np.ndarray) -> tuple[float | None, float | None]:
-    """Exact mean and sample standard deviation (ddof 1) of the multiset, each rounded once.
+def exact_sum(values: np.ndarray) -> float:
+    """The sum of ``values`` correctly rounded (as :func:`math.fsum`), whatever their order, and
+    vectorised: every float is an integer mantissa times a power of two; the mantissas are added up
+    per exponent in two 26-bit halves (float sums of integers, exact below 2**53: up to 2**26
+    values of one exponent) and the per-exponent totals combined in Python integers."""
+    if values.size == 0:
+        return 0.0
+    if not np.isfinite(values).all():
+        return float(values.sum())
+    mantissas, exponents = np.frexp(values)
+    integers = np.ldexp(mantissas, 53).astype(np.int64)  # exact: |integer| < 2**53
+    lowest = int(exponents.min())
+    offsets = exponents - lowest
+    high = np.bincount(offsets, weights=(integers >> 26).astype(np.float64))
+    low = np.bincount(offsets, weights=(integers & (2**26 - 1)).astype(np.float64))
+    total = sum(((int(h) << 26) + int(lo)) << k for k, (h, lo) in enumerate(zip(high, low, strict=True)) if h or lo)
+    scale = lowest - 53  # value = integer · 2**(exponent - 53)
+    return total / (1 << -scale) if scale < 0 else float(total << scale)
 
-    Every float is ``numerator / 2**k``; scaled to the largest ``k`` the sums are exact integers,
-    and Python's int / int division rounds correctly."""
-    n = int(counts.sum())
-    if n == 0:
-        return None, None
-    ratios = [float(v).as_integer_ratio() for v in values]
-    scale_bits = max(den.bit_length() - 1 for _, den in ratios)
-    total = squares = 0
-    for (num, den), count in zip(ratios, counts.tolist(), strict=True):
-        scaled = num << (scale_bits - (den.bit_length() - 1))  # value · 2**scale_bits, exact
-        total += count * scaled
-        squares += count * scaled * scaled
-    mean = total / (n << scale_bits)
-    if n < 2:
-        return mean, None
-    variance = (n * squares - total * total) / ((n * (n - 1)) << (2 * scale_bits))
-    return mean, math.sqrt(variance)
+
+def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
+    """``daily_summary`` (without ``dt``) of scored evaluation rows given lazily: one row per
+    (model, judge), sorted. See the module docstring for the passes and their memory."""
+    rows = _typed(rows)
+    sums = rows.group_by("model", "judge").agg(_sums()).sort("model", "judge").collect(engine="streaming")
+    if sums.height == 0:
+        return pl.DataFrame(schema=summary_schema())
+    metrics = {metric: _measure(rows, metric, _QUANTILES) for metric in METRICS}
+    latency = _measure(rows, _LATENCY, _LATENCY_QUANTILES)
+    out: list[dict[str, Any]] = []
+    for group in sums.iter_rows(named=True):
+        key = (group["model"], group["judge"])
+        row: dict[str, Any] = {"run_id": run_id, **group}
+        row["pass_rate"] = group["n_pass"] / group["n_ok"] if group["n_ok"] else None
+        for metric in METRICS:
+            figures = metrics[metric].get(key, {})
+            row.update({f"{metric}_mean": figures.get("mean"), f"{metric}_std": figures.get("std"),
+                        f"{metric}_n": figures.get("n", 0)})
+            row.update({f"{metric}_p{q}": figures.get(f"p{q}") for q in _QUANTILES})
+        row.update({f"latency_p{q}_ms": latency.get(key, {}).get(f"p{q}") for q in _LATENCY_QUANTILES})
+        out.append(row)
+    return pl.DataFrame(out, schema=summary_schema(), orient="row")
 
 
 def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, day: dt.date, run_id: str) -> pl.DataFrame:
     """One row per (model, judge) of the day's ``evaluations`` (without the ``dt`` column)."""
-    builder = SummaryBuilder()
-    builder.add(evaluations)
-    return builder.finish(run_id)
+    return summarise(evaluations.lazy(), run_id)

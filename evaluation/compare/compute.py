@@ -1,73 +1,25 @@
-"""Model comparisons: is one assistant version better than another, and by how much?
-
-A comparison takes the ``ok`` judgements of two or more models over a date range and, per judge
-and metric, estimates each model's mean with a 95% bootstrap interval and its difference from a
-baseline model with a 95% bootstrap interval and a permutation p-value. It lands under
-``comparisons/comparison_id=<id>/`` (:func:`evaluation.storage.comparison_key`):
-
-* ``metrics.parquet`` — one row per (judge, metric, model): see :data:`METRICS_SCHEMA`;
-* ``verdicts.parquet`` — the verdict mix per (judge, model) and its shift from the baseline;
-* ``spec.json`` — the :class:`ComparisonSpec` and how the rows were obtained;
-* ``report.html`` — a self-contained page (inline CSS and SVG, nothing fetched);
-* when re-judging, also ``evaluations.parquet`` and ``judge_calls.parquet`` of the re-judged
-  sample (the ``evaluations`` columns plus ``question_key``).
-
-Two sources of judgements:
-
-* without ``judge_model``: the scores already landed in ``evaluations`` for the date range;
-* with ``judge_model``: a seeded sample of each model's valid records, read again from the raw
-  input (ingest + the validation suite), judged by that model through the pipeline's own chunk
-  stage (same prompts, client, ledger of paid calls and scoring rules).
-
-**Paired or unpaired.** Records are matched across models on their normalised question text
-(lowercase, whitespace collapsed, punctuation stripped at both ends; :func:`question_key`). When
-at least ``min_pairs`` questions were answered by both the model and the baseline, and they make
-up at least half of the questions of the model that answered fewer, the test is *paired*: each
-question contributes the difference of the two models' mean values on it, the interval is a
-bootstrap over questions and the p-value a sign-flip permutation test. Otherwise the test is
-*unpaired*: a bootstrap of each sample and a two-sample permutation test on the difference of
-means. Wins, ties and losses always count the shared questions.
-
-Everything random draws from a numpy ``Generator`` seeded by ``(seed, judge, metric, model)``,
-so the same spec over the same data gives identical tables whatever order they are computed in.
-"""
+"""Model comparisons, the numbers: the rows compared (landed, or a re-judged sample), the
+statistics, the ``metrics`` and ``verdicts`` tables, and :func:`run_comparison`, which lands them
+with the page of :mod:`evaluation.compare.render`. See :mod:`evaluation.compare` for the method."""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import html
-import io
 import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluation import storage
-from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS, JudgeName, Thresholds
+from evaluation.compare.render import render_report
+from evaluation.compare.spec import METRICS_SCHEMA, VERDICTS_SCHEMA, ComparisonError, ComparisonSpec
+from evaluation.contract import VERDICTS, question_key
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks
-
-__all__ = [
-    "METRICS_SCHEMA",
-    "VERDICTS_SCHEMA",
-    "ComparisonError",
-    "ComparisonSpec",
-    "compare_metrics",
-    "compare_verdicts",
-    "judge_sample",
-    "landed_rows",
-    "paired_test",
-    "question_key",
-    "run_comparison",
-    "sample_records",
-    "unpaired_test",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -84,141 +36,10 @@ TIE_TOLERANCE = 1e-9
 #: Cells (resamples x sample size) drawn at once; bounds memory on large samples.
 _BATCH_CELLS = 2_000_000
 
-METRICS_SCHEMA: dict[str, Any] = {
-    "comparison_id": pl.String,
-    "start_date": pl.Date,
-    "end_date": pl.Date,
-    "judge": pl.String,
-    "metric": pl.String,
-    "model": pl.String,
-    "baseline": pl.String,
-    "is_baseline": pl.Boolean,
-    "n": pl.Int64,
-    "n_questions": pl.Int64,
-    "mean": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "baseline_n": pl.Int64,
-    "baseline_mean": pl.Float64,
-    "test": pl.String,
-    "delta": pl.Float64,
-    "delta_ci_low": pl.Float64,
-    "delta_ci_high": pl.Float64,
-    "p_value": pl.Float64,
-    "significant": pl.Boolean,
-    "n_pairs": pl.Int64,
-    "wins": pl.Int64,
-    "ties": pl.Int64,
-    "losses": pl.Int64,
-}
 
-VERDICTS_SCHEMA: dict[str, Any] = {
-    "comparison_id": pl.String,
-    "start_date": pl.Date,
-    "end_date": pl.Date,
-    "judge": pl.String,
-    "model": pl.String,
-    "baseline": pl.String,
-    "verdict": pl.String,
-    "n": pl.Int64,
-    "n_ok": pl.Int64,
-    "share_pct": pl.Float64,
-    "baseline_share_pct": pl.Float64,
-    "shift_pp": pl.Float64,
-}
-
-#: Columns of the rows a comparison works on (``evaluations`` columns plus ``question_key``).
-_ROW_COLUMNS = ("dt", "record_id", "model", "judge", "judge_status", "verdict", "score",
-                *dict.fromkeys((*RAG_METRICS, *MASIS_DIMENSIONS)), "question_key")
-
-
-class ComparisonError(RuntimeError):
-    """A comparison cannot run as asked: the message names the range, the models and the cause."""
-
-
-class ComparisonSpec(BaseModel):
-    """What to compare. The DAG's Params form and ``python -m evaluation compare`` map onto it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start_date: dt.date = Field(description="First day (dt) of the range, inclusive.")
-    end_date: dt.date = Field(description="Last day (dt) of the range, inclusive.")
-    models: list[str] = Field(min_length=2, description="The models (the `model` column) to compare.")
-    baseline: str | None = Field(default=None, description="The model the others are compared to; default the first.")
-    judges: list[JudgeName] = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges compared.")
-    sample_per_model: int | None = Field(
-        default=None, ge=1, description="At most this many records per model, a seeded sample; None for all."
-    )
-    seed: int = Field(default=0, ge=0, description="Seeds the sample, the bootstrap and the permutations.")
-    judge_model: str | None = Field(
-        default=None, description="Re-judge the sample with this litellm model; None compares the landed scores."
-    )
-    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
-    concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight when re-judging.")
-    bootstrap: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples and permutations.")
-    thresholds: Thresholds = Field(
-        default_factory=Thresholds, description="Verdict thresholds when re-judging (landed rows keep theirs)."
-    )
-    min_pairs: int = Field(default=10, ge=2, description="Shared questions needed for a paired test.")
-
-    @field_validator("models", "judges", mode="before")
-    @classmethod
-    def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
-
-    @field_validator("judges")
-    @classmethod
-    def _unique_judges(cls, value: list[JudgeName]) -> list[JudgeName]:
-        return list(dict.fromkeys(value))
-
-    @field_validator("models")
-    @classmethod
-    def _unique_models(cls, value: list[str]) -> list[str]:
-        models = [m.strip() for m in value]
-        if any(not m for m in models):
-            raise ValueError("a model name is blank")
-        repeated = sorted({m for m in models if models.count(m) > 1})
-        if repeated:
-            raise ValueError(f"models are repeated: {', '.join(repeated)}")
-        return models
-
-    @field_validator("baseline", "judge_model", "api_base", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @model_validator(mode="after")
-    def _check(self) -> ComparisonSpec:
-        if self.end_date < self.start_date:
-            raise ValueError(f"end_date {self.end_date} is before start_date {self.start_date}")
-        if self.judge_model is None:
-            self.api_base = None  # only a judge call uses it; it must not change the comparison's id
-        if self.baseline is None:
-            self.baseline = self.models[0]
-        elif self.baseline not in self.models:
-            raise ValueError(f"baseline {self.baseline!r} is not one of the models {self.models}")
-        return self
-
-    @property
-    def baseline_model(self) -> str:
-        """The baseline (set by validation)."""
-        assert self.baseline is not None
-        return self.baseline
-
-    def days(self) -> list[dt.date]:
-        """Every day of the range."""
-        return [self.start_date + dt.timedelta(days=i) for i in range((self.end_date - self.start_date).days + 1)]
-
-    def default_id(self) -> str:
-        """``cmp-`` and a hash of the spec: the same spec gets the same id."""
-        digest = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
-        return f"cmp-{digest[:16]}"
-
-    def describe(self) -> str:
-        """The range and the models, for messages."""
-        return f"{self.start_date}..{self.end_date}, models {', '.join(self.models)}"
+#: Columns of the rows a comparison works on (``evaluations`` columns).
+_ROW_COLUMNS = ("dt", "record_id", "question_key", "model", "judge", "judge_status", "verdict", "score",
+                *dict.fromkeys((*RAG_METRICS, *MASIS_DIMENSIONS)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,20 +124,6 @@ def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Gener
 # Rows to compare
 
 
-def question_key(question: pl.Expr) -> pl.Expr:
-    """The matching key of a question: lowercase, whitespace collapsed, punctuation stripped at the ends."""
-    return (
-        question.str.to_lowercase()
-        .str.replace_all(r"\s+", " ")
-        .str.replace_all(r"^[\p{P}\p{S}\s]+|[\p{P}\p{S}\s]+$", "")
-    )
-
-
-def _keyed_questions(frame: pl.DataFrame) -> pl.DataFrame:
-    key = question_key(pl.col("question"))
-    return frame.with_columns(question_key=pl.when(key != "").then(key)).drop("question")
-
-
 def _record_hash(seed: int, model: str, day: dt.date, record_id: str) -> str:
     return hashlib.sha256(f"{seed}\x1f{model}\x1f{day.isoformat()}\x1f{record_id}".encode()).hexdigest()
 
@@ -347,48 +154,53 @@ def _check_models(found: set[str], spec: ComparisonSpec, where: str) -> None:
         )
 
 
-def _read_columns(store: storage.Store, key: str, columns: list[str]) -> pl.DataFrame:
-    return pl.read_parquet(io.BytesIO(store.read_bytes(key)), columns=columns)
-
-
 def _landed_questions(store: storage.Store, keys: pl.DataFrame) -> pl.DataFrame:
-    """``question_key`` of landed records, from the prompts kept in ``judge_calls`` (every judge
-    fences the question the same way; redacted runs match on the redacted text)."""
-    frames = []
-    for (day,), wanted in keys.group_by("dt", maintain_order=True):
-        key = storage.table_key("judge_calls", day)
-        if not store.exists(key):
-            continue
-        calls = (
-            _read_columns(store, key, ["record_id", "user_prompt"])
-            .filter(pl.col("record_id").is_in(wanted["record_id"].implode()) & pl.col("user_prompt").is_not_null())
-            .unique("record_id", keep="first", maintain_order=True)
-        )
-        questions = [read_fenced_blocks(prompt).get("question") for prompt in calls["user_prompt"]]
-        frames.append(pl.DataFrame({
-            "dt": pl.Series([day] * calls.height, dtype=pl.Date),
-            "record_id": calls["record_id"],
-            "question": pl.Series(questions, dtype=pl.String),
-        }))
-    if not frames:
+    """``question_key`` of records landed before ``evaluations`` carried it, from the prompts kept
+    in ``judge_calls`` (every judge fences the question the same way; redacted runs match on the
+    redacted text). Reads two columns of the days concerned."""
+    calls = storage.scan_table(store, "judge_calls")
+    if calls is None or keys.is_empty():
         return pl.DataFrame(schema={"dt": pl.Date, "record_id": pl.String, "question_key": pl.String})
-    return _keyed_questions(pl.concat(frames))
+    prompts = (
+        calls.filter(pl.col("dt").is_in(keys["dt"].unique().implode()) & pl.col("user_prompt").is_not_null())
+        .select("dt", "record_id", "user_prompt")
+        .join(keys.lazy().select("dt", "record_id"), on=["dt", "record_id"], how="semi")
+        .unique(["dt", "record_id"], keep="first", maintain_order=True)
+        .collect(engine="streaming")
+    )
+    questions = [read_fenced_blocks(prompt).get("question") for prompt in prompts["user_prompt"]]
+    return prompts.select("dt", "record_id").with_columns(
+        question_key=pl.Series([None if q is None else question_key(q) for q in questions], dtype=pl.String)
+    )
 
 
 def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
     """The landed ``evaluations`` rows of the spec's models, judges and days (sampled when
-    asked), with the ``question_key`` each record was asked."""
-    frame = storage.scan_table(store, "evaluations", spec.days())
-    if frame.height == 0:
-        raise ComparisonError(
-            f"comparison {spec.describe()}: no landed evaluations under {store.uri('evaluations/')} for the range"
-        )
-    _check_models(set(frame["model"].unique().to_list()), spec, store.uri("evaluations/"))
-    rows = frame.filter(pl.col("model").is_in(spec.models) & pl.col("judge").is_in(list(spec.judges)))
+    asked), with the ``question_key`` each record was asked: read in place, the range's
+    partitions and the columns compared only."""
+    where = store.uri("evaluations/")
+    evaluations = storage.scan_table(store, "evaluations")
+    in_range = None if evaluations is None else evaluations.filter(pl.col("dt").is_between(spec.start_date, spec.end_date))
+    found = set() if in_range is None else set(in_range.select(pl.col("model").unique()).collect(engine="streaming")["model"])
+    if in_range is None or not found:
+        raise ComparisonError(f"comparison {spec.describe()}: no landed evaluations under {where} for the range")
+    _check_models(found, spec, where)
+    columns = [c for c in _ROW_COLUMNS if c in in_range.collect_schema()]
+    rows = (
+        in_range.filter(pl.col("model").is_in(spec.models) & pl.col("judge").is_in(list(spec.judges)))
+        .select(columns)
+        .collect(engine="streaming")
+    )
     keys = sample_records(rows, spec.sample_per_model, spec.seed)
     rows = rows.join(keys, on=["dt", "record_id", "model"], how="semi")
-    questions = _landed_questions(store, keys)
-    rows = rows.join(questions, on=["dt", "record_id"], how="left")
+    if "question_key" not in rows.columns:
+        rows = rows.with_columns(question_key=pl.lit(None, dtype=pl.String))
+    unkeyed = rows.filter(pl.col("question_key").is_null()).select("dt", "record_id").unique()
+    if unkeyed.height:  # landed before evaluations had question_key
+        found_keys = _landed_questions(store, unkeyed).rename({"question_key": "_key"})
+        rows = rows.join(found_keys, on=["dt", "record_id"], how="left").with_columns(
+            question_key=pl.coalesce("question_key", "_key")
+        ).drop("_key")
     return rows.select(_ROW_COLUMNS).sort("dt", "record_id", "judge")
 
 
@@ -397,23 +209,16 @@ def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
 
 
 def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | None = None) -> Iterator[pl.DataFrame]:
-    """The day's valid records as the pipeline stages them (ingest + the validation suite), one
-    bounded batch at a time: objects are read one by one, never the whole day at once."""
-    import tempfile
-
-    from evaluation.ingest import BATCH_ROWS, ingest_batches
-    from evaluation.pipeline import RECORD_SCHEMA, _raw_sources
+    """The day's valid records as the daily ingest stages them (the same reading and row rules),
+    one bounded batch at a time: objects are read one by one, never the whole day at once."""
+    from evaluation import stages
     from evaluation.validation import DayValidator
 
-    objects = [o for o in raw_store.list(storage.raw_prefix(day)) if o.key.endswith(storage.RAW_SUFFIXES)]
     validator = DayValidator(day, max_reject_ratio=1.0, allow_empty=True)
-    with tempfile.TemporaryDirectory(prefix="evaluation-compare-") as folder:
-        sources = _raw_sources(raw_store, objects, Path(folder))
-        for batch in ingest_batches(sources, day, batch_rows=batch_rows or BATCH_ROWS):
-            if batch.rows.height:
-                valid = validator.validate_batch(batch.rows).valid
-                if valid.height:
-                    yield valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+    options = {} if batch_rows is None else {"batch_rows": batch_rows}
+    for batch in stages.validated_batches(raw_store, stages.raw_objects(raw_store, day), validator, **options):
+        if batch.valid.height:
+            yield batch.valid
 
 
 def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, batch_rows: int | None = None) -> pl.DataFrame:
@@ -440,7 +245,7 @@ def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, bat
             ]
     _check_models(found, spec, raw_store.root)
     if not kept:
-        from evaluation.pipeline import RECORD_SCHEMA
+        from evaluation.stages import RECORD_SCHEMA
 
         return pl.DataFrame(schema={**RECORD_SCHEMA, "dt": pl.Date})
     records = pl.concat(kept, how="vertical")
@@ -466,21 +271,15 @@ def judge_sample(
     Runs the pipeline's own chunk stage under ``_work/dt=.../run=comparison-<id>/``, so replies
     already paid for (the day's ledger) are reused: a retry pays only for calls not made yet.
     """
-    from evaluation import pipeline
-    from evaluation.client import JudgeClient
+    from evaluation import stages
     from evaluation.contract import EVALUATION_COLUMNS, RunConfig
-    from evaluation.scoring import score_table
+    from evaluation.judges import score_table
 
     if spec.judge_model is None:
         raise ComparisonError(f"comparison {comparison_id}: judge_sample needs a judge_model")
     run_id = f"comparison-{comparison_id}"
-    try:  # fail before paying: an unusable judge model stops the comparison before any record is read
-        pipeline.probe_judge(JudgeClient(spec.judge_model, api_base=spec.api_base, api_key=api_key),
-                             f"comparison {comparison_id}")
-    except pipeline.JudgeUnusable as exc:
-        raise ComparisonError(str(exc)) from exc
     records = sampled_valid_records(raw_store, spec)
-    stores = pipeline.Stores(raw=raw_store, out=store)
+    stores = stages.Stores(raw=raw_store, out=store)
     judged: list[pl.DataFrame] = []
     calls: list[pl.DataFrame] = []
     for (day,), day_records in records.group_by("dt", maintain_order=True):
@@ -489,14 +288,17 @@ def judge_sample(
             judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base,
             concurrency=spec.concurrency, thresholds=spec.thresholds, chunk_size=chunk_size,
         )
+        if not judged:  # fail before paying: an unusable judge model stops the comparison here
+            try:
+                stages.probe_judge(stages.judge_client(cfg, api_key), f"comparison {comparison_id}")
+            except stages.JudgeUnusable as exc:
+                raise ComparisonError(str(exc)) from exc
         # In content-key order, as the daily plan stages chunks: each chunk reads only the day's
         # ledger objects of its own key range (see evaluation.ledger).
         staged = day_records.drop("dt").with_columns(sampled=pl.lit(True))
-        staged = staged.with_columns(pipeline.content_keys(staged)).sort("_key", maintain_order=True).drop("_key")
-        for index, offset in enumerate(range(0, staged.height, chunk_size)):
-            part = staged.slice(offset, chunk_size)
-            storage.write_parquet(store, storage.chunk_key(day, run_id, "records", index), part)
-            pipeline.judge_chunk(cfg, stores, index, api_key=api_key)
+        for chunk in stages.stage_chunks(cfg, stores, stages.in_key_order(staged, chunk_size)):
+            index = chunk.index
+            stages.judge_chunk(cfg, stores, index, api_key=api_key)
             judged.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "judged", index))
                           .with_columns(dt=pl.lit(day, dtype=pl.Date)))
             calls.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "calls", index))
@@ -505,12 +307,10 @@ def judge_sample(
     if not judged:
         raise ComparisonError(f"comparison {comparison_id} ({spec.describe()}): no valid records to judge")
     parsed = pl.concat(judged, how="vertical_relaxed")
-    questions = _keyed_questions(records.select("dt", "record_id", "question"))
     evaluations = (
         score_table(parsed, spec.thresholds)
         .with_columns(run_id=pl.lit(run_id))
-        .join(questions, on=["dt", "record_id"], how="left")
-        .select(*EVALUATION_COLUMNS, "question_key")
+        .select(*EVALUATION_COLUMNS)
         .sort("dt", "record_id", "judge")
     )
     call_table = pl.concat(calls, how="vertical_relaxed")
@@ -538,7 +338,7 @@ def _rejudged_rows(store: storage.Store, spec: ComparisonSpec, comparison_id: st
         return None
     if storage.read_json(store, marker).get("spec") != spec.model_dump(mode="json"):
         return None
-    return storage.read_parquet(store, key).select(_ROW_COLUMNS)
+    return storage.scan_parquet(store, [key], hive=False).select(_ROW_COLUMNS).collect()
 
 
 def _rejudged(
@@ -738,149 +538,3 @@ def _deltas(metrics: pl.DataFrame) -> list[dict[str, Any]]:
                "test", "significant", "n_pairs", "wins", "ties", "losses"]
     rows = metrics.filter(~pl.col("is_baseline")).select(columns).iter_rows(named=True)
     return [{k: _rounded(v) for k, v in row.items()} for row in rows]
-
-
-# --------------------------------------------------------------------------------------------
-# The report page
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
-main{max-width:1100px;margin:0 auto;padding:24px}
-h1{font-size:1.6rem;margin:0 0 4px}h2{font-size:1.2rem;margin:28px 0 8px}h3{font-size:1rem;margin:18px 0 6px}
-.meta{color:#57606a;font-size:.9rem}.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:16px;margin:12px 0}
-table{border-collapse:collapse;width:100%;font-size:.85rem}th,td{padding:4px 8px;border-bottom:1px solid #eaeef2;text-align:right}
-th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}th{background:#f6f8fa}
-.pos{color:#1a7f37;font-weight:600}.neg{color:#cf222e;font-weight:600}.ns{color:#57606a}
-svg{max-width:100%;height:auto}svg text{font-family:inherit}
-"""
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return html.escape(str(value))
-
-
-def _delta_chart(judge: str, baseline: str, rows: list[dict[str, Any]]) -> str:
-    """Deltas as intervals around zero: a dot at the delta, whiskers to the 95% interval, a
-    diamond at zero on every row (bold label when the interval excludes zero)."""
-    from evaluation import charts
-
-    rows = [r for r in rows if r["delta"] is not None]
-    if not rows:
-        return "<p class='meta'>No deltas: a model or the baseline has no ok rows.</p>"
-    limit = max(max(abs(r["delta_ci_low"]), abs(r["delta_ci_high"])) for r in rows)
-    limit = max(limit * 1.1, 0.02)
-    intervals = [
-        charts.Interval(f"{r['metric']} · {r['model']}", r["delta"], r["delta_ci_low"], r["delta_ci_high"],
-                        reference=0.0, flagged=bool(r["significant"]))
-        for r in rows
-    ]
-    return charts.interval_chart(
-        intervals, title=f"Difference from {baseline} — {judge}", x_label=f"difference from {baseline}",
-        value_format=lambda v: f"{v:+.3f}", x_range=(-limit, limit), reference_label="no difference (0)", width=820,
-    )
-
-
-def _verdict_chart(judge: str, rows: list[dict[str, Any]], models: list[str]) -> str:
-    from evaluation import charts
-
-    segments = [charts.Segment(v, charts.OUTCOME_COLOURS[v]) for v in VERDICTS]
-    bars = [charts.BarRow(m, [next((r["n"] for r in rows if r["model"] == m and r["verdict"] == v), 0)
-                              for v in VERDICTS]) for m in models]
-    return charts.stacked_bar_chart(bars, segments, title=f"Verdict mix of ok rows — {judge}", width=820)
-
-
-def _verdict_table(rows: list[dict[str, Any]], models: list[str]) -> str:
-    head = "<tr><th>model</th><th>ok rows</th>" + "".join(
-        f"<th>{v} %</th><th>shift (pp)</th>" for v in VERDICTS) + "</tr>"
-    body = []
-    for model in models:
-        mine = {r["verdict"]: r for r in rows if r["model"] == model}
-        cells = []
-        for verdict in VERDICTS:
-            row = mine.get(verdict, {})
-            shift = row.get("shift_pp")
-            cells.append(f"<td>{_fmt(row.get('share_pct'), 1)}</td>"
-                         f"<td>{'–' if shift is None or row.get('model') == row.get('baseline') else f'{shift:+.1f}'}</td>")
-        n_ok = next(iter(mine.values()), {}).get("n_ok", 0)
-        body.append(f"<tr><td>{html.escape(model)}</td><td>{n_ok}</td>{''.join(cells)}</tr>")
-    return f"<table>{head}{''.join(body)}</table>"
-
-
-def _metrics_table(rows: list[dict[str, Any]]) -> str:
-    head = ("<tr><th>metric</th><th>model</th><th>n</th><th>mean</th><th>95% CI</th><th>delta</th>"
-            "<th>95% CI of delta</th><th>p</th><th>test</th><th>W / T / L</th></tr>")
-    body = []
-    for r in rows:
-        cls = "ns"
-        if r["significant"]:
-            cls = "pos" if r["delta"] > 0 else "neg"
-        wtl = "–" if r["is_baseline"] else f"{r['wins']} / {r['ties']} / {r['losses']}"
-        delta = "–" if r["delta"] is None else f"{r['delta']:+.3f}"
-        delta_ci = "–" if r["delta"] is None else f"[{_fmt(r['delta_ci_low'])}, {_fmt(r['delta_ci_high'])}]"
-        body.append(
-            f"<tr><td>{html.escape(r['metric'])}</td><td>{html.escape(r['model'])}{' (baseline)' if r['is_baseline'] else ''}"
-            f"</td><td>{r['n']}</td><td>{_fmt(r['mean'])}</td><td>[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]</td>"
-            f"<td class='{cls}'>{delta}</td><td>{delta_ci}</td>"
-            f"<td>{_fmt(r['p_value'], 4)}</td><td>{_fmt(r['test'])}</td><td>{wtl}</td></tr>"
-        )
-    return f"<table>{head}{''.join(body)}</table>"
-
-
-def render_report(
-    comparison_id: str,
-    spec: ComparisonSpec,
-    source: str,
-    metrics: pl.DataFrame,
-    verdicts: pl.DataFrame,
-    records: dict[str, int],
-    statuses: dict[str, dict[str, dict[str, int]]],
-) -> str:
-    """The comparison's self-contained HTML page."""
-    how = ("landed scores" if source == "landed"
-           else f"re-judged with {spec.judge_model}")
-    sample = "all records" if spec.sample_per_model is None else f"at most {spec.sample_per_model} records per model"
-    sections = []
-    for judge in spec.judges:
-        judge_rows = metrics.filter(pl.col("judge") == judge).to_dicts()
-        deltas = [r for r in judge_rows if not r["is_baseline"]]
-        verdict_rows = verdicts.filter(pl.col("judge") == judge).to_dicts()
-        sections.append(
-            f"<section class='card'><h2>Judge <code>{html.escape(judge)}</code></h2>"
-            f"{_delta_chart(judge, spec.baseline_model, deltas)}"
-            f"<h3>Verdict mix and shift from {html.escape(spec.baseline_model)}</h3>"
-            f"{_verdict_chart(judge, verdict_rows, spec.models)}{_verdict_table(verdict_rows, spec.models)}"
-            f"<h3>Metrics</h3>{_metrics_table(judge_rows)}</section>"
-        )
-    status_rows = []
-    for model in spec.models:
-        for judge in spec.judges:
-            counts = statuses.get(model, {}).get(judge, {})
-            status_rows.append(
-                f"<tr><td>{html.escape(model)}</td><td>{html.escape(judge)}</td>"
-                + "".join(f"<td>{counts.get(s, 0)}</td>" for s in JUDGE_STATUSES)
-                + "</tr>"
-            )
-    records_line = ", ".join(f"{html.escape(m)}: {records.get(m, 0)}" for m in spec.models)
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>Model comparison {html.escape(comparison_id)}</title><style>{_CSS}</style></head><body><main>"
-        f"<h1>Model comparison</h1><p class='meta'>{html.escape(comparison_id)} · {spec.start_date} to {spec.end_date} · "
-        f"baseline <b>{html.escape(spec.baseline_model)}</b> · {html.escape(how)} · {html.escape(sample)} · "
-        f"seed {spec.seed}</p>"
-        f"<div class='card'><p>Records per model: {records_line}.</p>"
-        "<p class='meta'>Means and verdict mixes use <code>ok</code> rows only; other statuses are counted at the end. "
-        "Intervals are 95% percentile "
-        f"bootstraps ({spec.bootstrap} resamples). A <i>paired</i> test matches records on the normalised question "
-        "and works on per-question differences (sign-flip permutation p-value); an <i>unpaired</i> test compares the "
-        "two samples (two-sample permutation p-value). A bold label, a green or red delta: the interval excludes "
-        "zero.</p></div>"
-        + "".join(sections)
-        + "<section class='card'><h2>Judge statuses</h2><table><tr><th>model</th><th>judge</th>"
-        + "".join(f"<th>{s}</th>" for s in JUDGE_STATUSES) + "</tr>"
-        + "".join(status_rows)
-        + "</table></section></main></body></html>"
-    )

@@ -1,9 +1,12 @@
-"""The daily report: one self-contained HTML page and ``summary.json`` per day (CONTRACT §3, §5).
+"""The numbers of the daily report: what ``summary.json`` holds and the page shows.
 
-Reads the landed tables of an output root: ``daily_summary`` of the day and of up to
-``history_days`` before it (trends, baselines), and the day's ``evaluations`` (distributions,
-worst records), ``rejects`` and ``runs``. Writes ``reports/dt=YYYY-MM-DD/index.html`` and
-``summary.json`` (:func:`evaluation.storage.report_key`).
+Reads the landed tables of an output root where they live (lazily, only the columns used; see
+:func:`evaluation.storage.scan_table`): ``daily_summary`` of the day and of up to
+``history_days`` before it (trends, baselines; a ``dt`` filter reads only those days), the day's
+``runs`` rows, and the day's ``evaluations`` and ``rejects`` as lazy tables that are aggregated
+by Polars' streaming engine — per-bin counts of the distributions, the lowest scores per judge
+(a bottom-k, then only those rows' texts), distinct run ids and versions — so memory follows the
+groups and the few rows shown, not the day.
 
 Statistics (all at 95%):
 
@@ -13,11 +16,6 @@ Statistics (all at 95%):
 * each is compared with the previous landed day (at most 7 days back) and with the trailing
   7-day value (days ``D-7 … D-1``, pooled: rows of all days together, i.e. the n-weighted mean);
   a comparison is **flagged** when the baseline lies outside the day's interval.
-
-The page is built from the same dictionary that lands as ``summary.json``, so the two always hold
-the same numbers. The page has no script and fetches nothing: CSS and SVG are inline, a
-Content-Security-Policy forbids any load, and every logged text (model names, ids, judge
-reasoning, raw rejected lines) is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -26,24 +24,15 @@ import datetime as dt
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from evaluation import charts
-from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS
-from evaluation.storage import (
-    Store,
-    day_partition,
-    read_parquet,
-    report_key,
-    scan_table,
-    table_key,
-    write_json,
-)
+from evaluation.storage import Store, day_partition, scan_parquet, scan_table, table_key
 from evaluation.summary import METRICS, build_daily_summary
 
 REPORT_VERSION = 1
@@ -65,14 +54,7 @@ RAW_LIMIT = 600
 REJECT_SAMPLES = 20
 
 #: Which direction of change is an improvement, per measure (None: neither).
-_BETTER_WHEN = {"pass": "up", "borderline": None, "fail": "down"}
-_RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
-_METRIC_LABELS = {m: m.replace("_", " ").capitalize() for m in METRICS}
-_SHORT_METRIC = {
-    "score": "score", "faithfulness": "faithful.", "relevance": "relevance", "completeness": "complete.",
-    "reasoning_quality": "reasoning", "context_relevance": "context rel.", "answer_relevance": "answer rel.",
-    "semantic_similarity": "semantic sim.",
-}
+BETTER_WHEN = {"pass": "up", "borderline": None, "fail": "down"}
 
 
 class ReportError(RuntimeError):
@@ -138,30 +120,31 @@ def _int(value: Any) -> int:
 
 @dataclass
 class ReportInputs:
-    """The landed tables a day's report reads."""
+    """The landed tables a day's report reads: small ones read, the day's big ones lazily."""
 
     day: dt.date
     root: str
     history_days: int
     history: pl.DataFrame  # daily_summary rows of the window, with dt (the day included)
-    evaluations: pl.DataFrame | None  # the day's evaluations (None: not landed)
-    rejects: pl.DataFrame | None
+    evaluations: pl.LazyFrame | None  # the day's evaluations (None: not landed)
+    rejects: pl.LazyFrame | None
     runs: pl.DataFrame | None
     summary_source: str  # "daily_summary" or "evaluations"
 
 
-def _read_day(store: Store, table: str, day: dt.date) -> pl.DataFrame | None:
+def _scan_day(store: Store, table: str, day: dt.date) -> pl.LazyFrame | None:
     key = table_key(table, day)
-    return read_parquet(store, key) if store.exists(key) else None
+    return scan_parquet(store, [key]) if store.exists(key) else None
 
 
 def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> ReportInputs:
     """Read what the report of ``day`` needs; raises ReportError when nothing landed for the day."""
     if history_days < 1:
         raise ValueError("history_days must be at least 1")
-    window = [day - dt.timedelta(days=offset) for offset in range(max(history_days, BASELINE_DAYS + 1))]
-    history = scan_table(store, "daily_summary", window)
-    evaluations = _read_day(store, "evaluations", day)
+    first = day - dt.timedelta(days=max(history_days, BASELINE_DAYS + 1) - 1)
+    summaries = scan_table(store, "daily_summary")
+    history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(first, day)).collect()
+    evaluations = _scan_day(store, "evaluations", day)
     source = "daily_summary"
     has_day = not history.is_empty() and history.filter(pl.col("dt") == day).height > 0
     if not has_day and not store.exists(table_key("daily_summary", day)):
@@ -170,22 +153,19 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> Report
                 f"no daily_summary or evaluations landed for {day.isoformat()} under {store.root}"
                 f" (expected {store.uri(table_key('daily_summary', day))})"
             )
-        run_id = evaluations["run_id"][0] if evaluations.height and "run_id" in evaluations.columns else "unknown"
+        run_id = evaluations.select(pl.col("run_id").first()).collect().item() or "unknown"
         built = build_daily_summary(evaluations, day, run_id).with_columns(dt=pl.lit(day, dtype=pl.Date))
         history = built if history.is_empty() else pl.concat([history, built], how="diagonal_relaxed")
         source = "evaluations"
-    runs = None
     run_objects = [o.key for o in store.list(f"runs/{day_partition(day)}/") if o.key.endswith(".parquet")]
-    if run_objects:
-        runs = pl.concat([read_parquet(store, key) for key in run_objects], how="diagonal_relaxed")
     return ReportInputs(
         day=day,
         root=store.root,
         history_days=history_days,
         history=history,
         evaluations=evaluations,
-        rejects=_read_day(store, "rejects", day),
-        runs=runs,
+        rejects=_scan_day(store, "rejects", day),
+        runs=scan_parquet(store, run_objects).collect() if run_objects else None,
         summary_source=source,
     )
 
@@ -194,13 +174,13 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> Report
 # Numbers (summary.json)
 
 
-def _judge_order(judge: str) -> tuple[int, str]:
+def judge_order(judge: str) -> tuple[int, str]:
     order: list[str] = list(JUDGES)
     return (order.index(judge) if judge in order else len(order), judge)
 
 
 def _group_key(row: dict[str, Any]) -> tuple[tuple[int, str], str]:
-    return _judge_order(str(row["judge"])), str(row["model"])
+    return judge_order(str(row["judge"])), str(row["model"])
 
 
 def _rate_value(row: dict[str, Any], verdict: str) -> tuple[int, int, float | None]:
@@ -316,28 +296,31 @@ def _rule_of(reason: str) -> str:
     return head or reason.strip() or "(empty reason)"
 
 
-def _distributions(evaluations: pl.DataFrame, models: Sequence[str]) -> list[dict[str, Any]]:
-    ok = evaluations.filter(pl.col("judge_status") == "ok")
+def _distributions(evaluations: pl.LazyFrame, models: list[str]) -> list[dict[str, Any]]:
+    """Per (judge, metric): each model's count of ok values per bin (one streaming aggregation)."""
+    metrics = [m for m in METRICS if m in evaluations.collect_schema()]
+    counts = (
+        evaluations.filter(pl.col("judge_status") == "ok")
+        .select("judge", "model", *metrics)
+        .unpivot(index=["judge", "model"], on=metrics, variable_name="metric", value_name="value")
+        .drop_nulls("value")
+        .group_by("judge", "metric", "model", charts.bin_expr(pl.col("value"), bins=HISTOGRAM_BINS).alias("bin"))
+        .len()
+        .collect(engine="streaming")
+    )
+    per_bin = {(j, m, model, b): int(n) for j, m, model, b, n in counts.iter_rows()}
     out = []
-    for judge in sorted(ok["judge"].unique().to_list(), key=_judge_order):
-        rows = ok.filter(pl.col("judge") == judge)
-        for metric in METRICS:
-            if metric not in rows.columns:
-                continue
-            per_model: dict[str, list[int]] = {}
-            counts: dict[str, int] = {}
-            for model in models:
-                values = [v for v in rows.filter(pl.col("model") == model)[metric].to_list() if v is not None]
-                if values:
-                    per_model[model] = charts.histogram_counts(values, bins=HISTOGRAM_BINS)
-                    counts[model] = len(values)
+    for judge in sorted(set(counts["judge"].to_list()), key=judge_order):
+        for metric in metrics:
+            per_model = {model: [per_bin.get((judge, metric, model, b), 0) for b in range(HISTOGRAM_BINS)] for model in models}
+            per_model = {model: bins for model, bins in per_model.items() if sum(bins)}
             if per_model:
                 out.append({
                     "judge": judge,
                     "metric": metric,
                     "edges": [i / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1)],
                     "counts": per_model,
-                    "n": counts,
+                    "n": {model: sum(bins) for model, bins in per_model.items()},
                 })
     return out
 
@@ -348,6 +331,7 @@ _WORST_COLUMNS = (
     "misses", "hits", "reasoning", "explanations", "reason", "invalid_citations", "clamps_applied",
     "hallucination_detected", "uncited_claim_count", "improvement_suggestions",
 )
+_WORST_ORDER = ["score", "model", "record_id"]
 
 
 def _explanations(text: str | None) -> dict[str, str] | str | None:
@@ -364,41 +348,54 @@ def _explanations(text: str | None) -> dict[str, str] | str | None:
     return {str(k): _truncate(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) or "" for k, v in parsed.items()}
 
 
-def _worst_records(evaluations: pl.DataFrame, per_judge: int) -> list[dict[str, Any]]:
+def _worst_records(evaluations: pl.LazyFrame, judges: list[str], per_judge: int) -> list[dict[str, Any]]:
+    """The ``per_judge`` lowest-scored ok rows of each judge: a bottom-k over four narrow columns
+    finds them, then only those rows' texts are read."""
     ok = evaluations.filter((pl.col("judge_status") == "ok") & pl.col("score").is_not_null())
-    columns = [c for c in _WORST_COLUMNS if c in ok.columns]
+    lowest = [ok.filter(pl.col("judge") == judge).select("judge", *_WORST_ORDER).bottom_k(per_judge, by=_WORST_ORDER)
+              for judge in judges]
+    keys = pl.concat(pl.collect_all(lowest, engine="streaming")) if lowest else pl.DataFrame()
+    if keys.is_empty():
+        return []
+    columns = [c for c in _WORST_COLUMNS if c in evaluations.collect_schema()]
+    rows = ok.join(keys.lazy().select("judge", "record_id"), on=["judge", "record_id"], how="semi").select(columns).collect()
+    rows = rows.with_columns(_order=pl.col("judge").replace_strict({j: i for i, j in enumerate(judges)}, default=None))
     out = []
-    for judge in sorted(ok["judge"].unique().to_list(), key=_judge_order):
-        worst = ok.filter(pl.col("judge") == judge).sort(["score", "model", "record_id"], nulls_last=True).head(per_judge)
-        for row in worst.select(columns).iter_rows(named=True):
-            record: dict[str, Any] = {}
-            for name in columns:
-                value = row[name]
-                if name == "explanations":
-                    value = _explanations(value)
-                elif isinstance(value, list):
-                    value = _texts(value)
-                elif isinstance(value, str):
-                    value = _truncate(value)
-                elif isinstance(value, float):
-                    value = _finite(value)
-                record[name] = value
-            out.append(record)
+    for row in rows.sort(["_order", *_WORST_ORDER]).drop("_order").iter_rows(named=True):
+        record: dict[str, Any] = {}
+        for name in columns:
+            value = row[name]
+            if name == "explanations":
+                value = _explanations(value)
+            elif isinstance(value, list):
+                value = _texts(value)
+            elif isinstance(value, str):
+                value = _truncate(value)
+            elif isinstance(value, float):
+                value = _finite(value)
+            record[name] = value
+        out.append(record)
     return out
 
 
-def _rejects(rejects: pl.DataFrame | None) -> dict[str, Any]:
+def _rejects(rejects: pl.LazyFrame | None) -> dict[str, Any]:
+    """Rejects by rule and reason (their ``reasons`` column: rejects are bounded by the run's
+    ``max_reject_ratio``) and the first few records in full."""
     if rejects is None:
         return {"landed": False, "total": 0, "by_rule": [], "by_reason": [], "samples": []}
-    reasons = [r for row in rejects["reasons"].to_list() for r in (row or [])] if "reasons" in rejects.columns else []
+    schema = rejects.collect_schema()
+    lists = rejects.select("reasons").collect()["reasons"].to_list() if "reasons" in schema else []
+    total = len(lists) if "reasons" in schema else int(rejects.select(pl.len()).collect().item())
     rules: Counter[str] = Counter()
-    for row in rejects["reasons"].to_list() if "reasons" in rejects.columns else []:
+    by_reason: Counter[str] = Counter()
+    for row in lists:
+        by_reason.update(row or [])
         for rule in sorted({_rule_of(r) for r in (row or [])}):
             rules[rule] += 1  # records per rule (a record breaking a rule twice counts once)
-    by_reason = Counter(reasons)
-    ordered = rejects.sort([c for c in ("source_uri", "line_no") if c in rejects.columns], nulls_last=True)
+    order = [c for c in ("source_uri", "line_no") if c in schema]
+    first = rejects.sort(order, nulls_last=True, maintain_order=True) if order else rejects
     samples = []
-    for row in ordered.head(REJECT_SAMPLES).iter_rows(named=True):
+    for row in first.head(REJECT_SAMPLES).collect().iter_rows(named=True):
         samples.append({
             "source_uri": row.get("source_uri"),
             "line_no": row.get("line_no"),
@@ -408,7 +405,7 @@ def _rejects(rejects: pl.DataFrame | None) -> dict[str, Any]:
         })
     return {
         "landed": True,
-        "total": rejects.height,
+        "total": total,
         "by_rule": [{"rule": k, "records": v} for k, v in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))],
         "by_reason": [{"reason": _truncate(k), "count": v} for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:50]],
         "distinct_reasons": len(by_reason),
@@ -416,14 +413,46 @@ def _rejects(rejects: pl.DataFrame | None) -> dict[str, Any]:
     }
 
 
-def _run_info(inputs: ReportInputs) -> dict[str, Any]:
-    info: dict[str, Any] = {"run_ids": [], "judge_models": [], "prompt_versions": [], "rules_versions": []}
-    evaluations = inputs.evaluations
-    if evaluations is not None:
-        for key, column in (("run_ids", "run_id"), ("judge_models", "judge_model"),
-                            ("prompt_versions", "prompt_version"), ("rules_versions", "rules_version")):
-            if column in evaluations.columns:
-                info[key] = sorted(str(v) for v in evaluations[column].drop_nulls().unique().to_list())
+_RUN_COLUMNS = {"run_ids": "run_id", "judge_models": "judge_model", "prompt_versions": "prompt_version",
+                "rules_versions": "rules_version"}
+
+
+@dataclass
+class _EvaluationFacts:
+    """What the report needs of the day's whole ``evaluations`` beyond its summary."""
+
+    rows: int
+    records: int
+    models: list[str]
+    judges: list[str]
+    distinct: dict[str, list[str]]
+
+
+def _evaluation_facts(evaluations: pl.LazyFrame) -> _EvaluationFacts:
+    """Rows, records, models, judges with ok rows, and the distinct run ids and versions, in one
+    streaming pass. Records are the rows of the judge with the most: every valid record has one
+    row per selected judge (CONTRACT §4)."""
+    schema = evaluations.collect_schema()
+    present = {k: c for k, c in _RUN_COLUMNS.items() if c in schema}
+    queries = [
+        evaluations.group_by("judge").agg(pl.len().alias("rows"), (pl.col("judge_status") == "ok").any().alias("ok")),
+        evaluations.select(pl.col("model").unique()),
+        *[evaluations.select(pl.col(c).drop_nulls().unique().cast(pl.String)) for c in present.values()],
+    ]
+    per_judge, models, *distinct = pl.collect_all(queries, engine="streaming")
+    return _EvaluationFacts(
+        rows=int(per_judge["rows"].sum()),
+        records=max(per_judge["rows"].to_list(), default=0),
+        models=sorted(str(m) for m in models["model"].drop_nulls().to_list()),
+        judges=sorted(per_judge.filter("ok")["judge"].to_list(), key=judge_order),
+        distinct={key: sorted(frame.to_series().to_list()) for key, frame in zip(present, distinct, strict=True)},
+    )
+
+
+def _run_info(inputs: ReportInputs, facts: _EvaluationFacts | None) -> dict[str, Any]:
+    info: dict[str, Any] = {key: [] for key in _RUN_COLUMNS}
+    if facts is not None:
+        info.update(facts.distinct)
     elif "run_id" in inputs.history.columns:
         info["run_ids"] = sorted(str(v) for v in inputs.history.filter(pl.col("dt") == inputs.day)["run_id"].unique().to_list())
     runs = inputs.runs
@@ -480,7 +509,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
                 if not comparison or not comparison["outside_ci"]:
                     continue
                 direction = "up" if comparison["delta"] > 0 else "down"
-                better = _BETTER_WHEN.get(name, "up") if kind == "rate" else "up"
+                better = BETTER_WHEN.get(name, "up") if kind == "rate" else "up"
                 flags.append({
                     "model": key[0],
                     "judge": key[1],
@@ -501,11 +530,11 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
     for name in ("input_tokens", "output_tokens", "n_cached"):
         totals[name] = sum(g["health"][name] for g in groups)
     totals["cost_usd"] = sum(g["health"]["cost_usd"] for g in groups)
-    evaluations = inputs.evaluations
+    facts = _evaluation_facts(inputs.evaluations) if inputs.evaluations is not None else None
     models = sorted({g["model"] for g in groups})
-    if evaluations is not None and evaluations.height:
-        totals["records"] = evaluations["record_id"].n_unique()
-        models = sorted(set(models) | {str(m) for m in evaluations["model"].unique().to_list()})
+    if facts is not None and facts.rows:
+        totals["records"] = facts.records
+        models = sorted(set(models) | set(facts.models))
     rejects = _rejects(inputs.rejects)
     totals["rejected"] = rejects["total"]
     return {
@@ -514,7 +543,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
         "source": {
             "root": inputs.root,
             "summary_from": inputs.summary_source,
-            "evaluations_landed": evaluations is not None,
+            "evaluations_landed": inputs.evaluations is not None,
             "history_days": inputs.history_days,
             "window_start": window_start.isoformat(),
             "days_with_summary": [d.isoformat() for d in trend_days],
@@ -528,605 +557,16 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
             "trailing_7d": f"days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted)",
             "flag": "the baseline lies outside the day's 95% interval",
         },
-        "run": _run_info(inputs),
+        "run": _run_info(inputs, facts),
         "models": models,
-        "judges": sorted({g["judge"] for g in groups}, key=_judge_order),
+        "judges": sorted({g["judge"] for g in groups}, key=judge_order),
         "totals": totals,
         "groups": groups,
         "flags": flags,
-        "distributions": _distributions(evaluations, models) if evaluations is not None and evaluations.height else [],
-        "worst_records": _worst_records(evaluations, worst_per_judge) if evaluations is not None and evaluations.height else [],
+        "distributions": _distributions(inputs.evaluations, models) if inputs.evaluations is not None and facts and facts.rows else [],
+        "worst_records": (_worst_records(inputs.evaluations, facts.judges, worst_per_judge)
+                          if inputs.evaluations is not None and facts and facts.rows else []),
         "rejects": rejects,
     }
 
 
-# --------------------------------------------------------------------------------------------
-# HTML
-
-
-CSS = """
-:root { color-scheme: light; }
-* { box-sizing: border-box; }
-body { margin: 0; background: #f6f7f9; color: #1d1f23;
-  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-header.top { background: #1f2a37; color: #fff; padding: 20px 32px 16px; }
-header.top h1 { margin: 0 0 4px; font-size: 22px; font-weight: 650; }
-header.top p { margin: 2px 0; color: #d5dbe3; font-size: 13px; }
-header.top code { color: #fff; }
-nav { background: #fff; border-bottom: 1px solid #dde1e6; padding: 8px 32px; position: sticky; top: 0; z-index: 1; }
-nav a { color: #0b5cad; margin-right: 16px; text-decoration: none; font-size: 13px; }
-nav a:hover { text-decoration: underline; }
-main { max-width: 1280px; margin: 0 auto; padding: 8px 32px 48px; }
-section { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: 16px 20px; margin: 18px 0; }
-h2 { font-size: 18px; margin: 0 0 10px; }
-h3 { font-size: 15px; margin: 18px 0 8px; }
-p.note, .note { color: #4d5561; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 12px; }
-.card { border: 1px solid #dde1e6; border-radius: 6px; padding: 10px 12px; background: #fbfcfd; }
-.card .label { color: #4d5561; font-size: 12px; }
-.card .value { font-size: 22px; font-weight: 650; font-variant-numeric: tabular-nums; }
-.table-wrap { overflow-x: auto; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 4px 0 8px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid #e6e8eb; text-align: left; vertical-align: top; }
-th { font-weight: 600; color: #333a44; background: #f3f5f7; font-size: 12.5px; }
-td.num { text-align: right; white-space: nowrap; }
-th.num { text-align: right; }
-td.measure { font-weight: 600; }
-tr.group-start td { border-top: 2px solid #cfd5dc; }
-.flag { font-weight: 700; }
-.worse { color: #b03a00; }
-.better { color: #0b5cad; }
-.changed { color: #6a3d9a; }
-.muted { color: #6b7380; }
-.charts { display: flex; flex-wrap: wrap; gap: 18px 26px; align-items: flex-start; }
-figure { margin: 0; }
-figcaption { font-size: 12.5px; color: #4d5561; margin-top: 2px; }
-svg.chart { max-width: 100%; height: auto; display: block; }
-ul.flags { margin: 4px 0; padding-left: 20px; }
-ul.flags li { margin: 3px 0; }
-ul.plain { margin: 0; padding-left: 16px; }
-ul.plain li { margin: 0 0 2px; }
-td.text { max-width: 360px; overflow-wrap: anywhere; font-size: 12.5px; }
-td.nowrap, td.nowrap li { white-space: nowrap; }
-td.text code { overflow-wrap: anywhere; }
-table.compact th, table.compact td { padding: 4px 7px; }
-.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: 0; }
-pre.raw { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; max-width: 560px; }
-code { font-size: 12.5px; }
-header.top code { overflow-wrap: anywhere; }
-footer { color: #4d5561; font-size: 12.5px; margin-top: 20px; }
-"""
-
-_MINUS = "\u2212"
-
-
-def _signed(text: str) -> str:
-    return text.replace("-", _MINUS)
-
-
-def fmt_rate(value: float | None) -> str:
-    """A share as a percentage with one decimal."""
-    return "–" if value is None else _signed(f"{value * 100:.1f}%")
-
-
-def fmt_mean(value: float | None) -> str:
-    """A metric value with three decimals."""
-    return "–" if value is None else _signed(f"{value:.3f}")
-
-
-def _fmt(kind: str, value: float | None) -> str:
-    return fmt_rate(value) if kind == "rate" else fmt_mean(value)
-
-
-def _fmt_delta(kind: str, value: float | None) -> str:
-    if value is None:
-        return "–"
-    return _signed(f"{value * 100:+.1f} pp") if kind == "rate" else _signed(f"{value:+.3f}")
-
-
-def _fmt_ci(kind: str, low: float | None, high: float | None) -> str:
-    if low is None or high is None:
-        return "–"
-    return f"{_fmt(kind, low)} – {_fmt(kind, high)}"
-
-
-def _num(value: Any, digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    return _signed(f"{value:,.{digits}f}")
-
-
-def _cell(text: str, *, num: bool = False, cls: str = "", title: str = "", rowspan: int = 1) -> str:
-    classes = " ".join(c for c in ("num" if num else "", cls) if c)
-    attrs = f' class="{classes}"' if classes else ""
-    if title:
-        attrs += f' title="{esc(title)}"'
-    if rowspan > 1:
-        attrs += f' rowspan="{rowspan}"'
-    return f"<td{attrs}>{text}</td>"
-
-
-def _th(text: str, num: bool = False, title: str = "") -> str:
-    attrs = ' class="num"' if num else ""
-    if title:
-        attrs += f' title="{esc(title)}"'
-    return f'<th scope="col"{attrs}>{esc(text)}</th>'
-
-
-def _delta_cell(kind: str, name: str, measure: dict[str, Any], baseline: str) -> str:
-    comparison = measure.get(baseline)
-    if not comparison:
-        return _cell('<span class="muted">–</span>', num=True)
-    text = esc(_fmt_delta(kind, comparison["delta"]))
-    if not comparison["outside_ci"]:
-        return _cell(text, num=True, title="within the day's 95% interval" if comparison["outside_ci"] is False else "no interval")
-    delta = comparison["delta"] or 0.0
-    direction = "up" if delta > 0 else "down"
-    better = _BETTER_WHEN.get(name, "up") if kind == "rate" else "up"
-    assessment = "changed" if better is None else ("better" if direction == better else "worse")
-    arrow = "▲" if direction == "up" else "▼"
-    tip = f"flag: {_fmt(kind, comparison['value'])} is outside today's 95% interval ({assessment})"
-    return _cell(f'<span class="flag {assessment}">{arrow} {text}</span>', num=True, title=tip)
-
-
-def _measure_rows(kind: str, name: str, label: str, groups: list[dict[str, Any]]) -> list[str]:
-    rows = []
-    for index, group in enumerate(groups):
-        measure = group["rates" if kind == "rate" else "metrics"][name]
-        prev = measure.get("previous") or {}
-        trail = measure.get("trailing_7d") or {}
-        cells = []
-        if index == 0:
-            cells.append(_cell(esc(label), cls="measure", rowspan=len(groups)))
-        prev_title = f"previous landed day {prev['dt']}, n={prev['n']}" if prev else "no earlier day within 7 days"
-        trail_title = f"{len(trail['days'])} days ({', '.join(trail['days'])}), n={trail['n']}" if trail else "no earlier day within 7 days"
-        cells += [
-            _cell(esc(group["model"])),
-            _cell(_num(measure["n"]), num=True),
-            _cell(esc(_fmt(kind, measure["value"])), num=True),
-            _cell(esc(_fmt_ci(kind, measure["ci_low"], measure["ci_high"])), num=True),
-            _cell(esc(_fmt(kind, prev.get("value"))), num=True, title=prev_title),
-            _delta_cell(kind, name, measure, "previous"),
-            _cell(esc(_fmt(kind, trail.get("value"))), num=True, title=trail_title),
-            _delta_cell(kind, name, measure, "trailing_7d"),
-        ]
-        start = ' class="group-start"' if index == 0 else ""
-        rows.append(f"<tr{start}>{''.join(cells)}</tr>")
-    return rows
-
-
-def _model_colours(summary: dict[str, Any]) -> dict[str, str]:
-    """One colour per model, the same in every chart of the page."""
-    return {model: charts.colour(i) for i, model in enumerate(summary["models"])}
-
-
-def _quality_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="quality"><h2>Quality by model and judge</h2>']
-    if not summary["groups"]:
-        parts.append('<p class="note">No evaluations landed for this day.</p></section>')
-        return "".join(parts)
-    parts.append(
-        '<p class="note">Rates are shares of the <code>ok</code> rows; means are over <code>ok</code> rows. '
-        "Intervals are 95% (Wilson for rates, Student-t for means). Δ is today minus the baseline; "
-        "▲/▼ in bold marks a baseline outside today’s interval (blue: better, vermillion: worse).</p>"
-    )
-    colours = _model_colours(summary)
-    for judge in summary["judges"]:
-        groups = [g for g in summary["groups"] if g["judge"] == judge]
-        parts.append(f'<h3 id="quality-{esc(judge)}">Judge <code>{esc(judge)}</code></h3>')
-        figures = []
-        pass_rows = [
-            charts.Interval(
-                g["model"], g["rates"]["pass"]["value"], g["rates"]["pass"]["ci_low"], g["rates"]["pass"]["ci_high"],
-                (g["rates"]["pass"]["trailing_7d"] or {}).get("value"),
-                bool((g["rates"]["pass"]["trailing_7d"] or {}).get("outside_ci")),
-                colours[g["model"]],
-            )
-            for g in groups
-        ]
-        figures.append(charts.interval_chart(pass_rows, title=f"Pass rate by model — {judge}", x_label="pass rate (share of ok rows)",
-                                             value_format=charts.fmt_percent, width=560))
-        score_rows = [
-            charts.Interval(
-                g["model"], g["metrics"]["score"]["value"], g["metrics"]["score"]["ci_low"], g["metrics"]["score"]["ci_high"],
-                (g["metrics"]["score"]["trailing_7d"] or {}).get("value"),
-                bool((g["metrics"]["score"]["trailing_7d"] or {}).get("outside_ci")),
-                colours[g["model"]],
-            )
-            for g in groups
-        ]
-        figures.append(charts.interval_chart(score_rows, title=f"Mean score by model — {judge}", x_label="mean score", width=560))
-        parts.append('<div class="charts">' + "".join(f"<figure>{f}</figure>" for f in figures) + "</div>")
-        header = "".join([
-            _th("Measure"), _th("Model"), _th("n", True, "ok rows (rates) or rows with the metric (means)"),
-            _th("Value", True), _th("95% interval", True), _th("Prev. day", True), _th("Δ prev.", True),
-            _th("7-day", True, "trailing 7 days, pooled"), _th("Δ 7-day", True),
-        ])
-        body: list[str] = []
-        for verdict in VERDICTS:
-            body += _measure_rows("rate", verdict, _RATE_LABELS[verdict], groups)
-        for metric in METRICS:
-            if any(g["metrics"][metric]["n"] or g["metrics"][metric]["previous"] or g["metrics"][metric]["trailing_7d"] for g in groups):
-                body += _measure_rows("metric", metric, f"{_METRIC_LABELS[metric]} (mean)", groups)
-        parts.append(f'<div class="table-wrap"><table><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
-    parts.append("</section>")
-    return "".join(parts)
-
-
-_ASSESSMENT_ORDER = {"worse": 0, "changed": 1, "better": 2}
-_MEASURE_ORDER = [f"{v}_rate" for v in VERDICTS] + [f"{m}_mean" for m in METRICS]
-
-
-def _measure_label(measure: str) -> tuple[str, str]:
-    """``("rate" | "metric", label)`` of a flag's measure name."""
-    name = measure.rsplit("_", 1)[0]
-    if measure.endswith("_rate"):
-        return "rate", _RATE_LABELS.get(name, name)
-    return "metric", f"{_METRIC_LABELS.get(name, name)} (mean)"
-
-
-def _flags_section(summary: dict[str, Any]) -> str:
-    flags = summary["flags"]
-    parts = ['<section id="flags"><h2>Flags</h2>']
-    if not flags:
-        has_baseline = any(
-            m.get("previous") or m.get("trailing_7d")
-            for g in summary["groups"] for m in [*g["rates"].values(), *g["metrics"].values()]
-        )
-        note = ("No measure moved outside its 95% interval against the previous day or the trailing 7 days."
-                if has_baseline else "No earlier day within 7 days to compare with yet.")
-        parts.append(f'<p class="note">{note}</p></section>')
-        return "".join(parts)
-    counts = Counter(f["assessment"] for f in flags)
-    tally = ", ".join(f"{counts[a]} {a}" for a in _ASSESSMENT_ORDER if counts[a])
-    parts.append(f'<p class="note">{len(flags)} comparison(s) where the baseline lies outside today’s 95% interval ({tally}); '
-                 "worse first.</p>")
-    ordered = sorted(flags, key=lambda f: (
-        _ASSESSMENT_ORDER.get(f["assessment"], 3), _judge_order(f["judge"]), f["model"],
-        _MEASURE_ORDER.index(f["measure"]) if f["measure"] in _MEASURE_ORDER else len(_MEASURE_ORDER), f["baseline"] != "previous",
-    ))
-    header = "".join([_th(""), _th("Model"), _th("Judge"), _th("Measure"), _th("Today", True), _th("95% interval", True),
-                      _th("Baseline"), _th("Baseline value", True), _th("Δ", True)])
-    body = []
-    for flag in ordered:
-        kind, label = _measure_label(flag["measure"])
-        base = f"previous day {flag['baseline_dt']}" if flag["baseline"] == "previous" else "trailing 7 days"
-        arrow = "▲" if flag["direction"] == "up" else "▼"
-        body.append("<tr>" + "".join([
-            _cell(f'<span class="flag {flag["assessment"]}">{arrow} {esc(flag["assessment"])}</span>', cls="nowrap"),
-            _cell(f"<code>{esc(flag['model'])}</code>", cls="nowrap"), _cell(f"<code>{esc(flag['judge'])}</code>"),
-            _cell(esc(label)), _cell(esc(_fmt(kind, flag["value"])), num=True),
-            _cell(esc(_fmt_ci(kind, flag["ci_low"], flag["ci_high"])), num=True), _cell(esc(base), cls="nowrap"),
-            _cell(esc(_fmt(kind, flag["baseline_value"])), num=True),
-            _cell(f'<span class="flag {flag["assessment"]}">{esc(_fmt_delta(kind, flag["delta"]))}</span>', num=True),
-        ]) + "</tr>")
-    parts.append(f'<div class="table-wrap"><table class="compact"><thead><tr>{header}</tr></thead>'
-                 f'<tbody>{"".join(body)}</tbody></table></div></section>')
-    return "".join(parts)
-
-
-def _mix_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="mix"><h2>Verdict and status mix</h2>']
-    if not summary["groups"]:
-        parts.append('<p class="note">No evaluations landed for this day.</p></section>')
-        return "".join(parts)
-    order = ["pass", "borderline", "fail", "parse_error", "judge_failed", "call_error", "skipped"]
-    segments = [charts.Segment(o.replace("_", " "), charts.OUTCOME_COLOURS[o]) for o in order]
-    rows = []
-    for g in summary["groups"]:
-        values = [g["verdict_counts"][v] for v in VERDICTS]
-        values += [g["status_counts"][s] for s in ("parse_error", "judge_failed", "call_error", "skipped")]
-        rows.append(charts.BarRow(f"{g['model']} · {g['judge']}", values))
-    parts.append(charts.stacked_bar_chart(rows, segments, title="Share of all rows by verdict (ok rows) and status", width=980))
-    parts.append('<p class="note">Each bar is every row of a model and judge: the verdicts of <code>ok</code> rows, '
-                 "then the rows without a verdict by status.</p></section>")
-    return "".join(parts)
-
-
-def _day_labels(summary: dict[str, Any]) -> list[str]:
-    days = summary["source"]["days_with_summary"]
-    if not days:
-        return []
-    first, last = dt.date.fromisoformat(days[0]), dt.date.fromisoformat(summary["dt"])
-    return [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
-
-
-def _trend_section(summary: dict[str, Any]) -> str:
-    source = summary["source"]
-    parts = [f'<section id="trends"><h2>Trends (last {source["history_days"]} days)</h2>']
-    days = _day_labels(summary)
-    if len(source["days_with_summary"]) < 2:
-        parts.append(
-            f'<p class="note">No trend yet: only one day of history ({esc(summary["dt"])}) in the last '
-            f'{source["history_days"]} days.</p></section>'
-        )
-        return "".join(parts)
-    if source["missing_days"]:
-        parts.append(
-            f'<p class="note">No landed summary for {len(source["missing_days"])} day(s): '
-            f'{esc(", ".join(source["missing_days"]))} (gaps in the lines).</p>'
-        )
-    labels = [d[5:] for d in days]
-    index = {d: i for i, d in enumerate(days)}
-    colours = _model_colours(summary)
-    figures = []
-    for judge in summary["judges"]:
-        groups = [g for g in summary["groups"] if g["judge"] == judge]
-        rate_series, score_series = [], []
-        for g in groups:
-            rates: list[float | None] = [None] * len(days)
-            scores: list[float | None] = [None] * len(days)
-            band: list[tuple[float, float] | None] = [None] * len(days)
-            for point in g["trend"]:
-                i = index.get(point["dt"])
-                if i is None:
-                    continue
-                rates[i] = point["pass_rate"]
-                scores[i] = point["score_mean"]
-                band[i] = (point["score_ci"][0], point["score_ci"][1]) if point["score_ci"] else None
-            rate_series.append(charts.LineSeries(g["model"], rates, colour=colours[g["model"]]))
-            score_series.append(charts.LineSeries(g["model"], scores, band, colour=colours[g["model"]]))
-        figures.append(charts.line_chart(labels, rate_series, title=f"Pass rate — {judge}", y_label="pass rate",
-                                         value_format=charts.fmt_percent))
-        figures.append(charts.line_chart(labels, score_series, title=f"Mean score with 95% interval — {judge}",
-                                         y_label="mean score", y_range=None, value_format=fmt_mean,
-                                         tick_format=charts.fmt_decimal))
-    parts.append('<div class="charts">' + "".join(f"<figure>{f}</figure>" for f in figures) + "</div></section>")
-    return "".join(parts)
-
-
-def _distribution_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="distributions"><h2>Metric distributions (ok rows)</h2>']
-    if not summary["source"]["evaluations_landed"]:
-        parts.append('<p class="note">The evaluations table of this day is not landed.</p></section>')
-        return "".join(parts)
-    if not summary["distributions"]:
-        parts.append('<p class="note">No ok rows with metric values.</p></section>')
-        return "".join(parts)
-    colours = _model_colours(summary)
-    parts.append('<p class="note">Share of each model’s ok rows per bin of width 0.1 (the legend gives each model’s n); '
-                 "hover a bar for its count.</p>")
-    for judge in summary["judges"]:
-        items = [d for d in summary["distributions"] if d["judge"] == judge]
-        if not items:
-            continue
-        parts.append(f'<h3>Judge <code>{esc(judge)}</code></h3><div class="charts">')
-        for item in items:
-            series = [charts.HistogramSeries(model, counts, colours.get(model)) for model, counts in item["counts"].items()]
-            chart = charts.histogram(series, title=f"{_METRIC_LABELS[item['metric']]} — {judge}", x_label=item["metric"], width=370)
-            parts.append(f"<figure>{chart}</figure>")
-        parts.append("</div>")
-    parts.append("</section>")
-    return "".join(parts)
-
-
-def _health_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="health"><h2>Judge health</h2>']
-    if not summary["groups"]:
-        parts.append('<p class="note">No evaluations landed for this day.</p></section>')
-        return "".join(parts)
-    header = "".join([
-        _th("Model"), _th("Judge"), _th("Rows", True), _th("ok", True), _th("Parse error", True), _th("Judge failed", True),
-        _th("Call error", True), _th("Skipped", True), _th("Cached", True, "replies reused from the ledger"),
-        _th("Tokens in", True), _th("Tokens out", True), _th("Cost (USD)", True), _th("Latency p50 (ms)", True),
-        _th("Latency p95 (ms)", True),
-    ])
-    body = []
-    for g in summary["groups"]:
-        h = g["health"]
-        rate_cells = [
-            _cell(esc(fmt_rate(g["status_rates"][s])), num=True, title=f"{g['status_counts'][s]} rows")
-            for s in JUDGE_STATUSES
-        ]
-        body.append("<tr>" + "".join([
-            _cell(f"<code>{esc(g['model'])}</code>", cls="nowrap"), _cell(f"<code>{esc(g['judge'])}</code>", cls="nowrap"),
-            _cell(_num(g["rows"]), num=True),
-            *rate_cells, _cell(_num(h["n_cached"]), num=True), _cell(_num(h["input_tokens"]), num=True),
-            _cell(_num(h["output_tokens"]), num=True), _cell(_num(h["cost_usd"], 4), num=True),
-            _cell(_num(h["latency_p50_ms"], 0), num=True), _cell(_num(h["latency_p95_ms"], 0), num=True),
-        ]) + "</tr>")
-    t = summary["totals"]
-    rows = t["rows"]
-    total_rates = [
-        _cell(esc(fmt_rate(t["status_counts"][s] / rows if rows else None)), num=True, title=f"{t['status_counts'][s]} rows")
-        for s in JUDGE_STATUSES
-    ]
-    body.append('<tr class="group-start">' + "".join([
-        _cell("<strong>All</strong>"), _cell(""), _cell(_num(rows), num=True), *total_rates, _cell(_num(t["n_cached"]), num=True),
-        _cell(_num(t["input_tokens"]), num=True), _cell(_num(t["output_tokens"]), num=True),
-        _cell(_num(t["cost_usd"], 4), num=True), _cell(""), _cell(""),
-    ]) + "</tr>")
-    parts.append(f'<div class="table-wrap"><table class="compact"><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
-    parts.append('<p class="note">Status rates are shares of all rows; hover a rate for its count. Latency counts calls that '
-                 "reached the judge (replies reused from the ledger are left out).</p></section>")
-    return "".join(parts)
-
-
-def _rejects_section(summary: dict[str, Any]) -> str:
-    rejects = summary["rejects"]
-    parts = ['<section id="rejects"><h2>Rejected input records</h2>']
-    if not rejects["landed"]:
-        parts.append('<p class="note">The rejects table of this day is not landed.</p></section>')
-        return "".join(parts)
-    if not rejects["total"]:
-        parts.append('<p class="note">No input record was rejected.</p></section>')
-        return "".join(parts)
-    parts.append(f'<p class="note">{rejects["total"]} record(s) rejected, {rejects["distinct_reasons"]} distinct reason(s).</p>')
-    by_rule = rejects["by_rule"]
-    parts.append(charts.bar_chart([r["rule"] for r in by_rule], [r["records"] for r in by_rule],
-                                  title="Rejected records by rule", unit="records", bar_colour=charts.PALETTE[5], width=760))
-    rows = "".join(f"<tr>{_cell(esc(r['reason']), cls='text')}{_cell(_num(r['count']), num=True)}</tr>" for r in rejects["by_reason"])
-    parts.append(f'<h3>By reason</h3><div class="table-wrap"><table><thead><tr>{_th("Reason")}{_th("Count", True)}</tr></thead>'
-                 f"<tbody>{rows}</tbody></table></div>")
-    sample_rows = []
-    for s in rejects["samples"]:
-        reasons = "".join(f"<li>{esc(r)}</li>" for r in s["reasons"])
-        sample_rows.append("<tr>" + "".join([
-            _cell(f"<code>{esc(s['source_uri'] or '')}</code>", cls="text"), _cell(_num(s["line_no"]), num=True),
-            _cell(f"<code>{esc(s['record_id'] or '–')}</code>", cls="text"), _cell(f'<ul class="plain">{reasons}</ul>', cls="text"),
-            _cell(f'<pre class="raw">{esc(s["raw"] or "")}</pre>'),
-        ]) + "</tr>")
-    shown = len(rejects["samples"])
-    parts.append(
-        f"<h3>Records{' (first ' + str(shown) + ')' if shown < rejects['total'] else ''}</h3>"
-        f'<div class="table-wrap"><table><thead><tr>{_th("Object")}{_th("Line", True)}{_th("Record id")}{_th("Reasons")}'
-        f'{_th("Raw (cut)")}</tr></thead><tbody>{"".join(sample_rows)}</tbody></table></div></section>'
-    )
-    return "".join(parts)
-
-
-def _list(items: Sequence[str] | None) -> str:
-    if not items:
-        return '<span class="muted">–</span>'
-    return '<ul class="plain">' + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
-
-
-def _worst_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="worst"><h2>Worst records (lowest scores among ok rows)</h2>']
-    if not summary["source"]["evaluations_landed"]:
-        parts.append('<p class="note">The evaluations table of this day is not landed.</p></section>')
-        return "".join(parts)
-    if not summary["worst_records"]:
-        parts.append('<p class="note">No ok rows with a score.</p></section>')
-        return "".join(parts)
-    header = "".join([
-        _th("Record"), _th("Model"), _th("Score", True), _th("Verdict"), _th("Metrics"), _th("Misses"),
-        _th("Reasoning, reason, explanations"), _th("Invalid citations"), _th("Clamps applied"),
-    ])
-    for judge in summary["judges"]:
-        records = [r for r in summary["worst_records"] if r["judge"] == judge]
-        if not records:
-            continue
-        body = []
-        for r in records:
-            metrics = [f"{_SHORT_METRIC[m]} {fmt_mean(r.get(m))}" for m in METRICS[1:] if r.get(m) is not None]
-            if r.get("uncited_claim_count") is not None:
-                metrics.append(f"uncited claims {r['uncited_claim_count']}")
-            if r.get("hallucination_detected"):
-                metrics.append("hallucination detected")
-            reasoning = [t for t in (r.get("reasoning"), r.get("reason")) if t]
-            explanations = r.get("explanations")
-            if isinstance(explanations, dict):
-                reasoning += [f"{k.replace('_', ' ')}: {v}" for k, v in explanations.items()]
-            elif explanations:
-                reasoning.append(str(explanations))
-            reasoning += [f"suggestion: {t}" for t in r.get("improvement_suggestions") or []]
-            body.append("<tr>" + "".join([
-                _cell(f"<code>{esc(r['record_id'])}</code>", cls="text"), _cell(f"<code>{esc(r['model'])}</code>", cls="nowrap"),
-                _cell(esc(fmt_mean(r["score"])), num=True), _cell(esc(r.get("verdict") or "–")),
-                _cell(_list(metrics), cls="nowrap"), _cell(_list(r.get("misses")), cls="text"),
-                _cell(_list(reasoning), cls="text"), _cell(_list(r.get("invalid_citations")), cls="text"),
-                _cell(_list(r.get("clamps_applied")), cls="text"),
-            ]) + "</tr>")
-        parts.append(f'<h3>Judge <code>{esc(judge)}</code></h3><div class="table-wrap"><table><thead><tr>{header}</tr></thead>'
-                     f'<tbody>{"".join(body)}</tbody></table></div>')
-    parts.append("</section>")
-    return "".join(parts)
-
-
-def _overview(summary: dict[str, Any]) -> str:
-    t = summary["totals"]
-    run = summary["run"].get("run") or {}
-    ok = t["status_counts"]["ok"]
-    cards = [
-        ("Input records", _num(run.get("input_records")) if run.get("input_records") is not None else "–"),
-        ("Valid records", _num(run.get("valid_records", t.get("records")))),
-        ("Rejected", _num(t["rejected"])),
-        ("Judge rows", _num(t["rows"])),
-        ("ok rows", fmt_rate(ok / t["rows"]) if t["rows"] else "–"),
-        ("Flags", _num(len(summary["flags"]))),
-        ("Cost (USD)", _num(t["cost_usd"], 4)),
-    ]
-    body = "".join(f'<div class="card"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>' for k, v in cards)
-    return f'<section id="overview"><h2>Overview</h2><div class="cards">{body}</div></section>'
-
-
-def render_html(summary: dict[str, Any]) -> str:
-    """The page for a summary built by :func:`compute_summary`."""
-    day = summary["dt"]
-    source = summary["source"]
-    run = summary["run"]
-    meta = [
-        f"Tables under <code>{esc(source['root'])}</code>",
-        f"run {esc(', '.join(run['run_ids']) or '–')}",
-        f"judge model {esc(', '.join(run['judge_models']) or '–')}",
-    ]
-    if run["prompt_versions"]:
-        meta.append(f"prompts {esc(', '.join(run['prompt_versions']))}")
-    if run["rules_versions"]:
-        meta.append(f"rules {esc(', '.join(run['rules_versions']))}")
-    if source["summary_from"] != "daily_summary":
-        meta.append("daily summary recomputed from evaluations (daily_summary not landed)")
-    nav = "".join(
-        f'<a href="#{a}">{esc(t)}</a>'
-        for a, t in (("overview", "Overview"), ("flags", "Flags"), ("quality", "Quality"), ("mix", "Verdict mix"),
-                     ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
-                     ("rejects", "Rejects"), ("worst", "Worst records"))
-    )
-    sections = [
-        _overview(summary), _flags_section(summary), _quality_section(summary), _mix_section(summary),
-        _trend_section(summary), _distribution_section(summary), _health_section(summary),
-        _rejects_section(summary), _worst_section(summary),
-    ]
-    method = summary["method"]
-    footer = (
-        f"<footer>Method: rates — {esc(method['rate_interval'])}; means — {esc(method['mean_interval'])}; "
-        f"previous — {esc(method['previous'])}; trailing 7-day — {esc(method['trailing_7d'])}; flag — {esc(method['flag'])}. "
-        f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']}).</footer>"
-    )
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
-        '<meta name="referrer" content="no-referrer">'
-        f"<title>LLM evaluation — daily report {esc(day)}</title>"
-        f"<style>{CSS}</style></head><body>"
-        f'<header class="top"><h1>LLM evaluation — daily report {esc(day)}</h1><p>{" · ".join(meta)}</p></header>'
-        f"<nav>{nav}</nav><main>{''.join(sections)}{footer}</main></body></html>\n"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Entry points
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (dt.date, dt.datetime)):
-        return value.isoformat()
-    return value
-
-
-def build_daily_report(
-    store: Store, day: dt.date, *, history_days: int = 30, worst_per_judge: int = 10
-) -> tuple[str, dict[str, Any]]:
-    """The day's page and its summary (the content of ``summary.json``), without landing them."""
-    inputs = load_inputs(store, day, history_days=history_days)
-    summary = _json_safe(compute_summary(inputs, worst_per_judge=worst_per_judge))
-    return render_html(summary), summary
-
-
-def write_daily_report(
-    store: Store,
-    day: dt.date,
-    *,
-    history_days: int = 30,
-    report_store: Store | None = None,
-    worst_per_judge: int = 10,
-) -> dict[str, str]:
-    """Build and land the day's report: ``reports/dt=D/index.html`` and ``summary.json`` under the
-    output root, or ``index.html`` and ``summary.json`` at the root of ``report_store`` when given.
-    Returns their URIs as ``{"html": ..., "summary": ...}``."""
-    page, summary = build_daily_report(store, day, history_days=history_days, worst_per_judge=worst_per_judge)
-    target = report_store if report_store is not None else store
-    html_key = "index.html" if report_store is not None else report_key(day, "index.html")
-    json_key = "summary.json" if report_store is not None else report_key(day, "summary.json")
-    write_json(target, json_key, summary)
-    target.write_bytes(html_key, page.encode("utf-8"))
-    return {"html": target.uri(html_key), "summary": target.uri(json_key)}

@@ -11,7 +11,7 @@ import pytest
 
 from evaluation import storage, synthetic
 from evaluation.contract import RunConfig
-from evaluation.pipeline import Stores, run_day
+from evaluation.stages import Stores, run_day
 from scripts import airflow_local
 
 pytestmark = pytest.mark.e2e

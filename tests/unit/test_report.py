@@ -21,7 +21,6 @@ import pytest
 from evaluation import charts, storage
 from evaluation.cli import main as cli_main
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES
-from evaluation.pipeline import PARSED_SCHEMA, REJECT_SCHEMA
 from evaluation.report import (
     ReportError,
     build_daily_report,
@@ -30,6 +29,7 @@ from evaluation.report import (
     wilson_interval,
     write_daily_report,
 )
+from evaluation.stages import PARSED_SCHEMA, REJECT_SCHEMA
 from evaluation.summary import METRICS, build_daily_summary
 
 DAY = dt.date(2026, 11, 20)
@@ -536,7 +536,7 @@ def test_histogram_bins() -> None:
 
 def test_report_on_a_real_pipeline_run(tmp_path: Path) -> None:
     pytest.importorskip("evaluation.validation", reason="the validation stage is not in this tree yet")
-    from evaluation import pipeline, synthetic
+    from evaluation import stages, synthetic
     from evaluation.contract import RunConfig
 
     raw = storage.open_store(str(tmp_path / "raw"))
@@ -544,7 +544,7 @@ def test_report_on_a_real_pipeline_run(tmp_path: Path) -> None:
         synthetic.write_day(raw, day, 40, seed=day.day)
         cfg = RunConfig(date=day, input_uri=str(tmp_path / "raw"), output_uri=str(tmp_path / "out"), run_id=f"t-{day}",
                         max_reject_ratio=0.5)
-        pipeline.run_day(cfg, pipeline.Stores.open(cfg))
+        stages.run_day(cfg, stages.Stores.open(cfg))
     out = storage.open_store(str(tmp_path / "out"))
     page, summary = build_daily_report(out, DAY)
     evaluations = storage.read_parquet(out, storage.table_key("evaluations", DAY))

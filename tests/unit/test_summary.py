@@ -1,18 +1,20 @@
-"""``daily_summary`` built chunk by chunk: the same figures as whole-column aggregation, with
-memory that follows the distinct metric values, not the rows."""
+"""``daily_summary`` built batch by batch: the same figures as whole-column aggregation, however many
+distinct values the metrics take, with the batches kept on disk, not in memory."""
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 import random
+import tempfile
+from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 import pytest
 
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.summary import METRICS, SummaryBuilder, build_daily_summary, summary_schema
+from evaluation.summary import METRICS, SummaryBuilder, build_daily_summary, exact_sum, summary_schema
 
 DAY = dt.date(2026, 11, 1)
 STATUSES = [*JUDGE_STATUSES, "ok", "ok", "ok", "ok"]  # 5 in 9 ok
@@ -134,15 +136,54 @@ def test_an_empty_day_has_an_empty_summary_with_the_schema() -> None:
     assert summary.height == 0 and summary.schema == pl.Schema(summary_schema())
 
 
-def test_memory_follows_distinct_values_not_rows() -> None:
+def test_unrounded_values_many_distinct_agree_digit_for_digit() -> None:
+    # MASIS dimensions, prompt scores and latencies are not rounded: nearly every value is distinct.
+    rng = np.random.default_rng(8)
+    frame = scored_rows(20_000, seed=8).with_columns(
+        *[pl.when(pl.col(m).is_not_null()).then(pl.Series(rng.random(20_000))).alias(m) for m in METRICS],
+        latency_ms=pl.Series(rng.gamma(2.0, 150.0, 20_000)),
+    )
+    assert frame["score"].drop_nulls().n_unique() > 0.99 * frame["score"].drop_nulls().len()
+    got, oracle = _chunked(frame, 1_777), whole_column_summary(frame)
+    for column in QUANTILE_COLUMNS:
+        assert got[column].to_list() == oracle[column].to_list(), column
+    for column in [f"{m}_{a}" for m in METRICS for a in ("mean", "std")]:
+        assert got[column].to_list() == pytest.approx(oracle[column].to_list(), rel=1e-12), column
+
+
+def test_the_builder_keeps_batches_on_disk_not_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
     builder = SummaryBuilder()
-    sizes = []
-    for seed in range(40):  # 40 chunks of 5,000 rows: 200,000 rows
-        builder.add(scored_rows(5_000, seed=seed, digits=(2,)).with_columns(pl.col("latency_ms").round(0)))
-        sizes.append(builder.histogram_size)
-    groups = 2 * 3
-    assert sizes[-1] <= groups * (len(METRICS) * 101 + 301)  # 101 two-decimal values, 301 whole ms
-    assert sizes[-1] - sizes[9] < sizes[0]  # saturated: later chunks add (almost) nothing
+    frames = [scored_rows(2_000, seed=seed) for seed in range(3)]
+    for frame in frames[:2]:
+        builder.add(frame)  # a DataFrame: the columns the summary reads go to a temporary file
+    frames[2].write_parquet(tmp_path / "scored.parquet")
+    builder.add(pl.scan_parquet(tmp_path / "scored.parquet"))  # a scan of a batch's file: kept as it is
+    assert "DF [" not in builder.rows().explain()  # no batch held in memory
+    assert len(list(spill.glob("*/*.parquet"))) == 2
     summary = builder.finish("r")
-    assert summary["rows"].sum() == 200_000
-    assert math.isclose(summary["score_n"].sum(), 200_000 * 5 / 9 * 0.8, rel_tol=0.05)
+    assert summary.drop("cost_usd").equals(_chunked(pl.concat(frames), 6_000).drop("cost_usd").with_columns(run_id=pl.lit("r")))
+    builder.close()
+    assert not list(spill.iterdir()) and (tmp_path / "scored.parquet").is_file()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(1).random(100_000),
+        np.random.default_rng(2).normal(0.0, 1e6, 10_000),
+        np.random.default_rng(3).gamma(2.0, 150.0, 50_000),
+        np.array([0.1] * 10_000),
+        np.array([1e300, -1e300, 1e-300, 3.0]),
+        np.array([-0.0, 5e-324, 7 * 5e-324]),
+        np.array([], dtype=np.float64),
+    ],
+    ids=["uniform", "large-signed", "latencies", "repeated-0.1", "cancelling", "subnormal", "empty"],
+)
+def test_exact_sum_is_the_correctly_rounded_sum_in_any_order(values: np.ndarray) -> None:
+    import math
+
+    assert exact_sum(values) == math.fsum(values)
+    assert exact_sum(values[::-1]) == exact_sum(np.random.default_rng(0).permutation(values)) == exact_sum(values)

@@ -1,0 +1,82 @@
+"""Model comparisons: is one assistant version better than another, and by how much?
+
+A comparison takes the ``ok`` judgements of two or more models over a date range and, per judge
+and metric, estimates each model's mean with a 95% bootstrap interval and its difference from a
+baseline model with a 95% bootstrap interval and a permutation p-value. It lands under
+``comparisons/comparison_id=<id>/`` (:func:`evaluation.storage.comparison_key`):
+
+* ``metrics.parquet`` — one row per (judge, metric, model): see :data:`METRICS_SCHEMA`;
+* ``verdicts.parquet`` — the verdict mix per (judge, model) and its shift from the baseline;
+* ``spec.json`` — the :class:`ComparisonSpec` and how the rows were obtained;
+* ``report.html`` — a self-contained page (inline CSS and SVG, nothing fetched);
+* when re-judging, also ``evaluations.parquet`` and ``judge_calls.parquet`` of the re-judged
+  sample (the ``evaluations`` columns).
+
+Two sources of judgements:
+
+* without ``judge_model``: the scores already landed in ``evaluations`` for the date range, read
+  in place (the range's partitions and the compared columns only);
+* with ``judge_model``: a seeded sample of each model's valid records, read again from the raw
+  input (ingest + the validation suite), judged by that model through the pipeline's own chunk
+  stage (same prompts, client, ledger of paid calls and scoring rules).
+
+**Paired or unpaired.** Records are matched across models on their ``question_key``, a hash of
+the normalised question text (case-folded, white space collapsed, punctuation stripped at both
+ends; :func:`evaluation.contract.question_key`), landed with ``evaluations`` (for days landed
+before it was, derived from the prompt kept in ``judge_calls``). When
+at least ``min_pairs`` questions were answered by both the model and the baseline, and they make
+up at least half of the questions of the model that answered fewer, the test is *paired*: each
+question contributes the difference of the two models' mean values on it, the interval is a
+bootstrap over questions and the p-value a sign-flip permutation test. Otherwise the test is
+*unpaired*: a bootstrap of each sample and a two-sample permutation test on the difference of
+means. Wins, ties and losses always count the shared questions.
+
+:mod:`evaluation.compare.compute` works the numbers out and lands them; :mod:`evaluation.compare.render`
+draws the page.
+
+Everything random draws from a numpy ``Generator`` seeded by ``(seed, judge, metric, model)``,
+so the same spec over the same data gives identical tables whatever order they are computed in.
+"""
+
+from evaluation.compare.compute import (
+    JUDGE_METRICS,
+    DeltaEstimate,
+    bootstrap_means,
+    compare_metrics,
+    compare_verdicts,
+    judge_sample,
+    landed_rows,
+    mean_interval,
+    paired_test,
+    rng_for,
+    run_comparison,
+    sample_records,
+    sampled_valid_records,
+    unpaired_test,
+)
+from evaluation.compare.render import render_report
+from evaluation.compare.spec import METRICS_SCHEMA, VERDICTS_SCHEMA, ComparisonError, ComparisonSpec
+from evaluation.contract import question_key
+
+__all__ = [
+    "JUDGE_METRICS",
+    "METRICS_SCHEMA",
+    "VERDICTS_SCHEMA",
+    "ComparisonError",
+    "ComparisonSpec",
+    "DeltaEstimate",
+    "bootstrap_means",
+    "compare_metrics",
+    "compare_verdicts",
+    "judge_sample",
+    "landed_rows",
+    "mean_interval",
+    "paired_test",
+    "question_key",
+    "render_report",
+    "rng_for",
+    "run_comparison",
+    "sample_records",
+    "sampled_valid_records",
+    "unpaired_test",
+]

@@ -1,0 +1,81 @@
+"""The daily report: one self-contained HTML page and ``summary.json`` per day (CONTRACT §3, §5).
+
+Computing and rendering are apart: :mod:`evaluation.report.compute` reads the landed tables in
+place and works out every number (:func:`compute_summary`, the content of ``summary.json``);
+:mod:`evaluation.report.render` draws the page from those numbers (:func:`render_html`), so the
+two always agree. :func:`write_daily_report` lands both at ``reports/dt=YYYY-MM-DD/``
+(:func:`evaluation.storage.report_key`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+from evaluation.report.compute import (
+    ReportError,
+    ReportInputs,
+    compute_summary,
+    load_inputs,
+    mean_interval,
+    t_quantile_975,
+    wilson_interval,
+)
+from evaluation.report.render import fmt_mean, fmt_rate, render_html
+from evaluation.storage import Store, report_key, write_json
+
+__all__ = [
+    "ReportError",
+    "ReportInputs",
+    "build_daily_report",
+    "compute_summary",
+    "fmt_mean",
+    "fmt_rate",
+    "load_inputs",
+    "mean_interval",
+    "render_html",
+    "t_quantile_975",
+    "wilson_interval",
+    "write_daily_report",
+]
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    return value
+
+
+def build_daily_report(
+    store: Store, day: dt.date, *, history_days: int = 30, worst_per_judge: int = 10
+) -> tuple[str, dict[str, Any]]:
+    """The day's page and its summary (the content of ``summary.json``), without landing them."""
+    inputs = load_inputs(store, day, history_days=history_days)
+    summary = _json_safe(compute_summary(inputs, worst_per_judge=worst_per_judge))
+    return render_html(summary), summary
+
+
+def write_daily_report(
+    store: Store,
+    day: dt.date,
+    *,
+    history_days: int = 30,
+    report_store: Store | None = None,
+    worst_per_judge: int = 10,
+) -> dict[str, str]:
+    """Build and land the day's report: ``reports/dt=D/index.html`` and ``summary.json`` under the
+    output root, or ``index.html`` and ``summary.json`` at the root of ``report_store`` when given.
+    Returns their URIs as ``{"html": ..., "summary": ...}``."""
+    page, summary = build_daily_report(store, day, history_days=history_days, worst_per_judge=worst_per_judge)
+    target = report_store if report_store is not None else store
+    html_key = "index.html" if report_store is not None else report_key(day, "index.html")
+    json_key = "summary.json" if report_store is not None else report_key(day, "summary.json")
+    write_json(target, json_key, summary)
+    target.write_bytes(html_key, page.encode("utf-8"))
+    return {"html": target.uri(html_key), "summary": target.uri(json_key)}
