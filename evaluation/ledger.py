@@ -7,6 +7,10 @@ chunk, a re-run of the day and a run restarted after a crash pay only for calls 
 Entries are appended as small Parquet objects under ``_ledger/dt=.../`` and flushed every
 ``flush_every`` replies or ``flush_seconds``, whichever comes first, so a killed run loses at most
 the replies of the last few seconds. Failed calls are not stored: they are tried again.
+:meth:`Ledger.record` is called as replies arrive, inside the judge's event loop, so it never
+waits for storage: a due flush is uploaded by a background thread. :meth:`Ledger.flush`, called
+once the calls are done, waits for those uploads and writes what is left; a reply whose upload
+failed stays queued until a flush lands it, and the final flush raises if it cannot.
 
 A chunk holds the records of one narrow range of content keys (see
 ``evaluation.pipeline._record_chunks``), the same range on every run of the day, and its ledger
@@ -24,8 +28,10 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
@@ -95,6 +101,9 @@ class Ledger:
         self._pending: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
         self._sequence = 0
+        self._lock = threading.Lock()
+        self._uploader: ThreadPoolExecutor | None = None
+        self._uploads: list[Future[None]] = []
 
     def lookup(self, hashes: set[str]) -> dict[str, dict[str, Any]]:
         """Stored replies for the given hashes; of several replies to one hash the latest
@@ -134,19 +143,51 @@ class Ledger:
         return match["low"] <= high and low <= match["high"]
 
     def record(self, entry: dict[str, Any]) -> None:
-        """Queue one successful reply; flushes when due."""
-        self._pending.append(entry)
-        if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_seconds:
-            self.flush()
+        """Queue one successful reply; when a flush is due, a background thread uploads the queued
+        replies, so the caller (an event loop) never waits for storage."""
+        with self._lock:
+            self._pending.append(entry)
+            due = len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_seconds
+        if due:
+            batch = self._take()
+            if batch:
+                if self._uploader is None:
+                    self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-flush")
+                self._uploads.append(self._uploader.submit(self._write, batch))
 
     def flush(self) -> None:
-        """Write the queued replies as one ledger object."""
-        self._last_flush = time.monotonic()
-        if not self._pending:
-            return
-        frame = pl.DataFrame(self._pending, schema=LEDGER_SCHEMA)
-        self._sequence += 1
+        """Wait for the background uploads, then write every reply still queued as one ledger
+        object (raises StorageError when that fails; the replies stay queued). Call it off the
+        event loop, once the calls are done."""
+        uploads, self._uploads = self._uploads, []
+        for upload in uploads:
+            try:
+                upload.result()
+            except Exception as exc:  # its replies went back to the queue: written below
+                logger.warning("ledger upload failed, retrying with the final flush: %s", exc)
+        if self._uploader is not None:
+            self._uploader.shutdown(wait=True)
+            self._uploader = None
+        batch = self._take()
+        if batch:
+            self._write(batch)
+
+    def _take(self) -> list[dict[str, Any]]:
+        with self._lock:
+            batch, self._pending = self._pending, []
+            self._last_flush = time.monotonic()
+        return batch
+
+    def _write(self, batch: list[dict[str, Any]]) -> None:
+        """Land ``batch`` as one ledger object; on failure put it back at the head of the queue."""
+        with self._lock:
+            self._sequence += 1
+            sequence = self._sequence
         ranged = f"k{self.key_range[0]}-{self.key_range[1]}-" if self.key_range else ""
-        key = f"{storage.ledger_prefix(self.day)}{ranged}{self.writer}-{self._sequence:05d}-{uuid.uuid4().hex[:8]}.parquet"
-        storage.write_parquet(self.store, key, frame)
-        self._pending = []
+        key = f"{storage.ledger_prefix(self.day)}{ranged}{self.writer}-{sequence:05d}-{uuid.uuid4().hex[:8]}.parquet"
+        try:
+            storage.write_parquet(self.store, key, pl.DataFrame(batch, schema=LEDGER_SCHEMA))
+        except BaseException:
+            with self._lock:
+                self._pending[:0] = batch
+            raise

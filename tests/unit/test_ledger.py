@@ -1,0 +1,84 @@
+"""The ledger's writes never hold up the judge's event loop: a due flush uploads in a background
+thread, the final flush waits for it, and a reply whose upload failed is written by a later flush."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluation import storage
+from evaluation.ledger import Ledger
+
+DAY = dt.date(2026, 11, 20)
+
+
+def _entry(digest: str) -> dict[str, object]:
+    return {"request_hash": digest, "judge": "rag", "judge_model": "m", "prompt_version": "rag@x", "raw_response": "{}",
+            "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0, "latency_ms": 1.0, "attempts": 1,
+            "judged_at": dt.datetime(2026, 11, 20, tzinfo=dt.UTC)}
+
+
+class SlowStore(storage.LocalStore):
+    """A directory whose uploads take a while, and fail while ``failing`` is set."""
+
+    def __init__(self, root: Path, delay_s: float) -> None:
+        super().__init__(root)
+        self.delay_s = delay_s
+        self.failing = False
+        self.threads: set[str] = set()
+
+    def upload_file(self, key: str, path: Path) -> None:
+        self.threads.add(threading.current_thread().name)
+        time.sleep(self.delay_s)
+        if self.failing:
+            raise storage.StorageError(f"cannot write {self.uri(key)}: 503 SlowDown")
+        super().upload_file(key, path)
+
+
+def test_record_on_the_event_loop_never_waits_for_an_upload(tmp_path: Path) -> None:
+    store = SlowStore(tmp_path, delay_s=0.3)
+    ledger = Ledger(store, DAY, "w", flush_every=1)
+    ticks: list[float] = []
+
+    async def judge() -> float:
+        async def ticker() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        for i in range(5):  # five replies, each one a due flush
+            ledger.record(_entry(f"h{i}"))
+            await asyncio.sleep(0.02)
+        elapsed = time.monotonic() - started
+        task.cancel()
+        return elapsed
+
+    elapsed = asyncio.run(judge())
+    assert elapsed < 0.3  # five uploads of 0.3 s each happened elsewhere
+    assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 0.2  # the loop kept turning
+    ledger.flush()  # waits for every upload
+    assert store.threads and threading.current_thread().name not in store.threads
+    assert set(ledger.lookup({f"h{i}" for i in range(6)})) == {f"h{i}" for i in range(5)}
+
+
+def test_a_failed_upload_is_written_by_the_final_flush(tmp_path: Path) -> None:
+    store = SlowStore(tmp_path, delay_s=0.0)
+    store.failing = True
+    ledger = Ledger(store, DAY, "w", flush_every=2)
+    for i in range(4):
+        ledger.record(_entry(f"h{i}"))  # two background uploads, both failing
+    with pytest.raises(storage.StorageError, match="503 SlowDown"):
+        ledger.flush()  # still failing: the final flush says so, the replies stay queued
+    assert not store.list(storage.ledger_prefix(DAY))
+    store.failing = False
+    ledger.flush()
+    assert set(ledger.lookup({f"h{i}" for i in range(4)})) == {f"h{i}" for i in range(4)}
+    assert len(store.list(storage.ledger_prefix(DAY))) == 1  # one object with every reply
