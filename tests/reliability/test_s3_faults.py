@@ -1,0 +1,123 @@
+"""A flaky S3: a day read from and landed to S3 through a proxy that answers 503 SlowDown or 500,
+or resets the connection, on about one request in ten lands complete and identical to the same
+day on a healthy S3 — botocore's and Polars' own retries ride the faults out. The proxy also shows
+which objects a query reads: only the partitions it can match."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from evaluation import sql, stages, storage, synthetic
+from evaluation.testing.faulty_proxy import FaultyProxy, S3FaultPlan
+from evaluation.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
+from tests.reliability.helpers import DAY, config
+
+RECORDS = 60
+JUDGES = ("rag", "masis", "prompt")
+#: Columns that time a call: they differ between any two runs.
+TIMING = ("latency_ms", "judged_at", "latency_p50_ms", "latency_p95_ms")
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[LocalS3]:
+    with LocalS3() as server:
+        for bucket in ("logs", "curated"):
+            server.create_bucket(bucket)
+        yield server
+
+
+def _client(endpoint_url: str) -> Any:
+    return storage.s3_client(endpoint_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION)
+
+
+def _run(tmp_path: Any, output_uri: str, client: Any) -> stages.DayResult:
+    cfg = config(tmp_path, run_id="r1", input_uri="s3://logs/raw", output_uri=output_uri, judge_model="offline/lexical",
+                 chunk_size=25, max_reject_ratio=0.5)
+    return stages.run_day(cfg, stages.Stores.open(cfg, client))
+
+
+def _table(store: storage.Store, name: str) -> pl.DataFrame:
+    frame = storage.read_parquet(store, storage.table_key(name, DAY))
+    return frame.drop([c for c in TIMING if c in frame.columns])
+
+
+def _report(store: storage.Store) -> dict[str, Any]:
+    summary = json.loads(store.read_bytes(storage.report_key(DAY, "summary.json")))
+    for group in summary["groups"]:
+        for name in ("latency_p50_ms", "latency_p95_ms"):
+            group["health"].pop(name)
+    return {k: summary[k] for k in ("groups", "totals", "flags", "distributions", "worst_records", "rejects")}
+
+
+def test_a_day_on_a_flaky_s3_lands_complete_and_identical(s3: LocalS3, tmp_path: Any) -> None:
+    synthetic.write_day(storage.open_store("s3://logs/raw", s3.client()), DAY, RECORDS)
+    clean_store = storage.open_store("s3://curated/clean", s3.client())
+    clean = _run(tmp_path / "clean", clean_store.root, s3.client())
+
+    plan = S3FaultPlan(slow_down=0.04, server_error=0.03, reset=0.03, seed=7, max_faults_per_request=2)
+    with FaultyProxy(s3.endpoint_url, plan) as proxy:
+        client = _client(proxy.endpoint_url)
+        flaky_store = storage.open_store("s3://curated/flaky", client)
+        flaky = _run(tmp_path / "flaky", flaky_store.root, client)
+        requests, faults = proxy.requests, proxy.fault_counts
+        # Read back through the proxy too: the SQL command reads the tables in place with Polars.
+        query = "SELECT judge, judge_status, count(*) AS n FROM evaluations WHERE dt = DATE '2026-11-20' " \
+                "GROUP BY judge, judge_status ORDER BY judge, judge_status"
+        assert_frame_equal(sql.run_sql(flaky_store, query), sql.run_sql(clean_store, query))
+        flaky_report = _report(flaky_store)
+
+    # Faults of every kind were injected, on about a tenth of the requests, and ridden out.
+    assert all(faults[kind] > 0 for kind in ("slow_down", "server_error", "reset")), faults
+    assert 0.04 < sum(faults.values()) / len(requests) < 0.2, (faults, len(requests))
+    assert any(r.method == "PUT" and r.outcome in ("slow_down", "server_error", "reset") for r in requests)
+    assert any(r.method == "GET" and r.outcome in ("slow_down", "server_error", "reset") for r in requests)
+
+    # The day is complete (CONTRACT §4) and the same as on the healthy store.
+    flaky_store = storage.open_store(flaky_store.root, s3.client())  # the proxy is gone: read directly
+    assert flaky.input == clean.input and flaky.valid + flaky.rejected == flaky.input
+    assert flaky.rows == clean.rows == flaky.valid * len(JUDGES)
+    assert flaky.statuses == clean.statuses and flaky.verdicts == clean.verdicts
+    for name in ("evaluations", "judge_calls", "rejects", "daily_summary"):
+        assert_frame_equal(_table(flaky_store, name), _table(clean_store, name), check_exact=True)
+    assert flaky_report == _report(clean_store)
+    runs = storage.scan_table(flaky_store, "runs")
+    assert runs is not None and runs.select("status").collect()["status"].to_list() == ["success"]
+    assert not flaky_store.list(storage.work_prefix(DAY, "r1"))  # staging cleaned up
+
+
+def test_exists_is_false_only_for_a_missing_object(s3: LocalS3) -> None:
+    store = storage.open_store("s3://curated/exists", s3.client())
+    store.write_bytes("a.json", b"{}")
+    assert store.exists("a.json") and not store.exists("b.json")
+    # Every request refused (a reset each time, more than botocore's attempts): an error, not "missing".
+    plan = S3FaultPlan(slow_down=0.0, server_error=0.0, reset=1.0, max_faults_per_request=100)
+    with FaultyProxy(s3.endpoint_url, plan) as proxy:
+        flaky = storage.open_store("s3://curated/exists", storage.s3_client(
+            proxy.endpoint_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION, max_attempts=2))
+        with pytest.raises(storage.StorageError, match="cannot check s3://curated/exists/b.json"):
+            flaky.exists("b.json")
+        assert len(proxy.requests) == 2  # botocore tried twice (max_attempts=2), then gave up
+    denied = storage.open_store("s3://no-such-bucket/x", s3.client())
+    assert not denied.exists("a.json")  # NoSuchBucket is a 404 too: nothing there
+
+
+def test_a_query_reads_only_the_partitions_it_can_match(s3: LocalS3) -> None:
+    days = [dt.date(2026, 11, d) for d in (1, 2, 3, 4)]
+    direct = storage.open_store("s3://curated/pruning", s3.client())
+    for day in days:
+        frame = pl.DataFrame({"model": ["a", "b"], "score": [0.5, float(day.day)]})
+        storage.write_parquet(direct, storage.table_key("evaluations", day), frame)
+    with FaultyProxy(s3.endpoint_url, S3FaultPlan(slow_down=0.0, server_error=0.0, reset=0.0)) as proxy:
+        store = storage.open_store("s3://curated/pruning", _client(proxy.endpoint_url))
+        result = sql.run_sql(store, "SELECT dt, max(score) AS top FROM evaluations WHERE dt = '2026-11-02' GROUP BY dt")
+        read = {r.path.split("/")[-2].replace("%3D", "=") for r in proxy.requests if r.method == "GET" and "dt" in r.path}
+    assert result.rows() == [(days[1], 2.0)]
+    # The day asked for, and the newest object, whose footer gives the table's schema.
+    assert read == {"dt=2026-11-02", "dt=2026-11-04"}
