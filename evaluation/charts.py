@@ -494,26 +494,13 @@ def interval_chart(
 # Histogram
 
 
-def bin_index(value: float, low: float, high: float, bins: int) -> int:
-    """The bin of ``value`` among ``bins`` equal bins over ``[low, high]``: each bin holds its lower
-    edge, the last one also ``high``; values outside go to the first or last bin. Edges are
-    decided on the value rounded to 9 decimals of a bin, so that 0.3 falls in [0.3, 0.4)."""
-    position = round((value - low) / (high - low) * bins, 9)
-    return min(max(math.floor(position), 0), bins - 1)
-
-
 def bin_expr(value: pl.Expr, *, low: float = 0.0, high: float = 1.0, bins: int = 10) -> pl.Expr:
-    """:func:`bin_index` as a Polars expression, for counting a column's values per bin in a query."""
+    """The bin of ``value`` among ``bins`` equal bins over ``[low, high]``, as a Polars expression
+    (counted per bin in a query): each bin holds its lower edge, the last one also ``high``; values
+    outside go to the first or last bin. Edges are decided on the value rounded to 9 decimals of a
+    bin, so that 0.3 falls in [0.3, 0.4)."""
     position = ((value - low) / (high - low) * bins).round(9)
     return position.floor().clip(0, bins - 1).cast(pl.Int64)
-
-
-def histogram_counts(values: Sequence[float], *, low: float = 0.0, high: float = 1.0, bins: int = 10) -> list[int]:
-    """Counts of ``values`` per bin (see :func:`bin_index`)."""
-    counts = [0] * bins
-    for value in values:
-        counts[bin_index(value, low, high, bins)] += 1
-    return counts
 
 
 @dataclass(frozen=True)

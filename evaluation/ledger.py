@@ -148,41 +148,33 @@ class Ledger:
         with self._lock:
             self._pending.append(entry)
             due = len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_seconds
+            if due:
+                self._last_flush = time.monotonic()
         if due:
-            batch = self._take()
-            if batch:
-                if self._uploader is None:
-                    self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-flush")
-                self._uploads.append(self._uploader.submit(self._write, batch))
+            self._uploader = self._uploader or ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-flush")
+            self._uploads.append(self._uploader.submit(self._write_pending))
 
     def flush(self) -> None:
         """Wait for the background uploads, then write every reply still queued as one ledger
         object (raises StorageError when that fails; the replies stay queued). Call it off the
         event loop, once the calls are done."""
-        uploads, self._uploads = self._uploads, []
-        for upload in uploads:
-            try:
-                upload.result()
-            except Exception as exc:  # its replies went back to the queue: written below
-                logger.warning("ledger upload failed, retrying with the final flush: %s", exc)
+        for upload in self._uploads:
+            if upload.exception() is not None:  # its replies went back to the queue: written below
+                logger.warning("ledger upload failed, retried by the final flush: %s", upload.exception())
         if self._uploader is not None:
-            self._uploader.shutdown(wait=True)
-            self._uploader = None
-        batch = self._take()
-        if batch:
-            self._write(batch)
+            self._uploader.shutdown()
+        self._uploads, self._uploader = [], None
+        self._write_pending()
 
-    def _take(self) -> list[dict[str, Any]]:
+    def _write_pending(self) -> None:
+        """Land the queued replies as one ledger object; on failure they go back to the queue."""
         with self._lock:
             batch, self._pending = self._pending, []
             self._last_flush = time.monotonic()
-        return batch
-
-    def _write(self, batch: list[dict[str, Any]]) -> None:
-        """Land ``batch`` as one ledger object; on failure put it back at the head of the queue."""
-        with self._lock:
             self._sequence += 1
             sequence = self._sequence
+        if not batch:
+            return
         ranged = f"k{self.key_range[0]}-{self.key_range[1]}-" if self.key_range else ""
         key = f"{storage.ledger_prefix(self.day)}{ranged}{self.writer}-{sequence:05d}-{uuid.uuid4().hex[:8]}.parquet"
         try:

@@ -308,7 +308,7 @@ class S3Store:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
             return True
         except Exception as exc:
-            if _is_not_found(exc):
+            if (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise StorageError(f"cannot check {self.uri(key)}: {exc}") from exc
 
@@ -328,11 +328,8 @@ class S3Store:
                 response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
             except Exception as exc:
                 raise StorageError(f"cannot delete under {self.uri(prefix)}: {exc}") from exc
-            errors = response.get("Errors") or []
-            if errors:  # a quiet delete answers 200 and lists the keys it could not delete
-                first = errors[0]
-                raise StorageError(f"cannot delete {len(errors)} objects under {self.uri(prefix)}: "
-                                   f"{first.get('Key')}: {first.get('Code')} {first.get('Message')}")
+            if response.get("Errors"):  # a quiet delete answers 200 and lists the keys it could not delete
+                raise StorageError(f"cannot delete under {self.uri(prefix)}: {response['Errors'][:3]}")
         return len(objects)
 
     def storage_options(self) -> dict[str, Any]:
@@ -349,23 +346,11 @@ class S3Store:
         credentials = self.client._get_credentials()  # botocore's resolved chain (keys, profile, role)
         if credentials is not None:
             frozen = credentials.get_frozen_credentials()
-            options["aws_access_key_id"] = frozen.access_key
-            options["aws_secret_access_key"] = frozen.secret_key
-            if frozen.token:
-                options["aws_session_token"] = frozen.token
+            options.update(aws_access_key_id=frozen.access_key, aws_secret_access_key=frozen.secret_key)
+            options.update({"aws_session_token": frozen.token} if frozen.token else {})
         attempts = (meta.config.retries or {}).get("total_max_attempts") or S3_MAX_ATTEMPTS
         options["max_retries"] = max(int(attempts) - 1, 0)
         return options
-
-
-def _is_not_found(exc: Exception) -> bool:
-    """A botocore ClientError that says the object (or bucket) does not exist."""
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return False
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return code in ("404", "NoSuchKey", "NotFound") or status == 404
 
 
 def _content_type(key: str) -> dict[str, str]:
@@ -392,10 +377,9 @@ def s3_client(
 ) -> Any:
     """A boto3 S3 client; endpoint and credentials default to the environment (AWS_ENDPOINT_URL...).
 
-    Transient errors are retried by botocore itself: its ``standard`` mode retries throttling
-    (503 SlowDown, 429), 500/502/503/504, connection errors (a reset, a refused connection) and
-    timeouts, up to ``max_attempts`` attempts with exponential backoff and jitter (``adaptive``
-    also slows the client down while it is throttled). Everything else fails at once."""
+    Botocore retries transient errors itself: throttling (503 SlowDown, 429), 500/502/503/504,
+    connection errors and timeouts, up to ``max_attempts`` attempts with exponential backoff and
+    jitter (``adaptive`` also slows down while throttled). Everything else fails at once."""
     import boto3
     from botocore.config import Config
 

@@ -39,44 +39,26 @@ so the same spec over the same data gives identical tables whatever order they a
 """
 
 from evaluation.compare.compute import (
-    JUDGE_METRICS,
-    DeltaEstimate,
-    bootstrap_means,
-    compare_metrics,
-    compare_verdicts,
-    judge_sample,
-    landed_rows,
-    mean_interval,
-    paired_test,
-    rng_for,
-    run_comparison,
-    sample_records,
-    sampled_valid_records,
-    unpaired_test,
+                                        JUDGE_METRICS,
+                                        DeltaEstimate,
+                                        bootstrap_means,
+                                        compare_metrics,
+                                        compare_verdicts,
+                                        judge_sample,
+                                        landed_rows,
+                                        mean_interval,
+                                        paired_test,
+                                        rng_for,
+                                        run_comparison,
+                                        sample_records,
+                                        sampled_valid_records,
+                                        unpaired_test,
 )
 from evaluation.compare.render import render_report
 from evaluation.compare.spec import METRICS_SCHEMA, VERDICTS_SCHEMA, ComparisonError, ComparisonSpec
 from evaluation.contract import question_key
 
-__all__ = [
-    "JUDGE_METRICS",
-    "METRICS_SCHEMA",
-    "VERDICTS_SCHEMA",
-    "ComparisonError",
-    "ComparisonSpec",
-    "DeltaEstimate",
-    "bootstrap_means",
-    "compare_metrics",
-    "compare_verdicts",
-    "judge_sample",
-    "landed_rows",
-    "mean_interval",
-    "paired_test",
-    "question_key",
-    "render_report",
-    "rng_for",
-    "run_comparison",
-    "sample_records",
-    "sampled_valid_records",
-    "unpaired_test",
-]
+__all__ = ["JUDGE_METRICS", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "DeltaEstimate",
+           "bootstrap_means", "compare_metrics", "compare_verdicts", "judge_sample", "landed_rows", "mean_interval",
+           "paired_test", "question_key", "render_report", "rng_for", "run_comparison", "sample_records",
+           "sampled_valid_records", "unpaired_test"]

@@ -25,20 +25,9 @@ from evaluation.report.compute import (
 from evaluation.report.render import fmt_mean, fmt_rate, render_html
 from evaluation.storage import Store, report_key, write_json
 
-__all__ = [
-    "ReportError",
-    "ReportInputs",
-    "build_daily_report",
-    "compute_summary",
-    "fmt_mean",
-    "fmt_rate",
-    "load_inputs",
-    "mean_interval",
-    "render_html",
-    "t_quantile_975",
-    "wilson_interval",
-    "write_daily_report",
-]
+__all__ = ["ReportError", "ReportInputs", "build_daily_report", "compute_summary", "fmt_mean", "fmt_rate", "load_inputs",
+           "mean_interval", "render_html", "t_quantile_975", "wilson_interval", "write_daily_report"]
+
 
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float):

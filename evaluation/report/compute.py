@@ -32,7 +32,7 @@ import polars as pl
 
 from evaluation import charts
 from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS
-from evaluation.storage import Store, day_partition, scan_parquet, scan_table, table_key
+from evaluation.storage import Store, scan_parquet, scan_table, table_key
 from evaluation.summary import METRICS, build_daily_summary
 
 REPORT_VERSION = 1
@@ -157,7 +157,7 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> Report
         built = build_daily_summary(evaluations, day, run_id).with_columns(dt=pl.lit(day, dtype=pl.Date))
         history = built if history.is_empty() else pl.concat([history, built], how="diagonal_relaxed")
         source = "evaluations"
-    run_objects = [o.key for o in store.list(f"runs/{day_partition(day)}/") if o.key.endswith(".parquet")]
+    runs = scan_table(store, "runs")
     return ReportInputs(
         day=day,
         root=store.root,
@@ -165,7 +165,7 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> Report
         history=history,
         evaluations=evaluations,
         rejects=_scan_day(store, "rejects", day),
-        runs=scan_parquet(store, run_objects).collect() if run_objects else None,
+        runs=None if runs is None else runs.filter(pl.col("dt") == day).collect(),
         summary_source=source,
     )
 
@@ -359,9 +359,8 @@ def _worst_records(evaluations: pl.LazyFrame, judges: list[str], per_judge: int)
         return []
     columns = [c for c in _WORST_COLUMNS if c in evaluations.collect_schema()]
     rows = ok.join(keys.lazy().select("judge", "record_id"), on=["judge", "record_id"], how="semi").select(columns).collect()
-    rows = rows.with_columns(_order=pl.col("judge").replace_strict({j: i for i, j in enumerate(judges)}, default=None))
     out = []
-    for row in rows.sort(["_order", *_WORST_ORDER]).drop("_order").iter_rows(named=True):
+    for row in sorted(rows.iter_rows(named=True), key=lambda r: (judge_order(r["judge"]), *(r[c] for c in _WORST_ORDER))):
         record: dict[str, Any] = {}
         for name in columns:
             value = row[name]
@@ -417,42 +416,28 @@ _RUN_COLUMNS = {"run_ids": "run_id", "judge_models": "judge_model", "prompt_vers
                 "rules_versions": "rules_version"}
 
 
-@dataclass
-class _EvaluationFacts:
-    """What the report needs of the day's whole ``evaluations`` beyond its summary."""
-
-    rows: int
-    records: int
-    models: list[str]
-    judges: list[str]
-    distinct: dict[str, list[str]]
-
-
-def _evaluation_facts(evaluations: pl.LazyFrame) -> _EvaluationFacts:
-    """Rows, records, models, judges with ok rows, and the distinct run ids and versions, in one
-    streaming pass. Records are the rows of the judge with the most: every valid record has one
-    row per selected judge (CONTRACT §4)."""
-    schema = evaluations.collect_schema()
-    present = {k: c for k, c in _RUN_COLUMNS.items() if c in schema}
-    queries = [
+def _evaluation_facts(evaluations: pl.LazyFrame) -> dict[str, Any]:
+    """Of the day's whole ``evaluations``, in one streaming pass: rows, records (the rows of the
+    judge with most: every valid record has a row per selected judge, CONTRACT §4), models, judges
+    with ok rows, and the distinct run ids and versions."""
+    present = {key: c for key, c in _RUN_COLUMNS.items() if c in evaluations.collect_schema()}
+    per_judge, models, *distinct = pl.collect_all([
         evaluations.group_by("judge").agg(pl.len().alias("rows"), (pl.col("judge_status") == "ok").any().alias("ok")),
-        evaluations.select(pl.col("model").unique()),
-        *[evaluations.select(pl.col(c).drop_nulls().unique().cast(pl.String)) for c in present.values()],
-    ]
-    per_judge, models, *distinct = pl.collect_all(queries, engine="streaming")
-    return _EvaluationFacts(
-        rows=int(per_judge["rows"].sum()),
-        records=max(per_judge["rows"].to_list(), default=0),
-        models=sorted(str(m) for m in models["model"].drop_nulls().to_list()),
-        judges=sorted(per_judge.filter("ok")["judge"].to_list(), key=judge_order),
-        distinct={key: sorted(frame.to_series().to_list()) for key, frame in zip(present, distinct, strict=True)},
-    )
+        *[evaluations.select(pl.col(c).drop_nulls().unique().cast(pl.String)) for c in ("model", *present.values())],
+    ], engine="streaming")
+    return {
+        "rows": per_judge["rows"].sum(),
+        "records": max(per_judge["rows"].to_list(), default=0),
+        "models": sorted(models.to_series().to_list()),
+        "judges": sorted(per_judge.filter("ok")["judge"].to_list(), key=judge_order),
+        **{key: sorted(frame.to_series().to_list()) for key, frame in zip(present, distinct, strict=True)},
+    }
 
 
-def _run_info(inputs: ReportInputs, facts: _EvaluationFacts | None) -> dict[str, Any]:
+def _run_info(inputs: ReportInputs, facts: dict[str, Any] | None) -> dict[str, Any]:
     info: dict[str, Any] = {key: [] for key in _RUN_COLUMNS}
     if facts is not None:
-        info.update(facts.distinct)
+        info.update({key: facts[key] for key in _RUN_COLUMNS if key in facts})
     elif "run_id" in inputs.history.columns:
         info["run_ids"] = sorted(str(v) for v in inputs.history.filter(pl.col("dt") == inputs.day)["run_id"].unique().to_list())
     runs = inputs.runs
@@ -532,9 +517,9 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
     totals["cost_usd"] = sum(g["health"]["cost_usd"] for g in groups)
     facts = _evaluation_facts(inputs.evaluations) if inputs.evaluations is not None else None
     models = sorted({g["model"] for g in groups})
-    if facts is not None and facts.rows:
-        totals["records"] = facts.records
-        models = sorted(set(models) | set(facts.models))
+    if facts is not None and facts["rows"]:
+        totals["records"] = facts["records"]
+        models = sorted(set(models) | set(facts["models"]))
     rejects = _rejects(inputs.rejects)
     totals["rejected"] = rejects["total"]
     return {
@@ -563,9 +548,9 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
         "totals": totals,
         "groups": groups,
         "flags": flags,
-        "distributions": _distributions(inputs.evaluations, models) if inputs.evaluations is not None and facts and facts.rows else [],
-        "worst_records": (_worst_records(inputs.evaluations, facts.judges, worst_per_judge)
-                          if inputs.evaluations is not None and facts and facts.rows else []),
+        "distributions": _distributions(inputs.evaluations, models) if inputs.evaluations is not None and facts and facts["rows"] else [],
+        "worst_records": (_worst_records(inputs.evaluations, facts["judges"], worst_per_judge)
+                          if inputs.evaluations is not None and facts and facts["rows"] else []),
         "rejects": rejects,
     }
 
