@@ -123,8 +123,14 @@ class CitationAudit(BaseModel):
 
 
 class CallRecord(BaseModel):
-    """What one judge call cost and returned (one row of `judge_calls`)."""
+    """What one judge call cost and returned, or a reply reused from the ledger: one row of
+    `judge_calls`, the audit trail (built by the judge stage for every row that had a call)."""
 
+    run_id: str = Field(description="The run that judged the record.")
+    record_id: str = Field(description="The judged record.")
+    judge: JudgeName = Field(description="The judge that was called.")
+    judge_model: str = Field(description="The litellm model string of the judge.")
+    prompt_version: str = Field(description="The judge's prompt version (a hash of its templates).")
     request_hash: str = Field(description="Hash of model, prompt version, messages and call parameters.")
     system_prompt: str = Field(description="Rendered system prompt sent to the judge.")
     user_prompt: str = Field(description="Rendered user prompt sent to the judge.")
@@ -142,59 +148,6 @@ class CallRecord(BaseModel):
     cached: bool = Field(default=False, description="Served from the ledger of earlier calls.")
     judged_at: dt.datetime | None = Field(default=None, description="When the reply arrived (UTC).")
     redactions: int = Field(default=0, description="PII redactions applied to the prompts.")
-
-
-class Judgement(BaseModel):
-    """One judge's verdict on one record: every judge-produced column of `evaluations`.
-
-    Metric fields hold the values *as landed* (after clamps, scaling and rounding).
-    """
-
-    model_config = ConfigDict(validate_assignment=False)
-
-    record_id: str
-    conversation_id: str | None = None
-    model: str
-    judge: JudgeName
-    judge_model: str
-    prompt_version: str
-    rules_version: str = RULES_VERSION
-    judge_status: JudgeStatus
-    verdict: Verdict | None = None
-    score: float | None = None
-    faithfulness: float | None = None
-    relevance: float | None = None
-    completeness: float | None = None
-    reasoning_quality: float | None = None
-    context_relevance: float | None = None
-    answer_relevance: float | None = None
-    semantic_similarity: float | None = None
-    evaluation_goal: str | None = None
-    hits: list[str] = Field(default_factory=list)
-    misses: list[str] = Field(default_factory=list)
-    reasoning: str | None = None
-    explanations: str | None = Field(default=None, description="JSON object of per-metric explanations.")
-    improvement_suggestions: list[str] = Field(default_factory=list)
-    citations: list[str] = Field(default_factory=list)
-    invalid_citations: list[str] = Field(default_factory=list)
-    uncited_claim_count: int | None = None
-    hallucination_detected: bool | None = None
-    clamps_applied: list[str] = Field(default_factory=list)
-    reason: str | None = None
-    error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_ms: float = 0.0
-    attempts: int = 0
-    cached: bool = False
-    judged_at: dt.datetime | None = None
-
-    @model_validator(mode="after")
-    def _verdict_needs_score(self) -> Judgement:
-        if self.verdict is not None and self.score is None:
-            raise ValueError("a verdict needs a score")
-        return self
 
 
 class Thresholds(BaseModel):

@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.contract import RULES_VERSION, InputRecord, JudgeName, RunConfig, question_key
+from evaluation.contract import RULES_VERSION, CallRecord, InputRecord, JudgeName, RunConfig, question_key
 from evaluation.judges import (
     PROMPT_VERSIONS,
     RenderedPrompt,
@@ -212,7 +212,9 @@ def _finish(row: dict[str, Any], cfg: RunConfig, prompt_version: str) -> dict[st
 def _judged_row(
     cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    call = {
+    """The parsed row of one (record, judge) and its ``judge_calls`` row (none when the budget
+    stopped the call before it was made)."""
+    call: dict[str, Any] = {
         "run_id": cfg.run_id,
         "record_id": item.record.record_id,
         "judge": item.judge,
@@ -225,14 +227,11 @@ def _judged_row(
     }
     if stored is not None:
         row = parse_reply(item.judge, item.judged_record, stored["raw_response"], item.prompt)
-        row.update(
-            input_tokens=stored["input_tokens"], output_tokens=stored["output_tokens"], cost_usd=0.0,
-            latency_ms=0.0, attempts=0, cached=True, judged_at=stored["judged_at"],
-        )
-        call.update(raw_response=stored["raw_response"], input_tokens=stored["input_tokens"],
-                    output_tokens=stored["output_tokens"], cost_usd=0.0, latency_ms=0.0, attempts=0,
-                    cached=True, judged_at=stored["judged_at"])
-        return _finish(row, cfg, item.prompt.prompt_version), call
+        spent: dict[str, Any] = {"input_tokens": stored["input_tokens"], "output_tokens": stored["output_tokens"], "cost_usd": 0.0,
+                 "latency_ms": 0.0, "attempts": 0, "cached": True, "judged_at": stored["judged_at"]}
+        row.update(spent)
+        record = CallRecord(**call, **spent, raw_response=stored["raw_response"])
+        return _finish(row, cfg, item.prompt.prompt_version), record.model_dump()
     if outcome is None:
         row = not_applicable_row(item.judge, item.record, "budget_exhausted")
         return _finish(row, cfg, item.prompt.prompt_version), None
@@ -240,13 +239,10 @@ def _judged_row(
         row = call_error_row(item.judge, item.record, outcome.error)
     else:
         row = parse_reply(item.judge, item.judged_record, outcome.raw_text, item.prompt)
-    row.update(
-        input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens, cost_usd=outcome.cost_usd,
-        latency_ms=outcome.latency_ms, attempts=outcome.attempts, cached=False, judged_at=outcome.judged_at,
-    )
-    call.update(raw_response=outcome.raw_text, error=outcome.error, error_class=outcome.error_class,
-                input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens,
-                cost_usd=outcome.cost_usd, latency_ms=outcome.latency_ms, attempts=outcome.attempts,
-                cached=False, judged_at=outcome.judged_at)
-    return _finish(row, cfg, item.prompt.prompt_version), call
-
+    spent = {"input_tokens": outcome.input_tokens, "output_tokens": outcome.output_tokens,
+             "cost_usd": outcome.cost_usd, "latency_ms": outcome.latency_ms, "attempts": outcome.attempts,
+             "cached": False, "judged_at": outcome.judged_at}
+    row.update(spent)
+    record = CallRecord(**call, **spent, raw_response=outcome.raw_text, error=outcome.error,
+                        error_class=outcome.error_class)
+    return _finish(row, cfg, item.prompt.prompt_version), record.model_dump()
