@@ -18,8 +18,10 @@ would provide is mapped to this machine:
 
 Like the ``airflow-init`` job it migrates the database, creates the ``llm_judge`` pool and writes
 the SimpleAuthManager passwords file. Every listening socket is bound to 127.0.0.1. Each process
-runs in its own process group with its output in ``<folder>/<component>.log``; :meth:`stop` ends
-them all (SIGTERM, then SIGKILL after a grace period) and removes what the deployment created.
+runs in a session (and process group) of its own with its output in ``<folder>/<component>.log``;
+:meth:`stop` ends them all (SIGTERM, then SIGKILL after a grace period), and every process left in
+their sessions (task processes have process groups of their own), and removes what the deployment
+created.
 
 :class:`ApiClient` drives the deployment through the REST API v2 only.
 
@@ -63,8 +65,16 @@ IMAGE_HOME = "/opt/airflow"
 CELERY_WORKER_HOSTNAME = "celery-worker-systest"
 #: Buckets created when the compose file's s3-init job does not name them in a way we can read.
 DEFAULT_BUCKETS = ("llm-logs", "llm-evaluation")
-#: Components started after the migration, in the order they are stopped.
-COMPONENTS = ("celery-worker", "scheduler", "triggerer", "dag-processor", "api-server")
+#: The long-running components and their docker-compose.yml services. Once the database is
+#: migrated they start in this order, each once the components its service depends on are
+#: started or healthy, as compose requires (the worker waits for a healthy api-server).
+COMPONENTS = {
+    "api-server": "airflow-apiserver",
+    "scheduler": "airflow-scheduler",
+    "dag-processor": "airflow-dag-processor",
+    "triggerer": "airflow-triggerer",
+    "celery-worker": "airflow-worker",
+}
 #: Variables of the caller's environment that would configure Airflow, boto3 or the pipeline
 #: behind the compose file's back; none of them reach the deployment.
 _INHERITED_PREFIXES = ("AIRFLOW", "_AIRFLOW", "AWS_", "EVALUATION_", "LITELLM_", "PYTHONPATH", "BOTO_")
@@ -138,18 +148,21 @@ def _replace_netloc(url: SplitResult, host: str, port: int | None) -> SplitResul
     return url._replace(netloc=f"{userinfo}{host}" + (f":{port}" if port else ""))
 
 
-def _processes_in_groups(groups: Iterable[int]) -> list[tuple[int, str]]:
-    """(pid, command line) of every live process whose process group is one of `groups`."""
-    wanted = set(groups)
+def _processes(sessions: Iterable[int], environ_marker: bytes) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose session is one of `sessions`, or whose
+    environment holds `environ_marker` (a ``NAME=value`` entry)."""
+    wanted = set(sessions)
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             stat = (entry / "stat").read_text()
-            # Fields after the command name (which may hold spaces) start with state, ppid, pgrp.
+            # Fields after the command name (which may hold spaces): state, ppid, pgrp, session, ...
             fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] == "Z" or int(fields[2]) not in wanted:
+            if fields[0] == "Z":
+                continue
+            if int(fields[3]) not in wanted and environ_marker not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
             found.append((int(entry.name), cmdline))
@@ -172,8 +185,8 @@ class Component:
     def start(self, cwd: Path) -> None:
         log = self.log_path.open("ab")
         try:
-            # start_new_session: a process group (and session) of its own, so that stop() reaches
-            # the component's children (Celery's pool, the api-server's workers, parsing processes).
+            # start_new_session: a session (and process group) of its own, so that stop() finds the
+            # component's descendants (Celery's pool, task processes, parsing processes) by session.
             self.process = subprocess.Popen(self.argv, env=self.env, cwd=cwd, stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
@@ -194,7 +207,6 @@ class Services:
     database: str = ""
     created_role: str | None = None
     redis_db: int | None = None
-    redis_token: str = ""
     s3_server: Any = None
     s3_endpoint: str = ""
     started: list[str] = field(default_factory=list)
@@ -205,8 +217,8 @@ class LocalDeployment:
 
     ``with LocalDeployment() as deployment: deployment.api.trigger(...)``. `variables` are compose
     variables (as in ``.env``); a variable not given takes the file's default. `prepare` runs once
-    the S3 API and its buckets exist, before any Airflow component starts (to put input data in
-    place before the scheduler may create a run). `folder` holds the Airflow home and the
+    the S3 API and its buckets exist, while the database migrates and before any component starts
+    (to put input data in place before the scheduler may create a run). `folder` holds the Airflow home and the
     components' logs; a temporary folder (removed by :meth:`stop`) when not given. The Celery
     worker runs `worker_concurrency` processes (default: the pool's slots + 1) and imports the
     modules of `worker_preload` before it forks them.
@@ -232,8 +244,9 @@ class LocalDeployment:
         self.variables = dict(variables or {})
         compose_file = compose.load_compose(self.variables)
         self.compose_env = compose.environment(compose_file[compose.AIRFLOW_COMMON])
-        self._init_service = compose_file["services"]["airflow-init"]
-        self._s3_init_service = compose_file["services"].get("s3-init", {})
+        self._services = compose_file["services"]
+        self._init_service = self._services["airflow-init"]
+        self._s3_init_service = self._services.get("s3-init", {})
         self._own_folder = folder is None
         self.folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="llm-evaluation-deployment-"))
         self.home = self.folder / "airflow-home"
@@ -260,7 +273,8 @@ class LocalDeployment:
         self.env: dict[str, str] = {}
         self.api: ApiClient | None = None
         self._stopped = False
-        self._groups: list[int] = []
+        #: Every process started (components and one-off commands); each leads its own session.
+        self._spawned: list[Component] = []
         self._started_at: float | None = None
         #: (event, seconds since the start) of the start and the stop.
         self.timeline: list[tuple[str, float]] = []
@@ -295,11 +309,7 @@ class LocalDeployment:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def __enter__(self) -> LocalDeployment:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -309,8 +319,11 @@ class LocalDeployment:
         component reports healthy. On failure everything started so far is stopped."""
         try:
             self._start()
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            try:
+                self.stop()
+            except DeploymentError as cleanup:  # the start's error stays the one raised
+                exc.add_note(f"while stopping: {cleanup}")
             raise
         return self
 
@@ -341,19 +354,24 @@ class LocalDeployment:
             "triggerer": ["triggerer", "--skip-serve-logs"],
             "celery-worker": ["celery", "worker", "--skip-serve-logs", "--concurrency", str(self.worker_concurrency)],
         }
-        for name in COMPONENTS:
-            env = dict(self.env)
-            if name == "celery-worker":
-                env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{__name__}.{celery_worker_hostname.__name__}"
-                if self.worker_preload:
-                    env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] = f"{__name__}.CELERY_CONFIG"
-                    env[PRELOAD_ENV] = ",".join(self.worker_preload)
-            component = Component(name, self._airflow(*argv[name]), env, self.folder / f"{name}.log")
-            self.components[name] = component
-            component.start(REPO)
-            assert component.pid is not None
-            self._groups.append(component.pid)
-        self._mark("components started: " + ", ".join(f"{c.name} (pid {c.pid})" for c in self.components.values()))
+        pending = list(COMPONENTS)
+        while pending:
+            for name in [n for n in pending if self._dependencies_met(n)]:
+                env = dict(self.env)
+                if name == "celery-worker":
+                    env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{__name__}.{celery_worker_hostname.__name__}"
+                    if self.worker_preload:
+                        env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] = f"{__name__}.CELERY_CONFIG"
+                        env[PRELOAD_ENV] = ",".join(self.worker_preload)
+                self.components[name] = self._spawn(name, argv[name], env)
+                pending.remove(name)
+                self._mark(f"started {name} (pid {self.components[name].pid})")
+            if pending:
+                self._check_components()
+                if time.monotonic() > deadline:
+                    raise DeploymentError(f"{', '.join(pending)} never had their dependencies ready\n"
+                                          + self._component_tails())
+                time.sleep(0.3)
         self._wait_exit(pool, deadline)
         self._mark(f"pool {self.pool_name} set to {self.pool_slots} slots")
         self.api = ApiClient(self.api_url, self.username, self.password, deployment=self)
@@ -395,32 +413,36 @@ class LocalDeployment:
             raise DeploymentError("; ".join(errors))
 
     def _stop_processes(self) -> None:
-        live = [c for c in self.components.values() if c.process is not None]
-        for component in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(component.pid, signal.SIGTERM)  # type: ignore[arg-type]
+        """SIGTERM to every process started, SIGKILL to what is left of their sessions after the
+        grace period; reaps them."""
+        for component in self._spawned:
+            if component.exited() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(component.pid, signal.SIGTERM)  # type: ignore[arg-type]
         deadline = time.monotonic() + self.stop_grace
-        for component in live:
+        for component in self._spawned:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 component.process.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
-        # The leader is gone or did not listen: end whatever is left of each process group.
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            remaining = {pid for pid, _ in _processes_in_groups(self._groups)}
+        # A leader that did not stop in time, or descendants that outlived their leader.
+        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+            remaining = self.surviving_processes()
             if not remaining:
                 break
-            for group in self._groups:
+            for pid, _ in remaining:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(group, sig)
-            end = time.monotonic() + (3.0 if sig == signal.SIGTERM else 5.0)
-            while time.monotonic() < end and _processes_in_groups(self._groups):
+                    os.kill(pid, sig)
+            end = time.monotonic() + wait
+            while time.monotonic() < end and self.surviving_processes():
                 time.sleep(0.1)
-        for component in live:
+        for component in self._spawned:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 component.process.wait(5)  # type: ignore[union-attr]
 
     def surviving_processes(self) -> list[tuple[int, str]]:
-        """Live processes of the deployment's process groups (none after :meth:`stop`)."""
-        return _processes_in_groups(self._groups)
+        """Live processes of the deployment (none after :meth:`stop`): those in the sessions of
+        the processes it started, and any other process with its ``AIRFLOW_HOME``."""
+        return _processes((c.pid for c in self._spawned if c.pid is not None),
+                          f"AIRFLOW_HOME={self.home}".encode())
 
     def listening_sockets(self) -> list[tuple[str, str, int]]:
         """(command line, address, port) of every TCP socket that a process of the deployment
@@ -440,11 +462,11 @@ class LocalDeployment:
     def _airflow(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "airflow", *args]
 
-    def _spawn(self, name: str, args: list[str]) -> Component:
-        component = Component(name, self._airflow(*args), dict(self.env), self.folder / f"{name}.log")
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Component:
+        """Start `airflow <args>` in a session of its own, its output in ``<folder>/<name>.log``."""
+        component = Component(name, self._airflow(*args), env or dict(self.env), self.folder / f"{name}.log")
         component.start(REPO)
-        assert component.pid is not None
-        self._groups.append(component.pid)
+        self._spawned.append(component)
         return component
 
     def _wait_exit(self, component: Component, deadline: float) -> None:
@@ -482,8 +504,8 @@ class LocalDeployment:
             if not waiting_for:
                 return
             if time.monotonic() > deadline:
-                logs = "\n".join(f"--- {c.name}\n{c.log_tail(15)}" for c in self.components.values())
-                raise DeploymentError(f"not ready after {self.startup_timeout:.0f}s: waiting for {waiting_for}\n{logs}")
+                raise DeploymentError(f"not ready after {self.startup_timeout:.0f}s: waiting for {waiting_for}\n"
+                                      + self._component_tails())
             time.sleep(0.5)
 
     def _not_ready(self) -> str:
@@ -518,6 +540,43 @@ class LocalDeployment:
 
     def _worker_ready(self) -> bool:
         return bool(re.search(r"celery@\S+ ready", self.components["celery-worker"].log_tail(400)))
+
+    def _api_answers(self) -> bool:
+        """``GET /api/v2/version`` answers 200 (compose's api-server healthcheck)."""
+        import httpx
+
+        try:
+            return httpx.get(f"{self.api_url}/api/v2/version", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def _healthy(self, name: str) -> bool:
+        """A started component passes its compose healthcheck's equivalent."""
+        checks: dict[str, Callable[[], bool]] = {
+            "api-server": self._api_answers,
+            "scheduler": self._scheduler_health,
+            "celery-worker": self._worker_ready,
+        }
+        return name in self.components and self.components[name].exited() is None and checks.get(name, lambda: True)()
+
+    def _dependencies_met(self, name: str) -> bool:
+        """Every component that `name`'s compose service depends on is started, or healthy when
+        the condition says ``service_healthy``."""
+        from scripts import compose
+
+        by_service = {service: component for component, service in COMPONENTS.items()}
+        for service, condition in compose.depends_on(self._services[COMPONENTS[name]]).items():
+            dependency = by_service.get(service)
+            if dependency is None:  # postgres, redis, airflow-init: taken care of before
+                continue
+            if dependency not in self.components:
+                return False
+            if condition == "service_healthy" and not self._healthy(dependency):
+                return False
+        return True
+
+    def _component_tails(self, lines: int = 15) -> str:
+        return "\n".join(f"--- {c.name}\n{c.log_tail(lines)}" for c in self.components.values())
 
     # --- services -----------------------------------------------------------------------------
 
@@ -605,7 +664,7 @@ class LocalDeployment:
             try:
                 if client.dbsize() == 0 and client.set(_CLAIM_KEY, token, nx=True):
                     if client.dbsize() == 1:
-                        self.services.redis_db, self.services.redis_token = db, token
+                        self.services.redis_db = db
                         return
                     client.delete(_CLAIM_KEY)
             finally:
@@ -913,12 +972,21 @@ def _ti_label(ti: Mapping[str, Any]) -> str:
     return f"{ti['task_id']}[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else ti["task_id"]
 
 
+#: Fields of a structured task log line that every line repeats.
+_LOG_CONTEXT = frozenset(("event", "timestamp", "level", "logger", "dag_id", "task_id", "run_id", "ti_id", "map_index",
+                          "try_number", "filename", "lineno", "error_detail"))
+
+
 def _log_line(entry: Any) -> str:
+    """A structured task log entry as one line of text, exceptions as `type: message` (innermost
+    cause last)."""
     if not isinstance(entry, dict):
         return str(entry)
-    event = entry.get("event", "")
-    extra = {k: v for k, v in entry.items() if k not in ("event", "timestamp", "level", "logger")}
-    return " ".join(str(p) for p in (entry.get("timestamp", ""), entry.get("level", ""), event, extra or "") if p)
+    extra = {k: v for k, v in entry.items() if k not in _LOG_CONTEXT}
+    parts = [entry.get("timestamp", ""), entry.get("level", ""), entry.get("event", ""), extra or ""]
+    parts += [f"{e.get('exc_type')}: {e.get('exc_value')}" for e in entry.get("error_detail") or []
+              if isinstance(e, dict)]
+    return " ".join(str(p) for p in parts if p)
 
 
 def max_overlap(intervals: Iterable[tuple[dt.datetime, dt.datetime]]) -> int:
@@ -931,3 +999,25 @@ def max_overlap(intervals: Iterable[tuple[dt.datetime, dt.datetime]]) -> int:
         current += step
         best = max(best, current)
     return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m scripts.deployment``: bring the stack up and keep it until Ctrl-C."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="docker-compose.yml's stack, natively on loopback")
+    parser.add_argument("variables", nargs="*", metavar="NAME=VALUE", help="compose variables (as in .env)")
+    args = parser.parse_args(argv)
+    variables = dict(item.split("=", 1) for item in args.variables)
+    with LocalDeployment(variables) as deployment:
+        print(f"API {deployment.api_url} (user {deployment.username!r}), S3 {deployment.services.s3_endpoint}, "
+              f"logs in {deployment.folder}; Ctrl-C stops everything", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(1)
+                deployment._check_components()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -37,7 +37,7 @@ CONF = {"chunk_size": 20, "max_reject_ratio": 0.1}
 SCHEDULED_RECORDS = 30
 JUDGES = ("rag", "masis", "prompt")
 STATUSES = ("ok", "parse_error", "judge_failed", "call_error", "skipped")
-RUN_TIMEOUT = 150.0
+RUN_TIMEOUT = 240.0
 #: Imported by the Celery worker before it forks its pool: task processes start with them loaded
 #: instead of importing litellm and Great Expectations in every task (seconds each on 2 cores).
 WORKER_PRELOAD = ("evaluation_airflow", "evaluation.client", "evaluation.validation", "evaluation.report",
