@@ -81,8 +81,10 @@ def _write_logs(deployment: LocalDeployment) -> None:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeployment]:
     folder = tmp_path_factory.mktemp("deployment")
-    with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs,
-                         worker_preload=WORKER_PRELOAD) as running:
+    # A 5 s grace: the triggerer waits 10 s for its trigger runner after the first SIGTERM, and ends
+    # at once on a second one.
+    with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs, worker_preload=WORKER_PRELOAD,
+                         stop_grace=5.0) as running:
         # Whatever AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION says: unpaused, as an operator would.
         # The daily DAG's scheduled run starts now, on the day _write_logs prepared.
         for dag_id in (DAILY, COMPARISON):
