@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +147,7 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
 
     empty = pl.lit([], dtype=pl.List(pl.String))
     frame = frame.with_columns(
+        question_key=pl.col("record_id").str.slice(0, 16),
         judge_model=pl.lit("openai/judge-model"),
         prompt_version=judge.replace_strict(PROMPT_VERSIONS, default=None),
         rules_version=pl.lit(RULES_VERSION),
@@ -175,9 +177,18 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
     return frame.select([pl.col(c).cast(t) for c, t in PARSED_SCHEMA.items()])
 
 
+def _columns_tag(columns: Iterable[str]) -> str:
+    """A short hash of a table's columns: a cached file of another schema is never reused."""
+    import hashlib
+
+    return hashlib.sha256("\x1f".join(columns).encode()).hexdigest()[:8]
+
+
 def parsed_file(rows: int) -> Path:
     """``rows`` judged rows as one cached Parquet file."""
-    path = CACHE / f"parsed-{rows}.parquet"
+    from evaluation.stages import PARSED_SCHEMA
+
+    path = CACHE / f"parsed-{rows}-{_columns_tag(PARSED_SCHEMA)}.parquet"
     if not path.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -191,7 +202,7 @@ def scored_file(rows: int) -> Path:
     from evaluation.contract import EVALUATION_COLUMNS
     from evaluation.judges import score_table
 
-    path = CACHE / f"scored-{rows}.parquet"
+    path = CACHE / f"scored-{rows}-{_columns_tag(EVALUATION_COLUMNS)}.parquet"
     if not path.exists():
         scored = score_table(pl.read_parquet(parsed_file(rows))).with_columns(run_id=pl.lit("bench"))
         tmp = path.with_suffix(".tmp")

@@ -73,7 +73,7 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
             path = Path(folder) / f"scored-{len(scored_paths):05d}.parquet"
             scored.write_parquet(path)
             scored_paths.append(path)
-            summary_builder.add(scored)
+            summary_builder.add(pl.scan_parquet(path))  # the batch's own file: nothing written twice
             tally.add_evaluations(scored)
             batch.clear()
 
