@@ -1,6 +1,6 @@
 """Judge benchmarks (children of :mod:`bench.run`).
 
-``stage``: one judge chunk of N unique records through :func:`evaluation.pipeline.judge_chunk`
+``stage``: one judge chunk of N unique records through :func:`evaluation.stages.judge_chunk`
 against the local OpenAI-compatible server (a separate process with a fixed latency), timed from
 the call of the stage to its return (rendering, ledger, calls, parsing and staging included).
 
@@ -65,7 +65,7 @@ class CallTimer:
 
 def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[Any, Any, Path]:
     from bench import data
-    from evaluation import pipeline
+    from evaluation import stages
     from evaluation.contract import RunConfig
 
     raw = data.raw_day(records, unique=True, bad=False)
@@ -75,9 +75,9 @@ def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[A
         judge_model=params.get("model", "openai/mock-judge"), api_base=params["api_base"],
         concurrency=params.get("concurrency", 8), chunk_size=records, timeout_s=60.0,
     )
-    stores = pipeline.Stores.open(cfg)
-    pipeline.ingest_and_validate(cfg, stores)
-    chunks = pipeline.plan_chunks(cfg, stores)
+    stores = stages.Stores.open(cfg)
+    stages.ingest_and_validate(cfg, stores)
+    chunks = stages.plan_chunks(cfg, stores)
     assert len(chunks) == 1, chunks
     return cfg, stores, out
 
@@ -104,7 +104,7 @@ def stage(params: dict[str, Any]) -> dict[str, Any]:
     """Item 1: records/s of the judge stage against concurrency / latency."""
     import polars as pl
 
-    from evaluation import pipeline, storage
+    from evaluation import stages, storage
 
     records = int(params["records"])
     workers = str(params.get("workers", "1"))
@@ -115,7 +115,7 @@ def stage(params: dict[str, Any]) -> dict[str, Any]:
     cpu_before = cpu_seconds() + _children_cpu()
     probe = LoadProbe(watched=[int(params["server_pid"])] if params.get("server_pid") else []).start()
     started = time.monotonic()
-    result = pipeline.judge_chunk(cfg, stores, 0, api_key="bench-key")
+    result = stages.judge_chunk(cfg, stores, 0, api_key="bench-key")
     wall = time.monotonic() - started
     load = probe.stop()
     cpu = cpu_seconds() + _children_cpu() - cpu_before
@@ -149,12 +149,12 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from evaluation import client as judge_client
-    from evaluation import pipeline, storage
+    from evaluation import stages, storage
     from evaluation.judges import render
 
     records = int(params["records"])
     cfg, stores, _ = _prepare(records, ["rag", "masis", "prompt"], params)
-    result = pipeline.judge_chunk(cfg, stores, 0, api_key="bench-key")
+    result = stages.judge_chunk(cfg, stores, 0, api_key="bench-key")
     judged = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", 0))
     calls = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", 0))
     frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", 0))
@@ -162,7 +162,7 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
     tokenizer_model = params.get("tokenizer_model", "gpt-4o-mini")
     tokens: dict[str, list[int]] = {j: [] for j in cfg.judges}
     for row in frame.iter_rows(named=True):
-        record = pipeline.record_from_row(row)
+        record = stages.record_from_row(row)
         for judge in cfg.judges:
             prompt = render(judge, record)
             if prompt is not None:
