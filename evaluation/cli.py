@@ -6,6 +6,8 @@
   ``comparisons/`` and a report page, print a JSON summary of the deltas.
 * ``sql``: run SQL over the landed tables (Polars SQL, dt partitions pruned) and print or save it.
 * ``report``: build a day's HTML report and ``summary.json`` from the landed tables, print the page's URI.
+* ``calibrate``: judge a golden set (human-labelled records) and land the judges' agreement with the
+  labels under ``calibrations/`` with a page; print a JSON summary of the figures.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import sys
 from typing import Any
 
+from evaluation.calibration import cli as calibration_cli
 from evaluation.options import OPTIONS, Option, build_config
 
 logger = logging.getLogger("evaluation")
@@ -267,10 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     _compare_parser(sub)
     _sql_parser(sub)
     _report_parser(sub)
+    calibration_cli.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    commands = {"run": _cmd_run, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report}
+    commands = {"run": _cmd_run, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,
+                "calibrate": calibration_cli.command}
     try:
         return commands[args.command](args)
     except ValueError as exc:  # a bad option value: say what, not a stack trace

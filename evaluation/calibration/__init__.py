@@ -1,0 +1,67 @@
+"""Judge calibration: how far do the judges agree with people?
+
+A *golden set* (:mod:`evaluation.calibration.golden`, docs/golden-sets.md) is a folder of input
+records (CONTRACT §1) that carry human ``labels``: a binary ``faithful``, an ordinal ``rating``,
+per-metric ``scores`` in [0, 1] and/or an expected ``verdict``. A calibration judges the set
+with a judge model through the daily stages, client and ledger (a re-run pays nothing), then
+measures, per judge and metric (:mod:`evaluation.calibration.compute`, pure statistics in
+:mod:`evaluation.calibration.metrics`): the status rates, AUROC with a bootstrap 95% interval,
+Spearman's correlation, Cohen's κ, F1, precision and recall of ``fail`` against the records
+labelled not faithful, the confusion matrix, and the thresholds that would maximise κ, fitted on
+one split of the set and measured on the held-out rest.
+
+It lands ``calibrations/calibration_id=<id>/calibration.parquet`` (the ``calibrations`` table:
+one row per set, judge, judge model, prompt version and metric, :data:`CALIBRATIONS_SCHEMA`),
+``report.html`` (ROC curve per judge) and the evidence beside them (:mod:`evaluation.calibration.run`).
+The ``judge_calibration`` DAG and ``python -m evaluation calibrate`` run it.
+
+The names below load on first use, so that the DAG file (which needs only the spec) and the CLI's
+parser stay light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "CalibrationError": "evaluation.calibration.spec",
+    "CalibrationSpec": "evaluation.calibration.spec",
+    "CALIBRATIONS_SCHEMA": "evaluation.calibration.schemas",
+    "LABELS_SCHEMA": "evaluation.calibration.schemas",
+    "JUDGE_METRICS": "evaluation.calibration.compute",
+    "calibration_rows": "evaluation.calibration.compute",
+    "roc_curves": "evaluation.calibration.compute",
+    "GoldenSet": "evaluation.calibration.golden",
+    "holdout_split": "evaluation.calibration.golden",
+    "label_problems": "evaluation.calibration.golden",
+    "read_golden_set": "evaluation.calibration.golden",
+    "Detection": "evaluation.calibration.metrics",
+    "auroc": "evaluation.calibration.metrics",
+    "auroc_interval": "evaluation.calibration.metrics",
+    "best_fail_cut": "evaluation.calibration.metrics",
+    "best_pass_cut": "evaluation.calibration.metrics",
+    "best_verdict_cuts": "evaluation.calibration.metrics",
+    "cohen_kappa": "evaluation.calibration.metrics",
+    "spearman": "evaluation.calibration.metrics",
+    "render_page": "evaluation.calibration.render",
+    "calibrate": "evaluation.calibration.run",
+    "calibration_id": "evaluation.calibration.run",
+    "judge_golden_set": "evaluation.calibration.run",
+    "latest_calibrations": "evaluation.calibration.run",
+    "run_calibration": "evaluation.calibration.run",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'evaluation.calibration' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

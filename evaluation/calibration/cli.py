@@ -1,0 +1,75 @@
+"""``python -m evaluation calibrate``: judge a golden set and land the calibration (CONTRACT §6)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+#: CLI flag -> CalibrationSpec field, for the optional ones.
+_FIELDS = ("judges", "judge_model", "api_base", "concurrency", "seed", "bootstrap", "holdout_share",
+           "max_reject_ratio", "max_record_chars", "chunk_size")
+
+
+def add_parser(sub: Any) -> None:
+    """Register the ``calibrate`` subcommand."""
+    parser = sub.add_parser(
+        "calibrate", help="judge a golden set and measure the judges' agreement with its labels",
+        description="Judge a golden set (docs/golden-sets.md) and land calibrations/calibration_id=<id>/ "
+                    "(calibration.parquet, report.html, the judged rows); prints a JSON summary of the figures.")
+    parser.add_argument("--golden", "--golden-uri", dest="golden_uri", required=True,
+                        help="the golden set's folder (s3://bucket/prefix/<set> or a directory)")
+    parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
+                        required=not os.environ.get("EVALUATION_OUTPUT_URI"),
+                        help="root of the landed tables (default: $EVALUATION_OUTPUT_URI)")
+    parser.add_argument("--judges", default=None, help="judges to calibrate, comma-separated (default: all)")
+    parser.add_argument("--judge-model", default=None,
+                        help="any litellm model string (default: $EVALUATION_JUDGE_MODEL, else offline/lexical)")
+    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible judge server")
+    parser.add_argument("--concurrency", type=int, default=None, help="judge calls in flight (default 8)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the held-out split and the bootstrap (default 0)")
+    parser.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples of the AUROC interval (default 2000)")
+    parser.add_argument("--holdout-share", type=float, default=None,
+                        help="share of each label class held out from the threshold search (default 0.5)")
+    parser.add_argument("--pass-threshold", type=float, default=None, help="pass threshold the judges run at (0.8)")
+    parser.add_argument("--borderline-threshold", type=float, default=None, help="borderline threshold (0.6)")
+    parser.add_argument("--max-reject-ratio", type=float, default=None,
+                        help="fail when more of the set than this is rejected (default 0.05)")
+    parser.add_argument("--max-record-chars", type=int, default=None, help="reject records whose texts exceed this")
+    parser.add_argument("--chunk-size", type=int, default=None, help="records per judge chunk (default 500)")
+    parser.add_argument("--calibration-id", default=None, help="id of the calibration (default: a hash of the spec)")
+
+
+def spec_from_args(args: argparse.Namespace) -> Any:
+    """The CalibrationSpec of the parsed flags."""
+    from evaluation.calibration import CalibrationSpec
+
+    values: dict[str, Any] = {name: getattr(args, name) for name in _FIELDS if getattr(args, name) is not None}
+    values["golden_uri"] = args.golden_uri
+    values.setdefault("judge_model", os.environ.get("EVALUATION_JUDGE_MODEL") or "offline/lexical")
+    thresholds = {k: v for k, v in (("pass", args.pass_threshold), ("borderline", args.borderline_threshold))
+                  if v is not None}
+    if thresholds:
+        values["thresholds"] = thresholds
+    return CalibrationSpec.model_validate(values)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the calibration; print its JSON summary (exit 1 with a JSON error when it cannot run)."""
+    from evaluation import calibration, stages, storage
+    from evaluation.cli import api_key_from_env
+
+    spec = spec_from_args(args)
+    needs_s3 = any(uri.startswith("s3://") for uri in (spec.golden_uri, args.output_uri))
+    client = storage.s3_client() if needs_s3 else None
+    store = storage.open_store(args.output_uri, client)
+    golden = storage.open_store(spec.golden_uri, client)
+    try:
+        result = calibration.run_calibration(store, golden, spec, calibration=args.calibration_id,
+                                             api_key=api_key_from_env(spec.api_base))
+    except (calibration.CalibrationError, stages.JudgeUnreachable) as exc:
+        print(json.dumps({"status": "failed", "set": spec.set_name, "error": str(exc)}, indent=2))
+        return 1
+    print(json.dumps({"status": "success", **result}, indent=2, default=str))
+    return 0

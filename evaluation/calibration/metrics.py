@@ -1,0 +1,316 @@
+"""Agreement statistics, as pure functions over numpy arrays (no I/O, no Polars).
+
+Conventions, everywhere in the calibration:
+
+* ``good`` is the human binary label: True for a faithful (acceptable) answer. The positive class
+  of *detection* is its complement, a hallucinated answer, which a ``fail`` verdict should catch.
+* AUROC is the probability that a good record's value is higher than a bad record's, ties
+  counting one half (the Mann–Whitney U statistic over ``n_good × n_bad``). It is the same number
+  as the AUROC of ``-value`` as a detector of bad records.
+* A cut ``t`` flags a record as ``fail`` when its value is below ``t`` (CONTRACT §2.5: ``score >=
+  borderline`` is not ``fail``), so a suggested threshold is the lowest value that is not flagged.
+* Undefined statistics (a class with no record, a constant input, Cohen's κ with chance agreement
+  of 1) are ``None``, never NaN or a made-up 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Cells (resamples × score levels) drawn at once by the bootstrap; bounds memory on large sets.
+_BATCH_CELLS = 4_000_000
+#: Candidate cuts searched at most per threshold (every distinct value up to this many, else quantiles).
+MAX_CUTS = 1001
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties given their average rank (as ``scipy.stats.rankdata``)."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    starts_group = np.concatenate([[True], ordered[1:] != ordered[:-1]]) if values.size else np.array([], bool)
+    group = np.cumsum(starts_group) - 1
+    starts = np.flatnonzero(starts_group)
+    ends = np.append(starts[1:], values.size)
+    ranks = np.empty(values.size, dtype=np.float64)
+    ranks[order] = ((starts + ends - 1) / 2.0 + 1.0)[group]
+    return ranks
+
+
+def auroc(values: np.ndarray, good: np.ndarray) -> float | None:
+    """P(value of a good record > value of a bad one) + ½ P(equal); None without both classes."""
+    values = np.asarray(values, dtype=np.float64)
+    good = np.asarray(good, dtype=bool)
+    n_good, n_bad = int(good.sum()), int((~good).sum())
+    if not n_good or not n_bad:
+        return None
+    ranks = average_ranks(values)
+    u = ranks[good].sum() - n_good * (n_good + 1) / 2.0
+    return float(u / (n_good * n_bad))
+
+
+def _batches(total: int, width: int) -> Iterator[int]:
+    step = max(1, _BATCH_CELLS // max(width, 1))
+    for start in range(0, total, step):
+        yield min(step, total - start)
+
+
+def auroc_interval(
+    values: np.ndarray, good: np.ndarray, rng: np.random.Generator, resamples: int = 2000
+) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of :func:`auroc`, resampling records within each class
+    (a stratified bootstrap: every resample keeps the set's class sizes, so none lacks a class).
+
+    A resample is drawn as counts per distinct value (multinomial over the class's empirical
+    distribution), which is exactly a resample of the records and costs O(distinct values)."""
+    values = np.asarray(values, dtype=np.float64)
+    good = np.asarray(good, dtype=bool)
+    n_good, n_bad = int(good.sum()), int((~good).sum())
+    if not n_good or not n_bad:
+        return None
+    _, level = np.unique(values, return_inverse=True)
+    width = int(level.max()) + 1
+    good_share = np.bincount(level[good], minlength=width) / n_good
+    bad_share = np.bincount(level[~good], minlength=width) / n_bad
+    draws = []
+    for count in _batches(resamples, width):
+        good_counts = rng.multinomial(n_good, good_share, size=count)
+        bad_counts = rng.multinomial(n_bad, bad_share, size=count)
+        below = np.cumsum(bad_counts, axis=1) - bad_counts
+        draws.append((good_counts * (below + 0.5 * bad_counts)).sum(axis=1) / (n_good * n_bad))
+    low, high = np.quantile(np.concatenate(draws), [0.025, 0.975])
+    return float(low), float(high)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Spearman's rank correlation (Pearson's r of the average ranks); None for fewer than two
+    pairs or a constant input."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.size < 2:
+        return None
+    rx, ry = average_ranks(x), average_ranks(y)
+    rx -= rx.mean()
+    ry -= ry.mean()
+    denominator = float(np.sqrt((rx * rx).sum() * (ry * ry).sum()))
+    if denominator == 0.0:
+        return None
+    return float(np.clip((rx * ry).sum() / denominator, -1.0, 1.0))
+
+
+def confusion(predicted: Sequence[str], actual: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+    """Counts ``[i, j]`` of records predicted ``labels[i]`` whose actual class is ``labels[j]``;
+    values outside ``labels`` are not counted."""
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = np.zeros((len(labels), len(labels)), dtype=np.int64)
+    for p, a in zip(predicted, actual, strict=True):
+        if p in index and a in index:
+            matrix[index[p], index[a]] += 1
+    return matrix
+
+
+def kappa_from_confusion(matrix: np.ndarray) -> float | None:
+    """Cohen's κ of a square confusion matrix: (p_o − p_e) / (1 − p_e); None when p_e is 1 (both
+    raters constant on one class: κ is undefined) or the matrix is empty."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    n = matrix.sum()
+    if n == 0:
+        return None
+    observed = np.trace(matrix) / n
+    expected = float((matrix.sum(axis=1) * matrix.sum(axis=0)).sum() / (n * n))
+    if expected >= 1.0:
+        return None
+    return float((observed - expected) / (1.0 - expected))
+
+
+def cohen_kappa(predicted: Sequence[str], actual: Sequence[str]) -> float | None:
+    """Cohen's κ (unweighted) between two raters' categories."""
+    labels = sorted(set(predicted) | set(actual))
+    return kappa_from_confusion(confusion(predicted, actual, labels)) if labels else None
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A binary detector against a binary truth: flagged records against bad records."""
+
+    tp: int  #: bad records flagged
+    fp: int  #: good records flagged
+    fn: int  #: bad records not flagged
+    tn: int  #: good records not flagged
+
+    @classmethod
+    def of(cls, flagged: np.ndarray, bad: np.ndarray) -> Detection:
+        flagged = np.asarray(flagged, dtype=bool)
+        bad = np.asarray(bad, dtype=bool)
+        return cls(int((flagged & bad).sum()), int((flagged & ~bad).sum()), int((~flagged & bad).sum()),
+                   int((~flagged & ~bad).sum()))
+
+    @property
+    def kappa(self) -> float | None:
+        """Cohen's κ of flagged vs bad."""
+        return kappa_from_confusion(np.array([[self.tp, self.fp], [self.fn, self.tn]]))
+
+    @property
+    def f1(self) -> float | None:
+        """F1 of the bad class: 2TP / (2TP + FP + FN); None when nothing is bad or flagged."""
+        denominator = 2 * self.tp + self.fp + self.fn
+        return 2 * self.tp / denominator if denominator else None
+
+    @property
+    def precision(self) -> float | None:
+        """Share of flagged records that are bad."""
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> float | None:
+        """Share of bad records flagged."""
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
+
+
+def candidate_cuts(values: np.ndarray) -> np.ndarray:
+    """Cuts worth trying: every distinct value (a cut at a value flags everything below it),
+    thinned to :data:`MAX_CUTS` quantiles when there are more."""
+    distinct = np.unique(np.asarray(values, dtype=np.float64))
+    if distinct.size > MAX_CUTS:
+        distinct = np.unique(np.quantile(distinct, np.linspace(0.0, 1.0, MAX_CUTS), method="inverted_cdf"))
+    return distinct
+
+
+def _kappa_2x2(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, tn: np.ndarray) -> np.ndarray:
+    """Cohen's κ of many 2×2 tables at once (NaN where undefined)."""
+    n = tp + fp + fn + tn
+    observed = (tp + tn) / n
+    expected = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(expected < 1.0, (observed - expected) / (1.0 - expected), np.nan)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A threshold and the agreement it gives."""
+
+    threshold: float
+    kappa: float
+
+
+def _best(cuts: np.ndarray, kappas: np.ndarray, prefer: float) -> Cut | None:
+    """The cut of highest κ; ties go to the cut nearest ``prefer`` (the current threshold), then the lower."""
+    if not cuts.size or np.all(np.isnan(kappas)):
+        return None
+    best = np.nanmax(kappas)
+    tied = np.flatnonzero(kappas >= best - 1e-12)
+    chosen = min(tied, key=lambda i: (abs(cuts[i] - prefer), cuts[i]))
+    return Cut(float(cuts[chosen]), float(kappas[chosen]))
+
+
+def best_fail_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | None = None,
+                  prefer: float = 0.6, cuts: np.ndarray | None = None) -> Cut | None:
+    """The cut ``t`` (flag ``value < t``, or ``forced``) whose flags agree best (Cohen's κ) with the
+    bad records. ``forced`` marks records flagged whatever the cut (a verdict a contract rule
+    forces to ``fail``)."""
+    values = np.asarray(values, dtype=np.float64)
+    good = np.asarray(good, dtype=bool)
+    forced = np.zeros(values.size, dtype=bool) if forced is None else np.asarray(forced, dtype=bool)
+    cuts = candidate_cuts(values) if cuts is None else cuts
+    if not values.size:
+        return None
+    bad = ~good
+    tp_forced, fp_forced = int((forced & bad).sum()), int((forced & good).sum())
+    free = ~forced
+    bad_free = np.sort(values[free & bad])
+    good_free = np.sort(values[free & good])
+    below_bad = np.searchsorted(bad_free, cuts, side="left")  # flagged: value < cut
+    below_good = np.searchsorted(good_free, cuts, side="left")
+    tp = tp_forced + below_bad
+    fp = fp_forced + below_good
+    fn = int(bad.sum()) - tp
+    tn = int(good.sum()) - fp
+    return _best(cuts, _kappa_2x2(tp.astype(float), fp.astype(float), fn.astype(float), tn.astype(float)), prefer)
+
+
+def best_pass_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | None = None,
+                  prefer: float = 0.8, at_least: float = 0.0, cuts: np.ndarray | None = None) -> Cut | None:
+    """The cut ``t`` at or above ``at_least`` whose ``pass`` (``value >= t`` and not ``forced``)
+    agrees best (Cohen's κ) with the good records."""
+    values = np.asarray(values, dtype=np.float64)
+    good = np.asarray(good, dtype=bool)
+    forced = np.zeros(values.size, dtype=bool) if forced is None else np.asarray(forced, dtype=bool)
+    cuts = candidate_cuts(values) if cuts is None else cuts
+    cuts = cuts[cuts >= at_least - 1e-12]
+    if not values.size or not cuts.size:
+        return None
+    free = ~forced
+    good_free = np.sort(values[free & good])
+    bad_free = np.sort(values[free & ~good])
+    # "passed" plays the detector, "good" the truth
+    tp = good_free.size - np.searchsorted(good_free, cuts, side="left")
+    fp = bad_free.size - np.searchsorted(bad_free, cuts, side="left")
+    fn = int(good.sum()) - tp
+    tn = int((~good).sum()) - fp
+    return _best(cuts, _kappa_2x2(tp.astype(float), fp.astype(float), fn.astype(float), tn.astype(float)), prefer)
+
+
+VERDICT_ORDER: tuple[str, ...] = ("pass", "borderline", "fail")
+
+
+def verdicts_at(values: np.ndarray, borderline: float, passing: float, forced: np.ndarray | None = None) -> np.ndarray:
+    """CONTRACT §2.5's verdicts of ``values`` at the given thresholds (``forced`` rows ``fail``)."""
+    values = np.asarray(values, dtype=np.float64)
+    out = np.where(values >= passing, "pass", np.where(values >= borderline, "borderline", "fail")).astype(object)
+    if forced is not None:
+        out[np.asarray(forced, dtype=bool)] = "fail"
+    return out
+
+
+def best_verdict_cuts(values: np.ndarray, expected: np.ndarray, *, forced: np.ndarray | None = None,
+                      prefer: tuple[float, float] = (0.6, 0.8)) -> tuple[Cut, Cut] | None:
+    """The (borderline, pass) thresholds, borderline ≤ pass, whose three verdicts agree best
+    (unweighted Cohen's κ) with the expected verdicts. Returns the two cuts, each carrying that κ."""
+    values = np.asarray(values, dtype=np.float64)
+    expected = np.asarray(expected, dtype=object)
+    forced = np.zeros(values.size, dtype=bool) if forced is None else np.asarray(forced, dtype=bool)
+    cuts = candidate_cuts(values)
+    if not values.size or not cuts.size:
+        return None
+    classes = np.array([VERDICT_ORDER.index(v) for v in expected])  # 0 pass, 1 borderline, 2 fail
+    free = ~forced
+    # below[k, c]: free records of expected class c with value < cuts[k]
+    below = np.stack([np.searchsorted(np.sort(values[free & (classes == c)]), cuts, side="left") for c in range(3)],
+                     axis=1).astype(float)
+    totals = np.array([float((free & (classes == c)).sum()) for c in range(3)])
+    forced_counts = np.array([float((forced & (classes == c)).sum()) for c in range(3)])
+    low, high = np.triu_indices(cuts.size)  # borderline cut index <= pass cut index
+    fail = below[low] + forced_counts  # predicted fail, per expected class
+    border = below[high] - below[low]
+    passed = totals - below[high]
+    matrix = np.stack([passed, border, fail], axis=1)  # [pair, predicted, expected]
+    n = matrix.sum(axis=(1, 2))
+    observed = np.trace(matrix, axis1=1, axis2=2) / n
+    expected_agreement = (matrix.sum(axis=2) * matrix.sum(axis=1)).sum(axis=1) / (n * n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappas = np.where(expected_agreement < 1.0, (observed - expected_agreement) / (1.0 - expected_agreement), np.nan)
+    if np.all(np.isnan(kappas)):
+        return None
+    best = np.nanmax(kappas)
+    tied = np.flatnonzero(kappas >= best - 1e-12)
+    chosen = min(tied, key=lambda i: (abs(cuts[low[i]] - prefer[0]) + abs(cuts[high[i]] - prefer[1]),
+                                      cuts[low[i]], cuts[high[i]]))
+    kappa = float(kappas[chosen])
+    return Cut(float(cuts[low[chosen]]), kappa), Cut(float(cuts[high[chosen]]), kappa)
+
+
+def roc_points(values: np.ndarray, good: np.ndarray) -> list[tuple[float, float, float]]:
+    """The ROC curve of flagging ``value < t`` as a detector of bad records: ``(t, false positive
+    rate, true positive rate)`` for every distinct cut, from flagging nothing to flagging all."""
+    values = np.asarray(values, dtype=np.float64)
+    good = np.asarray(good, dtype=bool)
+    n_good, n_bad = int(good.sum()), int((~good).sum())
+    if not n_good or not n_bad:
+        return []
+    cuts = np.append(np.unique(values), np.inf)
+    fpr = np.searchsorted(np.sort(values[good]), cuts, side="left") / n_good
+    tpr = np.searchsorted(np.sort(values[~good]), cuts, side="left") / n_bad
+    return [(float(t), float(f), float(p)) for t, f, p in zip(cuts, fpr, tpr, strict=True)]

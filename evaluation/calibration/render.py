@@ -1,0 +1,228 @@
+"""A calibration's page: self-contained HTML in the daily report's style (inline CSS and SVG, no
+script, nothing fetched, every logged text escaped), drawn from the landed ``calibrations`` rows
+and the ROC curves of :func:`evaluation.calibration.compute.roc_curves`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from evaluation import charts
+from evaluation.calibration.spec import CalibrationSpec
+from evaluation.charts import esc
+from evaluation.contract import JUDGE_STATUSES, VERDICTS
+
+#: The daily report's stylesheet, so both pages read alike.
+from evaluation.report.render import CSS
+
+Curve = list[tuple[float, float, float]]
+
+
+def _n(value: float) -> str:
+    text = f"{value:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}".replace("-", "\u2212")
+    return esc(value)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}%"
+
+
+def roc_chart(curves: dict[str, Curve], *, title: str, marks: list[tuple[str, float, float]] | None = None,
+              width: float = 420, height: float = 400) -> str:
+    """ROC curves (false positive rate → true positive rate) of several metrics on one square plot,
+    with the diagonal of chance and optional marked operating points ``(label, fpr, tpr)``."""
+    top, left, right, bottom = 34.0 + 16.0 * ((len(curves) + 1) // 2), 52.0, 16.0, 44.0
+    size = min(width - left - right, height - top - bottom)
+    height = top + size + bottom
+
+    def px(fpr: float) -> float:
+        return left + fpr * size
+
+    def py(tpr: float) -> float:
+        return top + size - tpr * size
+
+    label = f"{title}: ROC curves of {', '.join(curves)}"
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" height="{_n(height)}" role="img"'
+        f' aria-label="{esc(label)}" font-family="{esc(charts.FONT)}" font-size="11"><title>{esc(title)}</title>',
+        f'<text x="4" y="16" font-size="13" font-weight="600" fill="{charts.TEXT}" aria-hidden="true">{esc(title)}</text>',
+    ]
+    for index, name in enumerate(curves):  # legend, two columns
+        x = left + (index % 2) * size / 2
+        y = 32 + 16 * (index // 2)
+        pattern = charts.dash(index)
+        dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
+        parts.append(f'<line x1="{_n(x)}" y1="{_n(y - 4)}" x2="{_n(x + 18)}" y2="{_n(y - 4)}" stroke="{charts.colour(index)}"'
+                     f' stroke-width="{3 if index == 0 else 2}"{dash_attr}/>')
+        parts.append(f'<text x="{_n(x + 24)}" y="{_n(y)}" fill="{charts.TEXT}">{esc(name)}</text>')
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{_n(px(tick))}" y1="{_n(top)}" x2="{_n(px(tick))}" y2="{_n(top + size)}" stroke="{charts.GRID}"/>')
+        parts.append(f'<line x1="{_n(left)}" y1="{_n(py(tick))}" x2="{_n(left + size)}" y2="{_n(py(tick))}" stroke="{charts.GRID}"/>')
+        parts.append(f'<text x="{_n(px(tick))}" y="{_n(top + size + 14)}" text-anchor="middle" fill="{charts.MUTED}">'
+                     f'{charts.fmt_decimal(tick)}</text>')
+        parts.append(f'<text x="{_n(left - 6)}" y="{_n(py(tick) + 4)}" text-anchor="end" fill="{charts.MUTED}">'
+                     f'{charts.fmt_decimal(tick)}</text>')
+    parts.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(size)}" height="{_n(size)}" fill="none" stroke="{charts.AXIS}"/>')
+    parts.append(f'<line x1="{_n(px(0))}" y1="{_n(py(0))}" x2="{_n(px(1))}" y2="{_n(py(1))}" stroke="{charts.AXIS}"'
+                 f' stroke-dasharray="3 3"><title>chance (AUROC 0.5)</title></line>')
+    parts.append(f'<text x="{_n(left + size / 2)}" y="{_n(top + size + 32)}" text-anchor="middle" fill="{charts.MUTED}">'
+                 "false positive rate (faithful answers flagged)</text>")
+    middle = top + size / 2
+    parts.append(f'<text x="14" y="{_n(middle)}" text-anchor="middle" fill="{charts.MUTED}" transform="rotate(-90 14 {_n(middle)})">'
+                 "true positive rate (hallucinations flagged)</text>")
+    for index, (name, points) in enumerate(curves.items()):
+        path = " ".join(("M" if i == 0 else "L") + f"{_n(px(f))},{_n(py(t))}" for i, (_, f, t) in enumerate(points))
+        pattern = charts.dash(index)
+        dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
+        parts.append(f'<path d="{path}" fill="none" stroke="{charts.colour(index)}" stroke-width="{3 if index == 0 else 2}"'
+                     f'{dash_attr}><title>{esc(name)}</title></path>')
+    for name, fpr, tpr in marks or []:
+        parts.append(f'<circle cx="{_n(px(fpr))}" cy="{_n(py(tpr))}" r="5" fill="#FFFFFF" stroke="{charts.TEXT}" stroke-width="2">'
+                     f"<title>{esc(name)}: false positive rate {fpr:.3f}, true positive rate {tpr:.3f}</title></circle>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _operating_point(points: Curve, cut: float | None) -> tuple[float, float] | None:
+    if cut is None or not points:
+        return None
+    for threshold, fpr, tpr in points:
+        if threshold >= cut:
+            return fpr, tpr
+    return points[-1][1], points[-1][2]
+
+
+def _metrics_table(rows: list[dict[str, Any]]) -> str:
+    head = ("<tr><th>metric</th><th class='num'>n (good / bad)</th><th class='num'>mean</th><th class='num'>AUROC</th>"
+            "<th class='num'>95% CI</th><th class='num'>Spearman</th><th>against</th><th class='num'>κ of fail</th>"
+            "<th class='num'>F1</th><th class='num'>precision</th><th class='num'>recall</th>"
+            "<th class='num'>suggested borderline / pass</th><th class='num'>κ fit / held out</th>"
+            "<th class='num'>κ held out, current</th></tr>")
+    body = []
+    for r in rows:
+        ci = "–" if r["auroc_ci_low"] is None else f"{_fmt(r['auroc_ci_low'])} – {_fmt(r['auroc_ci_high'])}"
+        suggested = ("–" if r["suggested_borderline"] is None
+                     else f"{_fmt(r['suggested_borderline'])} / {_fmt(r['suggested_pass'])}")
+        fitted = f"{_fmt(r['suggested_kappa_fit'])} / {_fmt(r['suggested_kappa_holdout'])}"
+        body.append(
+            f"<tr><td class='measure'>{esc(r['metric'])}</td><td class='num'>{r['n']} ({r['n_good']} / {r['n_bad']})</td>"
+            f"<td class='num'>{_fmt(r['mean'])}</td><td class='num'>{_fmt(r['auroc'])}</td><td class='num'>{ci}</td>"
+            f"<td class='num'>{_fmt(r['spearman'])}</td><td>{_fmt(r['spearman_label'])}</td>"
+            f"<td class='num'>{_fmt(r['kappa'])}</td><td class='num'>{_fmt(r['f1'])}</td>"
+            f"<td class='num'>{_fmt(r['precision'])}</td><td class='num'>{_fmt(r['recall'])}</td>"
+            f"<td class='num'>{suggested}</td><td class='num'>{fitted}</td><td class='num'>{_fmt(r['current_kappa_holdout'])}</td></tr>"
+        )
+    return f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
+
+
+def _confusion_table(row: dict[str, Any]) -> str:
+    if not row.get("confusion"):
+        return "<p class='note'>No labelled ok rows: no confusion matrix.</p>"
+    counts = json.loads(row["confusion"])
+    head = "<tr><th>verdict</th><th class='num'>labelled faithful</th><th class='num'>labelled not faithful</th></tr>"
+    body = "".join(f"<tr><td>{esc(v)}</td><td class='num'>{counts[v]['good']}</td><td class='num'>{counts[v]['bad']}</td></tr>"
+                   for v in VERDICTS)
+    table = f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>"
+    if row.get("verdict_confusion"):
+        expected = json.loads(row["verdict_confusion"])
+        head = "<tr><th>verdict \\ expected</th>" + "".join(f"<th class='num'>{esc(e)}</th>" for e in VERDICTS) + "</tr>"
+        body = "".join("<tr><td>" + esc(p) + "</td>" + "".join(f"<td class='num'>{expected[p][e]}</td>" for e in VERDICTS)
+                       + "</tr>" for p in VERDICTS)
+        table += (f"<p class='note'>Against the expected verdicts ({row['n_expected']} records): κ "
+                  f"{_fmt(row['verdict_kappa'])}, accuracy {_pct(row['verdict_accuracy'])}.</p>"
+                  f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>")
+    return table
+
+
+def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Curve]) -> str:
+    score = next((r for r in rows if r["metric"] == "score"), rows[0])
+    statuses = " · ".join(f"{s} {_pct(score[f'rate_{s}'])}" for s in JUDGE_STATUSES)
+    parts = [f"<section id='judge-{esc(judge)}'><h2>Judge <code>{esc(judge)}</code></h2>",
+             f"<p class='note'>prompt <code>{esc(score['prompt_version'] or '–')}</code> · {score['n_records']} records · "
+             f"statuses: {statuses}</p>"]
+    if score["n_ok"] == 0:
+        parts.append("<p class='note'>No <code>ok</code> row: nothing to measure (a judge that does not apply to the set's "
+                     "records is <code>skipped</code>).</p></section>")
+        return "".join(parts)
+    cards = [("AUROC of the score", _fmt(score["auroc"])), ("κ of fail", _fmt(score["kappa"])),
+             ("F1 of fail", _fmt(score["f1"])), ("Spearman", _fmt(score["spearman"])),
+             ("Suggested borderline", _fmt(score["suggested_borderline"])),
+             ("κ held out (suggested / current)",
+              f"{_fmt(score['suggested_kappa_holdout'])} / {_fmt(score['current_kappa_holdout'])}")]
+    parts.append("<div class='cards'>" + "".join(
+        f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{v}</div></div>" for k, v in cards) + "</div>")
+    marks = []
+    points = curves.get("score", [])
+    current = _operating_point(points, score["borderline_threshold"])
+    if current is not None:
+        marks.append((f"score < {score['borderline_threshold']} (current borderline threshold)", *current))
+    suggested = _operating_point(points, score["suggested_borderline"])
+    if suggested is not None and score["suggested_borderline"] != score["borderline_threshold"]:
+        marks.append((f"score < {score['suggested_borderline']} (suggested)", *suggested))
+    chart = roc_chart(curves, title=f"ROC — {judge}", marks=marks) if curves else "<p class='note'>No ROC curve.</p>"
+    parts.append(f"<div class='charts'><figure>{chart}<figcaption>A record is flagged when the value is below a cut; "
+                 "circles: the score at the current and the suggested borderline threshold.</figcaption></figure>"
+                 f"<div><h3>Verdicts against the labels</h3>{_confusion_table(score)}</div></div>")
+    parts.append(f"<h3>Per metric</h3>{_metrics_table(rows)}</section>")
+    return "".join(parts)
+
+
+def render_page(table: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: CalibrationSpec, calibration: str,
+                judging: dict[str, Any]) -> str:
+    """The calibration's self-contained HTML page."""
+    info = judging.get("set_info") or {}
+    meta = [f"set <code>{esc(spec.set_name)}</code> at <code>{esc(spec.golden_uri)}</code>",
+            f"judge model <code>{esc(spec.judge_model)}</code>", f"calibration <code>{esc(calibration)}</code>",
+            f"thresholds pass {spec.thresholds.pass_} / borderline {spec.thresholds.borderline}", f"seed {spec.seed}"]
+    cards = [("Records", f"{judging['input_records']:,}"), ("Judged", f"{judging['records']:,}"),
+             ("Rejected", f"{judging['rejected']:,}"), ("Calls made", f"{judging['calls_made']:,}"),
+             ("Calls reused", f"{judging['calls_reused']:,}"), ("Cost (USD)", f"{judging['cost_usd']:.4f}")]
+    overview = ("<section id='overview'><h2>Overview</h2><div class='cards'>" + "".join(
+        f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{esc(v)}</div></div>" for k, v in cards)
+        + "</div>")
+    if info:
+        overview += "<ul class='plain'>" + "".join(
+            f"<li><b>{esc(k)}</b>: {esc(info[k])}</li>" for k in ("description", "source", "licence", "label_origin", "citation")
+            if info.get(k)) + "</ul>"
+    overview += "</section>"
+    sections = [overview]
+    for judge in spec.judges:
+        rows = table.filter(pl.col("judge") == judge).to_dicts()
+        if rows:
+            sections.append(_judge_section(judge, rows, curves.get(judge, {})))
+    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in
+                  [("overview", "Overview"), *((f"judge-{j}", f"Judge {j}") for j in spec.judges)])
+    holdout = f"{spec.holdout_share:.0%}"
+    footer = (
+        "<footer>Method: statistics over <code>ok</code> rows with a label; the binary label is <code>faithful</code> (else "
+        "an expected verdict other than fail), and a record labelled not faithful is what <code>fail</code> should catch. "
+        "AUROC = P(a faithful record's value is above a not-faithful one's), ties ½; its interval is a 95% percentile "
+        f"bootstrap ({spec.bootstrap} resamples, within each class). Spearman against the finest label there is (the "
+        "record's human score for the metric, else its rating, else the binary label). κ is Cohen's κ of <code>fail</code> "
+        "(for a metric other than the score: the value below the borderline threshold) against not faithful. Suggested "
+        f"thresholds maximise κ on the fit split; {holdout} of each label class is held out, and the κ there is what "
+        "the suggestion is worth on records it was not fitted to. Rules that force fail (rag: faithfulness 0; prompt: an "
+        "unsatisfied required rubric) hold at every cut. The same numbers are in <code>calibration.parquet</code> next to "
+        "this page.</footer>"
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>Judge calibration — {esc(spec.set_name)} — {esc(spec.judge_model)}</title>"
+        f"<style>{CSS}</style></head><body>"
+        f'<header class="top"><h1>Judge calibration — {esc(spec.set_name)}</h1><p>{" · ".join(meta)}</p></header>'
+        f"<nav>{nav}</nav><main>{''.join(sections)}{footer}</main></body></html>\n"
+    )

@@ -1,0 +1,253 @@
+"""The calibration as a job: judge a golden set through the pipeline's own stages
+(:func:`judge_golden_set`), then measure and land the agreement (:func:`calibrate`);
+:func:`run_calibration` does both (``python -m evaluation calibrate``).
+
+Everything lands under ``calibrations/calibration_id=<id>/`` (:func:`evaluation.storage.calibration_key`):
+``calibration.parquet`` (the ``calibrations`` table's rows), ``report.html``, ``spec.json``, and the
+evidence: ``evaluations.parquet`` and ``judge_calls.parquet`` of the judged set (``evaluations``
+columns plus ``forced_fail``), ``labels.parquet``, ``rejects.parquet`` and ``validation.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+import polars as pl
+
+from evaluation import storage
+from evaluation.calibration.compute import calibration_rows, forced_fail, roc_curves
+from evaluation.calibration.golden import check_labels, read_golden_set
+from evaluation.calibration.render import render_page
+from evaluation.calibration.spec import CalibrationError, CalibrationSpec
+from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, RunConfig
+
+logger = logging.getLogger(__name__)
+
+
+def prompt_versions(spec: CalibrationSpec) -> dict[str, str]:
+    """The prompt version of each judge of the spec (what the calibration's id covers)."""
+    from evaluation.judges import PROMPT_VERSIONS
+
+    return {judge: PROMPT_VERSIONS[judge] for judge in spec.judges}
+
+
+def calibration_id(spec: CalibrationSpec) -> str:
+    """The default id of a calibration: a hash of its spec and the judges' prompt versions."""
+    return spec.default_id(prompt_versions(spec))
+
+
+def run_id_of(calibration: str) -> str:
+    """The run id a calibration's judge chunks are staged and ledgered under."""
+    return f"calibration-{calibration}"
+
+
+def _key(calibration: str, name: str) -> str:
+    return storage.calibration_key(calibration, name)
+
+
+def _run_config(spec: CalibrationSpec, store: storage.Store, golden: storage.Store, day: dt.date, calibration: str) -> RunConfig:
+    return RunConfig(
+        date=day, input_uri=golden.root, output_uri=store.root, run_id=run_id_of(calibration), trigger="calibration",
+        judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base, concurrency=spec.concurrency,
+        thresholds=spec.thresholds, chunk_size=spec.chunk_size,
+    )
+
+
+def _call_parameters(spec: CalibrationSpec) -> dict[str, Any]:
+    from evaluation import client
+
+    return client.call_parameters(spec.judge_model, api_base=spec.api_base, temperature=0.0)
+
+
+def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.DataFrame) -> int:
+    """Judge calls the set needs that the ledger has no reply for (0 on a re-run)."""
+    from evaluation.judges import render
+    from evaluation.ledger import Ledger, request_hash
+    from evaluation.stages import record_from_row
+
+    parameters = _call_parameters(spec)
+    missing = 0
+    for (day,), group in records.group_by(pl.col("timestamp").dt.date(), maintain_order=True):
+        hashes = set()
+        for row in group.iter_rows(named=True):
+            record = record_from_row(row)
+            for judge in spec.judges:
+                prompt = render(judge, record)
+                if prompt is not None:
+                    hashes.add(request_hash(spec.judge_model, prompt, parameters))
+        found = Ledger(store, day, writer="calibration-lookup").lookup(hashes)
+        missing += len(hashes) - len(found)
+    return missing
+
+
+def judge_golden_set(
+    store: storage.Store,
+    golden: storage.Store,
+    spec: CalibrationSpec,
+    *,
+    calibration: str,
+    api_key: str | None = None,
+) -> dict[str, Any]:
+    """Read and validate the golden set, land its labels, rejects and validation result, judge its
+    valid records with ``spec.judge_model`` through the daily stages (chunks in content-key order,
+    the judge client, the day's ledger: a re-run pays nothing) and land the judged rows.
+
+    Raises :class:`CalibrationError` when the set breaks a set-level rule (after landing its
+    rejects) or the judge model cannot be used; the probe call that checks the model is only made
+    when the ledger leaves calls to pay for."""
+    from evaluation import stages
+    from evaluation.judges import score_table
+    from evaluation.stages._run import CostEstimate, PlanRecord, write_record
+
+    run_id = run_id_of(calibration)
+    golden_set = read_golden_set(golden, spec, run_id=run_id)
+    storage.write_parquet(store, _key(calibration, "rejects.parquet"), golden_set.rejects)
+    storage.write_json(store, _key(calibration, "validation.json"), golden_set.validation)
+    storage.write_parquet(store, _key(calibration, "labels.parquet"), golden_set.labels)
+    if golden_set.failures:
+        logger.error("calibration %s: %s", calibration, "; ".join(golden_set.failures))
+    check_labels(golden_set)
+    records = golden_set.records
+    stores = stages.Stores(raw=golden, out=store)
+    to_call = _calls_to_make(store, spec, records)
+    if to_call:  # fail before paying: an unusable judge model stops the calibration here
+        cfg = _run_config(spec, store, golden, records["timestamp"].min().date(), calibration)  # type: ignore[union-attr]
+        try:
+            stages.probe_judge(stages.judge_client(cfg, api_key), f"calibration {calibration}")
+        except stages.JudgeUnusable as exc:
+            raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
+    judged: list[pl.DataFrame] = []
+    calls: list[pl.DataFrame] = []
+    made = reused = 0
+    for (day,), group in records.group_by(pl.col("timestamp").dt.date().alias("_day"), maintain_order=True):
+        cfg = _run_config(spec, store, golden, day, calibration)
+        staged = group.with_columns(sampled=pl.lit(True))
+        chunks = stages.stage_chunks(cfg, stores, stages.in_key_order(staged, spec.chunk_size))
+        # The plan's record carries the call parameters: a chunk whose replies are all in the ledger
+        # then sets up no judge client (nor litellm, seconds to import).
+        write_record(cfg, stores, "plan", PlanRecord(
+            chunks=len(chunks), chunk_size=spec.chunk_size, sampled=group.height,
+            estimate=CostEstimate(records=group.height, prompt_tokens=0, cost_usd=0.0, sampled_records=0),
+            call_parameters=_call_parameters(spec), seconds=0.0))
+        for chunk in chunks:
+            result = stages.judge_chunk(cfg, stores, chunk.index, api_key=api_key)
+            made += result.calls_made
+            reused += result.reused
+            judged.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "judged", chunk.index))
+                          .with_columns(dt=pl.lit(day, dtype=pl.Date)))
+            calls.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "calls", chunk.index))
+                         .with_columns(dt=pl.lit(day, dtype=pl.Date)))
+        store.delete_prefix(storage.work_prefix(day, run_id))
+    scored = score_table(pl.concat(judged, how="vertical_relaxed"), spec.thresholds)
+    evaluations = (
+        scored.with_columns(forced_fail(scored), run_id=pl.lit(run_id))
+        .select(*EVALUATION_COLUMNS, "forced_fail")
+        .sort("record_id", "judge")
+    )
+    call_table = pl.concat(calls, how="vertical_relaxed").select("dt", pl.exclude("dt"))
+    storage.write_parquet(store, _key(calibration, "evaluations.parquet"), evaluations)
+    storage.write_parquet(store, _key(calibration, "judge_calls.parquet"), call_table)
+    statuses = dict(evaluations.group_by("judge_status").len().sort("judge_status").iter_rows())
+    counts = {
+        "calibration_id": calibration,
+        "set": golden_set.name,
+        "input_records": golden_set.input_records,
+        "records": records.height,
+        "rejected": golden_set.rejects.height,
+        "rows": evaluations.height,
+        "statuses": {s: int(statuses.get(s, 0)) for s in JUDGE_STATUSES},
+        "calls_made": made,
+        "calls_reused": reused,
+        "cost_usd": round(float(evaluations["cost_usd"].sum()), 6),
+    }
+    storage.write_json(store, _key(calibration, "judging.json"),
+                       {"spec": spec.model_dump(mode="json"), "set_info": golden_set.info, **counts})
+    logger.info("calibration %s: judged %s: %s", calibration, spec.describe(), counts)
+    return counts
+
+
+def calibrate(
+    store: storage.Store,
+    spec: CalibrationSpec,
+    *,
+    calibration: str,
+    calibrated_at: dt.datetime,
+) -> dict[str, Any]:
+    """Measure the judged set against its labels and land ``calibration.parquet``, ``report.html``
+    and ``spec.json`` (reads what :func:`judge_golden_set` landed for this calibration)."""
+    keys = {name: _key(calibration, name) for name in ("evaluations.parquet", "labels.parquet", "judging.json")}
+    missing = [k for k in keys.values() if not store.exists(k)]
+    if missing:
+        raise CalibrationError(f"calibration {calibration} ({spec.describe()}): the set has not been judged "
+                               f"(no {store.uri(missing[0])})")
+    judging = storage.read_json(store, keys["judging.json"])
+    if judging.get("spec") != spec.model_dump(mode="json"):
+        raise CalibrationError(f"calibration {calibration}: the set was judged for another spec; judge it again")
+    evaluations = storage.read_parquet(store, keys["evaluations.parquet"])
+    labels = storage.read_parquet(store, keys["labels.parquet"])
+    table = calibration_rows(evaluations, labels, spec, calibration_id=calibration, calibrated_at=calibrated_at,
+                             set_uri=spec.golden_uri)
+    storage.write_parquet(store, _key(calibration, "calibration.parquet"), table)
+    page = render_page(table, roc_curves(evaluations, labels, list(spec.judges)), spec, calibration, judging)
+    store.write_bytes(_key(calibration, "report.html"), page.encode())
+    storage.write_json(store, _key(calibration, "spec.json"), {
+        "calibration_id": calibration, "spec": spec.model_dump(mode="json"),
+        "prompt_versions": prompt_versions(spec), "calibrated_at": calibrated_at.isoformat(),
+        **{k: v for k, v in judging.items() if k != "spec"},
+    })
+    result = {
+        "calibration_id": calibration,
+        "uri": store.uri(_key(calibration, "")),
+        "table_uri": store.uri(_key(calibration, "calibration.parquet")),
+        "report_uri": store.uri(_key(calibration, "report.html")),
+        "set": spec.set_name,
+        "judge_model": spec.judge_model,
+        "records": judging["records"],
+        "rejected": judging["rejected"],
+        "calls_made": judging["calls_made"],
+        "calls_reused": judging["calls_reused"],
+        "figures": headline(table),
+    }
+    logger.info("calibration %s landed at %s", calibration, result["uri"])
+    return result
+
+
+def headline(table: pl.DataFrame) -> list[dict[str, Any]]:
+    """The figures a person reads first, per judge and metric (what the CLI prints)."""
+    columns = ["judge", "metric", "n", "auroc", "auroc_ci_low", "auroc_ci_high", "spearman", "kappa", "f1",
+               "suggested_borderline", "suggested_pass", "suggested_kappa_holdout", "current_kappa_holdout"]
+    return [{k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+            for row in table.select(columns).iter_rows(named=True)]
+
+
+def run_calibration(
+    store: storage.Store,
+    golden: storage.Store,
+    spec: CalibrationSpec,
+    *,
+    calibration: str | None = None,
+    api_key: str | None = None,
+    calibrated_at: dt.datetime | None = None,
+) -> dict[str, Any]:
+    """Judge the golden set and land the calibration (both steps in one process)."""
+    calibration = storage.safe_id(calibration or calibration_id(spec))
+    judge_golden_set(store, golden, spec, calibration=calibration, api_key=api_key)
+    return calibrate(store, spec, calibration=calibration, calibrated_at=calibrated_at or dt.datetime.now(dt.UTC))
+
+
+def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> pl.DataFrame | None:
+    """The latest ``calibrations`` rows of ``judge_model`` per (set, judge), for the judges'
+    current prompt versions (``versions``: judge -> prompt version); None when there are none."""
+    keys = [o.key for o in store.list("calibrations/") if o.key.endswith("/calibration.parquet")]
+    if not keys:
+        return None
+    frame = storage.scan_parquet(store, keys, hive=False).filter(pl.col("judge_model") == judge_model).collect()
+    wanted = [j for j, v in versions.items() if v]
+    frame = frame.filter(pl.struct("judge", "prompt_version").map_elements(
+        lambda s: s["judge"] in wanted and s["prompt_version"] == versions[s["judge"]], return_dtype=pl.Boolean))
+    if frame.is_empty():
+        return None
+    latest = frame.group_by("set_name", "judge").agg(pl.col("calibrated_at").max())
+    return frame.join(latest, on=["set_name", "judge", "calibrated_at"], how="semi").sort("set_name", "judge", "metric")

@@ -1,0 +1,77 @@
+"""What a judge calibration is asked (:class:`CalibrationSpec`); light enough for a DAG file to import."""
+
+from __future__ import annotations
+
+import hashlib
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RULES_VERSION, JudgeName, Thresholds
+
+
+class CalibrationError(RuntimeError):
+    """A calibration cannot run as asked: the message names the set, the judge model and the cause."""
+
+
+class CalibrationSpec(BaseModel):
+    """What to calibrate. The ``judge_calibration`` DAG's form and ``python -m evaluation calibrate``
+    map onto it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    golden_uri: str = Field(description="The golden set's folder: `s3://bucket/prefix/<set name>` or a directory.")
+    judges: list[JudgeName] = Field(default_factory=lambda: list(JUDGES), min_length=1,
+                                    description="Judges to calibrate.")
+    judge_model: str = Field(default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
+    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
+    concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight.")
+    seed: int = Field(default=0, ge=0, description="Seeds the held-out split and the bootstrap.")
+    bootstrap: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples of the AUROC interval.")
+    holdout_share: float = Field(default=0.5, gt=0.0, lt=1.0,
+                                 description="Share of each label class held out from the threshold search.")
+    thresholds: Thresholds = Field(default_factory=Thresholds,
+                                   description="The verdict thresholds the judges are run and measured at.")
+    max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0,
+                                    description="Fail the calibration when more of the set than this is rejected.")
+    max_record_chars: int = Field(default=200_000, ge=1, description="Reject records whose texts exceed this.")
+    chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk.")
+
+    @field_validator("judges", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return list(dict.fromkeys(value)) if isinstance(value, list) else value
+
+    @field_validator("golden_uri")
+    @classmethod
+    def _folder(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value or value.endswith(("s3:/", "s3:")):
+            raise ValueError("golden_uri is blank: give the golden set's folder")
+        return value
+
+    @field_validator("api_base", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def set_name(self) -> str:
+        """The set's name: the last segment of its folder."""
+        return self.golden_uri.rsplit("/", 1)[-1]
+
+    def default_id(self, prompt_versions: dict[str, str]) -> str:
+        """``cal-`` and a hash of the spec, the judges' prompt versions and the rules version: the
+        same calibration of the same prompts gets the same id (a re-run replaces it)."""
+        payload = self.model_dump_json(exclude={"concurrency", "chunk_size"}) + repr(sorted(prompt_versions.items()))
+        digest = hashlib.sha256((payload + RULES_VERSION).encode()).hexdigest()
+        return f"cal-{digest[:16]}"
+
+    def describe(self) -> str:
+        """The set and the judge model, for messages."""
+        return f"set {self.set_name} ({self.golden_uri}) with {self.judge_model}"
+
+
+#: The human labels of a golden record (``labels`` object): see docs/golden-sets.md.
+LABEL_FIELDS = ("faithful", "rating", "scores", "verdict", "source_label")
