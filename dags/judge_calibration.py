@@ -1,0 +1,152 @@
+"""
+### judge_calibration
+
+Measures how far the judges agree with people, on demand (trigger it with the form): a *golden set*
+is a folder of input records that carry human labels (`docs/golden-sets.md`), under
+`{golden_uri}/<set name>/`.
+
+1. **build_spec** — checks the form (set, judges, judge model, seed, thresholds) and names the
+   calibration (a hash of the form and the judges' prompt versions: triggering the same form again
+   replaces the same calibration).
+2. **judge** — in the `llm_judge` pool: reads and validates the set (the daily row rules and the
+   labels' own; rejects land with every reason), then judges its records with the judge model
+   through the daily stages, client and ledger, so a retry or a re-run pays only for calls not made
+   yet; fails without retry when the set breaks a set-level rule or the model cannot be used.
+3. **calibrate** — per judge and metric: status rates, AUROC with a 95% bootstrap interval,
+   Spearman, Cohen's κ and F1 of `fail` against the labels, the confusion matrix, and the
+   thresholds that maximise κ, fitted on one split and measured on the held-out rest; lands
+   `calibrations/calibration_id=<id>/` (`calibration.parquet`, `report.html` with a ROC curve per
+   judge, `spec.json` and the judged rows).
+
+Only URIs and counts travel through XCom. Secrets come from the `aws_default` and `llm_judge`
+Connections. The same calibration runs without Airflow as `python -m evaluation calibrate`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+
+from evaluation.calibration.spec import CalibrationSpec
+from evaluation.options import form_fields
+
+POOL = "llm_judge"
+#: The form: the spec's fields (what `python -m evaluation calibrate` takes too) but the set's
+#: folder, which is `golden_uri` + `golden_set` here, and the sizes of the job.
+SPEC_FIELDS = form_fields(CalibrationSpec, skip=("golden_uri", "max_record_chars", "chunk_size", "thresholds"))
+
+
+def _params() -> dict[str, Param]:
+    params = {
+        "golden_set": Param(title="Golden set", description="The set's name: its folder under the golden root.",
+                            type="string", minLength=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+        "golden_uri": Param("", type="string", title="Golden root",
+                            description="Where golden sets live (s3://bucket/prefix or a directory); empty: "
+                                        "$EVALUATION_GOLDEN_URI."),
+    }
+    params.update({
+        name: Param(*([field["default"]] if "default" in field else []), title=field["title"],
+                    description=field["description"], **field["schema"])
+        for name, field in SPEC_FIELDS.items()
+    })
+    params["pass_threshold"] = Param(0.8, type="number", minimum=0, maximum=1, title="Pass threshold",
+                                     description="score >= this is pass (the thresholds the judges are measured at).")
+    params["borderline_threshold"] = Param(0.6, type="number", minimum=0, maximum=1, title="Borderline threshold",
+                                           description="score >= this is borderline; below is fail.")
+    params["output_uri"] = Param("", type="string", title="Output URI",
+                                 description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI. The "
+                                             "calibration lands under calibrations/.")
+    return params
+
+
+def _stores(plan: dict[str, Any]) -> tuple[Any, Any]:
+    """The output store and the golden set's store, S3 through the Airflow connection."""
+    import evaluation_airflow as glue
+
+    from evaluation import storage
+
+    uris = (plan["output_uri"], plan["spec"]["golden_uri"])
+    client = glue.s3_client() if any(u.startswith("s3://") for u in uris) else None
+    return storage.open_store(uris[0], client), storage.open_store(uris[1], client)
+
+
+@dag(
+    dag_id="judge_calibration",
+    schedule=None,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["llm-evaluation", "calibration"],
+    doc_md=__doc__,
+    params=_params(),
+    default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
+)
+def judge_calibration() -> None:
+    @task(retries=1)
+    def build_spec() -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation.calibration.run import calibration_id
+
+        context = get_current_context()
+        glue.check_conf(context)
+        params = context["params"]
+        root = (params.get("golden_uri") or os.environ.get("EVALUATION_GOLDEN_URI", "")).rstrip("/")
+        output_uri = params.get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", "")
+        if not root or not output_uri:
+            raise glue.fail_without_retry(ValueError("set golden_uri and output_uri (or EVALUATION_GOLDEN_URI and "
+                                                     "EVALUATION_OUTPUT_URI)"))
+        values = {name: params.get(name) for name in SPEC_FIELDS}
+        if not values.get("judge_model"):
+            values["judge_model"] = os.environ.get("EVALUATION_JUDGE_MODEL") or "offline/lexical"
+        if not values.get("api_base"):
+            values["api_base"] = glue.judge_credentials()[1]
+        values.update(golden_uri=f"{root}/{params['golden_set']}",
+                      thresholds={"pass": params["pass_threshold"], "borderline": params["borderline_threshold"]})
+        try:
+            spec = CalibrationSpec.model_validate(values)
+        except ValueError as exc:
+            raise glue.fail_without_retry(ValueError(f"invalid calibration: {exc}")) from exc
+        return {"calibration_id": calibration_id(spec), "spec": spec.model_dump(mode="json"), "output_uri": output_uri}
+
+    @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
+    def judge(plan: dict[str, Any]) -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation.calibration.run import judge_golden_set
+        from evaluation.calibration.spec import CalibrationError
+
+        out, golden = _stores(plan)
+        spec = CalibrationSpec.model_validate(plan["spec"])
+        api_key, _ = glue.judge_credentials(spec.api_base)
+        try:
+            return judge_golden_set(out, golden, spec, calibration=plan["calibration_id"], api_key=api_key)
+        except CalibrationError as exc:
+            raise glue.fail_without_retry(exc) from exc
+
+    @task(retries=2)
+    def calibrate(plan: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation.calibration.run import calibrate as measure
+        from evaluation.calibration.spec import CalibrationError
+
+        context = get_current_context()
+        out, _ = _stores(plan)
+        spec = CalibrationSpec.model_validate(plan["spec"])
+        try:
+            result = measure(out, spec, calibration=plan["calibration_id"],
+                             calibrated_at=context["dag_run"].run_after)
+        except CalibrationError as exc:
+            raise glue.fail_without_retry(exc) from exc
+        return {k: result[k] for k in ("calibration_id", "uri", "table_uri", "report_uri", "set", "judge_model",
+                                       "records", "rejected", "calls_made", "calls_reused")}
+
+    plan = build_spec()
+    calibrate(plan, judge(plan))
+
+
+judge_calibration()
