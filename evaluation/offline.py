@@ -1,25 +1,41 @@
 """The built-in offline judge: a deterministic *lexical baseline*, not an LLM.
 
 It reads the fenced data blocks of a rendered judge prompt and answers with a JSON object in that
-judge's exact output contract, computed from word overlap:
+judge's exact output contract, computed from word overlap. Words are *content words*: lowercased,
+stop words and words under three letters dropped (numbers kept), ``'s`` cut off, and
+contractions (``they're``, ``haven't``) and discourse words (``yes``, ``yeah``, ``actually``)
+dropped. Its values, measured against human labels by the calibration job on HaluEval QA and
+BEGIN, are in the README.
 
-* **support** of an answer sentence: the share of its content words (lowercased, stop words and
-  words under three letters dropped; numbers kept) that occur in the contexts;
-* faithfulness: the mean support over the answer's sentences, 0.0 when the answer's numbers or
-  most of its words are absent from the contexts (a contradiction of a critical fact reads, to a
-  lexical baseline, as words the evidence does not hold); an answer that declines for lack of
-  evidence is faithful (1.0), as seed 003 asks;
-* context relevance: the share of the question's content words found in the contexts (recall),
-  blended with the contexts' share of words the question or answer uses (precision) by the goal;
-* answer relevance: the share of the question's content words the answer uses, with a floor for
-  answers that address the question at length; a refusal scores 1.0 when the contexts do not cover
-  the question and 0.2 when they do;
-* semantic similarity: token F1 between answer and reference (null without a reference);
-* prompt judge: freeform score = token F1 against the reference or expected outcome; a rubric item
-  is satisfied when at least half of its description's content words occur in the answer.
+* **Faithfulness** — how much of the answer the evidence holds: the share of the answer's content
+  words found in the contexts, multiplied by :data:`SUPPORT_DECAY` for each one that is not there
+  (one foreign word in a short answer is a new claim; in a long one, maybe a paraphrase). Below
+  :data:`UNSUPPORTED_BELOW` the answer reads as unsupported and scores 0.0 (seed 003's critical
+  hallucination: a lexical baseline cannot tell a contradiction from an unsupported claim), as
+  does a number the contexts do not hold. An answer that declines for lack of evidence is
+  faithful (1.0, as seed 003 asks); a bare yes or no to a yes/no question claims nothing beyond
+  the question (1.0); any other answer with no content word is supported by nothing (0.0).
+* **Answer relevance** — whether the answer addresses the question: 1.0 for a short, direct answer
+  (at most :data:`DIRECT_ANSWER_WORDS` content words) or a yes/no to a yes/no question, else the
+  share of its sentences that use a word of the question or of the evidence about the question
+  (the context sentences that share a word with it). A refusal scores 1.0 when the contexts do not
+  cover the question and 0.2 when they do.
+* **Context relevance** — whether the contexts hold what the question asks, whatever the answer:
+  the share of the question's content words found in them (recall), blended by the evaluation
+  goal with the share of context sentences that share a word with the question (precision).
+* **Semantic similarity** — token F1 between answer and reference (null without a reference).
+* **MASIS** — faithfulness as above; relevance is the answer relevance; completeness is the part
+  of the question answered with supported content (relevance × faithfulness); reasoning quality
+  is 0.4 for a coherent answer plus 0.6 × faithfulness (claims that follow from the evidence).
+* **prompt** — freeform: the share of the target's key terms (the reference, else the expected
+  outcome; words such as *answer*, *gives*, *states* describe the answer and are not terms) that
+  the answer holds, halved when it gives a number the target does not; rubric: an item is
+  satisfied when the answer holds every number of its description and at least half of its other
+  key terms.
 
 The same input always gives the same output. Scores land with ``judge_model = offline/lexical``
-so nobody mistakes them for an LLM's. Use it for wiring, demos and regression baselines.
+so nobody mistakes them for an LLM's. Use it for wiring, demos and regression baselines, and read
+its calibration before reading its verdicts.
 """
 
 from __future__ import annotations
@@ -35,12 +51,27 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITATION = re.compile(r"\[[^\]\n]*\]")
+#: English function words, and the discourse words of conversation, which carry no claim.
 _STOP = frozenset(
-    """the and for are was were with that this from have has had not but you your our their they
-    them his her its into than then there these those what which who whom whose when where why how
-    all any can could would should will shall may might must been being does did done also about
-    over under more most some such only just very each other like one two per via onto upon""".split()
+    """the and for are was were with that this from have has had not but you your yours our ours their theirs
+    they them his her hers its into than then there these those what which who whom whose when where why how
+    all any can could would should will shall may might must been being does did done doing also about over
+    under more most some such only just very each other like one two per via onto upon own same too both few
+    further once here again against between through during before after above below off out down until while
+    because itself myself yourself himself herself themselves ourselves yourselves nor now
+    yes yeah yep yup nope okay actually really indeed sure true well lol wow haha hmm""".split()
 )
+#: Contractions whose second part makes them function words (``they're``, ``haven't``, ``i'm``).
+_CONTRACTIONS = frozenset({"t", "re", "ve", "ll", "d", "m"})
+#: Words that describe an answer rather than hold a term of it (prompt judge targets and rubrics).
+_META = frozenset(
+    """answer answers answered gives give given states state stated mentions mention mentioned names name named
+    provides provide includes include says say explains explain response responds cites cite""".split()
+)
+_POLAR_QUESTION = re.compile(
+    r"^\W*(?:is|are|was|were|am|do|does|did|can|could|will|would|should|shall|has|have|had|may|might|must)"
+    r"(?:n't)?\b", re.IGNORECASE)
+_POLAR_ANSWER = re.compile(r"^\W*(?:yes|no|yeah|yep|nope|correct|right|true|false)\b", re.IGNORECASE)
 _REFUSALS = (
     "cannot answer",
     "can't answer",
@@ -57,10 +88,30 @@ _REFUSALS = (
     "doesn't contain",
 )
 
+#: Each content word of the answer that the contexts do not hold multiplies its support by this.
+SUPPORT_DECAY = 0.8
+#: Support below this reads as an unsupported answer: its faithfulness is scaled below
+#: :data:`UNSUPPORTED_CEILING`, low enough that every judge's verdict is ``fail``.
+UNSUPPORTED_BELOW = 0.6
+UNSUPPORTED_CEILING = 0.15
+#: An answer of at most this many content words is a direct answer (relevant as it stands).
+DIRECT_ANSWER_WORDS = 5
+
 
 def content_words(text: str) -> list[str]:
-    """Lowercased words of three letters or more that are not stop words, and every number."""
-    return [w for w in _WORD.findall(text.lower()) if (len(w) >= 3 and w not in _STOP) or w.isdigit()]
+    """Lowercased words of three letters or more that are not stop words, and every number;
+    ``'s`` is cut off and function-word contractions are dropped."""
+    words = []
+    for word in _WORD.findall(text.lower()):
+        if "'" in word:
+            base, suffix = word.split("'", 1)
+            if suffix in _CONTRACTIONS:
+                continue
+            if suffix == "s":
+                word = base
+        if word.isdigit() or (len(word) >= 3 and word not in _STOP):
+            words.append(word)
+    return words
 
 
 def _share(words: list[str], vocabulary: set[str]) -> float:
@@ -83,28 +134,77 @@ def is_refusal(answer: str) -> bool:
     return any(phrase in lowered for phrase in _REFUSALS)
 
 
-def _sentences(answer: str) -> list[str]:
-    pieces = [_CITATION.sub(" ", s).strip() for s in _SENTENCE.split(answer)]
-    return [p for p in pieces if content_words(p)]
+def is_polar_answer(question: str, answer: str) -> bool:
+    """A yes or no (and nothing that claims more) to a yes/no question."""
+    return bool(_POLAR_QUESTION.match(question) and _POLAR_ANSWER.match(answer))
 
 
-def faithfulness(answer: str, context: str) -> float:
-    """Mean support of the answer's sentences by the context (see the module docstring)."""
+def _uncited(text: str) -> str:
+    return _CITATION.sub(" ", text)
+
+
+def _sentences(text: str) -> list[list[str]]:
+    """The content words of each sentence that has any."""
+    return [words for words in (content_words(s) for s in _SENTENCE.split(_uncited(text))) if words]
+
+
+def support(answer: str, context: str) -> float:
+    """The share of the answer's content words found in the context, times :data:`SUPPORT_DECAY`
+    per word that is not (0.0 for an answer with no content word)."""
+    vocabulary = set(content_words(context))
+    words = content_words(_uncited(answer))
+    if not words:
+        return 0.0
+    missing = sum(1 for w in words if w not in vocabulary)
+    return (len(words) - missing) / len(words) * SUPPORT_DECAY**missing
+
+
+def faithfulness(answer: str, context: str, question: str = "") -> float:
+    """How much of the answer the context holds (see the module docstring)."""
     if is_refusal(answer):
         return 1.0
-    vocabulary = set(content_words(context))
-    if not vocabulary:
+    if not content_words(context):
         return 0.0
-    sentences = _sentences(answer)
-    if not sentences:
-        return 0.0
-    supports = [_share(content_words(s), vocabulary) for s in sentences]
+    if not content_words(_uncited(answer)):
+        return 1.0 if is_polar_answer(question, answer) else 0.0
     context_numbers = set(_NUMBER.findall(context))
-    foreign_numbers = [n for n in _NUMBER.findall(_CITATION.sub(" ", answer)) if n not in context_numbers]
-    mean = sum(supports) / len(supports)
-    if foreign_numbers or mean < 0.35:
-        return 0.0  # a critical fact the evidence does not hold
-    return mean
+    if any(n not in context_numbers for n in _NUMBER.findall(_uncited(answer))):
+        return 0.0  # a figure the evidence does not hold: a critical fact
+    value = support(answer, context)
+    if value < UNSUPPORTED_BELOW:  # unsupported: kept in order, below anything a supported answer gets
+        return UNSUPPORTED_CEILING * value / UNSUPPORTED_BELOW
+    return value
+
+
+def answer_relevance(question: str, answer: str, context: str) -> float:
+    """Whether the answer addresses the question (see the module docstring)."""
+    question_words = set(content_words(question))
+    if is_refusal(answer):
+        covered = _share(list(question_words), set(content_words(context)))
+        return 1.0 if covered < 0.5 else 0.2
+    if is_polar_answer(question, answer):
+        return 1.0
+    words = content_words(_uncited(answer))
+    if not words:
+        return 0.0
+    if len(words) <= DIRECT_ANSWER_WORDS:
+        return 1.0
+    about = question_words.union(content_words(context))
+    sentences = _sentences(answer)
+    return sum(1 for s in sentences if about.intersection(s)) / len(sentences)
+
+
+def context_relevance(question: str, context: str, goal: str) -> float:
+    """Whether the contexts hold what the question asks: recall of its words, and the share of
+    context sentences about it, blended by the goal (recall 0.8, precision 0.2, else 0.5)."""
+    question_words = set(content_words(question))
+    sentences = _sentences(context)
+    if not question_words or not sentences:
+        return 0.0
+    recall = _share(list(question_words), {w for s in sentences for w in s})
+    precision = sum(1 for s in sentences if question_words.intersection(s)) / len(sentences)
+    weight = {"recall": 0.8, "precision": 0.2}.get(goal, 0.5)
+    return weight * recall + (1 - weight) * precision
 
 
 def _round(value: float) -> float:
@@ -122,26 +222,19 @@ def _rag(blocks: dict[str, str], user: str) -> dict[str, Any]:
         return _rag_failed("empty_answer: the generated answer is empty")
     if not question.strip():
         return _rag_failed("missing_field_question")
-    question_words, answer_words = content_words(question), content_words(answer)
-    context_words = content_words(context)
-    recall = _share(question_words, set(context_words))
-    precision = _share(context_words, set(question_words) | set(answer_words))
-    weight = {"recall": 0.8, "precision": 0.2}.get(goal, 0.5)
-    context_relevance = weight * recall + (1 - weight) * precision
-    if is_refusal(answer):
-        answer_relevance = 1.0 if recall < 0.5 else 0.2
-    else:
-        answer_relevance = max(_share(question_words, set(answer_words)), 0.5 if len(answer_words) >= 5 else 0.0)
     missing_reference = reference.strip().lower() in ("", "none", "(none)")
+    answer_words = content_words(_uncited(answer))
     similarity = None if missing_reference else _round(_f1(answer_words, content_words(reference)))
-    faith = _round(faithfulness(answer, context))
+    faith = _round(faithfulness(answer, context, question))
+    relevance = _round(answer_relevance(question, answer, context))
     return {
         "faithfulness": faith,
-        "faithfulness_explanation": f"lexical support of the answer's sentences by the context: {faith}",
-        "context_relevance": _round(context_relevance),
+        "faithfulness_explanation": ("refusal: declines for lack of evidence" if is_refusal(answer)
+                                     else f"lexical support of the answer by the context: {faith}"),
+        "context_relevance": _round(context_relevance(question, context, goal)),
         "context_relevance_explanation": f"question words found in the context ({goal} goal)",
-        "answer_relevance": _round(answer_relevance),
-        "answer_relevance_explanation": "refusal" if is_refusal(answer) else "question words the answer uses",
+        "answer_relevance": relevance,
+        "answer_relevance_explanation": "refusal" if is_refusal(answer) else "the answer addresses the question's terms",
         "semantic_similarity": similarity,
         "semantic_similarity_explanation": "No reference answer provided." if similarity is None else "token F1",
         "evaluation_status": "success",
@@ -162,54 +255,69 @@ def _masis(blocks: dict[str, str]) -> dict[str, Any]:
     question, answer = blocks.get("question", ""), blocks.get("answer", "")
     evidence = blocks.get("evidence", "")
     evidence = "" if evidence == "(no context retrieved)" else evidence
-    question_words, answer_words = content_words(question), content_words(answer)
-    relevance = _share(question_words, set(answer_words))
-    sentences = _sentences(answer)
-    completeness = min(1.0, 0.5 * relevance + 0.15 * len(sentences)) if answer_words else 0.0
-    reasoning = min(1.0, 0.3 + 0.1 * len(sentences) + (0.2 if _CITATION.search(answer) else 0.0)) if sentences else 0.0
+    faith = faithfulness(answer, evidence, question)
+    relevance = answer_relevance(question, answer, evidence) if answer.strip() else 0.0
+    coherent = bool(_sentences(answer)) or is_polar_answer(question, answer) or is_refusal(answer)
     suggestions = []
     if not _CITATION.search(answer):
         suggestions.append("Cite the evidence ids that support each claim.")
+    if faith < 1.0:
+        suggestions.append("Keep to what the evidence says.")
     if relevance < 0.5:
         suggestions.append("Address the question's key terms directly.")
     return {
-        "faithfulness": _round(faithfulness(answer, evidence)),
+        "faithfulness": _round(faith),
         "relevance": _round(relevance),
-        "completeness": _round(completeness),
-        "reasoning_quality": _round(reasoning),
+        "completeness": _round(relevance * faith),
+        "reasoning_quality": _round(0.4 + 0.6 * faith) if coherent else 0.0,
         "overall_score": None,
         "improvement_suggestions": suggestions,
     }
 
 
+def _key_terms(text: str) -> list[str]:
+    return [w for w in dict.fromkeys(content_words(text)) if w not in _META]
+
+
 def _freeform(blocks: dict[str, str]) -> dict[str, Any]:
     answer = blocks.get("candidate_answer", "")
     target = blocks.get("reference_answer", "") or blocks.get("expected_outcome", "")
-    answer_words, target_words = content_words(answer), content_words(target)
-    present = set(answer_words)
-    key_terms = list(dict.fromkeys(target_words))
-    hits = [t for t in key_terms if t in present][:4]
-    misses = [t for t in key_terms if t not in present][:4]
-    score = round(_f1(answer_words, target_words), 2)
-    return {"score": score, "hits": hits, "misses": misses, "reasoning": f"token F1 against the target: {score}"}
+    present = set(content_words(_uncited(answer)))
+    terms = _key_terms(target)
+    hits = [t for t in terms if t in present]
+    misses = [t for t in terms if t not in present]
+    score = len(hits) / len(terms) if terms else 0.0
+    target_numbers = set(_NUMBER.findall(target))
+    foreign = [n for n in _NUMBER.findall(_uncited(answer)) if target_numbers and n not in target_numbers]
+    if foreign:
+        score /= 2  # a figure the target does not give contradicts it
+    score = round(score, 2)
+    reasoning = f"{len(hits)} of {len(terms)} key terms of the target" + (
+        f"; figures the target does not give: {', '.join(dict.fromkeys(foreign))}" if foreign else "")
+    return {"score": score, "hits": hits[:4], "misses": misses[:4], "reasoning": reasoning}
 
 
 _RUBRIC_LINE = re.compile(r"^- \[(?P<id>[^\]]*)\](?: \(REQUIRED\))?(?: \(weight: [^)]*\))?: (?P<description>.*)$")
 
 
 def _rubric(blocks: dict[str, str]) -> dict[str, Any]:
-    answer_words = set(content_words(blocks.get("candidate_answer", "")))
+    answer = blocks.get("candidate_answer", "")
+    answer_words = set(content_words(answer))
     checks = []
     for line in blocks.get("rubrics", "").splitlines():
         match = _RUBRIC_LINE.match(line)
         if not match:
             continue
-        words = content_words(match.group("description"))
-        share = _share(words, answer_words)
+        terms = _key_terms(match.group("description"))
+        numbers = [t for t in terms if t.isdigit()]
+        words = [t for t in terms if not t.isdigit()]
+        share = _share(words, answer_words) if words else 1.0
+        numbers_held = all(n in answer_words for n in numbers)
         checks.append({
             "id": match.group("id"),
-            "satisfied": share >= 0.5,
-            "reasoning": f"{share:.0%} of the item's key words appear in the answer",
+            "satisfied": numbers_held and share >= 0.5 and bool(terms),
+            "reasoning": f"{share:.0%} of the item's key words appear in the answer"
+                         + ("" if numbers_held else "; a figure of the item is missing"),
         })
     satisfied = sum(1 for c in checks if c["satisfied"])
     return {"checks": checks, "overall_reasoning": f"{satisfied} of {len(checks)} items satisfied"}

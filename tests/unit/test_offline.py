@@ -144,3 +144,68 @@ def test_unknown_prompt_gets_no_json() -> None:
     text = respond([{"role": "system", "content": "You are a helpful assistant."},
                     {"role": "user", "content": "Hello"}])
     assert "{" not in text
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts that mean something (issue 12): what the calibration against HaluEval and BEGIN asked for
+
+OBEROI = [{"id": "ctx-1", "text": "The Oberoi family is an Indian family that is famous for its involvement in hotels, "
+                                  "namely through The Oberoi Group. The Oberoi Group is a hotel company with its head "
+                                  "office in Delhi."}]
+OBEROI_QUESTION = "The Oberoi family is part of a hotel company that has a head office in what city?"
+
+
+def _oberoi(mode: str, answer: str, question: str = OBEROI_QUESTION) -> dict[str, Any]:
+    _raw, row = judged(mode, answer, question=question, contexts=OBEROI, reference=None)
+    return row
+
+
+@pytest.mark.parametrize("mode", ["rag", "masis"])
+def test_a_short_direct_answer_is_not_punished(mode: str) -> None:
+    row = _oberoi(mode, "Delhi")
+    assert row["faithfulness"] == 1.0 and row["verdict"] == "pass"
+    assert row["answer_relevance" if mode == "rag" else "relevance"] == 1.0
+
+
+@pytest.mark.parametrize("mode", ["rag", "masis"])
+def test_an_answer_the_evidence_does_not_hold_fails(mode: str) -> None:
+    row = _oberoi(mode, "Mumbai, the financial capital of India.")
+    assert row["faithfulness"] < 0.15 and row["verdict"] == "fail"
+
+
+@pytest.mark.parametrize("mode", ["rag", "masis"])
+def test_masis_and_rag_pass_a_grounded_cited_answer(mode: str) -> None:
+    _raw, row = judged(mode, GROUNDED)
+    assert row["faithfulness"] == 1.0 and row["verdict"] == "pass"
+
+
+def test_a_yes_or_no_to_a_yes_no_question_claims_nothing_more() -> None:
+    question = "Is the Oberoi Group a hotel company?"
+    assert _oberoi("rag", "yes", question)["faithfulness"] == 1.0
+    assert _oberoi("rag", "No.", question)["verdict"] == "pass"
+    assert _oberoi("rag", "What about you?")["faithfulness"] == 0.0  # a generic reply: nothing the evidence holds
+    assert _oberoi("rag", "What about you?")["verdict"] == "fail"
+
+
+def test_discourse_words_and_contractions_are_no_claims() -> None:
+    row = _oberoi("rag", "Yeah, it's a hotel company and they're in Delhi!")
+    assert row["faithfulness"] == 1.0
+
+
+def test_faithfulness_falls_with_each_word_the_evidence_does_not_hold() -> None:
+    one = _oberoi("rag", "The Oberoi Group is a hotel company in Delhi, famous for luxury.")
+    two = _oberoi("rag", "The Oberoi Group is a luxury hotel company in Delhi, famous for spas.")
+    assert 1.0 > one["faithfulness"] > two["faithfulness"]
+
+
+def test_context_relevance_does_not_depend_on_the_answer() -> None:
+    assert _oberoi("rag", "Delhi")["context_relevance"] == _oberoi("rag", "Mumbai, India.")["context_relevance"]
+
+
+def test_prompt_freeform_passes_an_answer_with_the_target_content() -> None:
+    _raw, good = judged("freeform", GROUNDED, expected_outcome=None)  # against the reference
+    _raw, wrong = judged("freeform", WRONG_NUMBER, expected_outcome=None)
+    assert good["score"] == 1.0 and good["verdict"] == "pass"
+    assert wrong["verdict"] == "fail" and "figures the target does not give: 450" in wrong["reasoning"]
+    _raw, described = judged("freeform", GROUNDED, reference=None, expected_outcome="States that it stands in Paris.")
+    assert described["verdict"] == "pass"  # "states" describes the answer; "stands" and "paris" are the terms
