@@ -95,7 +95,8 @@ def test_cli_run_prints_a_line_per_stage_on_stderr_and_json_on_stdout(tmp_path, 
     captured = capsys.readouterr()
     result = json.loads(captured.out)
     lines = [line for line in captured.err.replace("\r", "\n").splitlines() if line.startswith(str(DAY))]
-    assert [line.split()[1] for line in lines] == ["ingest", "plan:", "landed", "report:"]
+    assert [line.split()[1] for line in lines] == ["check:", "ingest", "plan:", "landed", "report:"]
+    assert lines.pop(0).startswith(f"{DAY} check: judge model offline/lexical answered a probe call (")
     assert lines[0].startswith(f"{DAY} ingest + validate: {result['input']} records in 2 objects, "
                                f"{result['valid']} valid, {result['rejected']} rejected (")
     assert f"{result['valid']} records ({result['valid']} to judge) in 2 chunks" in lines[1]
