@@ -211,6 +211,9 @@ class RunConfig(BaseModel):
     max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts per call, first included.")
     retry_budget_s: float = Field(default=120.0, gt=0, description="Cap on time spent on one call.")
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    thresholds_from: str | None = Field(
+        default=None, description="`<calibration id>/<judge>`: use that calibration's suggested thresholds instead."
+    )
     max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
     max_record_chars: int = Field(default=200_000, ge=1)
     allow_empty: bool = Field(default=False, description="Succeed on a day with no input objects.")
@@ -244,7 +247,7 @@ class RunConfig(BaseModel):
             return Sample.parse(value)
         return value
 
-    @field_validator("api_base", mode="before")
+    @field_validator("api_base", "thresholds_from", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if value == "" else value

@@ -64,6 +64,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("retry_budget_s", "number", 120.0, "Retry budget (s)", "Cap on the time spent on one call.", 1),
     Option("pass_threshold", "number", 0.8, "Pass threshold", "score >= this is pass.", 0, 1),
     Option("borderline_threshold", "number", 0.6, "Borderline threshold", "score >= this is borderline.", 0, 1),
+    Option("thresholds_from", "string", "", "Thresholds from a calibration",
+           "Empty, or <calibration id>/<judge>: use the thresholds that judge calibration suggests (its score row) "
+           "instead of the two above; the runs row records which."),
     Option("max_reject_ratio", "number", 0.05, "Max reject ratio",
            "Fail the run (after landing rejects) when more input records than this share are rejected.", 0, 1),
     Option("max_record_chars", "integer", 200_000, "Max record chars", "Reject records whose texts exceed this.", 1),

@@ -45,8 +45,13 @@ def build_daily_report(
     store: Store, day: dt.date, *, history_days: int = 30, worst_per_judge: int = 10
 ) -> tuple[str, dict[str, Any]]:
     """The day's page and its summary (the content of ``summary.json``), without landing them."""
+    from evaluation.calibration.daily import calibration_summary
+
     inputs = load_inputs(store, day, history_days=history_days)
-    summary = _json_safe(compute_summary(inputs, worst_per_judge=worst_per_judge))
+    summary = compute_summary(inputs, worst_per_judge=worst_per_judge)
+    # agreement with people: the latest calibration of the day's judge model and prompt versions
+    summary["calibration"] = calibration_summary(store, summary["run"]["judge_models"], summary["run"]["prompt_versions"])
+    summary = _json_safe(summary)
     return render_html(summary), summary
 
 

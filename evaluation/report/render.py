@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluation import charts
+from evaluation.calibration.daily import calibration_section
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
 from evaluation.report.compute import BETTER_WHEN, judge_order
@@ -545,12 +546,12 @@ def render_html(summary: dict[str, Any]) -> str:
         f'<a href="#{a}">{esc(t)}</a>'
         for a, t in (("overview", "Overview"), ("flags", "Flags"), ("quality", "Quality"), ("mix", "Verdict mix"),
                      ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
-                     ("rejects", "Rejects"), ("worst", "Worst records"))
+                     ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"))
     )
     sections = [
         _overview(summary), _flags_section(summary), _quality_section(summary), _mix_section(summary),
         _trend_section(summary), _distribution_section(summary), _health_section(summary),
-        _rejects_section(summary), _worst_section(summary),
+        _rejects_section(summary), _worst_section(summary), calibration_section(summary),
     ]
     method = summary["method"]
     footer = (

@@ -282,6 +282,9 @@ def write_run_row(
         "message": message,
         "evidence_uri": evidence_uri,
         "config": cfg.model_dump_json(),
+        "pass_threshold": cfg.thresholds.pass_,
+        "borderline_threshold": cfg.thresholds.borderline,
+        "thresholds_from": cfg.thresholds_from,
         "input_records": result.get("input", 0),
         "valid_records": result.get("valid", 0),
         "rejected_records": result.get("rejected", 0),
@@ -302,7 +305,7 @@ def write_run_row(
     frame = pl.DataFrame([row]).with_columns(
         pl.col("started_at").cast(pl.Datetime("us", "UTC")),
         pl.col("finished_at").cast(pl.Datetime("us", "UTC")),
-        pl.col("message", "evidence_uri").cast(pl.String),  # typed even when null (strict readers)
+        pl.col("message", "evidence_uri", "thresholds_from").cast(pl.String),  # typed even when null (strict readers)
         pl.col("cost_usd", "estimated_cost_usd").cast(pl.Float64),
     )
     storage.write_parquet(stores.out, storage.run_key(cfg.date, cfg.run_id), frame)

@@ -42,7 +42,10 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
     ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary`` and
     the run's ``runs`` row. A run whose counts do not reconcile, or whose call errors exceed
     ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`."""
+    from evaluation.calibration.daily import with_calibrated_thresholds
+
     started = time.monotonic()
+    cfg = with_calibrated_thresholds(cfg, stores.out)
     manifest = read_manifest(cfg, stores)
     if manifest.ingest is None or manifest.plan is None:
         raise RunFailed(f"{where(cfg)}: nothing ingested and planned under "
