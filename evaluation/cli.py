@@ -189,7 +189,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _sql_parser(sub: Any) -> None:
     parser = sub.add_parser("sql", help="run SQL over the landed tables (Polars SQL)",
                             description="Tables: evaluations, judge_calls, rejects, daily_summary, runs (each with "
-                                        "its dt column), comparisons, comparison_verdicts. Simple dt predicates "
+                                        "its dt column), comparisons, comparison_verdicts, calibrations. Simple dt predicates "
                                         "prune the partitions read.")
     parser.add_argument("query", help="the SQL query")
     parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,

@@ -12,6 +12,7 @@ table's objects where they live (a directory, or S3 read in place: see
 ``runs``                    ``runs/dt=*/run-*.parquet``, ``dt``
 ``comparisons``             ``comparisons/comparison_id=*/metrics.parquet`` (has ``comparison_id``)
 ``comparison_verdicts``     ``comparisons/comparison_id=*/verdicts.parquet``
+``calibrations``            ``calibrations/calibration_id=*/calibration.parquet`` (has ``calibration_id``)
 ==========================  ================================================================
 
 Polars plans the whole query before it reads anything: only the columns the query uses are read,
@@ -30,13 +31,15 @@ import polars as pl
 
 from evaluation import storage
 
-__all__ = ["COMPARISON_TABLES", "DAILY_TABLES", "TABLES", "SqlError", "csv_ready", "referenced_tables", "run_sql",
+__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "TABLES", "SqlError", "csv_ready", "referenced_tables", "run_sql",
            "sql_context"]
 
 DAILY_TABLES: tuple[str, ...] = storage.TABLES
 #: SQL name -> file of each comparison.
 COMPARISON_TABLES: dict[str, str] = {"comparisons": "metrics.parquet", "comparison_verdicts": "verdicts.parquet"}
-TABLES: tuple[str, ...] = (*DAILY_TABLES, *COMPARISON_TABLES)
+#: SQL name -> file of each judge calibration.
+CALIBRATION_TABLES: dict[str, str] = {"calibrations": "calibration.parquet"}
+TABLES: tuple[str, ...] = (*DAILY_TABLES, *COMPARISON_TABLES, *CALIBRATION_TABLES)
 
 #: A string literal or a comment, whichever starts first (a quote in a comment, or `--` in a
 #: literal, must not be mistaken for the other).
@@ -60,6 +63,12 @@ def scan(store: storage.Store, table: str) -> pl.LazyFrame:
         keys = [o.key for o in store.list("comparisons/") if re.fullmatch(rf"comparisons/comparison_id=[^/]+/{name}", o.key)]
         frame = storage.scan_parquet(store, keys, hive=False) if keys else None
         where = store.uri("comparisons/")
+    elif table in CALIBRATION_TABLES:
+        name = CALIBRATION_TABLES[table]
+        keys = [o.key for o in store.list("calibrations/")
+                if re.fullmatch(rf"calibrations/calibration_id=[^/]+/{name}", o.key)]
+        frame = storage.scan_parquet(store, keys, hive=False) if keys else None
+        where = store.uri("calibrations/")
     elif table in DAILY_TABLES:
         frame = storage.scan_table(store, table)
         where = store.uri(storage.table_prefix(table))

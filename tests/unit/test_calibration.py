@@ -292,3 +292,14 @@ def test_expected_verdicts_ratings_and_scores_are_measured(tmp_path: Path) -> No
     ratings = joined["rating"].to_numpy().astype(float)
     assert by_metric["score"]["spearman"] == pytest.approx(stats.spearmanr(joined["score"].to_numpy(), ratings).statistic)
     assert by_metric["score"]["n_good"] + by_metric["score"]["n_bad"] == 40  # the binary label from the verdict
+
+
+def test_the_calibrations_table_is_queryable(shipped_run: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+    from evaluation import sql
+
+    out, first, _ = shipped_run
+    result = sql.run_sql(storage.LocalStore(out), "SELECT judge, auroc, kappa FROM calibrations "
+                                                  "WHERE metric = 'score' AND judge <> 'prompt' ORDER BY judge")
+    table = _landed(out, first["calibration_id"], "calibration.parquet")
+    expected = table.filter((pl.col("metric") == "score") & (pl.col("judge") != "prompt")).sort("judge")
+    assert result.rows() == expected.select("judge", "auroc", "kappa").rows()
