@@ -20,7 +20,6 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,8 @@ from evaluation import storage
 from evaluation.calibration.schemas import LABELS_SCHEMA
 from evaluation.calibration.spec import LABEL_FIELDS, CalibrationError, CalibrationSpec
 from evaluation.contract import VERDICTS
-from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS
+from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
+from evaluation.normalise import _type_name as _kind
 from evaluation.validation import DayValidator
 
 logger = logging.getLogger(__name__)
@@ -43,24 +43,6 @@ SCORED_METRICS: tuple[str, ...] = tuple(dict.fromkeys(("score", *RAG_METRICS, *M
 _SUITE_DAY = dt.date(2000, 1, 1)
 #: Optional description of a set, beside its records.
 SET_INFO = "set.json"
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def label_problems(value: Any) -> tuple[dict[str, Any] | None, list[str]]:
@@ -95,7 +77,7 @@ def label_problems(value: Any) -> tuple[dict[str, Any] | None, list[str]]:
                     continue
                 if metric not in SCORED_METRICS:
                     problems.append(f"labels.scores: unknown metric {metric!r} (known: {', '.join(SCORED_METRICS)})")
-                elif not _is_number(score):
+                elif not is_number(score):
                     problems.append(f"labels.scores.{metric}: not a number (got {_kind(score)})")
                 elif not 0.0 <= score <= 1.0:
                     problems.append(f"labels.scores.{metric}: {score} is outside [0, 1]")
