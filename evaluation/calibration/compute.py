@@ -156,6 +156,9 @@ def _suggestion(frame: pl.DataFrame, metric: str, values: np.ndarray, good: np.n
             return metrics.kappa_from_confusion(metrics.confusion(list(predicted), list(expected[mask]), VERDICTS))
 
         out["current_kappa_holdout"] = kappa_at(held, *current)
+        both = metrics.best_verdict_cuts(all_values, expected, forced=all_forced, prefer=current)
+        if both is not None:
+            out.update(best_borderline=both[0].threshold, best_pass=both[1].threshold, best_kappa=both[0].kappa)
         if found is not None:
             borderline, passing = found
             out.update(suggested_borderline=borderline.threshold, suggested_pass=passing.threshold,
@@ -169,6 +172,11 @@ def _suggestion(frame: pl.DataFrame, metric: str, values: np.ndarray, good: np.n
            "n_fit": int(fit.sum()), "n_holdout": int(held.sum())}
     if held.any():
         out["current_kappa_holdout"] = _holdout_kappa((values[held] < thresholds.borderline) | forced[held], ~good[held])
+    best = metrics.best_fail_cut(values, good, forced=forced, prefer=thresholds.borderline)
+    if best is not None:  # in-sample, over every labelled row: the ceiling of a threshold on this set
+        best_pass = metrics.best_pass_cut(values, good, forced=forced, prefer=thresholds.pass_, at_least=best.threshold)
+        out.update(best_borderline=best.threshold, best_kappa=best.kappa,
+                   best_pass=best_pass.threshold if best_pass is not None else max(best.threshold, thresholds.pass_))
     fail_cut = metrics.best_fail_cut(values[fit], good[fit], forced=forced[fit], prefer=thresholds.borderline)
     if fail_cut is None:
         return out

@@ -106,6 +106,7 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
     head = ("<tr><th>metric</th><th class='num'>n (good / bad)</th><th class='num'>mean</th><th class='num'>AUROC</th>"
             "<th class='num'>95% CI</th><th class='num'>Spearman</th><th>against</th><th class='num'>κ of fail</th>"
             "<th class='num'>F1</th><th class='num'>precision</th><th class='num'>recall</th>"
+            "<th class='num'>best on the whole set: borderline / pass (κ)</th>"
             "<th class='num'>suggested borderline / pass</th><th class='num'>κ fit / held out</th>"
             "<th class='num'>κ held out, current</th></tr>")
     body = []
@@ -114,13 +115,15 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
         suggested = ("–" if r["suggested_borderline"] is None
                      else f"{_fmt(r['suggested_borderline'])} / {_fmt(r['suggested_pass'])}")
         fitted = f"{_fmt(r['suggested_kappa_fit'])} / {_fmt(r['suggested_kappa_holdout'])}"
+        best = ("–" if r["best_borderline"] is None
+                else f"{_fmt(r['best_borderline'])} / {_fmt(r['best_pass'])} ({_fmt(r['best_kappa'])})")
         body.append(
             f"<tr><td class='measure'>{esc(r['metric'])}</td><td class='num'>{r['n']} ({r['n_good']} / {r['n_bad']})</td>"
             f"<td class='num'>{_fmt(r['mean'])}</td><td class='num'>{_fmt(r['auroc'])}</td><td class='num'>{ci}</td>"
             f"<td class='num'>{_fmt(r['spearman'])}</td><td>{_fmt(r['spearman_label'])}</td>"
             f"<td class='num'>{_fmt(r['kappa'])}</td><td class='num'>{_fmt(r['f1'])}</td>"
             f"<td class='num'>{_fmt(r['precision'])}</td><td class='num'>{_fmt(r['recall'])}</td>"
-            f"<td class='num'>{suggested}</td><td class='num'>{fitted}</td><td class='num'>{_fmt(r['current_kappa_holdout'])}</td></tr>"
+            f"<td class='num'>{best}</td><td class='num'>{suggested}</td><td class='num'>{fitted}</td><td class='num'>{_fmt(r['current_kappa_holdout'])}</td></tr>"
         )
     return f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
 
@@ -211,7 +214,8 @@ def render_page(table: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: 
         "record's human score for the metric, else its rating, else the binary label). κ is Cohen's κ of <code>fail</code> "
         "(for a metric other than the score: the value below the borderline threshold) against not faithful. Suggested "
         f"thresholds maximise κ on the fit split; {holdout} of each label class is held out, and the κ there is what "
-        "the suggestion is worth on records it was not fitted to. Rules that force fail (rag: faithfulness 0; prompt: an "
+        "the suggestion is worth on records it was not fitted to (the best thresholds on the whole set are its "
+        "in-sample ceiling). Rules that force fail (rag: faithfulness 0; prompt: an "
         "unsatisfied required rubric) hold at every cut. The same numbers are in <code>calibration.parquet</code> next to "
         "this page.</footer>"
     )

@@ -217,7 +217,8 @@ def calibrate(
 def headline(table: pl.DataFrame) -> list[dict[str, Any]]:
     """The figures a person reads first, per judge and metric (what the CLI prints)."""
     columns = ["judge", "metric", "n", "auroc", "auroc_ci_low", "auroc_ci_high", "spearman", "kappa", "f1",
-               "suggested_borderline", "suggested_pass", "suggested_kappa_holdout", "current_kappa_holdout"]
+               "best_borderline", "best_pass", "best_kappa", "suggested_borderline", "suggested_pass",
+               "suggested_kappa_holdout", "current_kappa_holdout"]
     return [{k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
             for row in table.select(columns).iter_rows(named=True)]
 

@@ -198,6 +198,19 @@ def test_landed_figures_agree_with_an_independent_computation(
         for name in ("auroc", "spearman", "kappa", "f1"):
             assert row[name] == pytest.approx(expected[name], abs=1e-9), (judge, metric, name)
         assert row["auroc_ci_low"] <= row["auroc"] <= row["auroc_ci_high"]
+        if metric == "faithfulness":  # no forcing rule on a metric: the best cut by brute force
+            frame = (evaluations.filter((pl.col("judge") == judge) & (pl.col("judge_status") == "ok"))
+                     .join(labels, on="record_id"))
+            values, bad = frame[metric].to_numpy(), ~frame["faithful"].to_numpy().astype(bool)
+            kappas = {}
+            for cut in sorted(set(values.tolist())):
+                flagged = values < cut
+                n, tp, fp = len(bad), int((flagged & bad).sum()), int((flagged & ~bad).sum())
+                fn, tn = int((~flagged & bad).sum()), int((~flagged & ~bad).sum())
+                chance = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / n**2
+                kappas[cut] = ((tp + tn) / n - chance) / (1 - chance)
+            assert row["best_kappa"] == pytest.approx(max(kappas.values()), abs=1e-12)
+            assert kappas[row["best_borderline"]] == pytest.approx(row["best_kappa"], abs=1e-12)
 
 
 def test_the_offline_judge_agrees_with_the_labels_on_the_shipped_set(
