@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 #: CLI flag -> CalibrationSpec field, for the optional ones.
@@ -20,9 +21,9 @@ def add_parser(sub: Any) -> None:
                     "(calibration.parquet, report.html, the judged rows); prints a JSON summary of the figures.")
     parser.add_argument("--golden", "--golden-uri", dest="golden_uri", required=True,
                         help="the golden set's folder (s3://bucket/prefix/<set> or a directory)")
-    parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
-                        required=not os.environ.get("EVALUATION_OUTPUT_URI"),
-                        help="root of the landed tables (default: $EVALUATION_OUTPUT_URI)")
+    parser.add_argument("--output", "--output-uri", dest="output_uri", default=None,
+                        help="root of the landed tables (default: $EVALUATION_OUTPUT_URI, else the golden set's "
+                             "parent folder, so that calibrations/ lands beside the golden sets)")
     parser.add_argument("--judges", default=None, help="judges to calibrate, comma-separated (default: all)")
     parser.add_argument("--judge-model", default=None,
                         help="any litellm model string (default: $EVALUATION_JUDGE_MODEL, else offline/lexical)")
@@ -39,6 +40,13 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--max-record-chars", type=int, default=None, help="reject records whose texts exceed this")
     parser.add_argument("--chunk-size", type=int, default=None, help="records per judge chunk (default 500)")
     parser.add_argument("--calibration-id", default=None, help="id of the calibration (default: a hash of the spec)")
+
+
+def _parent(uri: str) -> str:
+    """The folder holding a golden set's folder (where its calibrations land by default)."""
+    if uri.startswith("s3://"):
+        return uri.rsplit("/", 1)[0] if uri.count("/") > 2 else uri
+    return str(Path(uri.removeprefix("file://")).resolve().parent)
 
 
 def spec_from_args(args: argparse.Namespace) -> Any:
@@ -61,9 +69,10 @@ def command(args: argparse.Namespace) -> int:
     from evaluation.cli import api_key_from_env
 
     spec = spec_from_args(args)
-    needs_s3 = any(uri.startswith("s3://") for uri in (spec.golden_uri, args.output_uri))
+    output_uri = args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI") or _parent(spec.golden_uri)
+    needs_s3 = any(uri.startswith("s3://") for uri in (spec.golden_uri, output_uri))
     client = storage.s3_client() if needs_s3 else None
-    store = storage.open_store(args.output_uri, client)
+    store = storage.open_store(output_uri, client)
     golden = storage.open_store(spec.golden_uri, client)
     try:
         result = calibration.run_calibration(store, golden, spec, calibration=args.calibration_id,

@@ -316,3 +316,15 @@ def test_the_calibrations_table_is_queryable(shipped_run: tuple[Path, dict[str, 
     table = _landed(out, first["calibration_id"], "calibration.parquet")
     expected = table.filter((pl.col("metric") == "score") & (pl.col("judge") != "prompt")).sort("judge")
     assert result.rows() == expected.select("judge", "auroc", "kappa").rows()
+
+
+def test_calibrate_lands_beside_the_golden_sets_without_an_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "golden"
+    _write_set(root / "tiny", _shipped("halueval-qa", 10))
+    monkeypatch.delenv("EVALUATION_OUTPUT_URI", raising=False)
+    monkeypatch.chdir(root)
+    assert cli.main(["calibrate", "--golden", "tiny", "--judges", "rag", "--bootstrap", "100"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert Path(result["table_uri"]).is_file() and Path(result["table_uri"]).is_relative_to(root / "calibrations")
+    assert [p.name for p in (root / "tiny").iterdir()] == ["records.jsonl"]  # the set's folder is left alone
