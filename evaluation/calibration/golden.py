@@ -143,7 +143,10 @@ class GoldenSet:
 
 
 def _objects(store: storage.Store) -> list[storage.ObjectInfo]:
+    """The set's record objects: internal folders (``_ledger/``...), hidden files and calibrations
+    landed into the set's own folder are no records."""
     return [o for o in store.list("") if o.key.endswith(storage.RAW_SUFFIXES)
+            and not o.key.startswith("calibrations/")
             and not any(part.startswith(("_", ".")) for part in o.key.split("/"))]
 
 
