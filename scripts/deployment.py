@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import re
@@ -146,6 +147,22 @@ def tail(path: Path, lines: int = 40) -> str:
 def _replace_netloc(url: SplitResult, host: str, port: int | None) -> SplitResult:
     userinfo = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
     return url._replace(netloc=f"{userinfo}{host}" + (f":{port}" if port else ""))
+
+
+def _session_cpu_seconds(session: int) -> float:
+    """CPU time (user + system) of the live processes of a session and of the children they reaped."""
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[3]) == session:
+                ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _processes(sessions: Iterable[int], environ_marker: bytes) -> list[tuple[int, str]]:
@@ -395,7 +412,9 @@ class LocalDeployment:
         errors: list[str] = []
         if self.api is not None:
             self.api.close()
-        self._mark("stopping")
+        if self.components:
+            self._mark("stopping; CPU seconds so far: " + ", ".join(
+                f"{name} {_session_cpu_seconds(c.pid):.1f}" for name, c in self.components.items() if c.pid))
         self._stop_processes()
         survivors = self.surviving_processes()
         if survivors:
@@ -912,19 +931,20 @@ class ApiClient:
         """Task instances of `dag_id`, in any run, that failed a try and wait for the next one."""
         return self._pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances", state="up_for_retry")
 
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 180.0, poll: float = 0.5, *,
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 180.0, poll: float = 1.0, *,
                      fail_on_retry: bool = False) -> dict[str, Any]:
         """The run once it is `success` or `failed`; DeploymentError with the task states and the
         ends of the logs after `timeout` seconds. With `fail_on_retry`, as soon as a task of the
-        DAG (in this run, or in a run it queues behind) waits for a retry."""
+        DAG (in this run, or in a run it queues behind) waits for a retry (looked up every third
+        poll: every request costs the api-server's CPU, which the tasks share)."""
         end = time.monotonic() + timeout
-        while True:
+        for polls in itertools.count():
             run = self.dag_run(dag_id, run_id)
             if run["state"] in TERMINAL_RUN_STATES:
                 return run
             if self.deployment is not None:
                 self.deployment._check_components()
-            if fail_on_retry and (retrying := self.retrying(dag_id)):
+            if fail_on_retry and polls % 3 == 2 and (retrying := self.retrying(dag_id)):
                 ti = retrying[0]
                 raise DeploymentError(
                     f"waiting for {dag_id} run {run_id} ({run['state']}): {_ti_label(ti)} of run {ti['dag_run_id']} "
@@ -933,8 +953,9 @@ class ApiClient:
                 raise DeploymentError(f"{dag_id} run {run_id} still {run['state']} after {timeout:.0f}s\n"
                                       + self.diagnose(dag_id, run_id))
             time.sleep(poll)
+        raise AssertionError("unreachable")
 
-    def wait_for_new_run(self, dag_id: str, run_type: str, timeout: float = 60.0, poll: float = 0.5) -> dict[str, Any]:
+    def wait_for_new_run(self, dag_id: str, run_type: str, timeout: float = 60.0, poll: float = 1.0) -> dict[str, Any]:
         """The first run of `run_type` (e.g. ``scheduled``) once the scheduler has created one."""
         end = time.monotonic() + timeout
         while True:

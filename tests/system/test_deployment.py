@@ -81,8 +81,8 @@ def _write_logs(deployment: LocalDeployment) -> None:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeployment]:
     folder = tmp_path_factory.mktemp("deployment")
-    # A 5 s grace: the triggerer waits 10 s for its trigger runner after the first SIGTERM, and ends
-    # at once on a second one.
+    # A 5 s grace: after SIGTERM the triggerer alone waits 10 s for its trigger runner; stop() then
+    # ends what is left (a second SIGTERM, then SIGKILL).
     with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs, worker_preload=WORKER_PRELOAD,
                          stop_grace=5.0) as running:
         # Whatever AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION says: unpaused, as an operator would.
