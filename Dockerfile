@@ -22,7 +22,7 @@ COPY --chown=airflow:0 dags/ /opt/airflow/dags/
 COPY --chown=airflow:0 plugins/ /opt/airflow/plugins/
 COPY --chown=airflow:0 scripts/check_install.py /opt/airflow/check_install.py
 
-ENV PYTHONPATH=/opt/airflow \
+ENV PYTHONPATH=/opt/airflow:/opt/airflow/plugins \
     LITELLM_LOCAL_MODEL_COST_MAP=True
 
 # Fail the build, not the first run: import what the scheduler, the Celery worker and the tasks

@@ -26,10 +26,9 @@ created.
 :class:`ApiClient` drives the deployment through the REST API v2 only.
 
 The Celery worker alone resolves its host name with :func:`celery_worker_hostname`, so the
-``hostname`` of a task instance tells that the Celery worker ran it. With `worker_preload`, the
-worker imports the given modules before it forks its pool (through ``[celery]
-celery_config_options``, see :func:`_preloaded_celery_config`), so that task processes do not each
-import litellm and Great Expectations again; the image does not do this.
+``hostname`` of a task instance tells that the Celery worker ran it. Each component also gets the
+environment of its own compose service on top of the common block (the worker's preloading
+configuration, ``plugins/evaluation_celery.py``, among it).
 
 This module is imported by the worker's task processes for :func:`celery_worker_hostname`: keep
 its top-level imports to the standard library.
@@ -80,42 +79,9 @@ COMPONENTS = {
 #: behind the compose file's back; none of them reach the deployment.
 _INHERITED_PREFIXES = ("AIRFLOW", "_AIRFLOW", "AWS_", "EVALUATION_", "LITELLM_", "PYTHONPATH", "BOTO_")
 _CLAIM_KEY = "llm-evaluation:local-deployment"
-#: Modules the Celery worker imports before it forks its pool (see :func:`_preloaded_celery_config`).
-PRELOAD_ENV = "LLM_EVALUATION_WORKER_PRELOAD"
-
-
 def celery_worker_hostname() -> str:
     """``[core] hostname_callable`` of the Celery worker: names the worker in task instances."""
     return CELERY_WORKER_HOSTNAME
-
-
-def __getattr__(name: str) -> Any:
-    """``CELERY_CONFIG``: the worker's ``[celery] celery_config_options`` when it preloads modules."""
-    if name == "CELERY_CONFIG":
-        return _preloaded_celery_config()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _preloaded_celery_config() -> Any:
-    """Airflow's default Celery configuration, after importing the modules named in
-    ``$LLM_EVALUATION_WORKER_PRELOAD``: the worker reads it before it forks its pool, so every task
-    process forked from the pool starts with them imported. A named module that does not exist
-    is skipped (tasks then import what they need themselves); any other import error stops the
-    worker."""
-    import importlib
-    import logging
-
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    for module in filter(None, (m.strip() for m in os.environ.get(PRELOAD_ENV, "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
-                raise
-            logging.getLogger(__name__).warning("worker preload: no module %s", module)
-    from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
-
-    return DEFAULT_CELERY_CONFIG
 
 
 class DeploymentError(RuntimeError):
@@ -237,8 +203,7 @@ class LocalDeployment:
     the S3 API and its buckets exist, while the database migrates and before any component starts
     (to put input data in place before the scheduler may create a run). `folder` holds the Airflow home and the
     components' logs; a temporary folder (removed by :meth:`stop`) when not given. The Celery
-    worker runs `worker_concurrency` processes (default: the pool's slots + 1) and imports the
-    modules of `worker_preload` before it forks them.
+    worker runs `worker_concurrency` processes (default: the pool's slots + 1).
     """
 
     def __init__(
@@ -254,7 +219,6 @@ class LocalDeployment:
         postgres_admin: str = "postgres",
         redis_port: int = 6379,
         expected_dags: Iterable[str] | None = None,
-        worker_preload: Iterable[str] = (),
     ) -> None:
         from scripts import compose
 
@@ -280,7 +244,6 @@ class LocalDeployment:
         self.expected_dags = tuple(expected_dags) if expected_dags is not None else tuple(
             sorted(p.stem for p in (REPO / "dags").glob("*.py") if not p.name.startswith("_"))
         )
-        self.worker_preload = tuple(worker_preload)
         self.api_port = free_port()
         self.health_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
@@ -374,12 +337,10 @@ class LocalDeployment:
         pending = list(COMPONENTS)
         while pending:
             for name in [n for n in pending if self._dependencies_met(n)]:
-                env = dict(self.env)
+                # The service's own compose environment on top of the common block.
+                env = {**self.env, **self._service_environment(COMPONENTS[name])}
                 if name == "celery-worker":
                     env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{__name__}.{celery_worker_hostname.__name__}"
-                    if self.worker_preload:
-                        env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] = f"{__name__}.CELERY_CONFIG"
-                        env[PRELOAD_ENV] = ",".join(self.worker_preload)
                 self.components[name] = self._spawn(name, argv[name], env)
                 pending.remove(name)
                 self._mark(f"started {name} (pid {self.components[name].pid})")
@@ -773,6 +734,13 @@ class LocalDeployment:
         })
         env.update(mapped)
         return env
+
+    def _service_environment(self, service: str) -> dict[str, str]:
+        """What a compose service sets beyond the common block (host mappings stay this side's)."""
+        from scripts import compose
+
+        own = compose.environment(self._services[service])
+        return {k: v for k, v in own.items() if self.compose_env.get(k) != v and k not in ("PYTHONPATH",)}
 
     def _local_path(self, image_path: str) -> str:
         if image_path == IMAGE_HOME or image_path.startswith(IMAGE_HOME + "/"):

@@ -40,8 +40,6 @@ STATUSES = ("ok", "parse_error", "judge_failed", "call_error", "skipped")
 RUN_TIMEOUT = 240.0
 #: Imported by the Celery worker before it forks its pool: task processes start with them loaded
 #: instead of importing litellm and Great Expectations in every task (seconds each on 2 cores).
-WORKER_PRELOAD = ("evaluation_airflow", "evaluation.client", "evaluation.validation", "evaluation.report",
-                  "evaluation.compare")
 
 
 def _logical(day: dt.date) -> dt.datetime:
@@ -83,7 +81,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeploy
     folder = tmp_path_factory.mktemp("deployment")
     # A 5 s grace: after SIGTERM the triggerer alone waits 10 s for its trigger runner; stop() then
     # ends what is left (a second SIGTERM, then SIGKILL).
-    with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs, worker_preload=WORKER_PRELOAD,
+    with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs,
                          stop_grace=5.0) as running:
         # Whatever AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION says: unpaused, as an operator would.
         # The daily DAG's scheduled run starts now, on the day _write_logs prepared.
