@@ -21,8 +21,7 @@ parser stay light.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from evaluation._lazy import lazy_exports
 
 _EXPORTS = {
     "CalibrationError": "evaluation.calibration.spec",
@@ -55,13 +54,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'evaluation.calibration' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
