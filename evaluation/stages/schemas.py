@@ -28,6 +28,17 @@ RECORD_SCHEMA: dict[str, Any] = {
 }
 
 _LIST = pl.List(pl.String)
+
+#: What a call cost and when its reply came: columns of both the judged rows and the calls.
+SPENT_SCHEMA: dict[str, Any] = {
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "latency_ms": pl.Float64,
+    "attempts": pl.Int64,
+    "cached": pl.Boolean,
+    "judged_at": pl.Datetime("us", "UTC"),
+}
 PARSED_SCHEMA: dict[str, Any] = {
     "record_id": pl.String,
     "conversation_id": pl.String,
@@ -58,13 +69,7 @@ PARSED_SCHEMA: dict[str, Any] = {
     "hallucination_detected": pl.Boolean,
     "reason": pl.String,
     "error": pl.String,
-    "input_tokens": pl.Int64,
-    "output_tokens": pl.Int64,
-    "cost_usd": pl.Float64,
-    "latency_ms": pl.Float64,
-    "attempts": pl.Int64,
-    "cached": pl.Boolean,
-    "judged_at": pl.Datetime("us", "UTC"),
+    **SPENT_SCHEMA,
     "reference_missing": pl.Boolean,
     "rubric_mode": pl.Boolean,
     "required_unsatisfied": pl.Boolean,
@@ -82,13 +87,7 @@ CALLS_SCHEMA: dict[str, Any] = {
     "raw_response": pl.String,
     "error": pl.String,
     "error_class": pl.String,
-    "input_tokens": pl.Int64,
-    "output_tokens": pl.Int64,
-    "cost_usd": pl.Float64,
-    "latency_ms": pl.Float64,
-    "attempts": pl.Int64,
-    "cached": pl.Boolean,
-    "judged_at": pl.Datetime("us", "UTC"),
+    **SPENT_SCHEMA,
     "redactions": pl.Int64,
 }
 
