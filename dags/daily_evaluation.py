@@ -30,6 +30,7 @@ import datetime as dt
 from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from evaluation_notifications import LANDED_ASSETS, RunFailureNotifier
 
 from evaluation.options import OPTIONS, param_schema
 
@@ -57,6 +58,7 @@ def _params() -> dict[str, Param]:
     doc_md=__doc__,
     params=_params(),
     default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=2)},
+    on_failure_callback=RunFailureNotifier(),
 )
 def daily_evaluation() -> None:
     @task(retries=2)
@@ -103,7 +105,7 @@ def daily_evaluation() -> None:
         api_key, _ = glue.judge_credentials(cfg.api_base)
         return stages.judge_chunk(cfg, glue.stores(cfg), chunk["index"], api_key=api_key).model_dump(mode="json")
 
-    @task(retries=2)
+    @task(retries=2, outlets=list(LANDED_ASSETS))
     def score_land(judged: list[dict[str, Any]]) -> dict[str, Any]:
         import evaluation_airflow as glue
 
@@ -112,19 +114,30 @@ def daily_evaluation() -> None:
         context = get_current_context()
         cfg = glue.run_config(context)
         try:
-            return stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date).model_dump(
+            landed = stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date).model_dump(
                 mode="json")
         except stages.RunFailed as exc:
             raise glue.fail_without_retry(exc) from exc
+        for asset in LANDED_ASSETS:  # an event per landed table: downstream DAGs schedule on them
+            table = asset.name.rsplit(".", 1)[1]
+            context["outlet_events"][asset].extra = {"dt": cfg.date.isoformat(), "run_id": cfg.run_id,
+                                                     "uri": f"{cfg.output_uri.rstrip('/')}/{table}/"}
+        return landed
 
     @task(retries=2)
     def report(landed: dict[str, Any]) -> dict[str, str]:
         import evaluation_airflow as glue
+        from evaluation_notifications import QualityFlagNotifier
 
         from evaluation.report import write_daily_report
+        from evaluation.storage import read_json, report_key
 
-        cfg = glue.run_config(get_current_context())
-        return write_daily_report(glue.stores(cfg).out, cfg.date)
+        context = get_current_context()
+        cfg = glue.run_config(context)
+        store = glue.stores(cfg).out
+        written = write_daily_report(store, cfg.date)
+        QualityFlagNotifier(read_json(store, report_key(cfg.date, "summary.json")), written["html"])(context)
+        return written
 
     counts = ingest_validate()
     check_run() >> counts

@@ -1,0 +1,213 @@
+"""End to end: daily_evaluation's notifications and Assets under Airflow (dag.test) on embedded S3.
+
+A real SMTP server and a real HTTP endpoint, both on 127.0.0.1 and started here, receive what the
+SMTP provider's hook and the HTTP provider's hook send; the messages are read back and checked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email
+import json
+import socketserver
+import threading
+from collections.abc import Iterator
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from evaluation import storage, synthetic
+from scripts import airflow_local
+
+pytestmark = pytest.mark.e2e
+
+INPUT_URI = "s3://llm-logs/notify"
+OUTPUT_URI = "s3://llm-evaluation/notify"
+DAYS = (dt.date(2026, 10, 5), dt.date(2026, 10, 6), dt.date(2026, 10, 7))
+DEGRADED_MODEL = "assistant-v2"
+RECORDS = 120
+
+
+class _SmtpHandler(socketserver.StreamRequestHandler):
+    """Just enough of RFC 5321 for smtplib: greeting, EHLO/HELO, MAIL, RCPT, DATA, RSET, NOOP, QUIT."""
+
+    def _reply(self, line: str) -> None:
+        self.wfile.write(line.encode() + b"\r\n")
+
+    def handle(self) -> None:
+        server: SmtpServer = self.server  # type: ignore[assignment]
+        self._reply("220 127.0.0.1 test SMTP")
+        sender, recipients = "", []
+        while line := self.rfile.readline():
+            command = line.decode().strip()
+            verb = command[:4].upper()
+            if verb in ("EHLO", "HELO"):
+                self._reply("250 127.0.0.1")
+            elif verb == "MAIL":
+                sender, recipients = command.split(":", 1)[1].strip(), []
+                self._reply("250 OK")
+            elif verb == "RCPT":
+                recipients.append(command.split(":", 1)[1].strip().strip("<>"))
+                self._reply("250 OK")
+            elif verb == "DATA":
+                self._reply("354 end with <CRLF>.<CRLF>")
+                data = []
+                while (chunk := self.rfile.readline()) not in (b".\r\n", b""):
+                    data.append(chunk[1:] if chunk.startswith(b"..") else chunk)
+                server.received.append((sender, recipients, email.message_from_bytes(b"".join(data))))
+                self._reply("250 OK queued")
+            elif verb in ("RSET", "NOOP"):
+                self._reply("250 OK")
+            elif verb == "QUIT":
+                self._reply("221 bye")
+                return
+            else:
+                self._reply("502 not implemented")
+
+
+class SmtpServer(socketserver.ThreadingTCPServer):
+    """An SMTP server on 127.0.0.1 that keeps every message it receives."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _SmtpHandler)
+        self.received: list[tuple[str, list[str], Message]] = []
+
+
+class _WebhookHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.received.append((self.path, json.loads(body)))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _serve(server: socketserver.BaseServer) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def channels(monkeypatch) -> Iterator[tuple[SmtpServer, ThreadingHTTPServer]]:
+    """A loopback SMTP server and webhook endpoint, and the Connections that point at them."""
+    smtp = SmtpServer()
+    webhook = ThreadingHTTPServer(("127.0.0.1", 0), _WebhookHandler)
+    webhook.received = []  # type: ignore[attr-defined]
+    threads = [_serve(smtp), _serve(webhook)]
+    monkeypatch.setenv("AIRFLOW_CONN_EVALUATION_SMTP", json.dumps({
+        "conn_type": "smtp", "host": "127.0.0.1", "port": smtp.server_address[1],
+        "extra": {"from_email": "evaluation@example.org", "to": "platform@example.org, oncall@example.org",
+                  "disable_ssl": True, "disable_tls": True, "retry_limit": 0, "timeout": 10},
+    }))
+    monkeypatch.setenv("AIRFLOW_CONN_EVALUATION_WEBHOOK", json.dumps({
+        "conn_type": "http", "host": "127.0.0.1", "port": webhook.server_address[1], "schema": "http",
+        "extra": {"endpoint": "/services/T000/B000/secret"},
+    }))
+    try:
+        yield smtp, webhook
+    finally:
+        for server in (smtp, webhook):
+            server.shutdown()
+            server.server_close()
+        for thread in threads:
+            thread.join(timeout=5)
+
+
+def _degrade(line: str) -> str:
+    """The degraded model's answer loses its grounding: a figure and claims no context holds."""
+    record = json.loads(line)
+    if record["model"] == DEGRADED_MODEL:
+        record["answer"] = ("Independent surveys published decades ago reported a remarkably different "
+                            "figure of 12 units, which textbooks widely repeat.")
+    return json.dumps(record)
+
+
+def _write_days(s3) -> None:
+    raw = storage.open_store(INPUT_URI, s3.client())
+    for day in DAYS:
+        lines = synthetic.generate_day(day, RECORDS, bad=False)
+        if day == DAYS[-1]:
+            lines = [_degrade(line) for line in lines]
+        raw.write_bytes(f"dt={day.isoformat()}/part-000.jsonl", ("\n".join(lines) + "\n").encode())
+
+
+def _conf(**extra: Any) -> dict[str, Any]:
+    return {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, "judge_model": "offline/lexical",
+            "chunk_size": 200, **extra}
+
+
+def _body(message: Message) -> str:
+    part = next(p for p in message.walk() if p.get_content_type() == "text/html")
+    return part.get_payload(decode=True).decode(part.get_content_charset() or "utf-8")
+
+
+def _asset_events(run_id: str) -> dict[str, dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(AssetModel.name, AssetEvent.extra)
+                .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                .filter(AssetEvent.source_run_id == run_id).all())
+        return {name: dict(extra) for name, extra in rows}
+
+
+def test_a_regression_flag_reaches_email_and_webhook_and_assets_are_emitted(airflow_db, local_s3, channels) -> None:
+    smtp, webhook = channels
+    _write_days(local_s3)
+    for day in DAYS:
+        dag_run = airflow_local.run_dag("daily_evaluation", day, _conf())
+        assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
+
+        events = _asset_events(dag_run.run_id)
+        assert set(events) == {f"llm_evaluation.{t}" for t in storage.TABLES}
+        for name, extra in events.items():
+            table = name.rsplit(".", 1)[1]
+            assert extra == {"dt": day.isoformat(), "run_id": dag_run.run_id, "uri": f"{OUTPUT_URI}/{table}/"}
+
+    report_url = f"{OUTPUT_URI}/reports/dt={DAYS[-1].isoformat()}/index.html"
+    day = DAYS[-1].isoformat()
+    flagged = [(m, b) for m, b in ((m, _body(m)) for _, _, m in smtp.received) if f"day {day}" in b]
+    assert len(flagged) == 1, [m["Subject"] for _, _, m in smtp.received]
+    sender, recipients, message = next(r for r in smtp.received if r[2] is flagged[0][0])
+    assert recipients == ["platform@example.org", "oncall@example.org"]
+    assert DEGRADED_MODEL in message["Subject"] and day in message["Subject"] and "worse" in message["Subject"]
+    body = flagged[0][1]
+    # a line per flag naming the day, the model, the judge, the metric, the change and the report
+    line = next(line for line in body.splitlines()
+                if f"model {DEGRADED_MODEL}" in line and "judge rag" in line and "metric faithfulness_mean" in line)
+    assert f"day {day} |" in line and f"report {report_url}" in line
+    change = float(line.split("| change ", 1)[1].split(" ", 1)[0])
+    assert change < -0.2
+
+    posts = [payload["text"] for path, payload in webhook.received if f"day {day}" in payload["text"]]
+    assert [path for path, _ in webhook.received] == ["/services/T000/B000/secret"] * len(webhook.received)
+    assert len(posts) == 1
+    assert all(f"model {DEGRADED_MODEL} | judge {judge}" in posts[0] for judge in ("rag", "masis"))
+    assert "metric pass_rate" in posts[0] and report_url in posts[0]
+
+
+def test_a_failed_run_sends_a_failure_message(airflow_db, local_s3, channels) -> None:
+    day = dt.date(2026, 10, 12)  # no logs landed for this day: ingest fails the run
+    dag_run = airflow_local.run_dag("daily_evaluation", day, _conf())
+    assert str(dag_run.state) == "failed"
+    assert _asset_events(dag_run.run_id) == {}
+
+    smtp, webhook = channels
+    assert len(smtp.received) == 1 and len(webhook.received) == 1
+    message = smtp.received[0][2]
+    assert message["Subject"] == f"LLM evaluation {day}: run {dag_run.run_id} of daily_evaluation failed"
+    text = webhook.received[0][1]["text"]
+    for body in (_body(message), text):
+        assert f"day {day} | DAG daily_evaluation | run {dag_run.run_id} | failed task ingest_validate" in body
+        assert "reason task_failure" in body
