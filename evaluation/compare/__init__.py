@@ -31,6 +31,17 @@ bootstrap over questions and the p-value a sign-flip permutation test. Otherwise
 *unpaired*: a bootstrap of each sample and a two-sample permutation test on the difference of
 means. Wins, ties and losses always count the shared questions.
 
+**Sampled by question.** With ``sample_per_model``, the sample is drawn by question, not by
+record (:func:`sample_records`): first one record of each question every compared model
+answered, in one seeded order for all models, then the other records; ``paired_questions`` in
+``spec.json`` and the page says how many were shared.
+
+**Many tests, one family.** All deltas of a comparison (every judge, metric and model) are one
+family: their permutation p-values are adjusted with Holm's step-down method (:data:`P_ADJUST`;
+Benjamini–Hochberg is :func:`benjamini_hochberg`), landed as ``p_adjusted`` beside the raw
+``p_value``, and ``significant`` means ``p_adjusted < 0.05``. Each delta also gets an effect
+size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval.
+
 :mod:`evaluation.compare.compute` works the numbers out and lands them; :mod:`evaluation.compare.render`
 draws the page.
 
@@ -39,14 +50,21 @@ so the same spec over the same data gives identical tables whatever order they a
 """
 
 from evaluation.compare.compute import (
+                                        ALPHA,
                                         JUDGE_METRICS,
+                                        P_ADJUST,
+                                        P_ADJUSTMENTS,
                                         DeltaEstimate,
+                                        adjust_p_values,
+                                        benjamini_hochberg,
                                         bootstrap_means,
                                         compare_metrics,
                                         compare_verdicts,
+                                        holm,
                                         judge_sample,
                                         landed_rows,
                                         mean_interval,
+                                        paired_questions,
                                         paired_test,
                                         rng_for,
                                         run_comparison,
@@ -58,7 +76,8 @@ from evaluation.compare.render import render_report
 from evaluation.compare.spec import METRICS_SCHEMA, VERDICTS_SCHEMA, ComparisonError, ComparisonSpec
 from evaluation.contract import question_key
 
-__all__ = ["JUDGE_METRICS", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "DeltaEstimate",
-           "bootstrap_means", "compare_metrics", "compare_verdicts", "judge_sample", "landed_rows", "mean_interval",
-           "paired_test", "question_key", "render_report", "rng_for", "run_comparison", "sample_records",
+__all__ = ["ALPHA", "JUDGE_METRICS", "METRICS_SCHEMA", "P_ADJUST", "P_ADJUSTMENTS", "VERDICTS_SCHEMA", "ComparisonError",
+           "ComparisonSpec", "DeltaEstimate", "adjust_p_values", "benjamini_hochberg", "bootstrap_means",
+           "compare_metrics", "compare_verdicts", "holm", "judge_sample", "landed_rows", "mean_interval",
+           "paired_questions", "paired_test", "question_key", "render_report", "rng_for", "run_comparison", "sample_records",
            "sampled_valid_records", "unpaired_test"]

@@ -48,13 +48,18 @@ _ROW_COLUMNS = ("dt", "record_id", "question_key", "model", "judge", "judge_stat
 
 @dataclass(frozen=True)
 class DeltaEstimate:
-    """A difference of means with its 95% bootstrap interval and two-sided p-value."""
+    """A difference of means with its 95% bootstrap interval and two-sided p-value, and the
+    standardised effect size (Cohen's d; d_z for a paired test) with its 95% bootstrap interval
+    (None when the spread is zero)."""
 
     test: str
     delta: float
     ci_low: float
     ci_high: float
     p_value: float
+    effect_size: float | None = None
+    effect_ci_low: float | None = None
+    effect_ci_high: float | None = None
 
 
 def rng_for(seed: int, *parts: str) -> np.random.Generator:
@@ -72,14 +77,36 @@ def _batches(total: int, width: int) -> Iterator[int]:
 
 def bootstrap_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
     """Means of ``resamples`` bootstrap resamples of ``values``."""
+    return _bootstrap_moments(values, rng, resamples)[0]
+
+
+def _bootstrap_moments(values: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Means and sample variances (ddof 1; 0 for one value) of bootstrap resamples."""
     n = values.size
-    draws = [values[rng.integers(0, n, size=(k, n))].mean(axis=1) for k in _batches(resamples, n)]
-    return np.concatenate(draws)
+    means, variances = [], []
+    for k in _batches(resamples, n):
+        drawn = values[rng.integers(0, n, size=(k, n))]
+        means.append(drawn.mean(axis=1))
+        variances.append(drawn.var(axis=1, ddof=1) if n > 1 else np.zeros(k))
+    return np.concatenate(means), np.concatenate(variances)
 
 
 def _interval(draws: np.ndarray) -> tuple[float, float]:
     low, high = np.quantile(draws, [0.025, 0.975])
     return float(low), float(high)
+
+
+def _standardised(delta: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    return np.divide(delta, spread, out=np.full(delta.shape, np.nan), where=spread > TIE_TOLERANCE)
+
+
+def _effect(observed: float, spread: float, draws: np.ndarray) -> tuple[float | None, float | None, float | None]:
+    """The effect size and the percentile interval of its finite bootstrap draws."""
+    if not spread > TIE_TOLERANCE:
+        return None, None, None
+    finite = draws[np.isfinite(draws)]
+    low, high = _interval(finite) if finite.size else (None, None)
+    return observed / spread, low, high
 
 
 def _as_extreme(statistics: np.ndarray, observed: float) -> int:
@@ -94,22 +121,38 @@ def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int) 
     return _interval(bootstrap_means(values, rng, resamples))
 
 
+def _sd(values: np.ndarray) -> float:
+    return float(values.std(ddof=1)) if values.size > 1 else 0.0
+
+
 def paired_test(differences: np.ndarray, rng: np.random.Generator, resamples: int) -> DeltaEstimate:
-    """Mean of per-question differences: bootstrap over questions, sign-flip permutation p-value."""
+    """Mean of per-question differences: bootstrap over questions, sign-flip permutation p-value;
+    effect size d_z = mean / standard deviation of the differences."""
     n = differences.size
     observed = float(differences.mean())
-    low, high = _interval(bootstrap_means(differences, rng, resamples))
+    means, variances = _bootstrap_moments(differences, rng, resamples)
+    low, high = _interval(means)
     extreme = 0
     for k in _batches(resamples, n):
         signs = rng.integers(0, 2, size=(k, n)) * 2 - 1
         extreme += _as_extreme((signs * differences).mean(axis=1), observed)
-    return DeltaEstimate("paired", observed, low, high, (extreme + 1) / (resamples + 1))
+    effect = _effect(observed, _sd(differences), _standardised(means, np.sqrt(variances)))
+    return DeltaEstimate("paired", observed, low, high, (extreme + 1) / (resamples + 1), *effect)
+
+
+def _pooled_sd(n_a: int, var_a: Any, n_b: int, var_b: Any) -> Any:
+    """Pooled standard deviation of two samples (Cohen's d denominator)."""
+    dof = max(n_a + n_b - 2, 1)
+    return np.sqrt(((n_a - 1) * var_a + (n_b - 1) * var_b) / dof)
 
 
 def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Generator, resamples: int) -> DeltaEstimate:
-    """Difference of two means: bootstrap of each sample, two-sample permutation p-value."""
+    """Difference of two means: bootstrap of each sample, two-sample permutation p-value; effect
+    size Cohen's d = difference / pooled standard deviation."""
     observed = float(sample.mean() - baseline.mean())
-    draws = bootstrap_means(sample, rng, resamples) - bootstrap_means(baseline, rng, resamples)
+    mine, mine_var = _bootstrap_moments(sample, rng, resamples)
+    base, base_var = _bootstrap_moments(baseline, rng, resamples)
+    draws = mine - base
     low, high = _interval(draws)
     pooled = np.concatenate([sample, baseline])
     size = sample.size
@@ -117,7 +160,47 @@ def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Gener
     for k in _batches(resamples, pooled.size):
         shuffled = rng.permuted(np.broadcast_to(pooled, (k, pooled.size)), axis=1)
         extreme += _as_extreme(shuffled[:, :size].mean(axis=1) - shuffled[:, size:].mean(axis=1), observed)
-    return DeltaEstimate("unpaired", observed, low, high, (extreme + 1) / (resamples + 1))
+    spread = float(_pooled_sd(sample.size, _sd(sample) ** 2, baseline.size, _sd(baseline) ** 2))
+    effect = _effect(observed, spread, _standardised(draws, _pooled_sd(sample.size, mine_var, baseline.size, base_var)))
+    return DeltaEstimate("unpaired", observed, low, high, (extreme + 1) / (resamples + 1), *effect)
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjustment (controls the family-wise error rate): the i-th smallest of m
+    p-values becomes max over j <= i of min(1, (m - j + 1) * p_(j))."""
+    p = np.asarray(p_values, dtype=np.float64)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return adjusted
+
+
+def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg step-up adjustment (controls the false discovery rate): the i-th
+    smallest of m p-values becomes min over j >= i of min(1, m * p_(j) / j)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
+    return adjusted
+
+
+#: The multiplicity adjustments a comparison can apply, by the name the table and page show.
+P_ADJUSTMENTS = {"holm": holm, "bh": benjamini_hochberg}
+#: The adjustment applied to every comparison's p-values (over all its tests).
+P_ADJUST = "holm"
+#: Adjusted p-values below this mark a delta significant.
+ALPHA = 0.05
+
+
+def adjust_p_values(p_values: np.ndarray, method: str = P_ADJUST) -> np.ndarray:
+    """``p_values`` adjusted for their number with ``method`` (a key of :data:`P_ADJUSTMENTS`)."""
+    if method not in P_ADJUSTMENTS:
+        raise ValueError(f"unknown p-value adjustment {method!r}; one of {', '.join(P_ADJUSTMENTS)}")
+    return P_ADJUSTMENTS[method](p_values) if np.size(p_values) else np.asarray(p_values, dtype=np.float64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,20 +211,60 @@ def _record_hash(seed: int, model: str, day: dt.date, record_id: str) -> str:
     return hashlib.sha256(f"{seed}\x1f{model}\x1f{day.isoformat()}\x1f{record_id}".encode()).hexdigest()
 
 
+def _question_hash(seed: int, key: str) -> str:
+    return hashlib.sha256(f"{seed}\x1fquestion\x1f{key}".encode()).hexdigest()
+
+
+def _with_question_keys(records: pl.DataFrame) -> pl.DataFrame:
+    if "question_key" in records.columns:
+        return records
+    if "question" in records.columns:
+        keys = [None if q is None else question_key(q) for q in records["question"]]
+        return records.with_columns(question_key=pl.Series(keys, dtype=pl.String))
+    return records.with_columns(question_key=pl.lit(None, dtype=pl.String))
+
+
 def sample_records(records: pl.DataFrame, per_model: int | None, seed: int) -> pl.DataFrame:
-    """At most ``per_model`` records (distinct ``dt``, ``record_id``) per ``model``, chosen by a
-    seeded hash: the same seed picks the same records whatever the order of the input."""
-    keys = records.select("dt", "record_id", "model").unique().sort("model", "dt", "record_id")
+    """At most ``per_model`` records (distinct ``dt``, ``record_id``) per ``model``, sampled by
+    question so that the models' samples pair up: first one record of each question that every
+    model in ``records`` answered (by ``question_key``, or the ``question`` text), the questions
+    in the same seeded order for every model; then the other questions' records; then further
+    records of questions already taken. Records and questions are ranked by seeded hashes, so the
+    same seed picks the same records whatever the order of the input."""
+    keyed = _with_question_keys(records)
+    keys = keyed.select("dt", "record_id", "model", "question_key").unique(["dt", "record_id", "model"]).sort(
+        "model", "dt", "record_id")
     if per_model is None:
-        return keys
-    ranks = [_record_hash(seed, m, d, r) for d, r, m in keys.iter_rows()]
+        return keys.drop("question_key")
+    models = keys["model"].n_unique()
+    shared = set(
+        keys.drop_nulls("question_key").group_by("question_key").agg(pl.col("model").n_unique())
+        .filter(pl.col("model") == models)["question_key"]
+    )
+    record_ranks = [_record_hash(seed, m, d, r) for d, r, m, _ in keys.iter_rows()]
+    question_ranks = [record_ranks[i] if q is None else _question_hash(seed, q)
+                      for i, (_, _, _, q) in enumerate(keys.iter_rows())]
     return (
-        keys.with_columns(_rank=pl.Series(ranks, dtype=pl.String))
-        .sort("model", "_rank")
+        keys.with_columns(
+            _record=pl.Series(record_ranks, dtype=pl.String),
+            _question=pl.Series(question_ranks, dtype=pl.String),
+            _unpaired=~pl.col("question_key").is_in(list(shared)).fill_null(False),
+        )
+        .with_columns(_repeat=pl.col("_record").rank("ordinal").over("model", "_question"))
+        .sort("model", "_repeat", "_unpaired", "_question", "_record")
         .group_by("model", maintain_order=True)
         .head(per_model)
-        .drop("_rank")
+        .select("dt", "record_id", "model")
         .sort("model", "dt", "record_id")
+    )
+
+
+def paired_questions(rows: pl.DataFrame, models: list[str]) -> int:
+    """How many questions (``question_key``) of ``rows`` every one of ``models`` answered."""
+    return int(
+        rows.filter(pl.col("model").is_in(models)).drop_nulls("question_key")
+        .group_by("question_key").agg(pl.col("model").n_unique())
+        .filter(pl.col("model") == len(models)).height
     )
 
 
@@ -191,8 +314,6 @@ def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
         .select(columns)
         .collect(engine="streaming")
     )
-    keys = sample_records(rows, spec.sample_per_model, spec.seed)
-    rows = rows.join(keys, on=["dt", "record_id", "model"], how="semi")
     if "question_key" not in rows.columns:
         rows = rows.with_columns(question_key=pl.lit(None, dtype=pl.String))
     unkeyed = rows.filter(pl.col("question_key").is_null()).select("dt", "record_id").unique()
@@ -201,6 +322,9 @@ def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
         rows = rows.join(found_keys, on=["dt", "record_id"], how="left").with_columns(
             question_key=pl.coalesce("question_key", "_key")
         ).drop("_key")
+    # Sampled by question: the records' keys are known before the sample is drawn.
+    keys = sample_records(rows, spec.sample_per_model, spec.seed)
+    rows = rows.join(keys, on=["dt", "record_id", "model"], how="semi")
     return rows.select(_ROW_COLUMNS).sort("dt", "record_id", "judge")
 
 
@@ -223,33 +347,34 @@ def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | Non
 
 def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, batch_rows: int | None = None) -> pl.DataFrame:
     """The valid records of the spec's days and models that :func:`sample_records` picks, streamed
-    day by day and batch by batch: with ``sample_per_model`` at most that many records per model
-    are held (the smallest seeded hashes so far), so the days' size does not matter."""
+    day by day and batch by batch. With ``sample_per_model`` the days are read twice: first only
+    the keys (day, record, model, question key) to draw the sample by question, then the sampled
+    records, so at most that many records per model are held whatever the days' size."""
     found: set[str] = set()
     kept: list[pl.DataFrame] = []
+    keys: list[pl.DataFrame] = []
     for day in spec.days():
         for valid in _valid_batches(raw_store, day, batch_rows):
             found.update(valid["model"].unique().to_list())
             part = valid.filter(pl.col("model").is_in(spec.models)).with_columns(dt=pl.lit(day, dtype=pl.Date))
             if spec.sample_per_model is None:
                 kept.append(part)
-                continue
-            ranks = [_record_hash(spec.seed, m, day, r) for m, r in part.select("model", "record_id").iter_rows()]
-            part = part.with_columns(_rank=pl.Series(ranks, dtype=pl.String))
-            kept = [
-                pl.concat([*kept, part], how="vertical")
-                .sort("model", "_rank")
-                .group_by("model", maintain_order=True)
-                .head(spec.sample_per_model)
-                .select(part.columns)
-            ]
+            else:
+                keys.append(_with_question_keys(part.select("dt", "record_id", "model", "question")).drop("question"))
     _check_models(found, spec, raw_store.root)
+    if keys:
+        sample = sample_records(pl.concat(keys, how="vertical"), spec.sample_per_model, spec.seed)
+        for day in sample["dt"].unique().sort():
+            chosen = sample.filter(pl.col("dt") == day)
+            for valid in _valid_batches(raw_store, day, batch_rows):
+                part = valid.with_columns(dt=pl.lit(day, dtype=pl.Date))
+                kept.append(part.join(chosen, on=["dt", "record_id", "model"], how="semi"))
     if not kept:
         from evaluation.stages import RECORD_SCHEMA
 
         return pl.DataFrame(schema={**RECORD_SCHEMA, "dt": pl.Date})
     records = pl.concat(kept, how="vertical")
-    return records.drop("_rank", strict=False).select(pl.exclude("dt"), "dt").sort("dt", "record_id")
+    return records.select(pl.exclude("dt"), "dt").sort("dt", "record_id")
 
 
 def _judging_key(comparison_id: str) -> str:
@@ -320,6 +445,7 @@ def judge_sample(
     counts = {
         "records": records.height,
         "records_per_model": {m: int(n) for m, n in records.group_by("model").len().sort("model").iter_rows()},
+        "paired_questions": paired_questions(_with_question_keys(records), spec.models),
         "rows": evaluations.height,
         "statuses": {s: int(n) for s, n in evaluations.group_by("judge_status").len().sort("judge_status").iter_rows()},
         "calls_made": int((call_table["attempts"] > 0).sum()) if call_table.height else 0,
@@ -423,13 +549,16 @@ def _metric_row(
         result = unpaired_test(values, base_values, rng, spec.bootstrap)
     row.update(
         test=result.test, delta=result.delta, delta_ci_low=result.ci_low, delta_ci_high=result.ci_high,
-        p_value=result.p_value, significant=result.ci_low > 0 or result.ci_high < 0,
+        p_value=result.p_value, effect_size=result.effect_size, effect_size_ci_low=result.effect_ci_low,
+        effect_size_ci_high=result.effect_ci_high,
     )
     return row
 
 
 def compare_metrics(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: str) -> pl.DataFrame:
-    """``metrics`` of a comparison: one row per (judge, metric, model), ``ok`` rows only."""
+    """``metrics`` of a comparison: one row per (judge, metric, model), ``ok`` rows only. The
+    p-values of all its deltas are adjusted together (:data:`P_ADJUST`); ``significant`` is an
+    adjusted p-value below :data:`ALPHA`."""
     ok = _ok_values(rows)
     out = []
     for judge in spec.judges:
@@ -437,6 +566,12 @@ def compare_metrics(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: str
         for metric in JUDGE_METRICS[judge]:
             for model in spec.models:
                 out.append(_metric_row(comparison_id, spec, frame, judge, metric, model))
+    # One family: every delta of the comparison (all judges, metrics and models) is one test.
+    tested = [row for row in out if row.get("p_value") is not None]
+    adjusted = adjust_p_values(np.array([row["p_value"] for row in tested]), P_ADJUST)
+    for row, p_adjusted in zip(tested, adjusted, strict=True):
+        row.update(p_adjusted=float(p_adjusted), p_adjust_method=P_ADJUST, n_tests=len(tested),
+                   significant=bool(p_adjusted < ALPHA))
     return pl.DataFrame(out, schema=METRICS_SCHEMA)
 
 
@@ -502,15 +637,17 @@ def run_comparison(
     records = {m: int(n) for m, n in rows.select("dt", "record_id", "model").unique().group_by("model").len()
                .sort("model").iter_rows()}
     statuses = _status_counts(rows)
+    paired = paired_questions(rows, spec.models)
     keys = {name: storage.comparison_key(comparison_id, name)
             for name in ("metrics.parquet", "verdicts.parquet", "spec.json", "report.html")}
     storage.write_parquet(store, keys["metrics.parquet"], metrics)
     storage.write_parquet(store, keys["verdicts.parquet"], verdicts)
     storage.write_json(store, keys["spec.json"], {
         "comparison_id": comparison_id, "source": source, "spec": spec.model_dump(mode="json"),
-        "records_per_model": records, "statuses": statuses,
+        "records_per_model": records, "paired_questions": paired, "statuses": statuses,
+        "p_adjust": P_ADJUST,
     })
-    page = render_report(comparison_id, spec, source, metrics, verdicts, records, statuses)
+    page = render_report(comparison_id, spec, source, metrics, verdicts, records, statuses, paired_questions=paired)
     store.write_bytes(keys["report.html"], page.encode())
     result = {
         "comparison_id": comparison_id,
@@ -522,6 +659,8 @@ def run_comparison(
         "report_uri": store.uri(keys["report.html"]),
         "baseline": spec.baseline_model,
         "records_per_model": records,
+        "paired_questions": paired,
+        "p_adjust": P_ADJUST,
         "rows": rows.height,
         "deltas": _deltas(metrics),
     }
@@ -535,6 +674,7 @@ def _rounded(value: Any, digits: int = 4) -> Any:
 
 def _deltas(metrics: pl.DataFrame) -> list[dict[str, Any]]:
     columns = ["judge", "metric", "model", "n", "mean", "delta", "delta_ci_low", "delta_ci_high", "p_value",
-               "test", "significant", "n_pairs", "wins", "ties", "losses"]
+               "p_adjusted", "effect_size", "effect_size_ci_low", "effect_size_ci_high", "test", "significant",
+               "n_pairs", "wins", "ties", "losses"]
     rows = metrics.filter(~pl.col("is_baseline")).select(columns).iter_rows(named=True)
     return [{k: _rounded(v) for k, v in row.items()} for row in rows]

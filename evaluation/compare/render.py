@@ -76,9 +76,23 @@ def _verdict_table(rows: list[dict[str, Any]], models: list[str]) -> str:
     return f"<table>{head}{''.join(body)}</table>"
 
 
+_ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
+
+
+def _effect(row: dict[str, Any]) -> str:
+    if row.get("effect_size") is None:
+        return "–"
+    return (f"{row['effect_size']:+.2f} [{_fmt(row.get('effect_size_ci_low'), 2)}, "
+            f"{_fmt(row.get('effect_size_ci_high'), 2)}]")
+
+
 def _metrics_table(rows: list[dict[str, Any]]) -> str:
+    method = next((r["p_adjust_method"] for r in rows if r.get("p_adjust_method")), None)
+    adjusted = _ADJUSTMENT_NAMES.get(method or "", method or "adjusted")
     head = ("<tr><th>metric</th><th>model</th><th>n</th><th>mean</th><th>95% CI</th><th>delta</th>"
-            "<th>95% CI of delta</th><th>p</th><th>test</th><th>W / T / L</th></tr>")
+            "<th>95% CI of delta</th><th>p (raw)</th>"
+            f"<th>p ({html.escape(adjusted)})</th><th>effect size d [95% CI]</th>"
+            "<th>test</th><th>pairs</th><th>W / T / L</th></tr>")
     body = []
     for r in rows:
         cls = "ns"
@@ -91,7 +105,9 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
             f"<tr><td>{html.escape(r['metric'])}</td><td>{html.escape(r['model'])}{' (baseline)' if r['is_baseline'] else ''}"
             f"</td><td>{r['n']}</td><td>{_fmt(r['mean'])}</td><td>[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]</td>"
             f"<td class='{cls}'>{delta}</td><td>{delta_ci}</td>"
-            f"<td>{_fmt(r['p_value'], 4)}</td><td>{_fmt(r['test'])}</td><td>{wtl}</td></tr>"
+            f"<td>{_fmt(r['p_value'], 4)}</td><td class='{cls}'>{_fmt(r.get('p_adjusted'), 4)}</td>"
+            f"<td>{_effect(r)}</td><td>{_fmt(r['test'])}</td>"
+            f"<td>{'–' if r['is_baseline'] else _fmt(r.get('n_pairs'))}</td><td>{wtl}</td></tr>"
         )
     return f"<table>{head}{''.join(body)}</table>"
 
@@ -104,8 +120,21 @@ def render_report(
     verdicts: pl.DataFrame,
     records: dict[str, int],
     statuses: dict[str, dict[str, dict[str, int]]],
+    *,
+    paired_questions: int | None = None,
 ) -> str:
     """The comparison's self-contained HTML page."""
+    tested = metrics.filter(pl.col("p_adjusted").is_not_null())
+    method = tested["p_adjust_method"][0] if tested.height else None
+    adjustment = _ADJUSTMENT_NAMES.get(method or "", method or "")
+    multiplicity = (
+        f" p-values are adjusted for the {tested.height} tests of this comparison with {adjustment}'s method "
+        "(both the raw and the adjusted value are shown); a delta is marked significant when its adjusted p-value "
+        "is below 0.05." if tested.height else ""
+    )
+    paired_line = ("" if paired_questions is None else
+                   f" Sampled by question: {paired_questions} questions were answered by every compared model "
+                   "(paired); the rest of each model's records are unpaired.")
     how = ("landed scores" if source == "landed"
            else f"re-judged with {spec.judge_model}")
     sample = "all records" if spec.sample_per_model is None else f"at most {spec.sample_per_model} records per model"
@@ -138,13 +167,14 @@ def render_report(
         f"<h1>Model comparison</h1><p class='meta'>{html.escape(comparison_id)} · {spec.start_date} to {spec.end_date} · "
         f"baseline <b>{html.escape(spec.baseline_model)}</b> · {html.escape(how)} · {html.escape(sample)} · "
         f"seed {spec.seed}</p>"
-        f"<div class='card'><p>Records per model: {records_line}.</p>"
+        f"<div class='card'><p>Records per model: {records_line}.{html.escape(paired_line)}</p>"
         "<p class='meta'>Means and verdict mixes use <code>ok</code> rows only; other statuses are counted at the end. "
         "Intervals are 95% percentile "
         f"bootstraps ({spec.bootstrap} resamples). A <i>paired</i> test matches records on the normalised question "
         "and works on per-question differences (sign-flip permutation p-value); an <i>unpaired</i> test compares the "
-        "two samples (two-sample permutation p-value). A bold label, a green or red delta: the interval excludes "
-        "zero.</p></div>"
+        "two samples (two-sample permutation p-value). The effect size is Cohen's d (d<sub>z</sub>, the mean over "
+        "the standard deviation of the per-question differences, for a paired test) with a bootstrap interval."
+        f"{html.escape(multiplicity)} A bold label, a green or red delta: significant after the adjustment.</p></div>"
         + "".join(sections)
         + "<section class='card'><h2>Judge statuses</h2><table><tr><th>model</th><th>judge</th>"
         + "".join(f"<th>{s}</th>" for s in JUDGE_STATUSES) + "</tr>"

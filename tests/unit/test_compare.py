@@ -340,3 +340,134 @@ def test_streamed_sample_is_the_whole_day_sample(landed, per_model: int | None) 
     assert_frame_equal(streamed, expected)
     per = streamed.group_by("model").len().sort("model")["len"].to_list()
     assert per == ([per_model, per_model] if per_model else [len(expected.filter(pl.col("model") == m)) for m in sorted(spec.models)])
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling by question, multiplicity and effect sizes
+
+
+def _same_questions(models: tuple[str, ...], questions: int, extra: int = 0) -> pl.DataFrame:
+    """Every model answered the same ``questions`` once; each also ``extra`` questions of its own."""
+    rows = [(DAYS[0], f"{m}-{q}", m, f"q{q:04d}") for m in models for q in range(questions)]
+    rows += [(DAYS[1], f"{m}-own-{i}", m, f"{m}-own-{i}") for m in models for i in range(extra)]
+    return pl.DataFrame(rows, schema={"dt": pl.Date, "record_id": pl.String, "model": pl.String,
+                                      "question_key": pl.String}, orient="row")
+
+
+@pytest.mark.parametrize("models, questions, extra, per_model", [
+    (("a", "b"), 500, 0, 200),   # the issue's case: by records only ~64 of 200 would pair
+    (("a", "b", "c"), 300, 0, 50),
+    (("a", "b"), 100, 400, 80),  # most records are unpaired: the shared questions come first
+])
+def test_sampling_by_question_pairs_every_sampled_question(
+    models: tuple[str, ...], questions: int, extra: int, per_model: int
+) -> None:
+    records = _same_questions(models, questions, extra)
+    keys = compare.sample_records(records, per_model, seed=11)
+    sampled = records.join(keys, on=["dt", "record_id", "model"], how="semi")
+    assert sampled.group_by("model").len()["len"].to_list() == [per_model] * len(models)
+    assert compare.paired_questions(sampled, list(models)) == per_model
+    first = set(sampled.filter(pl.col("model") == models[0])["question_key"])
+    assert all(set(sampled.filter(pl.col("model") == m)["question_key"]) == first for m in models)
+
+
+def test_sampling_by_question_fills_up_with_unpaired_records() -> None:
+    records = _same_questions(("a", "b"), 30, 100)
+    sampled = records.join(compare.sample_records(records, 50, seed=2), on=["dt", "record_id", "model"], how="semi")
+    assert compare.paired_questions(sampled, ["a", "b"]) == 30  # every shared question, then 20 of its own
+    assert sampled.group_by("model").len()["len"].to_list() == [50, 50]
+
+
+def test_rejudged_comparison_pairs_every_sampled_question(landed) -> None:
+    """Both models of the generated days answer from the same questions: the sample pairs them all."""
+    spec = _spec(judge_model="offline/lexical", sample_per_model=12, seed=4, judges=["rag"])
+    result = run_comparison(landed["out"], spec, comparison_id="paired-sample", raw_store=landed["raw"])
+    assert result["paired_questions"] == 12 and result["records_per_model"] == {"assistant-lite": 12, "assistant-v2": 12}
+    score = _row(_table(landed["out"], "paired-sample", "metrics.parquet"), "rag", "score", "assistant-v2")
+    ok = _table(landed["out"], "paired-sample", "evaluations.parquet").filter(pl.col("judge_status") == "ok")
+    assert score["test"] == "paired" and score["n_pairs"] == compare.paired_questions(ok, spec.models) >= 10
+    assert json.loads(Path(result["spec_uri"]).read_text())["paired_questions"] == 12
+    assert "12 questions were answered by every compared model" in Path(result["report_uri"]).read_text()
+
+
+def _holm_by_definition(p: list[float]) -> list[float]:
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    m, out, running = len(p), [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def _bh_by_definition(p: list[float]) -> list[float]:
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    m, out = len(p), [0.0] * len(p)
+    for rank, i in enumerate(order):
+        out[i] = min(min(1.0, m * p[j] / (later + 1)) for later, j in enumerate(order) if later >= rank)
+    return out
+
+
+@pytest.mark.parametrize("p, holm, bh", [
+    ([0.01, 0.04, 0.03, 0.005], [0.03, 0.06, 0.06, 0.02], [0.02, 0.04, 0.04, 0.02]),
+    ([0.05], [0.05], [0.05]),
+    ([0.5, 0.5, 0.5], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5]),
+    ([0.001, 0.002, 0.003, 0.9], [0.004, 0.006, 0.006, 0.9], [0.004, 0.004, 0.004, 0.9]),
+    ([0.2, 0.01, 0.3, 0.04, 0.6], [0.6, 0.05, 0.6, 0.16, 0.6], [1 / 3, 0.05, 0.375, 0.1, 0.6]),
+])
+def test_p_value_adjustments_known_values(p: list[float], holm: list[float], bh: list[float]) -> None:
+    assert compare.holm(np.array(p)) == pytest.approx(holm)
+    assert compare.benjamini_hochberg(np.array(p)) == pytest.approx(bh)
+    assert compare.adjust_p_values(np.array(p), "holm") == pytest.approx(holm)
+    assert compare.adjust_p_values(np.array(p), "bh") == pytest.approx(bh)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_p_value_adjustments_match_their_definitions_and_are_monotone(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0, 0.2, size=int(rng.integers(1, 40))) ** rng.uniform(0.5, 3)
+    holm, bh = compare.holm(p), compare.benjamini_hochberg(p)
+    assert holm == pytest.approx(_holm_by_definition(p.tolist()))
+    assert bh == pytest.approx(_bh_by_definition(p.tolist()))
+    order = np.argsort(p)
+    for adjusted in (holm, bh):
+        assert np.all(np.diff(adjusted[order]) >= -1e-15)  # the order of the raw p-values is kept
+        assert np.all(adjusted >= p - 1e-15) and np.all(adjusted <= 1.0)
+    assert np.all(bh <= holm + 1e-15)  # BH never adjusts more than Holm
+
+
+def test_unknown_adjustment_is_refused() -> None:
+    with pytest.raises(ValueError, match="holm"):
+        compare.adjust_p_values(np.array([0.1]), "bonferroni-ish")
+
+
+def test_effect_sizes_on_known_samples() -> None:
+    differences = np.array([0.1, 0.3, 0.2, 0.4, 0.0, 0.2] * 5)
+    paired = compare.paired_test(differences, compare.rng_for(0, "effect"), 1000)
+    assert paired.effect_size == pytest.approx(differences.mean() / differences.std(ddof=1))
+    assert paired.effect_ci_low < paired.effect_size < paired.effect_ci_high
+    sample, baseline = np.linspace(0.5, 1.0, 40), np.linspace(0.0, 0.6, 60)
+    pooled = np.sqrt((39 * sample.var(ddof=1) + 59 * baseline.var(ddof=1)) / 98)
+    unpaired = compare.unpaired_test(sample, baseline, compare.rng_for(0, "effect"), 1000)
+    assert unpaired.effect_size == pytest.approx((sample.mean() - baseline.mean()) / pooled)
+    assert unpaired.effect_ci_low < unpaired.effect_size < unpaired.effect_ci_high
+    constant = compare.paired_test(np.full(20, 0.1), compare.rng_for(0, "effect"), 200)
+    assert constant.effect_size is None and constant.effect_ci_low is None  # no spread, no d
+
+
+def test_metrics_carry_adjusted_p_values_and_effect_sizes(landed) -> None:
+    run_comparison(landed["out"], _spec(), comparison_id="adjusted")
+    metrics = _table(landed["out"], "adjusted", "metrics.parquet")
+    tested = metrics.filter(pl.col("p_value").is_not_null())
+    assert tested.height == metrics.filter(~pl.col("is_baseline")).height
+    assert set(tested["p_adjust_method"]) == {"holm"} and set(tested["n_tests"]) == {tested.height}
+    assert tested["p_adjusted"].to_list() == pytest.approx(compare.holm(tested["p_value"].to_numpy()).tolist())
+    assert (tested["p_adjusted"] >= tested["p_value"]).all()
+    assert tested["significant"].to_list() == (tested["p_adjusted"] < compare.ALPHA).to_list()
+    score = _row(metrics, "rag", "score", "assistant-v2")
+    assert score["effect_size"] > 0 and score["effect_size_ci_low"] > 0
+    page = _table_text(landed["out"], "adjusted")
+    assert "p (Holm)" in page and f"adjusted for the {tested.height} tests" in page and "effect size" in page
+
+
+def _table_text(store: storage.Store, comparison_id: str) -> str:
+    return store.read_bytes(storage.comparison_key(comparison_id, "report.html")).decode()
