@@ -4,6 +4,9 @@ A day holds records from three assistant versions of different quality (``assist
 most grounded, ``assistant-lite`` hallucinates most), with retrieved contexts, citations (some to
 ids that were never retrieved), uncited claims, refusals, references for some records, rubrics or
 an expected outcome for others, and, when asked, a few planted bad records. Same seed, same day.
+
+A day can be generated with other behaviours (``behaviour``): the demo's last day uses
+:data:`UNGROUNDED` for one model, whose answers then lose their grounding.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import datetime as dt
 import gzip
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +26,8 @@ MODEL_BEHAVIOUR = {
     "assistant-v2": (0.85, 0.08, 0.07),
     "assistant-lite": (0.45, 0.45, 0.10),
 }
+#: A model whose answers lost their grounding: most are wrong, uncited or cite what was never retrieved.
+UNGROUNDED = (0.25, 0.68, 0.07)
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,11 @@ def _context_for(fact: Fact) -> str:
     return f"{fact.subject[0].upper()}{fact.subject[1:]} has a {fact.attribute} of {fact.value}. {fact.detail}"
 
 
-def _record(rng: random.Random, day: dt.date, index: int, model: str) -> dict[str, Any]:
+def _record(
+    rng: random.Random, day: dt.date, index: int, model: str, behaviour: Mapping[str, tuple[float, float, float]]
+) -> dict[str, Any]:
     fact = FACTS[rng.randrange(len(FACTS))]
-    good, hallucinate, _ = MODEL_BEHAVIOUR[model]
+    good, hallucinate, _ = behaviour.get(model, MODEL_BEHAVIOUR[model])
     roll = rng.random()
     contexts = [{"id": "ctx-1", "text": _context_for(fact), "source": "kb/facts", "score": round(rng.uniform(0.7, 0.99), 3)}]
     if rng.random() < 0.6:
@@ -162,11 +170,20 @@ def bad_lines(day: dt.date) -> list[tuple[str, str]]:
     ]
 
 
-def generate_day(day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True) -> list[str]:
+Behaviour = Mapping[str, tuple[float, float, float]]
+
+
+def generate_day(
+    day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True, behaviour: Behaviour | None = None
+) -> list[str]:
     """JSON lines of a day: ``records`` valid records (spread over the three models), plus the
-    planted bad records when ``bad`` (one of them a repeat of the first record's id)."""
+    planted bad records when ``bad`` (one of them a repeat of the first record's id).
+    ``behaviour`` overrides :data:`MODEL_BEHAVIOUR` for the models it names (same draws otherwise,
+    so the day's questions stay the same)."""
     rng = random.Random(f"{seed}-{day.isoformat()}")
-    lines = [json.dumps(_record(rng, day, i, MODELS[i % len(MODELS)]), ensure_ascii=False) for i in range(records)]
+    behaviour = behaviour or {}
+    lines = [json.dumps(_record(rng, day, i, MODELS[i % len(MODELS)], behaviour), ensure_ascii=False)
+             for i in range(records)]
     if bad:
         lines.extend(raw for raw, _ in bad_lines(day))
         if lines:
@@ -174,9 +191,11 @@ def generate_day(day: dt.date, records: int = 300, *, seed: int = 7, bad: bool =
     return lines
 
 
-def day_objects(day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True) -> dict[str, bytes]:
+def day_objects(
+    day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True, behaviour: Behaviour | None = None
+) -> dict[str, bytes]:
     """The day as raw objects (key below the input root -> bytes): two JSONL files, one gzipped."""
-    lines = generate_day(day, records, seed=seed, bad=bad)
+    lines = generate_day(day, records, seed=seed, bad=bad, behaviour=behaviour)
     half = len(lines) // 2
     first = ("\n".join(lines[:half]) + "\n").encode()
     second = ("\n".join(lines[half:]) + "\n").encode()
@@ -186,9 +205,11 @@ def day_objects(day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = 
     }
 
 
-def write_day(store: Any, day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True) -> list[str]:
+def write_day(
+    store: Any, day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True, behaviour: Behaviour | None = None
+) -> list[str]:
     """Write a generated day into a store (see :mod:`evaluation.storage`); returns the keys."""
-    objects = day_objects(day, records, seed=seed, bad=bad)
+    objects = day_objects(day, records, seed=seed, bad=bad, behaviour=behaviour)
     for key, data in objects.items():
         store.write_bytes(key, data)
     return list(objects)

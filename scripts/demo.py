@@ -1,9 +1,14 @@
-"""``make demo``: the daily DAG end to end on the embedded default.
+"""``make demo``: a week of the daily DAG's work on the embedded default, and the report that
+shows what the product is for.
 
-Starts a real S3 API in-process on loopback (moto's server mode), writes a generated day of
-conversation logs to it, runs ``daily_evaluation`` under Airflow (``dag.test()`` with a SQLite
-metadata DB in ``.airflow/``) with the built-in offline judge, prints what landed, and copies the
-day's tables to ``demo-output/``. No network, no key.
+Starts a real S3 API in-process on loopback (moto's server mode) and writes seven generated days
+of conversation logs to it; on the last day one model regresses (:data:`REGRESSING_MODEL`'s
+answers lose their grounding, :data:`evaluation.synthetic.UNGROUNDED`). The six earlier days are
+evaluated in-process by the pipeline's own stages (:func:`evaluation.stages.run_day`, what
+``python -m evaluation run`` does), the last one by ``daily_evaluation`` under Airflow
+(``dag.test()`` with a SQLite metadata DB in ``.airflow/``), all with the built-in offline judge.
+It prints what landed, the report's seven-day trends and its flags (the regression among them),
+and copies the last day's tables and report to ``demo-output/``. No network, no key.
 """
 
 from __future__ import annotations
@@ -14,41 +19,58 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from scripts import airflow_local
 
 INPUT_URI = "s3://llm-logs/raw"
 OUTPUT_URI = "s3://llm-evaluation/curated"
 DEMO_OUTPUT = airflow_local.REPO / "demo-output"
+#: The model whose answers lose their grounding on the demo's last day.
+REGRESSING_MODEL = "assistant-v2"
+RUN_CONF = {"judge_model": "offline/lexical", "chunk_size": 150, "concurrency": 16}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--date", type=dt.date.fromisoformat,
-                        default=dt.date.today() - dt.timedelta(days=1), help="the day to generate and evaluate")
-    parser.add_argument("--records", type=int, default=450, help="valid records to generate")
-    parser.add_argument("--output", type=Path, default=DEMO_OUTPUT, help="local copy of the landed tables")
+                        default=dt.date.today() - dt.timedelta(days=1), help="the last day to generate and evaluate")
+    parser.add_argument("--days", type=int, default=7, help="days to generate and evaluate, ending on --date")
+    parser.add_argument("--records", type=int, default=450, help="valid records to generate per day")
+    parser.add_argument("--output", type=Path, default=DEMO_OUTPUT, help="local copy of the last day's tables")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
     airflow_local.configure()
     from evaluation import storage, synthetic
+    from evaluation.contract import RunConfig
+    from evaluation.stages import Stores, run_day
     from evaluation.testing.s3 import local_s3_environment
 
+    days = [args.date - dt.timedelta(days=i) for i in range(args.days - 1, -1, -1)]
     with local_s3_environment("llm-logs", "llm-evaluation") as s3:
         print(f"S3 API on {s3.endpoint_url} (moto, in-process)")
         client = s3.client()
         raw = storage.open_store(INPUT_URI, client)
-        keys = synthetic.write_day(raw, args.date, args.records)
-        print(f"wrote {args.records} generated records (+ planted bad ones) for {args.date}: "
-              + ", ".join(raw.uri(k) for k in keys))
+        for day in days:
+            regressed = day == args.date
+            synthetic.write_day(raw, day, args.records,
+                                behaviour={REGRESSING_MODEL: synthetic.UNGROUNDED} if regressed else None)
+        print(f"wrote {args.records} generated records (+ planted bad ones) a day for {days[0]} to {days[-1]} "
+              f"under {raw.uri('')}; on {args.date} {REGRESSING_MODEL}'s answers lose their grounding")
+
+        for day in days[:-1]:
+            day_started = time.monotonic()
+            cfg = RunConfig(date=day, input_uri=INPUT_URI, output_uri=OUTPUT_URI, run_id=f"demo-{day}", **RUN_CONF)
+            result = run_day(cfg, Stores.open(cfg, client))
+            print(f"evaluated {day} in-process: {result.valid} valid records, "
+                  f"{time.monotonic() - day_started:.0f}s")
 
         print("preparing Airflow (metadata DB in .airflow/) ...")
         airflow_local.migrate()
         airflow_local.ensure_pool()
-        conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, "judge_model": "offline/lexical",
-                "chunk_size": 150, "concurrency": 16}
-        print("running daily_evaluation with dag.test() ...")
+        conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, **RUN_CONF}
+        print(f"running daily_evaluation for {args.date} with dag.test() ...")
         dag_run = airflow_local.run_dag("daily_evaluation", args.date, conf)
         states = airflow_local.task_states(dag_run)
         print(f"DAG run {dag_run.run_id}: {dag_run.state}")
@@ -60,11 +82,41 @@ def main(argv: list[str] | None = None) -> int:
 
         out = storage.open_store(OUTPUT_URI, client)
         print_summary(out, args.date)
+        summary = storage.read_json(out, storage.report_key(args.date, "summary.json"))
+        print_trends(summary)
+        print_flags(report_flags(summary))
         copy_day(out, args.date, args.output)
         report = args.output / storage.report_key(args.date)
         print(f"daily quality report: {report} (landed at {out.uri(storage.report_key(args.date))})")
     print(f"done in {time.monotonic() - started:.0f}s")
     return 0
+
+
+def report_flags(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The flags of a day's report (``summary.json``), worse first: what a notification would send."""
+    order = {"worse": 0, "changed": 1, "better": 2}
+    return sorted(summary.get("flags", []), key=lambda f: (order.get(f["assessment"], 3), f["model"], f["judge"]))
+
+
+def print_flags(flags: list[dict[str, Any]]) -> None:
+    """One line per flag: model, judge, measure, today's value against the baseline."""
+    print(f"\nflags: {len(flags)} (a measure whose baseline lies outside today's 95% interval)")
+    for flag in flags:
+        base = f"previous day {flag['baseline_dt']}" if flag["baseline"] == "previous" else "trailing 7 days"
+        print(f"  {flag['assessment']:<7} {flag['model']:<15} {flag['judge']:<6} {flag['measure']:<22} "
+              f"{flag['value']:.3f} vs {flag['baseline_value']:.3f} ({base}, delta {flag['delta']:+.3f})")
+
+
+def print_trends(summary: dict[str, Any]) -> None:
+    """Pass rate per model and judge over the report's trend window, one column a day."""
+    groups = summary.get("groups", [])
+    days = sorted({p["dt"] for g in groups for p in g["trend"]})
+    print(f"\ntrends: pass rate of ok rows, {days[0] if days else '-'} to {days[-1] if days else '-'}")
+    print("  " + " " * 23 + " ".join(f"{d[5:]:>6}" for d in days))
+    for group in groups:
+        points = {p["dt"]: p["pass_rate"] for p in group["trend"]}
+        cells = " ".join("     -" if points.get(d) is None else f"{points[d]:6.1%}" for d in days)
+        print(f"  {group['model']:<15} {group['judge']:<7}{cells}")
 
 
 def print_summary(out: object, day: dt.date) -> None:
