@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,12 +163,52 @@ def _asset_events(run_id: str) -> dict[str, dict[str, Any]]:
         return {name: dict(extra) for name, extra in rows}
 
 
-def test_a_regression_flag_reaches_email_and_webhook_and_assets_are_emitted(airflow_db, local_s3, channels) -> None:
+def _readme_downstream_dag(folder: Path) -> str:
+    """The README's downstream DAG, written into ``folder``, parsed and stored (unpaused) in the
+    metadata DB as the DAG processor would; returns its dag_id."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    readme = (airflow_local.REPO / "README.md").read_text()
+    section = readme.split("## Notifications and Assets", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (folder / "quality_dashboard.py").write_text(code)
+    bag = DagBag(dag_folder=str(folder))
+    assert not bag.import_errors and list(bag.dags) == ["quality_dashboard"]
+    DagBundlesManager().sync_bundles_to_db()
+    sync_bag_to_db(bag, "dags-folder", None)
+    with create_session() as session:
+        session.query(DagModel).filter(DagModel.dag_id == "quality_dashboard").update({"is_paused": False})
+    return "quality_dashboard"
+
+
+def _queued_for(dag_id: str, *, clear: bool = False) -> set[str]:
+    """The assets whose events queue a run of ``dag_id`` (the scheduler's asset-triggered queue);
+    ``clear`` empties the queue afterwards, as the scheduler does when it starts the run."""
+    from airflow.models.asset import AssetDagRunQueue, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(AssetModel.name).join(AssetDagRunQueue, AssetModel.id == AssetDagRunQueue.asset_id)
+                .filter(AssetDagRunQueue.target_dag_id == dag_id).all())
+        if clear:
+            session.query(AssetDagRunQueue).filter(AssetDagRunQueue.target_dag_id == dag_id).delete()
+        return {name for (name,) in rows}
+
+
+def test_a_regression_flag_reaches_email_and_webhook_and_assets_are_emitted(
+        airflow_db, local_s3, channels, tmp_path) -> None:
     smtp, webhook = channels
     _write_days(local_s3)
+    downstream = _readme_downstream_dag(tmp_path)
+    _queued_for(downstream, clear=True)
     for day in DAYS:
         dag_run = airflow_local.run_dag("daily_evaluation", day, _conf())
         assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
+        # both assets the README's DAG schedules on had an event: the scheduler would start it
+        assert _queued_for(downstream, clear=True) == {"llm_evaluation.evaluations", "llm_evaluation.daily_summary"}
 
         events = _asset_events(dag_run.run_id)
         assert set(events) == {f"llm_evaluation.{t}" for t in storage.TABLES}
