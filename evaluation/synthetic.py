@@ -89,19 +89,8 @@ def _context_for(fact: Fact) -> str:
     return f"{fact.subject[0].upper()}{fact.subject[1:]} has a {fact.attribute} of {fact.value}. {fact.detail}"
 
 
-def _record(
-    rng: random.Random, day: dt.date, index: int, model: str, behaviour: Mapping[str, tuple[float, float, float]]
-) -> dict[str, Any]:
-    fact = FACTS[rng.randrange(len(FACTS))]
-    good, hallucinate, _ = behaviour.get(model, MODEL_BEHAVIOUR[model])
-    roll = rng.random()
-    contexts = [{"id": "ctx-1", "text": _context_for(fact), "source": "kb/facts", "score": round(rng.uniform(0.7, 0.99), 3)}]
-    if rng.random() < 0.6:
-        contexts.append({"id": "ctx-2", "text": rng.choice(_DISTRACTORS), "source": "kb/misc",
-                         "score": round(rng.uniform(0.2, 0.6), 3)})
-    if rng.random() < 0.1:
-        contexts = [{"text": c["text"]} for c in contexts]  # ids default to ctx-N
-    question = f"What is the {fact.attribute} of {fact.subject}?"
+def _answer(rng: random.Random, fact: Fact, roll: float, good: float, hallucinate: float) -> str:
+    """A grounded, hallucinated or refusing answer to ``fact`` by the roll of the model's behaviour."""
     if roll < good:
         answer = f"The {fact.attribute} of {fact.subject} is {fact.value} [ctx-1]. {fact.detail[:-1]} [ctx-1]."
     elif roll < good + hallucinate:
@@ -123,6 +112,26 @@ def _record(
     else:
         answer = ("I cannot provide that figure: the retrieved documents do not cover it, so there is "
                   "insufficient evidence to answer.")
+    return answer
+
+
+def _record(
+    rng: random.Random, day: dt.date, index: int, model: str, behaviour: Mapping[str, tuple[float, float, float]]
+) -> dict[str, Any]:
+    fact = FACTS[rng.randrange(len(FACTS))]
+    good, hallucinate, _ = MODEL_BEHAVIOUR[model]
+    roll = rng.random()
+    contexts = [{"id": "ctx-1", "text": _context_for(fact), "source": "kb/facts", "score": round(rng.uniform(0.7, 0.99), 3)}]
+    if rng.random() < 0.6:
+        contexts.append({"id": "ctx-2", "text": rng.choice(_DISTRACTORS), "source": "kb/misc",
+                         "score": round(rng.uniform(0.2, 0.6), 3)})
+    if rng.random() < 0.1:
+        contexts = [{"text": c["text"]} for c in contexts]  # ids default to ctx-N
+    question = f"What is the {fact.attribute} of {fact.subject}?"
+    answer = _answer(rng, fact, roll, good, hallucinate)
+    if model in behaviour:  # drawn aside, so every other draw of the day stays as it was
+        side = random.Random(f"{day.isoformat()}-{index}-{model}")
+        answer = _answer(side, fact, side.random(), *behaviour[model][:2])
     if rng.random() < 0.02:
         answer = ""
     record: dict[str, Any] = {
