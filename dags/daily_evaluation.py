@@ -20,6 +20,12 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
 5. **report** — the day's self-contained quality report (HTML with charts) and `summary.json`
    under `{output_uri}/reports/dt=YYYY-MM-DD/`.
 
+On success `score_land` emits an Asset event per landed table (`llm_evaluation.evaluations`,
+`...judge_calls`, `...rejects`, `...daily_summary`, `...runs`; `extra`: dt, run_id, uri), which
+downstream DAGs can be scheduled on. The report's quality flags, and a failed run, are sent by
+e-mail (`evaluation_smtp`) and to a Slack-compatible webhook (`evaluation_webhook`), each only
+when its Connection exists.
+
 Secrets come from the `aws_default` and `llm_judge` Connections. Params are the run's options
 (the same as `python -m evaluation run`); `date` overrides the logical date's day.
 """

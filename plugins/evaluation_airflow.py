@@ -25,7 +25,8 @@ S3_CONN_ID = os.environ.get("EVALUATION_S3_CONN_ID", "aws_default")
 JUDGE_CONN_ID = os.environ.get("EVALUATION_JUDGE_CONN_ID", "llm_judge")
 
 
-def _connection(conn_id: str) -> Any | None:
+def connection(conn_id: str) -> Any | None:
+    """The Airflow Connection ``conn_id``, or None when it does not exist."""
     try:
         return BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
@@ -36,7 +37,7 @@ def s3_client(conn_id: str = S3_CONN_ID) -> Any:
     """A boto3 S3 client from the Airflow connection, or from the environment without one."""
     from evaluation import storage
 
-    conn = _connection(conn_id)
+    conn = connection(conn_id)
     if conn is None:
         return storage.s3_client()
     extra = conn.extra_dejson or {}
@@ -53,7 +54,7 @@ def judge_credentials(api_base: str | None = None, conn_id: str = JUDGE_CONN_ID)
     (a placeholder key for a keyless OpenAI-compatible server at ``api_base``)."""
     from evaluation.cli import api_key_from_env
 
-    conn = _connection(conn_id)
+    conn = connection(conn_id)
     if conn is not None:
         api_base = api_base or conn.host or None
         if conn.password:

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.sdk import Asset, BaseHook
+from airflow.sdk import Asset
 from airflow.sdk.bases.notifier import BaseNotifier
-from airflow.sdk.exceptions import AirflowNotFoundException
+from evaluation_airflow import connection, evaluation_day
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +54,6 @@ class Message:
     body: str
 
 
-def _connection(conn_id: str) -> Any | None:
-    try:
-        return BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        return None
-
-
 def _recipients(value: Any) -> list[str]:
     if isinstance(value, str):
         return [a.strip() for a in value.split(",") if a.strip()]
@@ -69,7 +62,7 @@ def _recipients(value: Any) -> list[str]:
 
 def send_email(message: Message, conn_id: str = SMTP_CONN_ID) -> bool:
     """Send through the SMTP provider's hook; False (and nothing sent) without the connection."""
-    conn = _connection(conn_id)
+    conn = connection(conn_id)
     if conn is None:
         return False
     to = _recipients((conn.extra_dejson or {}).get("to"))
@@ -87,7 +80,7 @@ def send_email(message: Message, conn_id: str = SMTP_CONN_ID) -> bool:
 
 def send_webhook(message: Message, conn_id: str = WEBHOOK_CONN_ID) -> bool:
     """Post ``{"text": ...}`` to a Slack-compatible incoming webhook; False without the connection."""
-    conn = _connection(conn_id)
+    conn = connection(conn_id)
     if conn is None:
         return False
     from airflow.providers.http.hooks.http import HttpHook
@@ -188,22 +181,15 @@ class RunFailureNotifier(_UntemplatedNotifier):
     """The DAG's ``on_failure_callback``: the day, the run, the failed task and the reason."""
 
     def notify(self, context: Any) -> None:
-        import evaluation_airflow as glue
-
         dag_run = context.get("dag_run")
         ti = context.get("ti") or context.get("task_instance")
         try:
-            day = glue.evaluation_day(context).isoformat()
+            day = evaluation_day(context).isoformat()
         except Exception:  # a callback must say what it can, whatever the context lacks
             day = "unknown"
         dag = context.get("dag")
-        report_url = None
-        try:
-            cfg_output = (context.get("params") or {}).get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", "")
-            if cfg_output and day != "unknown":
-                report_url = f"{cfg_output.rstrip('/')}/reports/dt={day}/index.html"
-        except Exception:
-            report_url = None
+        output_uri = str((context.get("params") or {}).get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", ""))
+        report_url = f"{output_uri.rstrip('/')}/reports/dt={day}/index.html" if output_uri and day != "unknown" else None
         message = failure_message(
             dag_id=getattr(dag, "dag_id", None) or getattr(dag_run, "dag_id", "unknown"),
             run_id=getattr(dag_run, "run_id", None) or str(context.get("run_id")),

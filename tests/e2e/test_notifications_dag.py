@@ -252,3 +252,4 @@ def test_a_failed_run_sends_a_failure_message(airflow_db, local_s3, channels) ->
     for body in (_body(message), text):
         assert f"day {day} | DAG daily_evaluation | run {dag_run.run_id} | failed task ingest_validate" in body
         assert "reason task_failure" in body
+        assert f"Report (last landed): {OUTPUT_URI}/reports/dt={day}/index.html" in body
