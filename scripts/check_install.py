@@ -25,6 +25,7 @@ MODULES = (
     "airflow.providers.celery.executors.celery_executor",
     "airflow.providers.amazon.aws.hooks.s3",
     "airflow.providers.smtp.hooks.smtp",
+    "airflow.providers.http.hooks.http",
     "great_expectations",
     "polars",
     "boto3",
