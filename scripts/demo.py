@@ -93,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report_flags(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The flags of a day's report (``summary.json``), worse first: what a notification would send."""
+    """The flags of a day's report (``summary.json``), worse first and the largest change first
+    within each assessment: what a notification would send."""
     order = {"worse": 0, "changed": 1, "better": 2}
-    return sorted(summary.get("flags", []), key=lambda f: (order.get(f["assessment"], 3), f["model"], f["judge"]))
+    return sorted(summary.get("flags", []), key=lambda f: (
+        order.get(f["assessment"], 3), -abs(f["delta"]), f["model"], f["judge"], f["measure"], f["baseline"]))
 
 
 def print_flags(flags: list[dict[str, Any]]) -> None:
