@@ -15,8 +15,6 @@ from typing import Any
 
 from bench.common import child_main
 
-DAY = dt.date(2026, 11, 21)
-
 
 def _seconds(run: dict[str, Any]) -> float:
     start = dt.datetime.fromisoformat(run["start_date"])
@@ -34,13 +32,14 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
 
     records = int(params["records"])
     raw_root = data.raw_day(records, unique=True, bad=False)
+    day = data.DAY
 
     def write_day(deployment: LocalDeployment) -> None:
         raw = storage.open_store(deployment.compose_env["EVALUATION_INPUT_URI"], deployment.s3_client())
         for path in sorted(raw_root.rglob("part-*")):
-            raw.write_bytes(f"dt={DAY.isoformat()}/{path.name}", path.read_bytes())
+            raw.write_bytes(str(path.relative_to(raw_root)), path.read_bytes())
 
-    conf = {"date": DAY.isoformat(), "chunk_size": int(params.get("chunk_size", 250))}
+    conf = {"date": day.isoformat(), "chunk_size": int(params.get("chunk_size", 250))}
     started = time.monotonic()
     with LocalDeployment({"AIRFLOW_DAGS_PAUSED_AT_CREATION": "true"}, prepare=write_day, stop_grace=5.0) as running:
         api = running.api
@@ -51,14 +50,16 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
         results = []
         for _ in ("first", "rerun"):
             run = api.wait_for_run("daily_evaluation", api.trigger("daily_evaluation", conf)["dag_run_id"], timeout=900)
-            row = storage.read_parquet(out, storage.run_key(DAY, run["dag_run_id"])).row(0, named=True)
+            row = storage.read_parquet(out, storage.run_key(day, run["dag_run_id"])).row(0, named=True)
             states = api.task_states("daily_evaluation", run["dag_run_id"])
             results.append({
                 "state": run["state"], "seconds": _seconds(run) if run["end_date"] else None,
                 "tasks": len(states), "calls_made": int(row["calls_made"]), "calls_reused": int(row["calls_reused"]),
-                "rows": int(row["rows"]),
+                "rows": int(row["rows"]), "status": row["status"], "message": row["message"],
+                "failed_tasks": sorted(t for t, s in states.items() if s != "success"),
             })
-        rows = storage.read_parquet(out, storage.table_key("evaluations", DAY)).select(pl.len()).item()
+        landed = out.exists(storage.table_key("evaluations", day))
+        rows = storage.read_parquet(out, storage.table_key("evaluations", day)).select(pl.len()).item() if landed else 0
     return {"records": records, "conf": conf, "setup_s": round(setup_s, 1), "first": results[0],
             "rerun": results[1], "landed_rows": rows}
 
