@@ -198,6 +198,27 @@ def _queued_for(dag_id: str, *, clear: bool = False) -> set[str]:
         return {name for (name,) in rows}
 
 
+def _start_asset_triggered_run(dag_id: str) -> dict[str, list[dict[str, Any]]]:
+    """What the scheduler does with the queue: create the asset-triggered run of ``dag_id``;
+    returns the asset events it consumed, by asset name."""
+    from airflow.jobs.job import Job
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
+    from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        dag_model = session.query(DagModel).filter(DagModel.dag_id == dag_id).one()
+        SchedulerJobRunner(job=Job())._create_dag_runs_asset_triggered(dag_models=[dag_model], session=session)
+        session.flush()
+        run = session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
+        assert run is not None and str(run.run_type) in ("asset_triggered", "DagRunType.ASSET_TRIGGERED"), run
+        consumed: dict[str, list[dict[str, Any]]] = {}
+        for event in run.consumed_asset_events:
+            consumed.setdefault(event.asset.name, []).append(dict(event.extra))
+        return consumed
+
+
 def test_a_regression_flag_reaches_email_and_webhook_and_assets_are_emitted(
         airflow_db, local_s3, channels, tmp_path) -> None:
     smtp, webhook = channels
@@ -207,8 +228,14 @@ def test_a_regression_flag_reaches_email_and_webhook_and_assets_are_emitted(
     for day in DAYS:
         dag_run = airflow_local.run_dag("daily_evaluation", day, _conf())
         assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
-        # both assets the README's DAG schedules on had an event: the scheduler would start it
-        assert _queued_for(downstream, clear=True) == {"llm_evaluation.evaluations", "llm_evaluation.daily_summary"}
+        # both assets the README's DAG schedules on had an event: the scheduler starts a run of it
+        # that consumes the day's events
+        assert _queued_for(downstream) == {"llm_evaluation.evaluations", "llm_evaluation.daily_summary"}
+        consumed = _start_asset_triggered_run(downstream)
+        assert set(consumed) == {"llm_evaluation.evaluations", "llm_evaluation.daily_summary"}
+        for name, extras in consumed.items():
+            assert {"dt": day.isoformat(), "run_id": dag_run.run_id, "uri": f"{OUTPUT_URI}/{name.split('.')[1]}/"} in extras
+        assert _queued_for(downstream) == set()
 
         events = _asset_events(dag_run.run_id)
         assert set(events) == {f"llm_evaluation.{t}" for t in storage.TABLES}
