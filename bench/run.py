@@ -287,9 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     text = json.dumps(result, indent=2, default=str)
-    name = f"bench-{result['date']}{'-quick' if args.quick else ''}.json"
+    # A run of some groups only never overwrites the results of a whole run.
+    part = f"-only-{'-'.join(map(str, selected))}" if args.only else ""
+    name = f"bench-{result['date']}{'-quick' if args.quick else ''}{part}.json"
     (RESULTS / name).write_text(text)
-    (RESULTS / ("latest-quick.json" if args.quick else "latest.json")).write_text(text)
+    if not part:
+        (RESULTS / ("latest-quick.json" if args.quick else "latest.json")).write_text(text)
     print(f"\nwritten: bench/results/{name}; took {bench.elapsed():.0f} s")
     return 1 if failures else 0
 
