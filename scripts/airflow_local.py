@@ -83,3 +83,16 @@ def task_states(dag_run: Any) -> dict[str, str]:
             (f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id): str(ti.state)
             for ti in rows
         }
+
+
+def xcom(dag_run: Any, task_id: str) -> Any:
+    """The value a task of a finished DagRun returned (its ``return_value`` XCom)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.query(XComModel).filter(
+            XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
+            XComModel.task_id == task_id, XComModel.key == "return_value",
+        ).one()
+        return XComModel.deserialize_value(row)

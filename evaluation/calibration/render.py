@@ -15,7 +15,7 @@ from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
 
 #: The daily report's stylesheet, so both pages read alike.
-from evaluation.report.render import CSS
+from evaluation.report.render import page
 
 Curve = list[tuple[float, float, float]]
 
@@ -219,14 +219,5 @@ def render_page(table: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: 
         "unsatisfied required rubric) hold at every cut. The same numbers are in <code>calibration.parquet</code> next to "
         "this page.</footer>"
     )
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
-        '<meta name="referrer" content="no-referrer">'
-        f"<title>Judge calibration — {esc(spec.set_name)} — {esc(spec.judge_model)}</title>"
-        f"<style>{CSS}</style></head><body>"
-        f'<header class="top"><h1>Judge calibration — {esc(spec.set_name)}</h1><p>{" · ".join(meta)}</p></header>'
-        f"<nav>{nav}</nav><main>{''.join(sections)}{footer}</main></body></html>\n"
-    )
+    return page(f"Judge calibration — {spec.set_name} — {spec.judge_model}", f"Judge calibration — {spec.set_name}",
+                meta, nav, [*sections, footer])

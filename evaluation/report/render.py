@@ -559,14 +559,21 @@ def render_html(summary: dict[str, Any]) -> str:
         f"previous — {esc(method['previous'])}; trailing 7-day — {esc(method['trailing_7d'])}; flag — {esc(method['flag'])}. "
         f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']}).</footer>"
     )
+    return page(f"LLM evaluation — daily report {day}", f"LLM evaluation — daily report {day}", meta, nav,
+                [*sections, footer])
+
+
+def page(title: str, heading: str, meta: Sequence[str], nav: str, sections: Sequence[str]) -> str:
+    """A self-contained page in the report's style: no script, nothing fetched (its Content
+    Security Policy allows inline CSS and data: images only), nothing sent as a referrer."""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
         '<meta name="referrer" content="no-referrer">'
-        f"<title>LLM evaluation — daily report {esc(day)}</title>"
+        f"<title>{esc(title)}</title>"
         f"<style>{CSS}</style></head><body>"
-        f'<header class="top"><h1>LLM evaluation — daily report {esc(day)}</h1><p>{" · ".join(meta)}</p></header>'
-        f"<nav>{nav}</nav><main>{''.join(sections)}{footer}</main></body></html>\n"
+        f'<header class="top"><h1>{esc(heading)}</h1><p>{" · ".join(meta)}</p></header>'
+        f"<nav>{nav}</nav><main>{''.join(sections)}</main></body></html>\n"
     )

@@ -38,18 +38,6 @@ def _trigger(conf: dict[str, Any]) -> Any:
     return dag.test(logical_date=None, run_conf={"golden_uri": GOLDEN_ROOT, "output_uri": OUTPUT_URI, **conf})
 
 
-def _xcom(dag_run: Any, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.query(XComModel).filter(
-            XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
-            XComModel.task_id == task_id, XComModel.key == "return_value",
-        ).one()
-        return XComModel.deserialize_value(row)
-
-
 def test_calibrate_a_golden_set_in_the_judge_pool(airflow_db, local_s3, golden_sets) -> None:
     conf = {"golden_set": "begin-small", "judges": ["rag", "masis"], "seed": 3}
     dag_run = _trigger(conf)
@@ -57,9 +45,9 @@ def test_calibrate_a_golden_set_in_the_judge_pool(airflow_db, local_s3, golden_s
     assert str(dag_run.state) == "success", states
     assert airflow_local.load_dag("judge_calibration").get_task("judge").pool == airflow_local.POOL
 
-    judged = _xcom(dag_run, "judge")
+    judged = airflow_local.xcom(dag_run, "judge")
     assert judged["records"] == 40 and judged["rows"] == 80 and judged["rejected"] == 0
-    result = _xcom(dag_run, "calibrate")
+    result = airflow_local.xcom(dag_run, "calibrate")
     assert all(not isinstance(v, (list, dict)) for v in result.values())  # URIs and counts, never tables
     out = storage.open_store(OUTPUT_URI, local_s3.client())
     prefix = storage.calibration_key(result["calibration_id"], "")
@@ -74,8 +62,8 @@ def test_calibrate_a_golden_set_in_the_judge_pool(airflow_db, local_s3, golden_s
 
     again = _trigger(conf)  # the same form: the same calibration, every reply from the ledger
     assert str(again.state) == "success"
-    assert _xcom(again, "judge")["calls_made"] == 0
-    assert _xcom(again, "calibrate")["calibration_id"] == result["calibration_id"]
+    assert airflow_local.xcom(again, "judge")["calls_made"] == 0
+    assert airflow_local.xcom(again, "calibrate")["calibration_id"] == result["calibration_id"]
 
 
 def test_a_set_with_too_many_bad_labels_fails_without_retry(airflow_db, local_s3, golden_sets) -> None:

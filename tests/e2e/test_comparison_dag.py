@@ -44,25 +44,13 @@ def _comparison_keys(s3: Any, comparison_id: str) -> set[str]:
     return {o.key.removeprefix(prefix) for o in out.list(prefix)}
 
 
-def _xcom(dag_run: Any, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.query(XComModel).filter(
-            XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
-            XComModel.task_id == task_id, XComModel.key == "return_value",
-        ).one()
-        return XComModel.deserialize_value(row)
-
-
 def test_compare_landed_scores(airflow_db, local_s3, landed_days) -> None:
     dag_run = _trigger({"start_date": str(DAYS[0]), "end_date": str(DAYS[1]), "models": MODELS})
     states = airflow_local.task_states(dag_run)
     assert str(dag_run.state) == "success", states
     assert states["rejudge"] == "skipped" and states["compare"] == "success"
 
-    result = _xcom(dag_run, "compare")
+    result = airflow_local.xcom(dag_run, "compare")
     assert result["source"] == "landed" and result["records_per_model"] == {m: 200 for m in MODELS}
     assert set(result) >= {"metrics_uri", "verdicts_uri", "report_uri", "spec_uri"}
     assert all(not isinstance(v, list) for v in result.values())  # URIs and counts, never tables
@@ -86,9 +74,9 @@ def test_rejudge_a_sample_in_the_judge_pool(airflow_db, local_s3, landed_days) -
     assert states["rejudge"] == "success" and states["compare"] == "success"
     assert airflow_local.load_dag("model_comparison").get_task("rejudge").pool == airflow_local.POOL
 
-    judged = _xcom(dag_run, "rejudge")
+    judged = airflow_local.xcom(dag_run, "rejudge")
     assert judged["records"] == 30 and judged["rows"] == 60
-    result = _xcom(dag_run, "compare")
+    result = airflow_local.xcom(dag_run, "compare")
     assert result["source"] == "rejudged" and result["records_per_model"] == {m: 15 for m in MODELS}
     keys = _comparison_keys(local_s3, result["comparison_id"])
     assert {"evaluations.parquet", "judge_calls.parquet", "metrics.parquet", "verdicts.parquet", "report.html"} <= keys
