@@ -1,5 +1,5 @@
-"""The calibration's statistics on fixed inputs, against scipy and against plain reference
-computations written out here (scikit-learn is not installed): AUROC, Spearman, Cohen's κ, F1,
+"""The calibration's statistics on fixed inputs, against scipy, scikit-learn and plain reference
+computations written out here: AUROC, Spearman, Cohen's κ, F1,
 the bootstrap interval, the suggested thresholds and the held-out split."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.metrics import cohen_kappa_score, f1_score, roc_auc_score
 
 from evaluation.calibration import metrics
 from evaluation.calibration.golden import holdout_split
@@ -80,6 +81,11 @@ def test_spearman_of_a_constant_is_undefined() -> None:
 
 
 def _kappa_reference(predicted: list[str], actual: list[str]) -> float:
+    """scikit-learn's Cohen's κ (the suggested thresholds below are checked by brute force with it)."""
+    return float(cohen_kappa_score(predicted, actual))
+
+
+def _kappa_formula(predicted: list[str], actual: list[str]) -> float:
     """Cohen (1960), written out: observed agreement against the agreement of the marginals."""
     n = len(predicted)
     categories = sorted(set(predicted) | set(actual))
@@ -98,6 +104,17 @@ def _kappa_reference(predicted: list[str], actual: list[str]) -> float:
 )
 def test_cohen_kappa_against_the_formula(predicted: list[str], actual: list[str]) -> None:
     assert metrics.cohen_kappa(predicted, actual) == pytest.approx(_kappa_reference(predicted, actual), abs=1e-12)
+    assert metrics.cohen_kappa(predicted, actual) == pytest.approx(_kappa_formula(predicted, actual), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_auroc_kappa_and_f1_against_scikit_learn(seed: int) -> None:
+    values, good = _random_case(seed)
+    assert metrics.auroc(values, good) == pytest.approx(roc_auc_score(good, values), abs=1e-12)
+    flagged = values < 0.5
+    detection = metrics.Detection.of(flagged, ~good)
+    assert detection.kappa == pytest.approx(cohen_kappa_score(flagged, ~good), abs=1e-12)
+    assert detection.f1 == pytest.approx(f1_score(~good, flagged), abs=1e-12)
 
 
 def test_cohen_kappa_textbook_value() -> None:
