@@ -11,6 +11,13 @@ SDK's retries are switched off so that exactly one policy holds):
 * at most ``max_attempts`` attempts, and never past ``retry_budget_s`` for one call: a wait that
   would cross the budget is not started.
 
+Calls in flight adapt to the provider (:class:`~evaluation.ratelimit.AdaptiveLimit`): a 429 halves
+them and pauses new attempts for its ``Retry-After``, successes grow them back by one per window
+up to ``concurrency``. An optional budget of requests and tokens per minute (``rpm``, ``tpm``;
+:class:`~evaluation.ratelimit.RateBudget`) spaces the calls out before they are sent, so a
+provider's rate limit is met instead of answered with 429s; without one, a 429 that states the
+provider's limits (``x-ratelimit-limit-requests`` / ``-tokens``) sets the budget to them.
+
 A failed call is an outcome, never an exception: the caller turns it into a ``call_error`` row
 with the error class (rate_limit, server_error, timeout, connection, bad_request, quota, other).
 
@@ -37,6 +44,7 @@ from typing import Any
 
 from evaluation import offline
 from evaluation.judges import PROBE_PROMPT, RenderedPrompt
+from evaluation.ratelimit import AdaptiveLimit, RateBudget, estimate_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -147,16 +155,24 @@ def _mentions_quota(exc: BaseException) -> bool:
     return "insufficient_quota" in text or "exceeded your current quota" in text or "quota exceeded" in text
 
 
-def retry_after_seconds(exc: BaseException) -> float | None:
-    """The server's ``Retry-After`` (seconds or an HTTP date), when the error carries one."""
-    headers: Any = None
+def _headers(exc: BaseException) -> Any:
     response = getattr(exc, "response", None)
-    if response is not None:
-        headers = getattr(response, "headers", None)
-    if not headers:
-        headers = getattr(exc, "litellm_response_headers", None)
+    headers = getattr(response, "headers", None) if response is not None else None
+    return headers or getattr(exc, "litellm_response_headers", None) or None
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` first, as OpenAI
+    sends it), when the error carries one."""
+    headers = _headers(exc)
     if not headers:
         return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
     value = headers.get("retry-after") or headers.get("Retry-After")
     if value is None:
         return None
@@ -167,6 +183,24 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         if parsed is None:
             return None
         return max(0.0, (parsed - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def rate_limit_headers(exc: BaseException) -> dict[str, float]:
+    """The provider's limits per minute stated by an error's ``x-ratelimit-limit-requests`` and
+    ``x-ratelimit-limit-tokens`` headers (OpenAI's, also sent by vLLM and many proxies)."""
+    headers = _headers(exc)
+    limits: dict[str, float] = {}
+    if not headers:
+        return limits
+    for kind in ("requests", "tokens"):
+        value = headers.get(f"x-ratelimit-limit-{kind}")
+        try:
+            number = float(value) if value is not None else 0.0
+        except ValueError:
+            continue
+        if number > 0:
+            limits[kind] = number
+    return limits
 
 
 def _short(exc: BaseException, secret: str | None) -> str:
@@ -358,6 +392,8 @@ class JudgeClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         workers: int | None = None,
+        rpm: float | None = None,
+        tpm: float | None = None,
     ) -> None:
         self.model = model
         self.api_base = api_base
@@ -374,6 +410,10 @@ class JudgeClient:
         configure()
         self.json_mode = supports_json_mode(model)
         self.workers = judge_workers() if workers is None else max(1, int(workers))
+        #: requests and tokens per minute for this client's calls (None: no budget)
+        self.budget: RateBudget | None = RateBudget(rpm, tpm) if (rpm or tpm) else None
+        self._budget_share = 1.0  # this process's share of a budget learned from a 429
+        self.limit = AdaptiveLimit(concurrency)
 
     def __repr__(self) -> str:  # never show the key
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
@@ -409,8 +449,9 @@ class JudgeClient:
         if self.json_mode and prompt.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         # litellm's timeout covers the HTTP exchange; this one also covers a server that hangs
-        # after the headers.
-        return await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=self.timeout_s + 1.0)
+        # after the headers (a deadline on this task: no extra task per call, as wait_for makes).
+        async with asyncio.timeout(self.timeout_s + 1.0):
+            return await litellm.acompletion(**kwargs)
 
     async def probe(self) -> CallOutcome:
         """One call of a few tokens, with the usual retries, that tells a usable judge model from
@@ -420,19 +461,45 @@ class JudgeClient:
 
     async def call(self, prompt: RenderedPrompt, *, max_tokens: int | None = None) -> CallOutcome:
         """One judge call with retries; never raises for a provider or network failure."""
+        outcome = await self._call(prompt, max_tokens, None)
+        assert outcome is not None  # nothing stops a call without should_stop
+        return outcome
+
+    async def _call(self, prompt: RenderedPrompt, max_tokens: int | None,
+                    should_stop: Callable[[], bool] | None) -> CallOutcome | None:
+        """:meth:`call`, each attempt holding a slot of the adaptive limit and, with a budget, its
+        reservation; None when ``should_stop`` said so before the first attempt."""
+        limit = self.limit
         started = time.monotonic()
         attempts = 0
+        prompt_tokens = -1
         while True:
+            epoch = await limit.acquire()
+            if attempts == 0 and should_stop is not None and should_stop():
+                limit.release(False)
+                return None
             attempts += 1
+            budget = self.budget
+            reserved = 0
+            if budget is not None:
+                if prompt_tokens < 0:
+                    prompt_tokens = estimate_tokens(prompt.messages)
+                reserved = budget.expected_tokens(prompt_tokens, max_tokens)
+                await budget.acquire(reserved)
             try:
                 response = await self._attempt(prompt, max_tokens)
             except Exception as exc:  # classified below; nothing escapes a call
                 error_class = classify_error(exc)
+                delay = retry_after_seconds(exc)
+                if error_class == "rate_limit":
+                    limit.throttled(epoch, delay)
+                    if self.budget is None:
+                        self._learn_budget(exc)
+                limit.release(False)
                 elapsed = time.monotonic() - started
                 if error_class not in RETRYABLE or attempts >= self.max_attempts:
                     why = "not retried" if error_class not in RETRYABLE else f"retries exhausted after {attempts} attempts"
                     return self._failure(error_class, f"{error_class} ({why}): {_short(exc, self._api_key)}", attempts, started)
-                delay = retry_after_seconds(exc)
                 delay = self.backoff(attempts) if delay is None else delay + self._rng.uniform(0, 0.1)
                 if elapsed + delay > self.retry_budget_s:
                     why = f"retry budget of {self.retry_budget_s:g}s exhausted after {attempts} attempts"
@@ -440,7 +507,21 @@ class JudgeClient:
                 logger.debug("retrying %s after %s in %.2fs (attempt %d)", prompt.judge, error_class, delay, attempts)
                 await self._sleep(delay)
                 continue
-            return self._success(response, attempts, started)
+            limit.release(True)
+            outcome = self._success(response, attempts, started)
+            if budget is not None:
+                budget.settle(reserved, outcome.input_tokens + outcome.output_tokens, outcome.output_tokens)
+            return outcome
+
+    def _learn_budget(self, exc: BaseException) -> None:
+        """Take the provider's limits from a 429's ``x-ratelimit-limit-*`` headers as this client's
+        budget (its share of them in a worker process), when it has none."""
+        limits = rate_limit_headers(exc)
+        rpm, tpm = limits.get("requests"), limits.get("tokens")
+        if rpm or tpm:
+            share = self._budget_share
+            self.budget = RateBudget(rpm * share if rpm else None, tpm * share if tpm else None)
+            logger.info("judge model %s: rate limits learned from a 429: %s", self.model, self.budget)
 
     def _success(self, response: Any, attempts: int, started: float) -> CallOutcome:
         try:
@@ -483,14 +564,13 @@ class JudgeClient:
         processes = self._worker_count(len(prompts))
         if processes > 1 and should_stop is None:
             return await self._call_many_in_workers(prompts, processes, on_done)
-        semaphore = asyncio.Semaphore(self.concurrency)
+        if self.limit.maximum != self.concurrency:
+            self.limit = AdaptiveLimit(self.concurrency)
         results: list[CallOutcome | None] = [None] * len(prompts)
 
         async def one(index: int, prompt: RenderedPrompt) -> None:
-            async with semaphore:
-                if should_stop is not None and should_stop():
-                    return
-                outcome = await self.call(prompt)
+            outcome = await self._call(prompt, None, should_stop)
+            if outcome is not None:
                 results[index] = outcome
                 if on_done is not None:
                     on_done(index, outcome)
@@ -601,6 +681,10 @@ def _worker_main(client: JudgeClient, prompts: Sequence[RenderedPrompt], worker:
         mine = copy.copy(client)
         mine.concurrency = concurrency
         mine.workers = 1
+        mine.limit = AdaptiveLimit(concurrency)
+        mine._budget_share = 1.0 / processes  # a budget is shared out, never multiplied
+        if client.budget is not None:
+            mine.budget = client.budget.share(processes)
 
         def send(position: int, outcome: CallOutcome) -> None:
             writer.send(("outcome", indices[position], outcome))

@@ -1,0 +1,199 @@
+"""Rate-limit-aware calling: a requests/tokens-per-minute budget and an adaptive in-flight limit.
+
+Two pieces, both for one event loop (a chunk's calls), no threads, no polling:
+
+* :class:`RateBudget` — token buckets for requests per minute and tokens per minute. A call
+  reserves one request and its estimated tokens before it is sent and sleeps until the buckets
+  cover the reservation (a bucket may go into debt: reservations queue in arrival order without
+  waking each other); once the reply's usage is known the estimate is corrected. A bucket holds at
+  most ``burst_s`` seconds of its rate, so calls go out evenly instead of in bursts of a minute's
+  budget, which a provider that measures over shorter windows would refuse.
+* :class:`AdaptiveLimit` — calls in flight, additive increase / multiplicative decrease: a 429
+  halves the limit (once per round: 429s of calls sent before the last decrease do not halve it
+  again) and pauses new attempts for the server's ``Retry-After``; every ``limit`` successes in a
+  row raise it by one, up to the configured concurrency.
+
+:func:`estimate_tokens` is the cheap estimate a reservation uses (about four characters a token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Seconds of its rate a bucket holds at most (a burst).
+DEFAULT_BURST_S = 0.5
+#: Output tokens a reservation assumes until replies have shown the real figure.
+DEFAULT_OUTPUT_TOKENS = 256
+
+
+def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Prompt tokens of chat messages, estimated at four characters a token plus a few per
+    message: cheap (no tokenizer on the event loop) and close enough for a budget whose
+    estimates are corrected with the usage the provider returns."""
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        chars += len(content) if isinstance(content, str) else len(str(content or ""))
+    return chars // 4 + 4 * len(messages) + 3
+
+
+class TokenBucket:
+    """A bucket of ``rate_per_s`` refilled continuously, holding at most ``capacity``; it starts full.
+
+    :meth:`reserve` takes an amount at once, going into debt if need be, and returns how long the
+    caller must wait until the debt is paid; :meth:`adjust` corrects an earlier reservation."""
+
+    __slots__ = ("capacity", "level", "rate_per_s", "updated")
+
+    def __init__(self, rate_per_s: float, capacity: float) -> None:
+        if rate_per_s <= 0:
+            raise ValueError("a token bucket needs a positive rate")
+        self.rate_per_s = float(rate_per_s)
+        self.capacity = max(1.0, float(capacity))
+        self.level = self.capacity
+        self.updated = time.monotonic()
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.updated) * self.rate_per_s)
+        self.updated = now
+
+    def reserve(self, amount: float, now: float | None = None) -> float:
+        """Take ``amount``; the seconds to wait before using it (0 when the bucket covered it)."""
+        self._refill(time.monotonic() if now is None else now)
+        self.level -= amount
+        return 0.0 if self.level >= 0 else -self.level / self.rate_per_s
+
+    def adjust(self, delta: float) -> None:
+        """Take ``delta`` more (or give ``-delta`` back) for a reservation already made."""
+        self._refill(time.monotonic())
+        self.level = min(self.capacity, self.level - delta)
+
+
+class RateBudget:
+    """Requests and tokens per minute shared by the calls of one event loop (either may be None)."""
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, *, burst_s: float = DEFAULT_BURST_S) -> None:
+        self.rpm = float(rpm) if rpm else None
+        self.tpm = float(tpm) if tpm else None
+        self.burst_s = burst_s
+        self.requests = TokenBucket(self.rpm / 60.0, self.rpm / 60.0 * burst_s) if self.rpm else None
+        self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s) if self.tpm else None
+        self._output_mean = float(DEFAULT_OUTPUT_TOKENS)
+        self._observed = 0
+        self.waited_s = 0.0  #: seconds spent waiting for the budget, over every call
+
+    def __bool__(self) -> bool:
+        return self.requests is not None or self.tokens is not None
+
+    def __repr__(self) -> str:
+        return f"RateBudget(rpm={self.rpm}, tpm={self.tpm})"
+
+    def share(self, parts: int) -> RateBudget:
+        """This budget split evenly over ``parts`` event loops (worker processes)."""
+        parts = max(1, parts)
+        return RateBudget(self.rpm / parts if self.rpm else None, self.tpm / parts if self.tpm else None,
+                          burst_s=self.burst_s)
+
+    def expected_tokens(self, prompt_tokens: int, max_tokens: int | None = None) -> int:
+        """Tokens a call is expected to use: its prompt and the mean output so far (or ``max_tokens``)."""
+        output = self._output_mean if max_tokens is None else min(float(max_tokens), self._output_mean)
+        return int(prompt_tokens + output)
+
+    async def acquire(self, tokens: int) -> None:
+        """Reserve one request and ``tokens``; return once the budget covers them."""
+        now = time.monotonic()
+        wait = 0.0
+        if self.requests is not None:
+            wait = self.requests.reserve(1.0, now)
+        if self.tokens is not None:
+            wait = max(wait, self.tokens.reserve(float(tokens), now))
+        if wait > 0:
+            self.waited_s += wait
+            await asyncio.sleep(wait)
+
+    def settle(self, reserved: int, used: int, output_tokens: int | None = None) -> None:
+        """Correct a reservation of ``reserved`` tokens with the ``used`` ones the provider counted."""
+        if output_tokens is not None and output_tokens > 0:
+            self._observed += 1
+            weight = 1.0 / min(self._observed, 20)
+            self._output_mean += (output_tokens - self._output_mean) * weight
+        if self.tokens is not None and used > 0 and used != reserved:
+            self.tokens.adjust(float(used - reserved))
+
+
+class AdaptiveLimit:
+    """Calls in flight, at most ``limit``, which adapts between 1 and ``maximum`` (AIMD)."""
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = max(1, int(maximum))
+        self.limit = self.maximum
+        self.in_flight = 0
+        self.epoch = 0
+        self.pause_until = 0.0
+        self.throttles = 0  #: 429s seen
+        self.decreases = 0  #: times the limit was halved
+        self._successes = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def __repr__(self) -> str:
+        return f"AdaptiveLimit(limit={self.limit}, maximum={self.maximum}, in_flight={self.in_flight})"
+
+    async def acquire(self) -> int:
+        """Wait for a slot (and the end of a pause); returns the epoch to hand back on release."""
+        woken = False
+        while True:
+            if self.pause_until:
+                wait = self.pause_until - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                self.pause_until = 0.0
+            if self.in_flight < self.limit and (woken or not self._waiters):
+                self.in_flight += 1
+                if woken:
+                    self._wake()  # room for the next one too, perhaps
+                return self.epoch
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                else:
+                    self._wake()  # the turn handed to this waiter goes to the next one
+                raise
+            woken = True
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def release(self, success: bool = True) -> None:
+        """Give the slot back; a success counts toward raising the limit."""
+        self.in_flight -= 1
+        if success:
+            self._successes += 1
+            if self._successes >= self.limit and self.limit < self.maximum:
+                self.limit += 1
+                self._successes = 0
+        self._wake()
+
+    def throttled(self, epoch: int, retry_after_s: float | None = None) -> None:
+        """A call sent in ``epoch`` got a 429: halve the limit (once per epoch) and pause new
+        attempts for ``retry_after_s``. The caller still releases its slot."""
+        self.throttles += 1
+        if epoch == self.epoch:
+            self.epoch += 1
+            self.decreases += 1
+            self.limit = max(1, self.limit // 2)
+            self._successes = 0
+        if retry_after_s:
+            self.pause_until = max(self.pause_until, time.monotonic() + retry_after_s)
