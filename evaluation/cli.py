@@ -153,6 +153,8 @@ def _compare_parser(sub: Any) -> None:
                         help="re-judge the sample with this litellm model (default: compare the landed scores)")
     parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible judge server")
     parser.add_argument("--concurrency", type=int, default=None, help="judge calls in flight when re-judging")
+    parser.add_argument("--p-adjust", dest="p_adjust", choices=("holm", "bh"), default=None,
+                        help="adjustment of the p-values for their number: holm (default) or bh (Benjamini–Hochberg)")
     parser.add_argument("--comparison-id", default=None, help="id of the comparison (default: a hash of the spec)")
     parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
                         help="root of the landed tables (s3://bucket/prefix or a directory)")
@@ -166,7 +168,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     values = {
         k: getattr(args, k)
         for k in ("start_date", "end_date", "models", "baseline", "judges", "sample_per_model", "seed", "bootstrap",
-                  "judge_model", "api_base", "concurrency")
+                  "judge_model", "api_base", "concurrency", "p_adjust")
         if getattr(args, k) is not None
     }
     spec = compare.ComparisonSpec.model_validate(values)

@@ -317,6 +317,11 @@ class ComparisonSpec(BaseModel):
         default_factory=Thresholds, description="Verdict thresholds when re-judging (landed rows keep theirs)."
     )
     min_pairs: int = Field(default=10, ge=2, description="Shared questions needed for a paired test.")
+    p_adjust: Literal["holm", "bh"] = Field(
+        default="holm",
+        description="How the comparison's p-values are adjusted for their number: holm (Holm's step-down, "
+        "family-wise error rate) or bh (Benjamini–Hochberg, false discovery rate).",
+    )
 
     @field_validator("models", "judges", mode="before")
     @classmethod
@@ -370,7 +375,9 @@ class ComparisonSpec(BaseModel):
 
     def default_id(self) -> str:
         """``cmp-`` and a hash of the spec: the same spec gets the same id."""
-        digest = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        # The default adjustment is left out of the hash: comparisons named before it was a choice keep their id.
+        digest = hashlib.sha256(
+            self.model_dump_json(exclude={"p_adjust"} if self.p_adjust == "holm" else None).encode()).hexdigest()
         return f"cmp-{digest[:16]}"
 
     def describe(self) -> str:

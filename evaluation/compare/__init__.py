@@ -37,9 +37,10 @@ answered, in one seeded order for all models, then the other records; ``paired_q
 ``spec.json`` and the page says how many were shared.
 
 **Many tests, one family.** All deltas of a comparison (every judge, metric and model) are one
-family: their permutation p-values are adjusted with Holm's step-down method (:data:`P_ADJUST`;
-Benjamini–Hochberg is :func:`benjamini_hochberg`), landed as ``p_adjusted`` beside the raw
-``p_value``, and ``significant`` means ``p_adjusted < 0.05``. Each delta also gets an effect
+family: their permutation p-values are adjusted with the spec's ``p_adjust`` method, Holm's
+step-down (``holm``, the default: family-wise error rate, :func:`holm`) or Benjamini–Hochberg
+(``bh``: false discovery rate, :func:`benjamini_hochberg`), landed as ``p_adjusted`` beside the raw
+``p_value`` with the method in ``p_adjust_method``, and ``significant`` means ``p_adjusted < 0.05``. Each delta also gets an effect
 size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval.
 
 :mod:`evaluation.compare.compute` works the numbers out and lands them; :mod:`evaluation.compare.render`

@@ -190,7 +190,7 @@ def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
 
 #: The multiplicity adjustments a comparison can apply, by the name the table and page show.
 P_ADJUSTMENTS = {"holm": holm, "bh": benjamini_hochberg}
-#: The adjustment applied to every comparison's p-values (over all its tests).
+#: The default adjustment of a comparison's p-values (over all its tests); ``ComparisonSpec.p_adjust`` picks one.
 P_ADJUST = "holm"
 #: Adjusted p-values below this mark a delta significant.
 ALPHA = 0.05
@@ -462,7 +462,9 @@ def _rejudged_rows(store: storage.Store, spec: ComparisonSpec, comparison_id: st
     marker = _judging_key(comparison_id)
     if not (store.exists(key) and store.exists(marker)):
         return None
-    if storage.read_json(store, marker).get("spec") != spec.model_dump(mode="json"):
+    judged = dict(storage.read_json(store, marker).get("spec") or {})
+    judged.pop("p_adjust", None)  # the adjustment does not change what is judged
+    if judged != spec.model_dump(mode="json", exclude={"p_adjust"}):
         return None
     return storage.scan_parquet(store, [key], hive=False).select(_ROW_COLUMNS).collect()
 
@@ -557,8 +559,8 @@ def _metric_row(
 
 def compare_metrics(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: str) -> pl.DataFrame:
     """``metrics`` of a comparison: one row per (judge, metric, model), ``ok`` rows only. The
-    p-values of all its deltas are adjusted together (:data:`P_ADJUST`); ``significant`` is an
-    adjusted p-value below :data:`ALPHA`."""
+    p-values of all its deltas are adjusted together with ``spec.p_adjust`` (Holm or
+    Benjamini–Hochberg); ``significant`` is an adjusted p-value below :data:`ALPHA`."""
     ok = _ok_values(rows)
     out = []
     for judge in spec.judges:
@@ -568,9 +570,9 @@ def compare_metrics(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: str
                 out.append(_metric_row(comparison_id, spec, frame, judge, metric, model))
     # One family: every delta of the comparison (all judges, metrics and models) is one test.
     tested = [row for row in out if row.get("p_value") is not None]
-    adjusted = adjust_p_values(np.array([row["p_value"] for row in tested]), P_ADJUST)
+    adjusted = adjust_p_values(np.array([row["p_value"] for row in tested]), spec.p_adjust)
     for row, p_adjusted in zip(tested, adjusted, strict=True):
-        row.update(p_adjusted=float(p_adjusted), p_adjust_method=P_ADJUST, n_tests=len(tested),
+        row.update(p_adjusted=float(p_adjusted), p_adjust_method=spec.p_adjust, n_tests=len(tested),
                    significant=bool(p_adjusted < ALPHA))
     return pl.DataFrame(out, schema=METRICS_SCHEMA)
 
@@ -645,7 +647,7 @@ def run_comparison(
     storage.write_json(store, keys["spec.json"], {
         "comparison_id": comparison_id, "source": source, "spec": spec.model_dump(mode="json"),
         "records_per_model": records, "paired_questions": paired, "statuses": statuses,
-        "p_adjust": P_ADJUST,
+        "p_adjust": spec.p_adjust,
     })
     page = render_report(comparison_id, spec, source, metrics, verdicts, records, statuses, paired_questions=paired)
     store.write_bytes(keys["report.html"], page.encode())
@@ -660,7 +662,7 @@ def run_comparison(
         "baseline": spec.baseline_model,
         "records_per_model": records,
         "paired_questions": paired,
-        "p_adjust": P_ADJUST,
+        "p_adjust": spec.p_adjust,
         "rows": rows.height,
         "deltas": _deltas(metrics),
     }

@@ -77,6 +77,8 @@ def _verdict_table(rows: list[dict[str, Any]], models: list[str]) -> str:
 
 
 _ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
+#: What each adjustment controls, as the page says it.
+_ADJUSTMENT_CONTROLS = {"holm": "the family-wise error rate", "bh": "the false discovery rate"}
 
 
 def _effect(row: dict[str, Any]) -> str:
@@ -127,9 +129,10 @@ def render_report(
     tested = metrics.filter(pl.col("p_adjusted").is_not_null())
     method = tested["p_adjust_method"][0] if tested.height else None
     adjustment = _ADJUSTMENT_NAMES.get(method or "", method or "")
+    controls = _ADJUSTMENT_CONTROLS.get(method or "")
     multiplicity = (
-        f" p-values are adjusted for the {tested.height} tests of this comparison with {adjustment}'s method "
-        "(both the raw and the adjusted value are shown); a delta is marked significant when its adjusted p-value "
+        f" p-values are adjusted for the {tested.height} tests of this comparison with the {adjustment} method "
+        f"(<code>p_adjust={html.escape(method or '')}</code>{', controlling ' + controls if controls else ''}; both the raw and the adjusted value are shown); a delta is marked significant when its adjusted p-value "
         "is below 0.05." if tested.height else ""
     )
     paired_line = ("" if paired_questions is None else
