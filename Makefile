@@ -13,10 +13,11 @@ help: ## list the targets
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check $$(grep -E '^uv==' requirements-dev.txt)
+	$(VENV)/bin/uv pip install --python $(PY) --quiet --compile-bytecode -r requirements-dev.txt
 	touch $@
 
-setup: $(VENV)/.installed ## create .venv from the pinned requirements.txt and requirements-dev.txt
+setup: $(VENV)/.installed ## create .venv from the pinned requirements.txt and requirements-dev.txt (installed by uv)
 
 demo: setup ## run the daily DAG end to end on embedded S3 with the offline judge
 	$(PY) -m scripts.demo
