@@ -11,7 +11,8 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
    result; fails (without retry) when a table rule breaks, with the evidence under `_failed/`.
 2. **plan** — samples (optional), splits the valid records into chunks, estimates tokens and cost.
 3. **judge** — one mapped task per chunk, in the `llm_judge` pool: runs the judges (rag, masis,
-   prompt) through litellm; retried on its own, reusing the replies already paid for.
+   prompt) through litellm; retried on its own, reusing the replies already paid for. With `batch`
+   on, a chunk's calls go to the provider as one batch and the task defers until it has ended.
 4. **score_land** — clamps, scores and verdicts over the whole table; checks that the counts
    reconcile and that call errors stay under their ceiling, and only then replaces the day's
    `rejects`, `evaluations`, `judge_calls` and `daily_summary`. A run that breaks a rule keeps
@@ -36,6 +37,7 @@ import datetime as dt
 from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from evaluation_batch import JudgeChunkOperator
 from evaluation_notifications import LANDED_ASSETS, RunFailureNotifier
 
 from evaluation.options import OPTIONS, param_schema
@@ -101,15 +103,10 @@ def daily_evaluation() -> None:
         cfg = glue.run_config(get_current_context())
         return [c.model_dump(mode="json") for c in stages.plan_chunks(cfg, glue.stores(cfg))]
 
-    @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
-    def judge(chunk: dict[str, Any]) -> dict[str, Any]:
-        import evaluation_airflow as glue
-
-        from evaluation import stages
-
-        cfg = glue.run_config(get_current_context())
-        api_key, _ = glue.judge_credentials(cfg.api_base)
-        return stages.judge_chunk(cfg, glue.stores(cfg), chunk["index"], api_key=api_key).model_dump(mode="json")
+    # One mapped task per chunk: judges online, or (batch on) submits the chunk's batch and defers
+    # to the triggerer until it has ended, holding neither a worker slot nor a pool slot meanwhile.
+    judge = JudgeChunkOperator.partial(task_id="judge", pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1),
+                                       retry_exponential_backoff=True)
 
     @task(retries=2, outlets=list(LANDED_ASSETS))
     def score_land(judged: list[dict[str, Any]]) -> dict[str, Any]:
@@ -148,7 +145,7 @@ def daily_evaluation() -> None:
     counts = ingest_validate()
     check_run() >> counts
     chunks = plan(counts)
-    report(score_land(judge.expand(chunk=chunks)))
+    report(score_land(judge.expand(chunk=chunks).output))
 
 
 daily_evaluation()

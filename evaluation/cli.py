@@ -70,7 +70,9 @@ def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
         estimate = figures.get("estimate") or {}
         return (f"{day} plan: {figures['records']:,} records ({figures.get('sampled') or 0:,} to judge) in "
                 f"{figures['chunks']} chunks; estimate {estimate.get('prompt_tokens', 0):,} prompt tokens, "
-                f"${estimate.get('cost_usd', 0.0):.2f} {seconds}")
+                f"${estimate.get('cost_usd', 0.0):.2f}"
+                + (f" (batch ${estimate['batch_cost_usd']:.2f})" if estimate.get("batch_cost_usd") is not None else "")
+                + f" {seconds}")
     if stage == "land":
         statuses = ", ".join(f"{n:,} {s}" for s, n in figures["statuses"].items() if n)
         return (f"{day} landed {figures['rows']:,} rows ({statuses or 'none'}); {figures['calls_made']:,} calls made, "

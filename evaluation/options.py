@@ -83,6 +83,13 @@ OPTIONS: tuple[Option, ...] = (
            "Call the judge again where the stored reply does not parse (parse_error), e.g. after a "
            "provider glitch; the new reply replaces the old one in the ledger. Off: stored replies "
            "are reused as they are, never paid for twice."),
+    Option("batch", "boolean", False, "Batch mode",
+           "Send each chunk's judge calls as one provider batch (OpenAI or Azure batch API: batch prices, "
+           "results within 24 h); the judge task waits deferred, holding no worker slot."),
+    Option("batch_deadline_h", "number", 48.0, "Batch deadline (h)",
+           "Hours after a chunk's first batch within which an expired or cancelled batch's missing requests "
+           "are submitted again; past it they end as call_error (timeout).", 0.001),
+    Option("batch_poll_s", "number", 60.0, "Batch poll interval (s)", "Seconds between two looks at a batch.", 0.01),
 )
 
 OPTION_NAMES = tuple(o.name for o in OPTIONS)

@@ -113,6 +113,9 @@ class CostEstimate(StageResult):
     prompt_tokens: int = Field(description="Prompt tokens expected, by the judge model's tokenizer.")
     output_tokens: int = Field(default=0, description="Completion tokens expected (about 200 a reply).")
     cost_usd: float = Field(description="Cost at litellm's online prices for the judge model.")
+    batch_cost_usd: float | None = Field(
+        default=None, description="Cost at litellm's batch prices (its online ones where it has none); "
+        "None when the judge model's provider has no batch API.")
     sampled_records: int = Field(description="Records rendered to make the estimate.")
 
 

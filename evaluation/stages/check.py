@@ -41,6 +41,13 @@ def check_run(cfg: RunConfig, stores: Stores, *, api_key: str | None = None) -> 
         with_calibrated_thresholds(cfg, stores.out)
     except CalibrationError as exc:
         raise fail_run(cfg, stores, f"{where(cfg)}: {exc}; nothing was ingested or judged") from exc
+    if cfg.batch:  # a provider without a batch API fails here, not once the day is ingested
+        from evaluation.batch import BatchUnsupported, require_batches
+
+        try:
+            require_batches(cfg.judge_model)
+        except BatchUnsupported as exc:
+            raise fail_run(cfg, stores, f"{where(cfg)}: {exc}; nothing was ingested or judged") from exc
     client = judge_client(cfg, api_key)
     try:
         latency_ms = probe_judge(client, where(cfg))

@@ -1,12 +1,19 @@
-"""Stage 3: judge one chunk."""
+"""Stage 3: judge one chunk.
+
+A chunk is judged in three parts: :func:`prepare_chunk` renders its prompts and asks the ledger
+what is already paid for, a caller sends the rest (online through the judge client, or as one
+provider batch, see :mod:`evaluation.batch`), and :func:`finish_chunk` turns every outcome into a
+ledger entry, a ``judge_calls`` row and a parsed row. Online and batch mode share everything but
+the calling."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -39,15 +46,34 @@ class _Pending:
     redactions: int
 
 
-def judge_chunk(
-    cfg: RunConfig,
-    stores: Stores,
-    index: int,
-    *,
-    api_key: str | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> ChunkResult:
-    """Run the selected judges on one staged chunk; stage its parsed rows and judge calls.
+@dataclass
+class PreparedChunk:
+    """One chunk ready to be called: its rows that need no call, every (record, judge) that does,
+    the replies the ledger already holds, and the distinct requests still to send."""
+
+    cfg: RunConfig
+    index: int
+    frame: pl.DataFrame
+    rows: list[dict[str, Any]]
+    pending: list[_Pending]
+    cached: dict[str, dict[str, Any]]
+    unique: dict[str, _Pending]
+    to_call: list[_Pending]
+    parameters: dict[str, Any]
+    ledger: Any
+    client: Any
+    started: float
+    chunk_count: int
+    recorded: set[str] = field(default_factory=set)
+
+    @property
+    def budget(self) -> float | None:
+        """This chunk's share of ``budget_usd``."""
+        return None if self.cfg.budget_usd is None else self.cfg.budget_usd / self.chunk_count
+
+
+def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None) -> PreparedChunk:
+    """Render the chunk's prompts and look their replies up in the ledger.
 
     The ledger is asked first what is already paid for: the judge client (and litellm, a few
     seconds to import) is set up only when there are calls to make, so a re-run of a judged day
@@ -95,9 +121,40 @@ def judge_chunk(
         if item.request_hash not in cached:
             unique.setdefault(item.request_hash, item)
     to_call = list(unique.values())
-    budget = None if cfg.budget_usd is None else cfg.budget_usd / chunk_count
-    if to_call and client is None:
-        client = judge_client(cfg, api_key)
+    logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
+                where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
+    return PreparedChunk(cfg, index, frame, rows, pending, cached, unique, to_call, parameters, ledger, client,
+                         started, chunk_count)
+
+
+def record_outcome(prepared: PreparedChunk, item: _Pending, outcome: Any) -> None:
+    """Keep a successful reply in the ledger (once per request)."""
+    if not outcome.ok or item.request_hash in prepared.recorded:
+        return
+    prepared.recorded.add(item.request_hash)
+    prepared.ledger.record({
+        "request_hash": item.request_hash,
+        "judge": item.judge,
+        "judge_model": prepared.cfg.judge_model,
+        "prompt_version": item.prompt.prompt_version,
+        "raw_response": outcome.raw_text,
+        "input_tokens": outcome.input_tokens,
+        "output_tokens": outcome.output_tokens,
+        "cost_usd": outcome.cost_usd,
+        "latency_ms": outcome.latency_ms,
+        "attempts": outcome.attempts,
+        "judged_at": outcome.judged_at,
+    })
+
+
+def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
+                progress: Callable[[int], None] | None = None) -> list[Any]:
+    """Send the chunk's requests through the judge client, one call each (with its retries)."""
+    cfg, to_call = prepared.cfg, prepared.to_call
+    if to_call and prepared.client is None:
+        prepared.client = judge_client(cfg, api_key)
+    client = prepared.client
+    budget = prepared.budget
     if budget is not None and client is not None and client.prices() == (0.0, 0.0):
         logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
                        where(cfg), cfg.budget_usd, cfg.judge_model)
@@ -106,40 +163,87 @@ def judge_chunk(
     def on_done(position: int, outcome: Any) -> None:
         nonlocal spent
         spent += outcome.cost_usd
-        item = to_call[position]
-        if outcome.ok:
-            ledger.record({
-                "request_hash": item.request_hash,
-                "judge": item.judge,
-                "judge_model": cfg.judge_model,
-                "prompt_version": item.prompt.prompt_version,
-                "raw_response": outcome.raw_text,
-                "input_tokens": outcome.input_tokens,
-                "output_tokens": outcome.output_tokens,
-                "cost_usd": outcome.cost_usd,
-                "latency_ms": outcome.latency_ms,
-                "attempts": outcome.attempts,
-                "judged_at": outcome.judged_at,
-            })
+        record_outcome(prepared, to_call[position], outcome)
         if progress is not None:
             progress(1)
 
     def budget_spent() -> bool:
         return budget is not None and spent >= budget
 
-    if progress is not None:
-        progress(len(rows) + len(pending) - len(to_call))  # skipped, reused and repeated ones
-    logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
-                where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
     # Without a budget nothing can stop the calls early: no should_stop lets the client share
     # them out over worker processes ($EVALUATION_JUDGE_WORKERS).
-    outcomes: list[Any] = []
-    if client is not None and to_call:
-        outcomes = asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done,
-                                                should_stop=budget_spent if budget is not None else None))
-    ledger.flush()
-    by_hash = {p.request_hash: o for p, o in zip(to_call, outcomes, strict=True)}
+    if client is None or not to_call:
+        return []
+    return asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done,
+                                        should_stop=budget_spent if budget is not None else None))
 
+
+def judge_chunk(
+    cfg: RunConfig,
+    stores: Stores,
+    index: int,
+    *,
+    api_key: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ChunkResult:
+    """Run the selected judges on one staged chunk; stage its parsed rows and judge calls.
+
+    With ``cfg.batch`` the requests go to the provider as one batch, waited for in this process
+    (the CLI; the DAG's judge task defers instead, see :func:`judge_batch_step`)."""
+    prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
+    if progress is not None:
+        progress(len(prepared.rows) + len(prepared.pending) - len(prepared.to_call))  # skipped, reused, repeated
+    if cfg.batch and prepared.to_call:
+        from evaluation.batch import ChunkBatch
+
+        job = ChunkBatch(cfg, stores, index, {p.request_hash: p.prompt for p in prepared.to_call},
+                         api_key=api_key, parameters=prepared.parameters)
+
+        def status(line: str) -> None:
+            if progress is not None:
+                print(f"{cfg.date} chunk {index}: {line}", file=sys.stderr, flush=True)
+            logger.info("%s chunk %d: %s", where(cfg), index, line)
+
+        found = asyncio.run(job.wait(on_status=status))
+        outcomes = [found[p.request_hash] for p in prepared.to_call]
+        if progress is not None:
+            progress(len(outcomes))
+    else:
+        outcomes = call_online(prepared, api_key=api_key, progress=progress)
+    return finish_chunk(stores, prepared, outcomes)
+
+
+def judge_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None
+                     ) -> tuple[ChunkResult | None, list[str]]:
+    """One step of a chunk judged in batch mode, for a task that waits by deferring: collects the
+    batches that ended, submits what is still missing (the batch id is kept with the chunk before
+    any wait), and returns the chunk's result once every request has an outcome, else the ids of
+    the batches to wait for."""
+    from evaluation.batch import ChunkBatch
+
+    prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
+    if not prepared.to_call:
+        return finish_chunk(stores, prepared, []), []
+    job = ChunkBatch(cfg, stores, index, {p.request_hash: p.prompt for p in prepared.to_call},
+                     api_key=api_key, parameters=prepared.parameters)
+    waiting = asyncio.run(job.advance())
+    if waiting:
+        logger.info("%s chunk %d: waiting for batch %s", where(cfg), index, ", ".join(waiting))
+        return None, waiting
+    found = job.outcomes()
+    return finish_chunk(stores, prepared, [found[p.request_hash] for p in prepared.to_call]), []
+
+
+def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -> ChunkResult:
+    """Ledger entries for the replies, then the parsed rows and ``judge_calls`` rows staged."""
+    cfg, index, frame = prepared.cfg, prepared.index, prepared.frame
+    to_call, unique, pending, cached = prepared.to_call, prepared.unique, prepared.pending, prepared.cached
+    for item, outcome in zip(to_call, outcomes, strict=True):
+        if outcome is not None:
+            record_outcome(prepared, item, outcome)
+    prepared.ledger.flush()
+    by_hash = {p.request_hash: o for p, o in zip(to_call, outcomes, strict=True)}
+    rows = list(prepared.rows)
     calls: list[dict[str, Any]] = []
     for item in pending:
         stored = cached.get(item.request_hash)
@@ -166,7 +270,7 @@ def judge_chunk(
         calls_made=sum(1 for o in outcomes if o is not None),
         reused=len(pending) - len(to_call),  # from the ledger, or repeats within the chunk
         statuses=dict(zip(counts["judge_status"], counts["len"], strict=True)),
-        seconds=round(time.monotonic() - started, 3),
+        seconds=round(time.monotonic() - prepared.started, 3),
     )
     logger.info("%s chunk %d judged: %s", where(cfg), index, result)
     return result

@@ -45,6 +45,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from evaluation.testing.batches import BatchEndpoints
 from evaluation.testing.replies import (
     DEFAULT_REPLY_CONTENT,
     FAULT_KINDS,
@@ -156,6 +157,8 @@ class OpenAIServer:
         self._hanging: set[asyncio.Task[Any]] = set()
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
+        #: The batch API (files, batches): see :mod:`evaluation.testing.batches`.
+        self.batches = BatchEndpoints(self)
 
     # ----------------------------------------------------------------------------------- lifecycle
 
@@ -251,6 +254,7 @@ class OpenAIServer:
         app.router.add_post("/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_get("/models", self._handle_models)
+        self.batches.add_routes(app)
         runner = web.AppRunner(
             app,
             handle_signals=False,

@@ -1,0 +1,127 @@
+"""Batch mode under Airflow: the judge task that waits for a provider batch without a worker slot.
+
+:class:`JudgeChunkOperator` is the daily DAG's mapped judge task. With ``batch`` off it judges its
+chunk online, as before. With ``batch`` on it submits the chunk's calls as one provider batch (or
+finds the batch an earlier try of the task already submitted: its id is kept with the chunk) and
+defers to :class:`BatchTrigger`, which polls the batch on the triggerer; when the batch has ended
+the task resumes in :meth:`JudgeChunkOperator.execute_complete`, collects the results (submitting
+again what an expired or cancelled batch left undone, and deferring once more) and stages the
+chunk exactly as an online run does.
+
+The trigger holds no key: it reads the ``llm_judge`` Connection (or the environment) itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+logger = logging.getLogger(__name__)
+
+#: Consecutive failed looks at the batches after which the trigger gives up (the task is retried).
+MAX_POLL_FAILURES = 20
+
+
+class BatchTrigger(BaseTrigger):
+    """Fires once every batch in ``batch_ids`` has ended (completed, failed, expired or cancelled)."""
+
+    def __init__(self, batch_ids: list[str], judge_model: str, api_base: str | None = None,
+                 poll_s: float = 60.0) -> None:
+        super().__init__()
+        self.batch_ids = list(batch_ids)
+        self.judge_model = judge_model
+        self.api_base = api_base
+        self.poll_s = float(poll_s)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and arguments (no secret among them)."""
+        return ("evaluation_batch.BatchTrigger", {"batch_ids": self.batch_ids, "judge_model": self.judge_model,
+                                                  "api_base": self.api_base, "poll_s": self.poll_s})
+
+    async def _api_key(self) -> tuple[str | None, str | None]:
+        from airflow.sdk import BaseHook
+        from evaluation_airflow import JUDGE_CONN_ID
+
+        from evaluation.cli import api_key_from_env
+
+        try:
+            conn = await BaseHook.aget_connection(JUDGE_CONN_ID)
+        except Exception:  # no such Connection: the environment's key, as in the task
+            conn = None
+        api_base = self.api_base or (conn.host if conn is not None else None) or None
+        if conn is not None and conn.password:
+            return conn.password, api_base
+        return api_key_from_env(api_base), api_base
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll every ``poll_s`` until every batch has ended."""
+        from evaluation.batch import batches_ended
+
+        api_key, api_base = await self._api_key()
+        failures = 0
+        while True:
+            try:
+                if await batches_ended(self.judge_model, self.batch_ids, api_base=api_base, api_key=api_key):
+                    yield TriggerEvent({"status": "ended", "batch_ids": self.batch_ids})
+                    return
+                failures = 0
+            except Exception as exc:  # a look that failed: look again, up to a limit
+                failures += 1
+                self.log.warning("looking at batches %s failed (%d in a row): %s", self.batch_ids, failures, exc)
+                if failures >= MAX_POLL_FAILURES:
+                    yield TriggerEvent({"status": "error", "batch_ids": self.batch_ids, "error": str(exc)[:500]})
+                    return
+            await asyncio.sleep(self.poll_s)
+
+
+class JudgeChunkOperator(BaseOperator):
+    """Judge one chunk (``chunk``: what ``plan`` returned for it), online or in batch mode."""
+
+    def __init__(self, *, chunk: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chunk = chunk
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Judge online, or submit the chunk's batch (or find it) and defer until it has ended."""
+        import evaluation_airflow as glue
+
+        from evaluation import stages
+
+        cfg = glue.run_config(context)
+        api_key, _ = glue.judge_credentials(cfg.api_base)
+        if not cfg.batch:
+            return dict(stages.judge_chunk(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)
+                        .model_dump(mode="json"))
+        return self._step(cfg, api_key)
+
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The batches have ended: collect them, or submit what is missing and defer again."""
+        import evaluation_airflow as glue
+
+        if event is not None and event.get("status") == "error":
+            raise RuntimeError(f"batches {event.get('batch_ids')} could not be looked at: {event.get('error')}")
+        cfg = glue.run_config(context)
+        api_key, _ = glue.judge_credentials(cfg.api_base)
+        return self._step(cfg, api_key)
+
+    def _step(self, cfg: Any, api_key: str | None) -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        from evaluation.stages.judge import judge_batch_step
+
+        result, waiting = judge_batch_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)
+        if result is not None:
+            return dict(result.model_dump(mode="json"))
+        self.log.info("chunk %s: deferring until batch %s has ended", self.chunk["index"], ", ".join(waiting))
+        self.defer(
+            trigger=BatchTrigger(waiting, cfg.judge_model, cfg.api_base, cfg.batch_poll_s),
+            method_name="execute_complete",
+            timeout=dt.timedelta(hours=cfg.batch_deadline_h + 25),
+        )
+        raise AssertionError("unreachable: defer raises")  # pragma: no cover

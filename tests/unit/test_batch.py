@@ -1,0 +1,217 @@
+"""Batch mode: the test server's batch API over HTTP, and chunks judged as provider batches through
+litellm against it (submit, collect, failed and expired lines, resume after a kill, pricing)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import polars as pl
+import pytest
+
+from evaluation import cli, stages, storage, synthetic
+from evaluation.batch import batch_prices, state_key
+from evaluation.testing.openai_server import OpenAIServer
+from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
+
+MODEL = "openai/gpt-4o-mini"  # in litellm's price map with batch prices
+
+
+def _upload(client: httpx.Client, lines: list[dict]) -> str:
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    response = client.post("/files", files={"file": ("in.jsonl", data, "application/jsonl")}, data={"purpose": "batch"})
+    assert response.status_code == 200, response.text
+    assert response.json()["purpose"] == "batch" and response.json()["bytes"] == len(data)
+    return str(response.json()["id"])
+
+
+def _line(custom_id: str, text: str) -> dict:
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m", "messages": [{"role": "system", "content": "judge: x"},
+                                                {"role": "user", "content": text}], "temperature": 0}}
+
+
+def _wait(client: httpx.Client, batch_id: str) -> dict:
+    deadline = time.monotonic() + 10
+    while True:
+        batch = client.get(f"/batches/{batch_id}").json()
+        if batch["status"] in ("completed", "failed", "expired", "cancelled"):
+            return dict(batch)
+        assert time.monotonic() < deadline, batch
+        time.sleep(0.02)
+
+
+def _file_lines(client: httpx.Client, file_id: str | None) -> list[dict]:
+    if file_id is None:
+        return []
+    response = client.get(f"/files/{file_id}/content")
+    assert response.status_code == 200
+    return [json.loads(raw) for raw in response.text.splitlines() if raw.strip()]
+
+
+def test_server_batch_endpoints_answer_lines_like_online_calls() -> None:
+    with OpenAIServer(responder=lambda body: json.dumps({"echo": body["messages"][1]["content"]})) as server, \
+            httpx.Client(base_url=server.base_url) as client:
+        server.batches.fail_ids = {"c"}
+        file_id = _upload(client, [_line("a", "one"), _line("b", "two"), _line("c", "three")])
+        created = client.post("/batches", json={"input_file_id": file_id, "endpoint": "/v1/chat/completions",
+                                                "completion_window": "24h"})
+        assert created.status_code == 200 and created.json()["status"] == "in_progress"
+        batch = _wait(client, created.json()["id"])
+        assert batch["status"] == "completed"
+        assert batch["request_counts"] == {"total": 3, "completed": 2, "failed": 1}
+        output = {line["custom_id"]: line for line in _file_lines(client, batch["output_file_id"])}
+        errors = {line["custom_id"]: line for line in _file_lines(client, batch["error_file_id"])}
+        assert set(output) == {"a", "b"} and set(errors) == {"c"}
+        assert errors["c"]["response"]["status_code"] == 500
+        body = output["b"]["response"]["body"]
+        online = client.post("/chat/completions", json=_line("b", "two")["body"]).json()
+        assert body["choices"] == online["choices"] and body["usage"] == online["usage"]
+        assert json.loads(body["choices"][0]["message"]["content"]) == {"echo": "two"}
+        # Every line and the online call are counted as chat requests; nothing else is.
+        assert server.request_count == 4 and server.batches.line_ids == ["a", "b", "c"]
+        assert server.batches.counts["files_created"] == 1 and server.batches.counts["batches_created"] == 1
+        assert client.get("/batches/batch_nope").status_code == 404
+
+
+def test_server_batches_expire_part_done_and_cancel() -> None:
+    with OpenAIServer() as server, httpx.Client(base_url=server.base_url) as client:
+        server.batches.expire_batches, server.batches.expire_after = 1, 2
+        file_id = _upload(client, [_line(str(i), f"q{i}") for i in range(5)])
+        expired = _wait(client, client.post("/batches", json={"input_file_id": file_id}).json()["id"])
+        assert expired["status"] == "expired" and expired["request_counts"]["completed"] == 2
+        assert [line["custom_id"] for line in _file_lines(client, expired["output_file_id"])] == ["0", "1"]
+        not_run = _file_lines(client, expired["error_file_id"])
+        assert [line["error"]["code"] for line in not_run] == ["batch_expired"] * 3
+
+        server.batches.delay_s = 30
+        pending = client.post("/batches", json={"input_file_id": file_id}).json()["id"]
+        assert client.post(f"/batches/{pending}/cancel").json()["status"] == "cancelling"
+        cancelled = _wait(client, pending)
+        assert cancelled["status"] == "cancelled" and cancelled["output_file_id"] is None
+        assert server.batches.line_ids == ["0", "1"], "a cancelled batch runs none of its lines"
+
+
+def _judge_day(tmp_path: Path, server: OpenAIServer, records: int, **values: object) -> stages.DayResult:
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, records, bad=False)
+    cfg = config(tmp_path, judge_model=MODEL, api_base=server.base_url, batch=True, batch_poll_s=0.05, **values)
+    return stages.run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
+
+
+def test_a_batch_day_lands_like_an_online_day_at_the_batch_price(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with OpenAIServer(responder=judge_reply) as server:
+        result = _judge_day(tmp_path, server, 60, chunk_size=25)
+        batches = dict(server.batches.counts)
+        lines = list(server.batches.line_ids)
+        online = server.request_count - len(lines)
+        evaluations, calls = table(out, "evaluations"), table(out, "judge_calls")
+        # The same day again, online: every batch reply is reused from the ledger.
+        cfg = config(tmp_path, run_id="r2", judge_model=MODEL, api_base=server.base_url)
+        before = server.request_count
+        rerun = stages.run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
+        assert server.request_count == before and rerun["calls_made"] == 0
+    judged = evaluations.filter(pl.col("judge_status") != "skipped")
+    assert evaluations.height == 60 * 3 and judged["judge_status"].eq("ok").all()
+    assert online == 0, "batch mode sends no online chat request"
+    assert batches["batches_created"] == batches["files_created"] == 3  # one batch per chunk
+    assert len(lines) == len(set(lines)) == calls["request_hash"].n_unique() == result["calls_made"]
+    assert set(lines) == set(calls["request_hash"])
+    # Priced at litellm's batch price of the model, which is not its online price.
+    price_in, price_out, known = batch_prices(MODEL)
+    assert known and price_in > 0
+    paid = calls.filter(~pl.col("cached"))
+    expected = paid["input_tokens"] * price_in + paid["output_tokens"] * price_out
+    assert (paid["cost_usd"] - expected).abs().max() < 1e-12  # type: ignore[operator]
+    assert paid["attempts"].eq(1).all() and result["cost_usd"] > 0
+
+
+def test_failed_and_expired_lines_land_every_record_once_per_judge(tmp_path: Path) -> None:
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.fail_fraction = 0.1
+        server.batches.expire_batches, server.batches.expire_after = 1, 0.5
+        _judge_day(tmp_path, server, 40, chunk_size=100, max_call_error_ratio=0.5)
+        lines = list(server.batches.line_ids)
+        counts = dict(server.batches.counts)
+    out = tmp_path / "out"
+    evaluations, calls = table(out, "evaluations"), table(out, "judge_calls")
+    assert evaluations.height == 40 * 3
+    assert evaluations.group_by("record_id", "judge").len()["len"].eq(1).all()
+    assert counts["batches_created"] == 2, "the expired batch's missing half is submitted once more"
+    assert len(lines) == len(set(lines)), "no line is run twice"
+    failed = calls.filter(pl.col("error_class").is_not_null())
+    assert failed.height > 0 and failed["error_class"].eq("server_error").all()
+    errors = evaluations.filter(pl.col("judge_status") == "call_error")
+    assert errors.height == failed.height
+    statuses = set(evaluations["judge_status"])
+    assert statuses <= {"ok", "call_error", "skipped"} and "ok" in statuses
+
+
+@pytest.mark.parametrize("model", ["offline/lexical", "ollama/llama3.1"])
+def test_a_provider_without_batches_is_refused_before_paying(tmp_path: Path, model: str) -> None:
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 5, bad=False)
+    cfg = config(tmp_path, judge_model=model, batch=True)
+    with pytest.raises(stages.RunFailed) as failure:
+        stages.check_run(cfg, stages.Stores.open(cfg))
+    message = str(failure.value)
+    assert model in message and "openai" in message and "azure" in message and "batch" in message
+
+
+def test_the_plan_estimates_the_online_and_the_batch_price(tmp_path: Path) -> None:
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 20, bad=False)
+    cfg = config(tmp_path, judge_model=MODEL, api_base="http://127.0.0.1:9/v1")
+    stores = stages.Stores.open(cfg)
+    stages.ingest_and_validate(cfg, stores)
+    stages.plan_chunks(cfg, stores)
+    estimate = stages.read_manifest(cfg, stores).plan.estimate  # type: ignore[union-attr]
+    assert estimate.batch_cost_usd is not None and 0 < estimate.batch_cost_usd < estimate.cost_usd
+
+
+def _run_args(tmp_path: Path, api_base: str) -> list[str]:
+    return ["run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw"), "--output", str(tmp_path / "out"),
+            "--judge-model", MODEL, "--api-base", api_base, "--batch", "--batch-poll-s", "0.1",
+            "--run-id", "r1"]
+
+
+def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_path: Path) -> None:
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
+    out = storage.LocalStore(tmp_path / "out")
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.delay_s = 3600  # the batch stays in progress until the test lets it finish
+        process = subprocess.Popen([PYTHON, "-m", "evaluation", *_run_args(tmp_path, server.base_url)], cwd=REPO,
+                                   env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        key = state_key(config(tmp_path), 0)
+        try:
+            deadline = time.monotonic() + 120
+            while not out.exists(key):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the batch was never submitted"
+                time.sleep(0.05)
+            process.kill()  # SIGKILL while it waits for its batch
+            process.wait(30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(30)
+        assert process.returncode == -9
+        assert server.batches.counts["batches_created"] == 1 and server.batches.line_ids == []
+        (batch_id,) = server.batches.batches
+        assert storage.read_json(out, key)["batches"][0]["id"] == batch_id
+
+        server.batches.delay_s = 0.0  # the provider gets to it: the restarted run collects it
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            assert cli.main([*_run_args(tmp_path, server.base_url), "--no-progress"]) == 0
+        counts = dict(server.batches.counts)
+        lines = list(server.batches.line_ids)
+    summary = json.loads(stdout.getvalue())
+    assert counts["batches_created"] == counts["files_created"] == 1, "the batch was paid for twice"
+    assert len(lines) == len(set(lines)) == summary["calls_made"] > 0
+    assert summary["status"] == "success" and summary["rows"] == 30 * 3
+    assert table(tmp_path / "out", "evaluations").filter(pl.col("judge_status") != "skipped")["judge_status"] \
+        .eq("ok").all()
