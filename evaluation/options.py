@@ -77,6 +77,14 @@ OPTIONS: tuple[Option, ...] = (
            "Empty for every record; a fraction (0.25) or a count per model (200), stratified by model."),
     Option("budget_usd", "number", None, "Budget (USD)", "Stop new judge calls once this much is spent.", 0,
            nullable=True),
+    Option("judge_rpm", "number", None, "Judge requests/min",
+           "Requests per minute the judge calls of one chunk may make (the provider's limit divided by the chunks "
+           "that run at once, the llm_judge pool's slots). Empty: the llm_judge connection's extra rpm, else none.",
+           0, nullable=True),
+    Option("judge_tpm", "number", None, "Judge tokens/min",
+           "Tokens per minute (prompt and completion) the judge calls of one chunk may use, estimated before each "
+           "call and corrected with the usage returned. Empty: the llm_judge connection's extra tpm, else none.",
+           0, nullable=True),
     Option("redact_pii", "boolean", False, "Redact PII",
            "Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge."),
     Option("rejudge_parse_errors", "boolean", False, "Re-judge parse errors",

@@ -5,8 +5,10 @@ Secrets come from Connections (or the environment), never from Params, XCom, log
 * ``aws_default`` (conn type ``aws``): ``login``/``password`` are the S3 keys, ``extra`` may hold
   ``endpoint_url`` and ``region_name``. Without the connection, boto3's own environment is used
   (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
-* ``llm_judge``: ``password`` is the judge's API key, ``host`` an optional API base. Without it,
-  ``EVALUATION_JUDGE_API_KEY`` / ``LLM_API_KEY`` or the provider's own variables (read by litellm).
+* ``llm_judge``: ``password`` is the judge's API key, ``host`` an optional API base, ``extra``
+  may hold ``rpm`` and ``tpm`` (the judge's requests and tokens per minute per chunk, used when the
+  run options ``judge_rpm`` / ``judge_tpm`` are empty). Without it, ``EVALUATION_JUDGE_API_KEY`` /
+  ``LLM_API_KEY`` or the provider's own variables (read by litellm).
 """
 
 from __future__ import annotations
@@ -62,6 +64,23 @@ def judge_credentials(api_base: str | None = None, conn_id: str = JUDGE_CONN_ID)
     return api_key_from_env(api_base), api_base
 
 
+def judge_rate_limits(conn_id: str = JUDGE_CONN_ID) -> dict[str, float]:
+    """``judge_rpm`` / ``judge_tpm`` from the judge connection's extra ``rpm`` / ``tpm`` (the ones
+    it sets to a positive number)."""
+    conn = connection(conn_id)
+    extra = (conn.extra_dejson or {}) if conn is not None else {}
+    limits: dict[str, float] = {}
+    for option, key in (("judge_rpm", "rpm"), ("judge_tpm", "tpm")):
+        try:
+            value = float(extra.get(key) or 0)
+        except (TypeError, ValueError):
+            logger.warning("connection %s: extra %s=%r is not a number: ignored", conn_id, key, extra.get(key))
+            continue
+        if value > 0:
+            limits[option] = value
+    return limits
+
+
 def evaluation_day(context: Any) -> dt.date:
     """The day a run evaluates: the ``date`` param, else the logical date's day (UTC). A manual
     run without a logical date evaluates the day before it was triggered."""
@@ -104,6 +123,9 @@ def run_config(context: Any) -> Any:
     _, api_base = judge_credentials()
     if api_base and not params.get("api_base"):
         params["api_base"] = api_base
+    for option, value in judge_rate_limits().items():
+        if not params.get(option):
+            params[option] = value
     try:
         return build_config(params, date=evaluation_day(context), run_id=dag_run.run_id, trigger=trigger(dag_run))
     except ValueError as exc:

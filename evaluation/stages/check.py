@@ -25,6 +25,8 @@ def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
         max_attempts=cfg.max_attempts,
         retry_budget_s=cfg.retry_budget_s,
         temperature=cfg.temperature,
+        rpm=cfg.judge_rpm,
+        tpm=cfg.judge_tpm,
     )
 
 
@@ -71,4 +73,3 @@ def probe_judge(client: Any, where: str) -> float:
         raise JudgeUnreachable(f"{where}: judge model {client.model!r} did not answer a probe call: {outcome.error}")
     raise JudgeUnusable(f"{where}: judge model {client.model!r} cannot be used: the probe call failed with "
                         f"{outcome.error}")
-

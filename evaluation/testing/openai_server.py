@@ -33,6 +33,7 @@ import inspect
 import itertools
 import json
 import logging
+import math
 import signal
 import socket
 import sys
@@ -46,6 +47,7 @@ from typing import Any, Self
 from aiohttp import web
 
 from evaluation.testing.batches import BatchEndpoints
+from evaluation.ratelimit import EnforcedRate
 from evaluation.testing.replies import (
     DEFAULT_REPLY_CONTENT,
     FAULT_KINDS,
@@ -124,8 +126,17 @@ class OpenAIServer:
         shutdown_timeout: float = 2.0,
         backlog: int = 2048,
         answer_probes: bool = True,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        rate_burst_s: float = 1.0,
     ) -> None:
-        """Configure the server; nothing listens until :meth:`start` (or ``with``)."""
+        """Configure the server; nothing listens until :meth:`start` (or ``with``).
+
+        ``rpm`` / ``tpm``: an enforced rate limit (token buckets holding ``rate_burst_s`` seconds of
+        each rate; tokens are a request's prompt tokens at admission, its completion once answered):
+        a request over it gets a 429 ``rate_limit_exceeded`` with ``Retry-After``, ``retry-after-ms``
+        and OpenAI's ``x-ratelimit-*`` headers, and is neither recorded nor counted as a request
+        (:attr:`throttled_count` counts them)."""
         self.responder: Responder = responder if responder is not None else default_responder
         self.latency_s = float(latency_s)
         self.faults = faults
@@ -134,6 +145,7 @@ class OpenAIServer:
         self.models = tuple(models)
         self.record_requests = record_requests
         self.answer_probes = answer_probes
+        self.rate_limits = EnforcedRate(rpm, tpm, burst_s=rate_burst_s) if (rpm or tpm) else None
         self._probes: list[dict[str, Any]] = []
         self._requested_port = port
         self._loop_factory = loop_factory or asyncio.new_event_loop
@@ -315,6 +327,12 @@ class OpenAIServer:
             return self._count
 
     @property
+    def throttled_count(self) -> int:
+        """Requests refused with a 429 by the enforced rate limit (``rpm`` / ``tpm``)."""
+        with self._lock:
+            return self.rate_limits.refused if self.rate_limits is not None else 0
+
+    @property
     def fault_counts(self) -> dict[str, int]:
         """Faults injected by the :class:`FaultPlan`, per kind (all kinds present, zero if none)."""
         with self._lock:
@@ -376,6 +394,13 @@ class OpenAIServer:
                 self._probes.append(body)
             return self._render(body, as_reply("ok"))
 
+        limits = self.rate_limits
+        if limits is not None:
+            with self._lock:
+                wait, which = limits.admit(count_prompt_tokens(body))
+                if wait > 0:
+                    return self._render(body, _throttled(wait, which, limits))
+
         plan = self.faults
         key = FaultPlan.body_key(body) if plan is not None else ""
         fault: FaultKind | None = None
@@ -400,6 +425,9 @@ class OpenAIServer:
         else:
             reply = await self._call_responder(body)
 
+        if limits is not None and reply.status == 200:
+            with self._lock:
+                limits.charge(count_tokens(reply.content or ""))
         if reply.hang:
             await self._hang()
         delay = self.latency_s + reply.delay_s
@@ -499,6 +527,16 @@ class OpenAIServer:
         return response
 
 
+def _throttled(wait_s: float, which: str, limits: EnforcedRate) -> Reply:
+    """The 429 of the enforced rate limit, as OpenAI words and heads it."""
+    limit = limits.rpm if which == "requests" else limits.tpm
+    headers = {"Retry-After": str(max(1, math.ceil(wait_s))), "retry-after-ms": str(max(1, math.ceil(wait_s * 1000))),
+               **limits.headers()}
+    message = (f"Rate limit reached for mock-judge on {which} per min (RPM/TPM): Limit {int(limit or 0)}. "
+               f"Please try again in {wait_s * 1000:.0f}ms.")
+    return Reply.error(429, message, which, "rate_limit_exceeded", headers=headers)
+
+
 def _json_response(
     status: int, payload: dict[str, Any] | list[Any] | str | bytes, headers: Mapping[str, str] | None = None
 ) -> web.Response:
@@ -533,6 +571,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--malformed", type=float, default=0.0, help="probability of non-JSON content")
     parser.add_argument("--retry-after", type=float, default=0, help="Retry-After seconds on injected 429s")
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    parser.add_argument("--rpm", type=float, default=0.0, help="enforced requests per minute (0: none)")
+    parser.add_argument("--tpm", type=float, default=0.0, help="enforced tokens per minute (0: none)")
+    parser.add_argument("--rate-burst", type=float, default=1.0, help="seconds of each enforced rate a burst may use")
     return parser.parse_args(argv)
 
 
@@ -583,12 +624,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         record_requests=False,
         loop_factory=loop_factory,
         shutdown_timeout=1.0,
+        rpm=args.rpm or None,
+        tpm=args.tpm or None,
+        rate_burst_s=args.rate_burst,
     )
     with server:
         print(f"READY {server.base_url}", flush=True)
         while not stop.wait(0.5):
             pass
     print(f"REQUESTS {server.request_count}", flush=True)
+    if server.rate_limits is not None:
+        print(f"THROTTLED {server.throttled_count}", flush=True)
     if faults is not None:
         counts = " ".join(f"{k}={v}" for k, v in server.fault_counts.items())
         print(f"FAULTS {counts}", flush=True)

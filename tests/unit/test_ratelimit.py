@@ -1,0 +1,234 @@
+"""Rate-limit-aware calling (evaluation/ratelimit.py, the judge client) against the embedded
+OpenAI-compatible server enforcing a rate (its token buckets answer 429 with Retry-After and
+OpenAI's x-ratelimit headers). Nothing is mocked: judge stages run through litellm over HTTP.
+
+The rates are high (1,200 requests a minute, 20 a second) so that each case takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluation import stages, storage, synthetic
+from evaluation.client import JudgeClient
+from evaluation.judges import RenderedPrompt
+from evaluation.ratelimit import AdaptiveLimit, RateBudget, TokenBucket, estimate_tokens
+from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens, count_tokens
+from tests.reliability.helpers import DAY, config, judge_reply
+
+pytestmark = pytest.mark.timeout(120)
+
+RPM = 1200.0  # 20 requests a second
+
+
+def _prompt(i: int, words: int = 40) -> RenderedPrompt:
+    return RenderedPrompt(judge="prompt", prompt_version="prompt@test", system="You are a judge. Reply in JSON.",
+                          user=f"question {i}: " + "lorem ipsum " * words, key_fields=("score",))
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
+    request = urllib.request.Request(url + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+def _admitted_rate(server: OpenAIServer) -> float:
+    """Requests per second the server admitted, from the first arrival to the last."""
+    times = sorted(r.received_at for r in server.requests)
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+# --------------------------------------------------------------------------------------------
+# The pieces
+
+
+def test_token_bucket_reserves_into_debt_and_says_how_long_to_wait() -> None:
+    bucket = TokenBucket(rate_per_s=10.0, capacity=5.0)
+    now = bucket.updated
+    assert [bucket.reserve(1.0, now) for _ in range(5)] == [0.0] * 5
+    assert bucket.reserve(1.0, now) == pytest.approx(0.1)
+    assert bucket.reserve(2.0, now) == pytest.approx(0.3)
+    assert bucket.reserve(1.0, now + 0.3) == pytest.approx(0.1)  # refilled 3, owed 3 + 1
+    bucket.adjust(-10.0)  # a reservation that used less gives back, never past the capacity
+    assert bucket.level <= bucket.capacity
+
+
+def test_budget_estimates_are_corrected_with_the_usage() -> None:
+    budget = RateBudget(tpm=6000.0)  # 100 tokens a second, 50 of burst
+    assert budget.tokens is not None and budget.tokens.capacity == 50.0
+    assert budget.expected_tokens(100) == 100 + 256
+    budget.settle(356, 130, output_tokens=30)
+    assert budget.expected_tokens(100) == 130  # the output seen so far replaces the default
+    assert estimate_tokens([{"role": "user", "content": "x" * 400}]) == 100 + 4 + 3
+    halves = budget.share(2)
+    assert halves.tpm == 3000.0 and halves.rpm is None
+
+
+def test_adaptive_limit_halves_once_per_round_and_grows_back_by_one_per_window() -> None:
+    async def scenario() -> list[int]:
+        limit = AdaptiveLimit(8)
+        epochs = [await limit.acquire() for _ in range(8)]
+        assert limit.in_flight == 8
+        for epoch in epochs[:3]:  # three 429s of the same round: one halving
+            limit.throttled(epoch, None)
+            limit.release(False)
+        seen = [limit.limit]
+        for _ in range(5):
+            limit.release(True)
+        seen.append(limit.limit)  # 5 successes at limit 4: +1
+        for _ in range(5):
+            await limit.acquire()
+            limit.release(True)
+        seen.append(limit.limit)  # 5 more at limit 5: +1
+        epoch = await limit.acquire()
+        limit.throttled(epoch, 0.2)
+        limit.release(False)
+        seen.append(limit.limit)
+        started = time.monotonic()
+        await limit.acquire()  # waits for the pause
+        seen.append(round(time.monotonic() - started, 1))
+        return seen
+
+    assert asyncio.run(scenario()) == [4, 5, 6, 3, 0.2]
+
+
+def test_adaptive_limit_never_lets_more_than_its_limit_in_flight() -> None:
+    async def scenario() -> int:
+        limit = AdaptiveLimit(4)
+        state = {"now": 0, "most": 0}
+
+        async def one(i: int) -> None:
+            epoch = await limit.acquire()
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+            await asyncio.sleep(0.001 * (i % 3))
+            state["now"] -= 1
+            if i == 5:
+                limit.throttled(epoch, None)
+            limit.release(i != 5)
+
+        await asyncio.gather(*(one(i) for i in range(60)))
+        assert limit.in_flight == 0
+        return state["most"]
+
+    assert asyncio.run(scenario()) == 4
+
+
+# --------------------------------------------------------------------------------------------
+# The server's enforced rate
+
+
+def test_server_enforces_requests_per_minute_with_openai_headers() -> None:
+    body = {"model": "mock-judge", "messages": [{"role": "user", "content": "hello"}]}
+    with OpenAIServer(rpm=600, rate_burst_s=0.5) as server:  # 10 a second, bursts of 5
+        answers = [_post(server.base_url, body) for _ in range(7)]
+        time.sleep(0.25)
+        later = _post(server.base_url, body)
+        assert server.request_count == 6 and server.throttled_count == 2
+    assert [status for status, _, _ in answers] == [200] * 5 + [429, 429]
+    status, headers, payload = answers[5]
+    assert payload["error"]["code"] == "rate_limit_exceeded" and payload["error"]["type"] == "requests"
+    assert headers["Retry-After"] == "1" and 1 <= int(headers["retry-after-ms"]) <= 100
+    assert headers["x-ratelimit-limit-requests"] == "600" and headers["x-ratelimit-remaining-requests"] == "0"
+    assert later[0] == 200
+
+
+def test_server_enforces_tokens_per_minute() -> None:
+    body = {"model": "mock-judge", "messages": [{"role": "user", "content": "x" * 396}]}  # 100 tokens
+    assert count_prompt_tokens(body) == 100
+    with OpenAIServer(tpm=60_000, rate_burst_s=0.25) as server:  # 1,000 tokens a second, 250 of burst
+        statuses = [_post(server.base_url, body)[0] for _ in range(3)]
+    assert statuses == [200, 200, 429]  # two prompts and their completions use the burst
+
+
+# --------------------------------------------------------------------------------------------
+# A chunk against an enforced rate
+
+
+def _day(tmp_path: Path, records: int) -> None:
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, records, bad=False)
+
+
+def _run(tmp_path: Path, server: OpenAIServer, **values: Any) -> tuple[dict[str, Any], float]:
+    cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url, judges=["rag"],
+                 timeout_s=5, chunk_size=1000, **values)
+    started = time.monotonic()
+    result = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+    return result, time.monotonic() - started
+
+
+def test_a_budget_at_the_servers_rate_runs_near_it_without_call_errors(tmp_path: Path) -> None:
+    _day(tmp_path, 120)
+    with OpenAIServer(judge_reply, latency_s=0.05, rpm=RPM) as server:
+        result, _ = _run(tmp_path, server, concurrency=16, judge_rpm=RPM)
+        rate, throttled, requests = _admitted_rate(server), server.throttled_count, server.request_count
+    assert result["statuses"].get("call_error", 0) == 0 and result["statuses"]["ok"] > 0
+    assert requests >= 80, requests
+    assert rate >= 0.9 * RPM / 60, f"{rate:.1f}/s against {RPM / 60:.0f}/s"
+    assert rate <= 1.15 * RPM / 60
+    assert throttled <= 2, throttled
+
+
+def test_a_tokens_budget_holds_too(tmp_path: Path) -> None:
+    _day(tmp_path, 60)
+    tpm = 1_200_000.0  # 20,000 tokens a second: the binding limit (a rag call is ~1,000 tokens here)
+    with OpenAIServer(judge_reply, latency_s=0.05, tpm=tpm) as server:
+        result, _ = _run(tmp_path, server, concurrency=32, judge_tpm=tpm)
+        times = sorted(r.received_at for r in server.requests)
+        used = sum(count_prompt_tokens(r.body) + count_tokens(judge_reply(r.body)) for r in server.requests)
+        throttled = server.throttled_count
+    assert result["statuses"].get("call_error", 0) == 0 and result["statuses"]["ok"] > 0
+    rate = used / (times[-1] - times[0])
+    assert 0.8 * tpm / 60 <= rate <= 1.2 * tpm / 60, f"{rate:.0f} tokens/s against {tpm / 60:.0f}"
+    assert throttled <= 2, throttled
+
+
+def test_without_a_budget_adaptive_concurrency_ends_without_call_errors(tmp_path: Path) -> None:
+    _day(tmp_path, 120)
+    with OpenAIServer(judge_reply, latency_s=0.05, rpm=RPM) as server:
+        result, _ = _run(tmp_path, server, concurrency=32)
+        throttled, requests = server.throttled_count, server.request_count
+    assert result["statuses"].get("call_error", 0) == 0 and result["statuses"]["ok"] > 0
+    assert throttled > 0  # it did hit the limit, and recovered
+    assert requests >= 80
+
+
+def test_adaptive_concurrency_alone_recovers_from_429s_without_limit_headers() -> None:
+    """A server whose 429s state only Retry-After (no limits to learn): halving and pausing alone."""
+    prompts = [_prompt(i, 5) for i in range(80)]
+    with OpenAIServer(latency_s=0.05, rpm=RPM) as server:
+        server.rate_limits.headers = dict  # type: ignore[union-attr, method-assign]  # no x-ratelimit headers
+        client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=32,
+                             max_attempts=6, timeout_s=5, workers=1)
+        outcomes = asyncio.run(client.call_many(prompts))
+        throttled = server.throttled_count
+    assert all(o is not None and o.ok for o in outcomes), [o.error for o in outcomes if o and not o.ok][:3]
+    assert client.budget is None and client.limit.decreases >= 1 and throttled > 0
+
+
+def test_worker_processes_share_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prompts = [_prompt(i, 5) for i in range(100)]
+    with OpenAIServer(latency_s=0.02, rpm=RPM) as server:
+        client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=16,
+                             timeout_s=5, workers=2, rpm=RPM)
+        outcomes = asyncio.run(client.call_many(prompts))
+        rate, throttled = _admitted_rate(server), server.throttled_count
+    assert all(o is not None and o.ok for o in outcomes)
+    assert 0.85 * RPM / 60 <= rate <= 1.15 * RPM / 60, rate
+    assert throttled <= 2, throttled
