@@ -390,3 +390,5 @@ class ComparisonSpec(BaseModel):
     def describe(self) -> str:
         """The range and the models, for messages."""
         return f"{self.start_date}..{self.end_date}, models {', '.join(self.models)}"
+
+

@@ -73,3 +73,4 @@ def probe_judge(client: Any, where: str) -> float:
         raise JudgeUnreachable(f"{where}: judge model {client.model!r} did not answer a probe call: {outcome.error}")
     raise JudgeUnusable(f"{where}: judge model {client.model!r} cannot be used: the probe call failed with "
                         f"{outcome.error}")
+
