@@ -38,22 +38,9 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.judges import RenderedPrompt
+from evaluation.stages.schemas import LEDGER_SCHEMA
 
 logger = logging.getLogger(__name__)
-
-LEDGER_SCHEMA: dict[str, Any] = {
-    "request_hash": pl.String,
-    "judge": pl.String,
-    "judge_model": pl.String,
-    "prompt_version": pl.String,
-    "raw_response": pl.String,
-    "input_tokens": pl.Int64,
-    "output_tokens": pl.Int64,
-    "cost_usd": pl.Float64,
-    "latency_ms": pl.Float64,
-    "attempts": pl.Int64,
-    "judged_at": pl.Datetime("us", "UTC"),
-}
 
 
 def request_hash(judge_model: str, prompt: RenderedPrompt, parameters: dict[str, Any]) -> str:

@@ -33,21 +33,12 @@ import numpy as np
 import polars as pl
 
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-
-METRICS = (
-    "score",
-    "faithfulness",
-    "relevance",
-    "completeness",
-    "reasoning_quality",
-    "context_relevance",
-    "answer_relevance",
-    "semantic_similarity",
-)
+from evaluation.stages.schemas import LATENCY_QUANTILES as _LATENCY_QUANTILES
+from evaluation.stages.schemas import SUMMARY_METRICS as METRICS
+from evaluation.stages.schemas import SUMMARY_QUANTILES as _QUANTILES
+from evaluation.stages.schemas import summary_schema
 
 _LATENCY = "latency_ms"
-_QUANTILES = (10, 50, 90)
-_LATENCY_QUANTILES = (50, 95)
 #: The columns the summary reads, as it reads them.
 _COLUMNS: dict[str, Any] = {
     "model": pl.String, "judge": pl.String, "judge_status": pl.String, "verdict": pl.String,
@@ -114,20 +105,6 @@ class SummaryBuilder:
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
-
-
-def summary_schema() -> dict[str, Any]:
-    """The columns of ``daily_summary`` without ``dt``, in order."""
-    schema: dict[str, Any] = {"run_id": pl.String, "model": pl.String, "judge": pl.String, "rows": pl.Int64}
-    schema.update({f"n_{s}": pl.Int64 for s in JUDGE_STATUSES})
-    schema.update({f"n_{v}": pl.Int64 for v in VERDICTS})
-    schema["pass_rate"] = pl.Float64
-    for metric in METRICS:
-        schema.update({f"{metric}_mean": pl.Float64, f"{metric}_std": pl.Float64, f"{metric}_n": pl.Int64})
-        schema.update({f"{metric}_p{q}": pl.Float64 for q in _QUANTILES})
-    schema.update(input_tokens=pl.Int64, output_tokens=pl.Int64, cost_usd=pl.Float64, n_cached=pl.Int64)
-    schema.update({f"latency_p{q}_ms": pl.Float64 for q in _LATENCY_QUANTILES})
-    return schema
 
 
 def _measure(rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...]) -> dict[tuple[str, str], dict[str, Any]]:

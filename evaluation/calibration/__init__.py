@@ -26,8 +26,8 @@ from evaluation._lazy import lazy_exports
 _EXPORTS = {
     "CalibrationError": "evaluation.calibration.spec",
     "CalibrationSpec": "evaluation.calibration.spec",
-    "CALIBRATIONS_SCHEMA": "evaluation.calibration.schemas",
-    "LABELS_SCHEMA": "evaluation.calibration.schemas",
+    "CALIBRATIONS_SCHEMA": "evaluation.stages.schemas",
+    "LABELS_SCHEMA": "evaluation.stages.schemas",
     "JUDGE_METRICS": "evaluation.calibration.compute",
     "calibration_rows": "evaluation.calibration.compute",
     "roc_curves": "evaluation.calibration.compute",

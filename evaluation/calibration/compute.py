@@ -28,10 +28,10 @@ import numpy as np
 import polars as pl
 
 from evaluation.calibration import metrics
-from evaluation.calibration.schemas import CALIBRATIONS_SCHEMA
 from evaluation.calibration.spec import CalibrationSpec
 from evaluation.contract import JUDGE_STATUSES, RULES_VERSION, VERDICTS
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS
+from evaluation.stages.schemas import CALIBRATIONS_SCHEMA
 
 #: Metrics calibrated per judge, in report order.
 JUDGE_METRICS: dict[str, tuple[str, ...]] = {

@@ -28,11 +28,11 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.calibration.schemas import LABELS_SCHEMA
 from evaluation.calibration.spec import LABEL_FIELDS, CalibrationError, CalibrationSpec
 from evaluation.contract import VERDICTS
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
 from evaluation.normalise import _type_name as _kind
+from evaluation.stages.schemas import LABELS_SCHEMA
 from evaluation.validation import DayValidator
 
 logger = logging.getLogger(__name__)

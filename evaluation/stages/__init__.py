@@ -14,63 +14,48 @@ rule lands its evidence under ``_failed/`` (see :func:`~evaluation.storage.faile
 ``runs`` row with status ``failed`` and the cause; the day's tables and report stay as they were.
 """
 
-from evaluation.stages._run import (
-    CheckResult,
-    ChunkPlan,
-    ChunkResult,
-    CostEstimate,
-    DayResult,
-    IngestCounts,
-    JudgeUnreachable,
-    JudgeUnusable,
-    Manifest,
-    RunFailed,
-    StaleRun,
-    Stores,
-    read_manifest,
-    staged_key,
-)
-from evaluation.stages.check import check_run, judge_client, probe_judge
-from evaluation.stages.day import run_day
-from evaluation.stages.ingest import ingest_and_validate, raw_objects, validated_batches
-from evaluation.stages.judge import judge_chunk
-from evaluation.stages.land import score_and_land
-from evaluation.stages.plan import content_keys, in_key_order, key_range, plan_chunks, sample_mask, stage_chunks
-from evaluation.stages.schemas import CALLS_SCHEMA, PARSED_SCHEMA, RECORD_SCHEMA, REJECT_SCHEMA, record_from_row
+from __future__ import annotations
 
-__all__ = [
-    "CALLS_SCHEMA",
-    "PARSED_SCHEMA",
-    "RECORD_SCHEMA",
-    "REJECT_SCHEMA",
-    "CheckResult",
-    "ChunkPlan",
-    "ChunkResult",
-    "CostEstimate",
-    "DayResult",
-    "IngestCounts",
-    "JudgeUnreachable",
-    "JudgeUnusable",
-    "Manifest",
-    "RunFailed",
-    "StaleRun",
-    "Stores",
-    "check_run",
-    "content_keys",
-    "in_key_order",
-    "ingest_and_validate",
-    "judge_chunk",
-    "judge_client",
-    "key_range",
-    "plan_chunks",
-    "probe_judge",
-    "raw_objects",
-    "read_manifest",
-    "record_from_row",
-    "run_day",
-    "sample_mask",
-    "score_and_land",
-    "stage_chunks",
-    "staged_key",
-    "validated_batches",
-]
+from evaluation._lazy import lazy_exports
+
+# Loaded on first use: a light module of the package (the table schemas) pulls in no stage.
+_EXPORTS = {
+    "CheckResult": "evaluation.stages._run",
+    "ChunkPlan": "evaluation.stages._run",
+    "ChunkResult": "evaluation.stages._run",
+    "CostEstimate": "evaluation.stages._run",
+    "DayResult": "evaluation.stages._run",
+    "IngestCounts": "evaluation.stages._run",
+    "JudgeUnreachable": "evaluation.stages._run",
+    "JudgeUnusable": "evaluation.stages._run",
+    "Manifest": "evaluation.stages._run",
+    "RunFailed": "evaluation.stages._run",
+    "StaleRun": "evaluation.stages._run",
+    "Stores": "evaluation.stages._run",
+    "read_manifest": "evaluation.stages._run",
+    "staged_key": "evaluation.stages._run",
+    "check_run": "evaluation.stages.check",
+    "judge_client": "evaluation.stages.check",
+    "probe_judge": "evaluation.stages.check",
+    "run_day": "evaluation.stages.day",
+    "ingest_and_validate": "evaluation.stages.ingest",
+    "raw_objects": "evaluation.stages.ingest",
+    "validated_batches": "evaluation.stages.ingest",
+    "judge_chunk": "evaluation.stages.judge",
+    "score_and_land": "evaluation.stages.land",
+    "content_keys": "evaluation.stages.plan",
+    "in_key_order": "evaluation.stages.plan",
+    "key_range": "evaluation.stages.plan",
+    "plan_chunks": "evaluation.stages.plan",
+    "sample_mask": "evaluation.stages.plan",
+    "stage_chunks": "evaluation.stages.plan",
+    "CALLS_SCHEMA": "evaluation.stages.schemas",
+    "PARSED_SCHEMA": "evaluation.stages.schemas",
+    "RECORD_SCHEMA": "evaluation.stages.schemas",
+    "REJECT_SCHEMA": "evaluation.stages.schemas",
+    "record_from_row": "evaluation.stages.schemas",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
