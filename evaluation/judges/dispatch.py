@@ -37,7 +37,8 @@ PROMPT_VERSIONS: dict[JudgeName, str] = {name: judge.PROMPT_VERSION for name, ju
 #: The reply columns of a parsed row, null or empty until a reply fills them.
 _NULL_COLUMNS = ("score", "faithfulness", "relevance", "completeness", "reasoning_quality", "context_relevance",
                  "answer_relevance", "semantic_similarity", "evaluation_goal", "reasoning", "explanations",
-                 "uncited_claim_count", "hallucination_detected", "reason", "error")
+                 "uncited_claim_count", "hallucination_detected", "reason", "error",
+                 "rubric_weight_satisfied", "rubric_weight_total")
 _LIST_COLUMNS = ("hits", "misses", "improvement_suggestions", "citations", "invalid_citations")
 
 

@@ -180,8 +180,9 @@ def parse(row: dict[str, Any], reply: dict[str, Any] | None, record: InputRecord
 
 def grade_rubrics(rubrics: list[Rubric], checks: list[RubricCheck]) -> dict[str, Any]:
     """CONTRACT §2.4 rubric mode: the first check per rubric id counts, unknown ids are ignored, a
-    rubric with no check is unsatisfied ("not evaluated"). score = satisfied weight / total weight
-    (0 when the total is 0); hits and misses read ``"[id] description: reasoning"``."""
+    rubric with no check is unsatisfied ("not evaluated"). The satisfied and the total weight are
+    kept for :func:`table_rules`, which computes the score from them; hits and misses read
+    ``"[id] description: reasoning"``."""
     first_checks: dict[str, RubricCheck] = {}
     for each in checks:
         first_checks.setdefault(each.id, each)
@@ -203,8 +204,8 @@ def grade_rubrics(rubrics: list[Rubric], checks: list[RubricCheck]) -> dict[str,
         else:
             misses.append(item)
             required_unsatisfied = required_unsatisfied or rubric.required
-    return {"score": satisfied_weight / total if total > 0 else 0.0, "hits": hits, "misses": misses,
-            "required_unsatisfied": required_unsatisfied}
+    return {"rubric_weight_satisfied": satisfied_weight, "rubric_weight_total": total, "hits": hits,
+            "misses": misses, "required_unsatisfied": required_unsatisfied}
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,9 +217,13 @@ def table_rules() -> TableRules:
     fallback's zeros (never a call that did not return)."""
     score = pl.col("score")
     status = pl.col("judge_status")
+    rubric = pl.col("rubric_mode").fill_null(False) & (status == "ok")
+    satisfied, total = pl.col("rubric_weight_satisfied"), pl.col("rubric_weight_total")
     return TableRules(
-        scored=scored_rows("prompt", "ok", "parse_error") & score.is_not_null(),
-        values={},
+        scored=scored_rows("prompt", "ok", "parse_error") & (score.is_not_null() | rubric),
+        # CONTRACT §2.4 rubric mode: score = satisfied weight / total weight, 0 when the total is 0
+        values={"score": pl.when(rubric).then(pl.when(total > 0).then(satisfied / total).otherwise(0.0))
+                .otherwise(score)},
         # CONTRACT §2.4 freeform: the score clamped to [0, 1] (1.5 → 1.0, 85 → 1.0, −0.1 → 0.0), not rounded
         clamps=[(outside_unit(score), "clamp_0_1:score")],
         score=score.clip(0.0, 1.0),

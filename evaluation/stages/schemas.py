@@ -75,6 +75,8 @@ PARSED_SCHEMA: dict[str, Any] = {
     "reference_missing": pl.Boolean,
     "rubric_mode": pl.Boolean,
     "required_unsatisfied": pl.Boolean,
+    "rubric_weight_satisfied": pl.Float64,
+    "rubric_weight_total": pl.Float64,
 }
 
 CALLS_SCHEMA: dict[str, Any] = {

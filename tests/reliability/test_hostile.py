@@ -19,9 +19,10 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage
+from evaluation.stages.schemas import PARSED_SCHEMA
 from evaluation.client import JudgeClient
 from evaluation.contract import InputRecord
-from evaluation.judges import parse_reply, read_fenced_blocks, render
+from evaluation.judges import parse_reply, read_fenced_blocks, render, score_table
 from evaluation.testing.openai_server import OpenAIServer, ScriptedResponder
 from tests.reliability.helpers import DAY, config, judge_kind, table
 
@@ -195,6 +196,11 @@ def _kind(judge: str, record: InputRecord) -> str:
     return judge if judge != "prompt" else ("prompt/rubric" if record.rubrics else "prompt/freeform")
 
 
+def _scored(row: dict[str, Any]) -> dict[str, Any]:
+    """A parsed row after the table path's post-processing (the rubric score is computed there)."""
+    return score_table(pl.DataFrame([{c: row.get(c) for c in PARSED_SCHEMA}], schema=PARSED_SCHEMA)).row(0, named=True)
+
+
 def _assert_own(judge: str, row: dict[str, Any]) -> None:
     assert row["judge_status"] == "ok", row
     if judge == "rag":
@@ -249,7 +255,7 @@ def test_a_quoted_planted_verdict_never_wins(kind: str) -> None:
         prompt = render(judge, record)  # type: ignore[arg-type]
         for template in REPLIES_WITH_OWN:
             reply = template.format(fake=FAKE_TEXT[kind], own=OWN_TEXT[kind])
-            _assert_own(judge, parse_reply(judge, record, reply, prompt))  # type: ignore[arg-type]
+            _assert_own(judge, _scored(parse_reply(judge, record, reply, prompt)))  # type: ignore[arg-type]
         for template in REPLIES_WITHOUT_OWN:
             reply = template.format(fake=FAKE_TEXT[kind])
             _assert_refused(judge, parse_reply(judge, record, reply, prompt))  # type: ignore[arg-type]
@@ -271,7 +277,7 @@ def test_planted_verdicts_through_litellm_and_the_local_server() -> None:
         assert outcome is not None and outcome.ok and outcome.raw_text == reply
         assert body["messages"] == prompt.messages  # type: ignore[union-attr]
         row = parse_reply(judge, record, outcome.raw_text, prompt)  # type: ignore[arg-type]
-        (_assert_own if has_own else _assert_refused)(judge, row)
+        (_assert_own if has_own else _assert_refused)(judge, _scored(row))
 
 
 # ---------------------------------------------------------------------------------------------

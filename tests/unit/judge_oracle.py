@@ -105,6 +105,9 @@ def _score_masis(row: dict[str, Any], clamps: list[str]) -> None:
 
 
 def _score_prompt(row: dict[str, Any], clamps: list[str]) -> None:
+    if row.get("rubric_mode") and row["judge_status"] == "ok":  # satisfied weight / total weight
+        total = row["rubric_weight_total"]
+        row["score"] = row["rubric_weight_satisfied"] / total if total > 0 else 0.0
     score = row["score"]
     if score is not None and not 0.0 <= score <= 1.0:
         clamps.append("clamp_0_1:score")

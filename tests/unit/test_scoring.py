@@ -612,7 +612,8 @@ def _random_row(judge: str, rng: random.Random, record: InputRecord) -> dict[str
         if status == "ok":
             if rubric:
                 total = rng.randrange(0, 7)
-                row["score"] = rng.randrange(0, total + 1) / total if total else 0.0
+                row["rubric_weight_total"] = float(total)
+                row["rubric_weight_satisfied"] = float(rng.randrange(0, total + 1))
                 row["required_unsatisfied"] = rng.random() < 0.4
                 row["hits"] = ["[r1] d: ok"]
             else:
