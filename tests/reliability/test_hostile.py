@@ -19,10 +19,10 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage
-from evaluation.stages.schemas import PARSED_SCHEMA
 from evaluation.client import JudgeClient
 from evaluation.contract import InputRecord
 from evaluation.judges import parse_reply, read_fenced_blocks, render, score_table
+from evaluation.stages.schemas import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer, ScriptedResponder
 from tests.reliability.helpers import DAY, config, judge_kind, table
 
