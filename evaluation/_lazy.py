@@ -14,7 +14,12 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
     module) are imported when first read, then kept in the package's namespace."""
 
     def __getattr__(name: str) -> Any:
-        if name not in exports:
+        if name not in exports:  # a submodule, as after ``import package.name``
+            try:
+                return importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{package}.{name}":
+                    raise
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(exports[name]), name)
         setattr(sys.modules[package], name, value)
