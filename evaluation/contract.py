@@ -1,8 +1,8 @@
 """Contract models: what the pipeline takes in (CONTRACT §1) and what a judge produces (§2, §3).
 
 These are the boundaries of the product. Ingest turns raw log lines into :class:`InputRecord`;
-judges turn an :class:`InputRecord` into a :class:`Judgement`; storage lands judgements as rows of
-the ``evaluations`` table whose columns are :data:`EVALUATION_COLUMNS`.
+judges turn an :class:`InputRecord` into a parsed row, each judge call is a :class:`CallRecord`;
+scored rows land in the ``evaluations`` table whose columns are :data:`EVALUATION_COLUMNS`.
 """
 
 from __future__ import annotations
