@@ -10,7 +10,8 @@
    judged rows, ``build_daily_summary`` over 1,000,000 scored rows; time and peak RSS of each.
 4. ``daily_evaluation`` under ``dag.test()`` on 2,000 records with the offline judge (embedded S3):
    wall time after set-up and the share spent outside judge calls.
-5. The same day again: new LLM calls and wall time.
+5. The same day again: new LLM calls and wall time. With item 4, a batch-mode day (``bench.batch``):
+   HTTP requests per record, wall time with the server's batch delay at zero, cost against online.
 6. A million records through ingest + validate, plan and score + land (judged rows generated at
    PARSED_SCHEMA instead of judging): peak RSS of each stage, each in its own process, against
    the same stages on 100,000 records.
@@ -252,7 +253,14 @@ def print_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-ITEMS = {1: judge_items, 3: stage_items, 4: e2e_items, 7: topology_items}  # 2 runs with 1, 5 with 4, 6 with 3
+def e2e_and_batch_items(bench: Bench) -> None:
+    from bench.batch import batch_items
+
+    e2e_items(bench)
+    batch_items(bench)
+
+
+ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
