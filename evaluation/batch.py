@@ -194,6 +194,9 @@ class ChunkBatch:
         self._results: dict[str, Any] = {}
         self._collected: set[str] = set()
         self.prices = batch_prices(cfg.judge_model)
+        if cfg.budget_usd is not None:
+            logger.warning("%s: budget_usd %s does not stop a batch: a chunk's batch is submitted whole",
+                           cfg.run_id, cfg.budget_usd)
         if not self.prices[2]:
             logger.info("%s: litellm has no batch price for %s: batch calls are costed at its online price "
                         "(%g / %g USD per token)", cfg.judge_model, cfg.judge_model, self.prices[0], self.prices[1])
