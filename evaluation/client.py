@@ -50,6 +50,11 @@ logger = logging.getLogger(__name__)
 
 #: litellm, once :func:`configure` has imported and set it up.
 litellm: Any = None
+#: litellm's context flag of its own nested calls, under which it skips its success logging.
+_UNLOGGED: Any = None
+#: litellm's callback lists: while all are empty, nothing reads what its success logging builds.
+_CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
+                   "_async_failure_callback", "input_callback", "service_callback")
 
 
 def configure() -> Any:
@@ -73,8 +78,32 @@ def configure() -> Any:
         logging.getLogger(name).setLevel(logging.WARNING)
     litellm = module
     register_offline_provider()
+    global _UNLOGGED
+    try:
+        from litellm._internal_context import is_internal_call
+    except ImportError:  # another litellm: its logging runs, slower, same results
+        _UNLOGGED = None
+    else:
+        _UNLOGGED = is_internal_call
     gc.freeze()
     return module
+
+
+def _unlogged() -> Any:
+    """litellm's flag that skips its success logging for a call, when nothing would read that
+    logging (no callback of any kind registered); None otherwise.
+
+    With no callback litellm still builds a logging payload for every response, prices it
+    again and queues it for a logging worker and a thread pool: about a tenth of the CPU of a
+    judge call (measured: ``bench/calling.py``). The flag is the one litellm sets for its own
+    nested calls; the response, its usage, its cost and the error mapping are the same
+    (``tests/unit/test_calling.py``)."""
+    if _UNLOGGED is None:
+        return None
+    for name in _CALLBACK_LISTS:
+        if getattr(litellm, name, None):
+            return None
+    return _UNLOGGED
 
 RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 ERROR_CLASSES = ("rate_limit", "server_error", "timeout", "connection", "bad_request", "quota", "other")
@@ -450,8 +479,14 @@ class JudgeClient:
             kwargs["response_format"] = {"type": "json_object"}
         # litellm's timeout covers the HTTP exchange; this one also covers a server that hangs
         # after the headers (a deadline on this task: no extra task per call, as wait_for makes).
-        async with asyncio.timeout(self.timeout_s + 1.0):
-            return await litellm.acompletion(**kwargs)
+        unlogged = _unlogged()
+        token = unlogged.set(True) if unlogged is not None else None
+        try:
+            async with asyncio.timeout(self.timeout_s + 1.0):
+                return await litellm.acompletion(**kwargs)
+        finally:
+            if token is not None:
+                unlogged.reset(token)
 
     async def probe(self) -> CallOutcome:
         """One call of a few tokens, with the usual retries, that tells a usable judge model from
@@ -470,14 +505,16 @@ class JudgeClient:
         """:meth:`call`, each attempt holding a slot of the adaptive limit and, with a budget, its
         reservation; None when ``should_stop`` said so before the first attempt."""
         limit = self.limit
-        started = time.monotonic()
+        started = 0.0
         attempts = 0
         prompt_tokens = -1
         while True:
-            epoch = await limit.acquire()
-            if attempts == 0 and should_stop is not None and should_stop():
-                limit.release(False)
-                return None
+            epoch = await limit.acquire(retry=attempts > 0)
+            if attempts == 0:
+                if should_stop is not None and should_stop():
+                    limit.release(False)
+                    return None
+                started = time.monotonic()  # the call's time (and its retry budget) from its first attempt
             attempts += 1
             budget = self.budget
             reserved = 0

@@ -142,9 +142,11 @@ class AdaptiveLimit:
     def __repr__(self) -> str:
         return f"AdaptiveLimit(limit={self.limit}, maximum={self.maximum}, in_flight={self.in_flight})"
 
-    async def acquire(self) -> int:
-        """Wait for a slot (and the end of a pause); returns the epoch to hand back on release."""
-        woken = False
+    async def acquire(self, retry: bool = False) -> int:
+        """Wait for a slot (and the end of a pause); returns the epoch to hand back on release.
+        A ``retry`` (a call's later attempt) goes before the calls not started yet, so that its
+        wait counts against its own retry budget only as long as the calls in flight take."""
+        woken = retry
         while True:
             if self.pause_until:
                 wait = self.pause_until - time.monotonic()
@@ -158,7 +160,10 @@ class AdaptiveLimit:
                     self._wake()  # room for the next one too, perhaps
                 return self.epoch
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            if retry:
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
             try:
                 await waiter
             except BaseException:

@@ -1,0 +1,110 @@
+"""The judge client's calling path against litellm's own, over HTTP to the embedded server.
+
+* With no litellm callback registered, the client skips litellm's success logging (a tenth of a
+  call's CPU): the request body and the outcome are the same as with logging on, and a callback
+  registered later still sees every call.
+* litellm's ``aiohttp_openai/`` provider sends the same body but (litellm 1.110) drops the usage and
+  reports a 429 as a 500, so the client keeps ``openai/``: these tests say so and will say when
+  that changes.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+import asyncio
+from typing import Any
+
+import litellm
+import pytest
+from litellm.integrations.custom_logger import CustomLogger
+
+from evaluation import client as client_module
+from evaluation.client import CallOutcome, JudgeClient, classify_error
+from evaluation.judges import RenderedPrompt
+from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder, count_prompt_tokens
+
+pytestmark = pytest.mark.timeout(60)
+
+OK = '{"score": 0.5, "hits": [], "misses": [], "reasoning": "fine"}'
+PROMPT = RenderedPrompt(judge="prompt", prompt_version="prompt@test", system="You are a judge. Reply in JSON.",
+                        user="Rate: the sky is blue. " * 20, key_fields=("score",))
+
+
+def _essence(outcome: CallOutcome) -> tuple[Any, ...]:
+    return (outcome.ok, outcome.raw_text, outcome.error_class, outcome.input_tokens, outcome.output_tokens,
+            outcome.cost_usd, outcome.attempts)
+
+
+class _Seen(CustomLogger):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.successes = 0
+
+    async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self.successes += 1
+
+
+@pytest.mark.parametrize("model", ["openai/mock-judge", "openai/gpt-4o-mini"])  # unpriced and priced
+def test_skipping_litellms_logging_changes_neither_the_request_nor_the_outcome(model: str) -> None:
+    seen = _Seen()
+    with OpenAIServer(ScriptedResponder([OK, OK, Reply.bad_request(), Reply.bad_request()])) as server:
+        client = JudgeClient(model, api_base=server.base_url, api_key="k", timeout_s=5, max_attempts=1)
+        assert client_module._unlogged() is not None  # no callback: the quiet path
+        quiet = asyncio.run(client.call(PROMPT))
+        litellm.callbacks = [seen]
+        try:
+            assert client_module._unlogged() is None  # a callback: litellm logs as usual
+
+            async def logged_calls() -> tuple[CallOutcome, CallOutcome]:
+                outcomes = await client.call(PROMPT), await client.call(PROMPT)
+                await asyncio.sleep(0.5)  # litellm's logging worker runs on this loop
+                return outcomes
+
+            logged, logged_error = asyncio.run(logged_calls())
+        finally:
+            litellm.callbacks = []
+            for name in client_module._CALLBACK_LISTS:  # litellm copied the callback into its lists
+                setattr(litellm, name, [c for c in getattr(litellm, name) if c is not seen])
+        quiet_error = asyncio.run(client.call(PROMPT))
+        first, second, *_ = server.requests
+    assert first.body == second.body
+    assert _essence(quiet) == _essence(logged) and quiet.ok
+    if model == "openai/gpt-4o-mini":
+        assert quiet.cost_usd > 0  # litellm's price, with or without its logging
+    assert _essence(quiet_error) == _essence(logged_error) and quiet_error.error_class == "bad_request"
+    assert seen.successes == 1  # the callback saw the logged call's success
+
+
+def test_aiohttp_openai_sends_the_same_body_but_loses_usage_and_the_429_class() -> None:
+    """Why the client does not route OpenAI-compatible endpoints through ``aiohttp_openai/``."""
+    messages = PROMPT.messages
+    script = [OK, OK, Reply.rate_limited(retry_after=1), Reply.rate_limited(retry_after=1)]
+
+    async def both(base: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for model in ("openai/mock-judge", "aiohttp_openai/mock-judge"):
+            response = await litellm.acompletion(model=model, messages=messages, api_base=base, api_key="k",
+                                                 temperature=0.0, response_format={"type": "json_object"},
+                                                 timeout=5, num_retries=0, max_retries=0)
+            out[model] = response
+        for model in ("openai/mock-judge", "aiohttp_openai/mock-judge"):
+            try:
+                await litellm.acompletion(model=model, messages=messages, api_base=base, api_key="k", timeout=5,
+                                          num_retries=0, max_retries=0)
+            except Exception as exc:  # noqa: BLE001 - the classes are what is compared
+                out[model + " error"] = classify_error(exc)
+        return out
+
+    with OpenAIServer(ScriptedResponder(script)) as server:
+        out = asyncio.run(both(server.base_url))
+        first, second = server.requests[:2]
+    assert first.body == second.body  # the same request
+    openai_reply, aiohttp_reply = out["openai/mock-judge"], out["aiohttp_openai/mock-judge"]
+    assert openai_reply.choices[0].message.content == aiohttp_reply.choices[0].message.content == OK
+    assert openai_reply.usage.prompt_tokens == count_prompt_tokens(first.body) > 0
+    assert aiohttp_reply.usage.prompt_tokens == 0  # no usage: no tokens, costs or token budget
+    assert out["openai/mock-judge error"] == "rate_limit"
+    assert out["aiohttp_openai/mock-judge error"] == "server_error"  # a 429 as a 500: the limit is not seen
