@@ -72,6 +72,7 @@ def _write_logs(deployment: LocalDeployment) -> None:
     """Before any Airflow component starts: the manual runs' day and the scheduler's day(s)."""
     raw = _input_store(deployment)
     synthetic.write_day(raw, DAY, RECORDS)
+    synthetic.write_day(raw, BATCH_DAY, BATCH_RECORDS, bad=False)
     for day in scheduled_days(dt.datetime.now(dt.UTC)):
         synthetic.write_day(raw, day, SCHEDULED_RECORDS, bad=False)
 
@@ -297,6 +298,43 @@ def test_a_bad_judge_model_fails_in_check_run_and_keeps_the_day(deployment: Loca
     assert out.read_bytes(key) == before
     row = _runs_row(deployment, DAY, run["dag_run_id"])
     assert row["status"] == "failed" and row["message"], row
+
+
+# --- batch mode ------------------------------------------------------------------------------------------
+
+#: A day judged in batch mode: 2 chunks, each waiting for its batch deferred on the triggerer.
+BATCH_DAY = DAY - dt.timedelta(days=4)
+BATCH_RECORDS = 20
+
+
+def test_a_batch_mode_run_waits_on_the_triggerer_and_lands_the_day(deployment: LocalDeployment,
+                                                                   api: ApiClient) -> None:
+    import time
+
+    from evaluation.testing.openai_server import OpenAIServer
+    from tests.reliability.helpers import judge_reply
+
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.delay_s = 4.0  # long enough for the tasks to be seen deferred
+        conf = {"judge_model": "openai/gpt-4o-mini", "api_base": server.base_url, "batch": True,
+                "batch_poll_s": 0.5, "chunk_size": 10}
+        run_id = api.trigger(DAILY, conf, logical_date=_logical(BATCH_DAY))["dag_run_id"]
+        seen: set[str] = set()
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while api.dag_run(DAILY, run_id)["state"] not in ("success", "failed"):
+            seen |= {str(ti["state"]) for ti in api.task_instances(DAILY, run_id) if ti["task_id"] == "judge"}
+            assert time.monotonic() < deadline, api.diagnose(DAILY, run_id)
+            time.sleep(0.3)
+        counts = dict(server.batches.counts)
+        lines = list(server.batches.line_ids)
+    run = api.dag_run(DAILY, run_id)
+    _assert_succeeded(api, DAILY, run)
+    assert "deferred" in seen, seen  # no worker slot held while the provider works
+    assert counts["batches_created"] == 2 and len(lines) == len(set(lines)) > 0
+    evaluations = _evaluations(deployment, BATCH_DAY)
+    assert evaluations.height == BATCH_RECORDS * len(JUDGES)
+    assert evaluations.filter(pl.col("judge_status") != "skipped")["judge_status"].eq("ok").all()
+    assert _runs_row(deployment, BATCH_DAY, run_id)["calls_made"] == len(lines)
 
 
 # --- the end ---------------------------------------------------------------------------------------------
