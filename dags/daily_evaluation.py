@@ -6,19 +6,23 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
 0. **check_run** — fails the run before anything is paid for: an unknown conf key, or a judge
    model that litellm cannot resolve or whose endpoint refuses a probe call of a few tokens
    (unknown model, bad key), fails it without retry; an endpoint that does not answer is retried.
-1. **ingest_validate** — reads `{input_uri}/dt=YYYY-MM-DD/` (`.jsonl`, `.jsonl.gz`, `.parquet`),
+1. **wait_for_day** — waits, deferred to the triggerer (no worker slot), until the day is complete:
+   its `completion_marker` (e.g. `_SUCCESS`) exists under `{input_uri}/dt=YYYY-MM-DD/`, or, without
+   one, no object has been added there for `quiet_period_s`; fails without retry at
+   `wait_deadline_s`. `runs.waited_s` records the wait.
+2. **ingest_validate** — reads `{input_uri}/dt=YYYY-MM-DD/` (`.jsonl`, `.jsonl.gz`, `.parquet`),
    validates every record with the Great Expectations suite, stages the rejects and the validation
    result; fails (without retry) when a table rule breaks, with the evidence under `_failed/`.
-2. **plan** — samples (optional), splits the valid records into chunks, estimates tokens and cost.
-3. **judge** — one mapped task per chunk, in the `llm_judge` pool: runs the judges (rag, masis,
+3. **plan** — samples (optional), splits the valid records into chunks, estimates tokens and cost.
+4. **judge** — one mapped task per chunk, in the `llm_judge` pool: runs the judges (rag, masis,
    prompt) through litellm; retried on its own, reusing the replies already paid for. With `batch`
    on, a chunk's calls go to the provider as one batch and the task defers until it has ended.
-4. **score_land** — clamps, scores and verdicts over the whole table; checks that the counts
+5. **score_land** — clamps, scores and verdicts over the whole table; checks that the counts
    reconcile and that call errors stay under their ceiling, and only then replaces the day's
    `rejects`, `evaluations`, `judge_calls` and `daily_summary`. A run that breaks a rule keeps
    the day's tables as they were and lands its rows under `_failed/`; either way `runs` gets the
    run's row, with its status and cause.
-5. **report** — the day's self-contained quality report (HTML with charts) and `summary.json`
+6. **report** — the day's self-contained quality report (HTML with charts) and `summary.json`
    under `{output_uri}/reports/dt=YYYY-MM-DD/`.
 
 On success `score_land` emits an Asset event per landed table (`llm_evaluation.evaluations`,
@@ -39,6 +43,7 @@ from typing import Any
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 from evaluation_batch import JudgeChunkOperator
 from evaluation_notifications import LANDED_ASSETS, RunFailureNotifier
+from evaluation_wait import WaitForDayOperator
 
 from evaluation.options import OPTIONS, param_schema
 
@@ -109,7 +114,7 @@ def daily_evaluation() -> None:
                                        retry_exponential_backoff=True)
 
     @task(retries=2, outlets=list(LANDED_ASSETS))
-    def score_land(judged: list[dict[str, Any]]) -> dict[str, Any]:
+    def score_land(judged: list[dict[str, Any]], waited: dict[str, Any] | None = None) -> dict[str, Any]:
         import evaluation_airflow as glue
 
         from evaluation import stages
@@ -117,8 +122,8 @@ def daily_evaluation() -> None:
         context = get_current_context()
         cfg = glue.run_config(context)
         try:
-            landed = stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date).model_dump(
-                mode="json")
+            landed = stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date,
+                                           waited_s=(waited or {}).get("waited_s")).model_dump(mode="json")
         except stages.RunFailed as exc:
             raise glue.fail_without_retry(exc) from exc
         for asset in LANDED_ASSETS:  # an event per landed table: downstream DAGs schedule on them
@@ -142,10 +147,12 @@ def daily_evaluation() -> None:
         QualityFlagNotifier(read_json(store, report_key(cfg.date, "summary.json")), written["html"])(context)
         return written
 
+    # Deferred until the day is complete (marker or quiet period): no worker slot while it waits.
+    wait = WaitForDayOperator(task_id="wait_for_day", retries=2)
     counts = ingest_validate()
-    check_run() >> counts
+    check_run() >> wait >> counts
     chunks = plan(counts)
-    report(score_land(judge.expand(chunk=chunks).output))
+    report(score_land(judge.expand(chunk=chunks).output, wait.output))
 
 
 daily_evaluation()

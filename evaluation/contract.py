@@ -217,6 +217,13 @@ class RunConfig(BaseModel):
     max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
     max_record_chars: int = Field(default=200_000, ge=1)
     allow_empty: bool = Field(default=False, description="Succeed on a day with no input objects.")
+    completion_marker: str = Field(
+        default="", description="Object under the day's prefix that marks it complete (e.g. `_SUCCESS`); empty: none."
+    )
+    quiet_period_s: float = Field(
+        default=300.0, ge=0.0, description="Without a marker: seconds with no new object that make the day complete."
+    )
+    wait_deadline_s: float = Field(default=21600.0, gt=0.0, description="How long to wait for a complete day.")
     max_call_error_ratio: float = Field(default=0.2, ge=0.0, le=1.0)
     sample: Sample | None = None
     budget_usd: float | None = Field(default=None, ge=0.0, description="Stop new calls once spent.")

@@ -71,6 +71,15 @@ OPTIONS: tuple[Option, ...] = (
            "Fail the run (after landing rejects) when more input records than this share are rejected.", 0, 1),
     Option("max_record_chars", "integer", 200_000, "Max record chars", "Reject records whose texts exceed this.", 1),
     Option("allow_empty", "boolean", False, "Allow empty day", "Succeed when the day has no input objects."),
+    Option("completion_marker", "string", "", "Completion marker",
+           "Name of the object (e.g. _SUCCESS) under the day's prefix that says the day's export is complete: "
+           "the DAG waits for it before ingesting. Empty: wait for the quiet period instead."),
+    Option("quiet_period_s", "number", None, "Quiet period (s)",
+           "Without a completion marker, the day is complete once no object has been added under its prefix "
+           "for this long (0: do not wait). Empty: $EVALUATION_QUIET_PERIOD_S, else 300.", 0,
+           nullable=True, env="EVALUATION_QUIET_PERIOD_S", fallback=300.0),
+    Option("wait_deadline_s", "number", 21600.0, "Wait deadline (s)",
+           "How long the DAG waits for the day to be complete (marker or quiet period) before the run fails.", 1),
     Option("max_call_error_ratio", "number", 0.2, "Max call-error ratio",
            "Fail the run (after landing) when more judge calls than this share end in call_error.", 0, 1),
     Option("sample", "string", "", "Sample",
@@ -111,7 +120,7 @@ def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger:
     merged = {o.name: o.default for o in OPTIONS}
     merged.update({k: v for k, v in values.items() if v is not None or k == "budget_usd"})
     for option in OPTIONS:
-        if option.env is not None and not merged[option.name]:
+        if option.env is not None and merged[option.name] in (None, ""):  # 0 and False are values
             merged[option.name] = os.environ.get(option.env) or option.fallback or option.default
     if not merged["input_uri"] or not merged["output_uri"]:
         raise ValueError("input_uri and output_uri are required (set them, or EVALUATION_INPUT_URI/_OUTPUT_URI)")

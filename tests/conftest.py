@@ -14,6 +14,9 @@ from scripts import airflow_local
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="evaluation-airflow-"))
 airflow_local.configure(_AIRFLOW_HOME)
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Generated days are complete once written: runs do not wait out the production quiet period
+# (the tests of the wait configure their own).
+os.environ.setdefault("EVALUATION_QUIET_PERIOD_S", "0")
 
 
 @pytest.fixture(scope="session")

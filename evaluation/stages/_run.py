@@ -244,6 +244,7 @@ def fail_run(
     scored: dict[str, Path] | None = None,
     result: dict[str, Any] | None = None,
     started_at: dt.datetime | None = None,
+    waited_s: float | None = None,
 ) -> RunFailed:
     """Record a run that broke a run-level rule and return the error to raise: its staged rejects
     and validation result, and any ``scored`` tables (name -> local Parquet file), go under
@@ -257,7 +258,8 @@ def fail_run(
     manifest = read_manifest(cfg, stores)
     counts = manifest.ingest.counts.model_dump() if manifest.ingest is not None else {}
     write_run_row(cfg, stores, {**counts, **(result or {})}, manifest, manifest.timings, "failed", message,
-                  started_at, evidence_uri=stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id)))
+                  started_at, evidence_uri=stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id)),
+                  waited_s=waited_s)
     logger.error("%s", message)
     return RunFailed(message)
 
@@ -273,9 +275,11 @@ def write_run_row(
     started_at: dt.datetime | None,
     *,
     evidence_uri: str | None = None,
+    waited_s: float | None = None,
 ) -> None:
     """Land the run's row of the ``runs`` table (its own object: runs keep their history). A
-    failed run's row names where its evidence is (``evidence_uri``)."""
+    failed run's row names where its evidence is (``evidence_uri``); ``waited_s`` is how long the
+    run waited for its day to be complete (None: no wait)."""
     from evaluation import versions
 
     row = {
@@ -301,6 +305,7 @@ def write_run_row(
         "estimated_prompt_tokens": manifest.plan.estimate.prompt_tokens if manifest.plan else 0,
         "estimated_cost_usd": manifest.plan.estimate.cost_usd if manifest.plan else 0.0,
         "timings": json.dumps(timings, sort_keys=True),
+        "waited_s": waited_s,
         "versions": json.dumps(versions.versions(), sort_keys=True),
         "started_at": started_at,
         "finished_at": dt.datetime.now(dt.UTC),
@@ -309,7 +314,7 @@ def write_run_row(
         pl.col("started_at").cast(pl.Datetime("us", "UTC")),
         pl.col("finished_at").cast(pl.Datetime("us", "UTC")),
         pl.col("message", "evidence_uri", "thresholds_from").cast(pl.String),  # typed even when null (strict readers)
-        pl.col("cost_usd", "estimated_cost_usd").cast(pl.Float64),
+        pl.col("cost_usd", "estimated_cost_usd", "waited_s").cast(pl.Float64),
     )
     storage.write_parquet(stores.out, storage.run_key(cfg.date, cfg.run_id), frame)
 

@@ -37,10 +37,12 @@ logger = logging.getLogger(__name__)
 LAND_BATCH_ROWS = 50_000
 
 
-def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None) -> DayResult:
+def score_and_land(
+    cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None, waited_s: float | None = None
+) -> DayResult:
     """Score every staged judgement (Polars), check the run-level rules, then land the day's
     ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary`` and
-    the run's ``runs`` row. A run whose counts do not reconcile, or whose call errors exceed
+    the run's ``runs`` row (with ``waited_s``, how long the run waited for its day to be complete). A run whose counts do not reconcile, or whose call errors exceed
     ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`."""
     from evaluation.calibration.daily import with_calibrated_thresholds
 
@@ -136,12 +138,12 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
             result.reconciled = reconcile(cfg, counts, tally, scored_paths)
         except RunFailed as exc:
             raise fail_run(cfg, stores, f"{exc}; the day's landed tables were kept, this run's rows are at {evidence}",
-                           scored=tables, result=result.model_dump(), started_at=started_at) from exc
+                           scored=tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s) from exc
         if call_error_ratio > cfg.max_call_error_ratio:
             raise fail_run(cfg, stores, f"{where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
                            f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}; "
                            f"the day's landed tables were kept, this run's rows are at {evidence}",
-                           scored=tables, result=result.model_dump(), started_at=started_at)
+                           scored=tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s)
 
         check_claim(cfg, stores)
         for name in STAGED:
@@ -149,7 +151,7 @@ def score_and_land(cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | 
         for name, path in tables.items():
             stores.out.upload_file(storage.table_key(name, cfg.date), path)
     timings = {**manifest.timings, "score_land_s": round(time.monotonic() - started, 3)}
-    write_run_row(cfg, stores, result.model_dump(), manifest, timings, "success", None, started_at)
+    write_run_row(cfg, stores, result.model_dump(), manifest, timings, "success", None, started_at, waited_s=waited_s)
     stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
     logger.info("%s landed: %s", where(cfg), result)
     return result

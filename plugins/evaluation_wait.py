@@ -1,0 +1,373 @@
+"""Wait for the day's logs to be complete before ingesting them, holding no worker slot.
+
+A day is complete when its **completion marker** (run option ``completion_marker``, e.g.
+``_SUCCESS``) exists under ``{input_uri}/dt=YYYY-MM-DD/``, or, when none is configured, after a
+**quiet period** (``quiet_period_s``) in which no object was added under that prefix. A quiet period
+of 0 and no marker means the day is taken as it is.
+
+:class:`WaitForDayOperator` resolves the run's options (its ``input_uri`` has environment
+fallbacks, so only the task knows it), looks once, and when the day is not complete yet defers to
+:class:`DayCompleteTrigger` with the deadline (``wait_deadline_s``) as its timeout. The trigger runs
+the Amazon provider's triggers on S3 (:class:`S3KeyTrigger` for the marker,
+:class:`S3KeysUnchangedTrigger` for the quiet period, seeded with the objects already there and
+the newest one's time, so a day that has been quiet for long enough completes at once) and the
+standard provider's :class:`FileTrigger` for a marker in a directory; a directory's quiet period is
+watched by the trigger itself. At the deadline the trigger says so, and the task fails without
+retry naming the prefix, what it waited for and the deadline; the run's ``runs`` row records it.
+The task returns (XCom) ``waited_s``: how long it waited, None when the day was complete already.
+
+The provider's S3 hook talks to S3 through aiobotocore, which has no release for the botocore
+pinned in requirements.txt; :class:`_ThreadedS3Hook` gives the provider's trigger code the same
+calls through boto3 in a worker thread of the triggerer (the event loop is never blocked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+#: Extra time the scheduler gives the trigger past the deadline before it fails the task itself
+#: (the trigger reports the deadline first, with its own message).
+DEADLINE_GRACE_S = 120.0
+
+
+def poke_interval(deadline_s: float, quiet_period_s: float = 0.0) -> float:
+    """Seconds between two looks: a 120th of the deadline, within [1, 60] s, and at most a fifth
+    of the quiet period."""
+    interval = min(60.0, max(1.0, deadline_s / 120.0))
+    if quiet_period_s > 0:
+        interval = min(interval, max(1.0, quiet_period_s / 5.0))
+    return interval
+
+
+# --------------------------------------------------------------------------------------------
+# Where the day is and what is there now
+
+
+@dataclass(frozen=True)
+class DayPrefix:
+    """The day's prefix under the input root: on S3 (bucket, key prefix) or a directory."""
+
+    uri: str  #: how messages name it
+    bucket: str | None  #: None for a directory
+    prefix: str  #: S3 key prefix ending in "/", or the directory's path
+
+    @classmethod
+    def of(cls, input_uri: str, day: dt.date) -> DayPrefix:
+        from evaluation import storage
+
+        partition = storage.raw_prefix(day)
+        if input_uri.startswith("s3://"):
+            bucket, _, root = input_uri.removeprefix("s3://").partition("/")
+            prefix = f"{root.strip('/')}/{partition}" if root.strip("/") else partition
+            return cls(f"s3://{bucket}/{prefix}", bucket, prefix)
+        directory = os.path.join(os.path.abspath(input_uri.removeprefix("file://")), partition)
+        return cls(directory, None, directory)
+
+
+def _local_objects(directory: str) -> dict[str, float]:
+    """Files under a directory (temporary ``.tmp-`` files excepted) and their modification times."""
+    found: dict[str, float] = {}
+    for folder, _, files in os.walk(directory):
+        for name in files:
+            if not name.startswith(".tmp-"):
+                path = os.path.join(folder, name)
+                try:
+                    found[path] = os.stat(path).st_mtime
+                except FileNotFoundError:
+                    continue
+    return found
+
+
+def _s3_objects(client: Any, bucket: str, prefix: str) -> dict[str, float]:
+    """Keys under an S3 prefix and their LastModified (epoch seconds)."""
+    found: dict[str, float] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            found[item["Key"]] = item["LastModified"].timestamp()
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The provider's S3 trigger code over boto3
+
+
+class _AsyncPages:
+    """``async for page in paginator.paginate(...)`` over a boto3 paginator, a page per thread hop."""
+
+    def __init__(self, pages: Iterator[dict[str, Any]]) -> None:
+        self._pages = pages
+
+    def __aiter__(self) -> _AsyncPages:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        page = await asyncio.to_thread(next, self._pages, None)
+        if page is None:
+            raise StopAsyncIteration
+        return page
+
+
+class _AsyncPaginator:
+    def __init__(self, paginator: Any) -> None:
+        self._paginator = paginator
+
+    def paginate(self, **kwargs: Any) -> _AsyncPages:
+        return _AsyncPages(iter(self._paginator.paginate(**kwargs)))
+
+
+class _ThreadedS3Client:
+    """The calls the provider's S3 trigger code makes on an aiobotocore client, on a boto3 one."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    async def head_object(self, **kwargs: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self._client.head_object, **kwargs)
+
+    def get_paginator(self, name: str) -> _AsyncPaginator:
+        return _AsyncPaginator(self._client.get_paginator(name))
+
+
+def _threaded_hook(aws_conn_id: str | None) -> Any:
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+    from asgiref.sync import sync_to_async
+
+    class _ThreadedS3Hook(S3Hook):
+        async def get_async_conn(self) -> Any:  # type: ignore[override]
+            client = await sync_to_async(self.get_conn)()
+
+            @asynccontextmanager
+            async def connection() -> AsyncIterator[_ThreadedS3Client]:
+                yield _ThreadedS3Client(client)
+
+            return connection()
+
+    return _ThreadedS3Hook(aws_conn_id=aws_conn_id)
+
+
+# --------------------------------------------------------------------------------------------
+# The trigger
+
+
+class DayCompleteTrigger(BaseTrigger):
+    """Fires once the day is complete (its marker exists, or its prefix has been quiet for
+    ``quiet_period_s``), or at ``deadline`` (ISO time) with ``status: deadline``. Every event
+    carries ``waited_s``, the seconds since ``started`` (ISO time, when the wait began).
+
+    ``known`` (objects already seen) and ``last_activity`` (ISO time of the newest) seed the quiet
+    period, so the time the day has already been quiet counts."""
+
+    def __init__(
+        self,
+        *,
+        bucket: str | None,
+        prefix: str,
+        marker: str,
+        quiet_period_s: float,
+        min_objects: int,
+        started: str,
+        deadline: str,
+        poke_interval: float,
+        known: list[str] | None = None,
+        last_activity: str | None = None,
+        aws_conn_id: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.bucket = bucket
+        self.prefix = prefix
+        self.marker = marker
+        self.quiet_period_s = quiet_period_s
+        self.min_objects = min_objects
+        self.started = started
+        self.deadline = deadline
+        self.poke_interval = poke_interval
+        self.known = list(known or [])
+        self.last_activity = last_activity
+        self.aws_conn_id = aws_conn_id
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"bucket": self.bucket, "prefix": self.prefix, "marker": self.marker,
+             "quiet_period_s": self.quiet_period_s, "min_objects": self.min_objects, "started": self.started,
+             "deadline": self.deadline, "poke_interval": self.poke_interval, "known": self.known,
+             "last_activity": self.last_activity, "aws_conn_id": self.aws_conn_id},
+        )
+
+    def _provider_trigger(self) -> BaseTrigger | None:
+        """The provider's trigger for this wait; None for a directory's quiet period."""
+        if self.bucket is None:
+            if not self.marker:
+                return None
+            from airflow.providers.standard.triggers.file import FileTrigger
+
+            return FileTrigger(filepath=os.path.join(self.prefix, self.marker), poke_interval=self.poke_interval)
+        hook = _threaded_hook(self.aws_conn_id)
+        if self.marker:
+            from airflow.providers.amazon.aws.triggers.s3 import S3KeyTrigger
+
+            trigger: Any = S3KeyTrigger(bucket_name=self.bucket, bucket_key=self.prefix + self.marker,
+                                        aws_conn_id=self.aws_conn_id, poke_interval=self.poke_interval)
+        else:
+            from airflow.providers.amazon.aws.triggers.s3 import S3KeysUnchangedTrigger
+
+            last = dt.datetime.fromisoformat(self.last_activity) if self.last_activity else None
+            trigger = S3KeysUnchangedTrigger(
+                bucket_name=self.bucket, prefix=self.prefix, inactivity_period=self.quiet_period_s,
+                min_objects=self.min_objects, previous_objects=set(self.known), allow_delete=True,
+                aws_conn_id=self.aws_conn_id, last_activity_time=last)
+            trigger.polling_period_seconds = self.poke_interval  # the provider's own polls without a pause
+        trigger.__dict__["hook"] = hook  # its cached hook: the same calls, through boto3
+        return trigger
+
+    async def _local_quiet(self) -> AsyncIterator[TriggerEvent]:
+        """A directory's quiet period: no new file for ``quiet_period_s``, with ``min_objects``."""
+        known = set(self.known)
+        last = dt.datetime.fromisoformat(self.last_activity).timestamp() if self.last_activity else time.time()
+        while True:
+            found = await asyncio.to_thread(_local_objects, self.prefix)
+            if set(found) - known:
+                known, last = set(found), max(time.time(), *found.values())
+            elif len(found) >= self.min_objects and time.time() - last >= self.quiet_period_s:
+                yield TriggerEvent({"status": "success", "message": f"{len(found)} objects, quiet since {last}"})
+                return
+            else:
+                known = set(found)
+            await asyncio.sleep(self.poke_interval)
+
+    def _payload(self, status: str, message: str | None = None) -> dict[str, Any]:
+        waited = (dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(self.started)).total_seconds()
+        return {"status": status, "message": message, "waited_s": round(waited, 3), "started": self.started}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        remaining = (dt.datetime.fromisoformat(self.deadline) - dt.datetime.now(dt.UTC)).total_seconds()
+        provider = self._provider_trigger()
+        events = provider.run() if provider is not None else self._local_quiet()
+        result: dict[str, Any] | None = None
+        try:
+            async with asyncio.timeout(max(0.0, remaining)):
+                async for event in events:
+                    payload = event.payload
+                    status = payload.get("status") if isinstance(payload, dict) else ("success" if payload else None)
+                    if status in ("success", "error"):
+                        message = payload.get("message") if isinstance(payload, dict) else None
+                        result = self._payload(status, message)
+                        break
+        except TimeoutError:
+            result = self._payload("deadline")
+        finally:
+            await events.aclose()
+        yield TriggerEvent(result or self._payload("error", "the trigger ended without an event"))
+
+
+# --------------------------------------------------------------------------------------------
+# The operator
+
+
+class WaitForDayOperator(BaseOperator):
+    """Wait, deferred, until the run's day is complete (see the module); returns ``waited_s``."""
+
+    ui_color = "#e8f4fa"
+
+    def _config(self, context: Any) -> Any:
+        import evaluation_airflow as glue
+
+        return glue.run_config(context)
+
+    @staticmethod
+    def waiting_for(cfg: Any) -> str:
+        """What the run waits for, as messages say it."""
+        if cfg.completion_marker:
+            return f"completion marker {cfg.completion_marker!r}"
+        return f"a quiet period of {cfg.quiet_period_s:g}s with no new object"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        import evaluation_airflow as glue
+
+        cfg = self._config(context)
+        day = DayPrefix.of(cfg.input_uri, cfg.date)
+        if not cfg.completion_marker and cfg.quiet_period_s <= 0:
+            self.log.info("no completion marker and no quiet period: %s is taken as it is", day.uri)
+            return {"waited_s": None, "prefix": day.uri, "complete_by": None}
+        client = glue.s3_client() if day.bucket is not None else None
+        objects = _s3_objects(client, day.bucket, day.prefix) if day.bucket is not None else _local_objects(day.prefix)
+        marker_key = (day.prefix + cfg.completion_marker if day.bucket is not None
+                      else os.path.join(day.prefix, cfg.completion_marker))
+        now = time.time()
+        newest = max(objects.values(), default=None)
+        complete_by = "marker" if cfg.completion_marker else "quiet_period"
+        if cfg.completion_marker and marker_key in objects:
+            self.log.info("%s has its completion marker %s", day.uri, cfg.completion_marker)
+            return {"waited_s": None, "prefix": day.uri, "complete_by": complete_by}
+        min_objects = 0 if cfg.allow_empty else 1
+        if (not cfg.completion_marker and len(objects) >= min_objects and newest is not None
+                and now - newest >= cfg.quiet_period_s):
+            self.log.info("%s has been quiet for %.0fs (>= %gs)", day.uri, now - newest, cfg.quiet_period_s)
+            return {"waited_s": None, "prefix": day.uri, "complete_by": complete_by}
+        started = dt.datetime.now(dt.UTC)
+        deadline = started + dt.timedelta(seconds=cfg.wait_deadline_s)
+        self.log.info("%s is not complete yet: waiting (deferred) for %s until %s", day.uri,
+                      self.waiting_for(cfg), deadline.isoformat())
+        conn = glue.connection(glue.S3_CONN_ID) if day.bucket is not None else None
+        self.defer(
+            trigger=DayCompleteTrigger(
+                bucket=day.bucket, prefix=day.prefix, marker=cfg.completion_marker,
+                quiet_period_s=cfg.quiet_period_s, min_objects=min_objects, started=started.isoformat(),
+                deadline=deadline.isoformat(), poke_interval=poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s),
+                known=sorted(objects),
+                last_activity=dt.datetime.fromtimestamp(newest, dt.UTC).isoformat() if newest is not None else None,
+                aws_conn_id=glue.S3_CONN_ID if conn is not None else None,
+            ),
+            method_name="execute_complete",
+            timeout=dt.timedelta(seconds=cfg.wait_deadline_s + DEADLINE_GRACE_S),
+        )
+
+    def _deadline_failure(self, context: Any, cfg: Any, waited_s: float) -> AirflowFailException:
+        """The run fails at the deadline, without retry; its ``runs`` row says why."""
+        import evaluation_airflow as glue
+
+        from evaluation.stages._run import fail_run, where
+
+        day = DayPrefix.of(cfg.input_uri, cfg.date)
+        message = (f"{where(cfg)}: {day.uri} was not complete after {waited_s:.0f}s: waited for "
+                   f"{self.waiting_for(cfg)} until the deadline (wait_deadline_s={cfg.wait_deadline_s:g})")
+        try:
+            fail_run(cfg, glue.stores(cfg), message, started_at=context["dag_run"].start_date,
+                            waited_s=waited_s)
+        except Exception:  # the message matters more than the row
+            self.log.exception("could not record the failed wait in runs")
+        return AirflowFailException(message)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        cfg = self._config(context)
+        day = DayPrefix.of(cfg.input_uri, cfg.date)
+        status, waited = event.get("status"), event.get("waited_s")
+        if status == "deadline":
+            raise self._deadline_failure(context, cfg, float(waited or cfg.wait_deadline_s))
+        if status != "success":
+            raise AirflowException(f"waiting for {day.uri} failed: {event.get('message')}")
+        self.log.info("%s is complete (%s) after %.1fs", day.uri, self.waiting_for(cfg), waited)
+        return {"waited_s": waited, "prefix": day.uri,
+                "complete_by": "marker" if cfg.completion_marker else "quiet_period"}
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        """The scheduler's own timeout (the trigger did not report the deadline in time) fails
+        the run the same way."""
+        from airflow.sdk.exceptions import TaskDeferralTimeout
+
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except TaskDeferralTimeout as exc:
+            cfg = self._config(context)
+            raise self._deadline_failure(context, cfg, cfg.wait_deadline_s) from exc
