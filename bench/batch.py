@@ -3,8 +3,8 @@ the same day judged online, each through the pipeline's own stages in this proce
 ``python -m evaluation run`` does), against the embedded OpenAI-compatible server with its batch
 delay at zero and no latency, with a judge model that litellm prices (``openai/gpt-4o-mini``).
 
-Reported: HTTP requests per record (files, batches, looks at them, file downloads and the batch
-lines the server ran; online: the chat calls), wall time of each day, and each day's cost.
+Reported: HTTP requests per record (uploads, batch creations, looks at them and file downloads;
+online: the chat calls), batch lines per record, wall time of each day, and each day's cost.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def day(params: dict[str, Any]) -> dict[str, Any]:
         chat_before = server.request_count
         online, online_s = _day(raw, server.base_url, "online", chunk_size=int(params.get("chunk_size", 500)))
         online_requests = server.request_count - chat_before
-    http = sum(batch_requests.values())
+    http = sum(n for name, n in batch_requests.items() if name != "lines")  # lines run inside the batches
     price_in, price_out, from_batch_map = batch_prices(MODEL)
     online_in, online_out = price_per_token(MODEL)
     return {
