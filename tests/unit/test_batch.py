@@ -215,3 +215,46 @@ def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_pa
     assert summary["status"] == "success" and summary["rows"] == 30 * 3
     assert table(tmp_path / "out", "evaluations").filter(pl.col("judge_status") != "skipped")["judge_status"] \
         .eq("ok").all()
+
+
+def test_past_the_deadline_what_no_batch_answered_is_a_timeout(tmp_path: Path) -> None:
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.delay_s = 0.5
+        server.batches.expire_batches, server.batches.expire_after = 100, 0  # every batch expires, nothing run
+        _judge_day(tmp_path, server, 10, batch_deadline_h=1.2 / 3600, max_call_error_ratio=1.0)
+        counts = dict(server.batches.counts)
+    calls = table(tmp_path / "out", "judge_calls")
+    assert counts["lines"] == 0 and 2 <= counts["batches_created"] <= 4, counts  # re-submitted until the deadline
+    assert calls.height > 0 and calls["error_class"].eq("timeout").all()
+    assert calls["error"].str.contains("batch_deadline_h").all()
+
+
+def test_the_trigger_fires_once_every_batch_has_ended() -> None:
+    import asyncio
+
+    from evaluation_batch import BatchTrigger
+
+    from evaluation.batch import BatchApi
+
+    with OpenAIServer() as server:
+        server.batches.delay_s = 0.6
+
+        async def submit() -> str:
+            api = BatchApi(MODEL, api_base=server.base_url, api_key="k")
+            file_id = await api.upload("in.jsonl", (json.dumps(_line("a", "x")) + "\n").encode())
+            return str((await api.create(file_id, {}))["id"])
+
+        batch_id = asyncio.run(submit())
+        trigger = BatchTrigger([batch_id], MODEL, server.base_url, poll_s=0.1)
+        classpath, kwargs = trigger.serialize()
+        assert classpath == "evaluation_batch.BatchTrigger" and "api_key" not in kwargs
+        started = time.monotonic()
+
+        async def first_event() -> object:
+            return await anext(BatchTrigger(**kwargs).run())
+
+        event = asyncio.run(first_event())
+        waited = time.monotonic() - started
+        assert event.payload == {"status": "ended", "batch_ids": [batch_id]}  # type: ignore[attr-defined]
+        assert waited >= 0.5 and server.batches.counts["batch_reads"] >= 3
+        assert server.batches.batches[batch_id]["status"] == "completed"
