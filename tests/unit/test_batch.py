@@ -183,13 +183,16 @@ def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_pa
     out = storage.LocalStore(tmp_path / "out")
     with OpenAIServer(responder=judge_reply) as server:
         server.batches.delay_s = 3600  # the batch stays in progress until the test lets it finish
-        process = subprocess.Popen([PYTHON, "-m", "evaluation", *_run_args(tmp_path, server.base_url)], cwd=REPO,
-                                   env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stderr = tmp_path / "stderr.txt"
+        with stderr.open("wb") as sink:
+            process = subprocess.Popen([PYTHON, "-m", "evaluation", *_run_args(tmp_path, server.base_url)],
+                                       cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=sink)
         key = state_key(config(tmp_path), 0)
         try:
             deadline = time.monotonic() + 120
-            while not out.exists(key):
-                assert process.poll() is None, process.communicate()
+            # Killed once the batch is kept with the chunk and the CLI shows it waiting.
+            while not (out.exists(key) and "in_progress" in stderr.read_text(errors="replace")):
+                assert process.poll() is None, stderr.read_text(errors="replace")[-2000:]
                 assert time.monotonic() < deadline, "the batch was never submitted"
                 time.sleep(0.05)
             process.kill()  # SIGKILL while it waits for its batch
@@ -199,6 +202,8 @@ def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_pa
                 process.kill()
                 process.wait(30)
         assert process.returncode == -9
+        progress = [line for line in stderr.read_text().splitlines() if "in_progress" in line]
+        assert progress[0].endswith("0 done, 0 failed of " + str(len(storage.read_json(out, key)["batches"][0]["hashes"])))
         assert server.batches.counts["batches_created"] == 1 and server.batches.line_ids == []
         (batch_id,) = server.batches.batches
         assert storage.read_json(out, key)["batches"][0]["id"] == batch_id
