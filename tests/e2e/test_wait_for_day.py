@@ -25,6 +25,7 @@ pytestmark = pytest.mark.e2e
 INPUT_URI = "s3://llm-logs/wait"
 RECORDS = 30
 MARKER = "_SUCCESS"
+QUIET_S = 5
 
 
 def _run(day: dt.date, conf: dict[str, Any]) -> Any:
@@ -35,30 +36,39 @@ def _runs(store: storage.Store, day: dt.date) -> pl.DataFrame:
     return storage.scan_table(store, "runs").filter(pl.col("dt") == day).collect()  # type: ignore[union-attr]
 
 
-def _check_run_done(dag_run_id: Callable[[], str | None]) -> bool:
+def _check_run_done() -> bool:
+    """The running DagRun's check_run has finished (its wait_for_day starts right after)."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        query = session.query(XComModel).filter(XComModel.dag_id == "daily_evaluation",
-                                                XComModel.task_id == "check_run", XComModel.key == "return_value")
-        run_id = dag_run_id()
-        if run_id is not None:
-            query = query.filter(XComModel.run_id == run_id)
-        return query.count() > 0
+        return session.query(XComModel).filter(XComModel.dag_id == "daily_evaluation",
+                                               XComModel.task_id == "check_run",
+                                               XComModel.key == "return_value").count() > 0
+
+
+def _deferred() -> bool:
+    """The running DagRun's wait_for_day has deferred (its trigger runs)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.query(TaskInstance).filter(
+            TaskInstance.dag_id == "daily_evaluation", TaskInstance.task_id == "wait_for_day",
+            TaskInstance.next_method.isnot(None), TaskInstance.state.notin_(["success", "failed"]),
+        ).count() > 0
 
 
 @pytest.fixture
-def once_waiting() -> Iterator[Callable[[Callable[[], None], float], None]]:
-    """``once_waiting(action, delay)``: in a thread, ``delay`` seconds after the next run's
-    check_run has finished (its wait_for_day starts right after), do ``action`` (write an object
-    under the day's prefix while the run waits)."""
+def once_waiting() -> Iterator[Callable[..., None]]:
+    """``once_waiting(action, delay, when)``: in a thread, ``delay`` seconds after ``when()`` holds
+    (check_run done, or wait_for_day deferred), do ``action`` (write under the day's prefix)."""
     threads: list[threading.Thread] = []
 
-    def start(action: Callable[[], None], delay: float) -> None:
+    def start(action: Callable[[], None], delay: float, when: Callable[[], bool]) -> None:
         def later() -> None:
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not _check_run_done(lambda: None):
+            while time.monotonic() < deadline and not when():
                 time.sleep(0.2)
             time.sleep(delay)
             action()
@@ -88,7 +98,7 @@ def test_an_incomplete_day_waits_for_its_marker_then_lands(airflow_db, local_s3,
     output_uri = "s3://llm-evaluation/wait-marker"
     raw = storage.open_store(INPUT_URI, local_s3.client())
     synthetic.write_day(raw, day, RECORDS, bad=False)
-    once_waiting(lambda: raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b""), 3.0)
+    once_waiting(lambda: raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b""), 2.0, _deferred)
     conf = {"input_uri": INPUT_URI, "output_uri": output_uri, "completion_marker": MARKER, "wait_deadline_s": 90}
 
     started = time.monotonic()
@@ -149,19 +159,27 @@ def _late_object(day: dt.date, count: int, tag: str) -> bytes:
     return gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0)
 
 
+def _arriving(raw: storage.Store, day: dt.date, late: int) -> Callable[[], None]:
+    """The day's logs arriving while the run looks at them: its objects, then a second later a
+    late one with ``late`` more records."""
+    def write() -> None:
+        synthetic.write_day(raw, day, RECORDS, bad=False)
+        time.sleep(1.0)
+        raw.write_bytes(f"{storage.raw_prefix(day)}part-late.jsonl.gz", _late_object(day, late, "late"))
+    return write
+
+
 def test_the_quiet_period_waits_out_a_late_object_then_lands_it(airflow_db, local_s3, once_waiting) -> None:
     day = dt.date(2026, 10, 3)
     output_uri = "s3://llm-evaluation/wait-quiet"
     raw = storage.open_store(INPUT_URI, local_s3.client())
-    synthetic.write_day(raw, day, RECORDS, bad=False)
     late = 6
-    once_waiting(lambda: raw.write_bytes(f"{storage.raw_prefix(day)}part-late.jsonl.gz", _late_object(day, late, "late")),
-                 1.0)
-    dag_run = _run(day, {"input_uri": INPUT_URI, "output_uri": output_uri, "quiet_period_s": 3,
+    once_waiting(_arriving(raw, day, late), 0.0, _check_run_done)
+    dag_run = _run(day, {"input_uri": INPUT_URI, "output_uri": output_uri, "quiet_period_s": QUIET_S,
                          "wait_deadline_s": 90})
     assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
     waited = airflow_local.xcom(dag_run, "wait_for_day")
-    assert waited["complete_by"] == "quiet_period" and waited["waited_s"] >= 3
+    assert waited["complete_by"] == "quiet_period" and waited["waited_s"] >= 1
     run = _runs(storage.open_store(output_uri, local_s3.client()), day).row(0, named=True)
     assert run["valid_records"] == RECORDS + late  # the object that came during the wait is in
     assert run["waited_s"] == pytest.approx(waited["waited_s"])
@@ -171,7 +189,7 @@ def test_a_directory_input_waits_for_its_marker(airflow_db, tmp_path, once_waiti
     day = dt.date(2026, 10, 4)
     raw = storage.open_store(str(tmp_path / "raw"))
     synthetic.write_day(raw, day, RECORDS, bad=False)
-    once_waiting(lambda: raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b""), 2.0)
+    once_waiting(lambda: raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b""), 2.0, _deferred)
     output_uri = str(tmp_path / "out")
     dag_run = _run(day, {"input_uri": str(tmp_path / "raw"), "output_uri": output_uri, "completion_marker": MARKER,
                          "wait_deadline_s": 90})
@@ -184,15 +202,13 @@ def test_a_directory_input_waits_for_its_marker(airflow_db, tmp_path, once_waiti
 def test_a_directory_input_waits_out_its_quiet_period(airflow_db, tmp_path, once_waiting) -> None:
     day = dt.date(2026, 10, 5)
     raw = storage.open_store(str(tmp_path / "raw"))
-    synthetic.write_day(raw, day, RECORDS, bad=False)
-    once_waiting(lambda: raw.write_bytes(f"{storage.raw_prefix(day)}part-late.jsonl.gz", _late_object(day, 4, "late")),
-                 1.0)
+    once_waiting(_arriving(raw, day, 4), 0.0, _check_run_done)
     output_uri = str(tmp_path / "out")
-    dag_run = _run(day, {"input_uri": str(tmp_path / "raw"), "output_uri": output_uri, "quiet_period_s": 3,
+    dag_run = _run(day, {"input_uri": str(tmp_path / "raw"), "output_uri": output_uri, "quiet_period_s": QUIET_S,
                          "wait_deadline_s": 90})
     assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
     waited = airflow_local.xcom(dag_run, "wait_for_day")
-    assert waited["complete_by"] == "quiet_period" and waited["waited_s"] >= 3
+    assert waited["complete_by"] == "quiet_period" and waited["waited_s"] >= 1
     assert _runs(storage.open_store(output_uri), day)["valid_records"].to_list() == [RECORDS + 4]
 
 
