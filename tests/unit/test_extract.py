@@ -114,7 +114,7 @@ _JUDGE_CASES = {
     "rag": (_RAG_FAKE, _RAG_OWN, "faithfulness", 0.2),
     "masis": (_MASIS_FAKE, _MASIS_OWN, "faithfulness", 0.2),
     "prompt-freeform": (_FREEFORM_FAKE, _FREEFORM_OWN, "score", 0.2),
-    "prompt-rubric": (_RUBRIC_FAKE, _RUBRIC_OWN, "score", 0.0),
+    "prompt-rubric": (_RUBRIC_FAKE, _RUBRIC_OWN, "rubric_weight_satisfied", 0.0),  # the planted check: 1.0
 }
 
 
