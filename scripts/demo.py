@@ -28,7 +28,9 @@ OUTPUT_URI = "s3://llm-evaluation/curated"
 DEMO_OUTPUT = airflow_local.REPO / "demo-output"
 #: The model whose answers lose their grounding on the demo's last day.
 REGRESSING_MODEL = "assistant-v2"
-RUN_CONF = {"judge_model": "offline/lexical", "chunk_size": 150, "concurrency": 16}
+#: Like a real export, each generated day ends with a completion marker, which the DAG waits for.
+MARKER = "_SUCCESS"
+RUN_CONF = {"judge_model": "offline/lexical", "chunk_size": 150, "concurrency": 16, "completion_marker": MARKER}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             regressed = day == args.date
             synthetic.write_day(raw, day, args.records,
                                 behaviour={REGRESSING_MODEL: synthetic.UNGROUNDED} if regressed else None)
+            raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b"")
         print(f"wrote {args.records} generated records (+ planted bad ones) a day for {days[0]} to {days[-1]} "
               f"under {raw.uri('')}; on {args.date} {REGRESSING_MODEL}'s answers lose their grounding")
 
