@@ -101,7 +101,8 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
 
         timer = CallTimer()
         setup_s = time.monotonic() - setup_started
-        conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, "judge_model": "offline/lexical",
+        # The generated day is complete once written: no quiet period to wait out.
+        conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, "judge_model": "offline/lexical", "quiet_period_s": 0,
                 **params.get("conf", {})}
         first = _run(airflow_local, data.DAY, conf, timer, out)
         second = _run(airflow_local, data.DAY, conf, timer, out)

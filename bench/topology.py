@@ -39,7 +39,7 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
         for path in sorted(raw_root.rglob("part-*")):
             raw.write_bytes(str(path.relative_to(raw_root)), path.read_bytes())
 
-    conf = {"date": day.isoformat(), "chunk_size": int(params.get("chunk_size", 250))}
+    conf = {"date": day.isoformat(), "chunk_size": int(params.get("chunk_size", 250)), "quiet_period_s": 0}
     started = time.monotonic()
     with LocalDeployment({"AIRFLOW_DAGS_PAUSED_AT_CREATION": "true"}, prepare=write_day, stop_grace=5.0) as running:
         api = running.api
