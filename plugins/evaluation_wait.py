@@ -27,7 +27,7 @@ import asyncio
 import datetime as dt
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -231,7 +231,7 @@ class DayCompleteTrigger(BaseTrigger):
         trigger.__dict__["hook"] = hook  # its cached hook: the same calls, through boto3
         return trigger
 
-    async def _local_quiet(self) -> AsyncIterator[TriggerEvent]:
+    async def _local_quiet(self) -> AsyncGenerator[TriggerEvent, None]:
         """A directory's quiet period: no new file for ``quiet_period_s``, with ``min_objects``."""
         known = set(self.known)
         last = dt.datetime.fromisoformat(self.last_activity).timestamp() if self.last_activity else time.time()
@@ -253,7 +253,8 @@ class DayCompleteTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         remaining = (dt.datetime.fromisoformat(self.deadline) - dt.datetime.now(dt.UTC)).total_seconds()
         provider = self._provider_trigger()
-        events = provider.run() if provider is not None else self._local_quiet()
+        events: AsyncGenerator[TriggerEvent, None] = (
+            provider.run() if provider is not None else self._local_quiet())  # type: ignore[assignment]
         result: dict[str, Any] | None = None
         try:
             async with asyncio.timeout(max(0.0, remaining)):

@@ -23,7 +23,8 @@ from scripts.deployment import CELERY_WORKER_HOSTNAME, ApiClient, ApiError, Loca
 pytestmark = pytest.mark.system
 
 POOL_SLOTS = 2
-COMPOSE_VARIABLES = {"LLM_JUDGE_POOL_SLOTS": str(POOL_SLOTS)}
+#: The days are written before the deployment starts: quiet for longer than this by the first run.
+COMPOSE_VARIABLES = {"LLM_JUDGE_POOL_SLOTS": str(POOL_SLOTS), "EVALUATION_QUIET_PERIOD_S": "10"}
 DAILY = "daily_evaluation"
 COMPARISON = "model_comparison"
 #: The day of the manual runs: well before any day the scheduler would pick.
@@ -335,6 +336,35 @@ def test_a_batch_mode_run_waits_on_the_triggerer_and_lands_the_day(deployment: L
     assert evaluations.height == BATCH_RECORDS * len(JUDGES)
     assert evaluations.filter(pl.col("judge_status") != "skipped")["judge_status"].eq("ok").all()
     assert _runs_row(deployment, BATCH_DAY, run_id)["calls_made"] == len(lines)
+
+
+# --- late logs -------------------------------------------------------------------------------------------
+
+#: A day whose export has not finished: the run waits, deferred, for its completion marker.
+LATE_DAY = DAY - dt.timedelta(days=5)
+
+
+def test_a_run_waits_deferred_on_the_triggerer_for_the_days_marker(deployment: LocalDeployment,
+                                                                   api: ApiClient) -> None:
+    import time
+
+    raw = _input_store(deployment)
+    synthetic.write_day(raw, LATE_DAY, 20, bad=False)
+    conf = {"completion_marker": "_SUCCESS", "wait_deadline_s": 180}
+    run_id = api.trigger(DAILY, conf, logical_date=_logical(LATE_DAY))["dag_run_id"]
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while api.task_states(DAILY, run_id).get("wait_for_day") != "deferred":  # in the triggerer: no worker slot
+        assert api.dag_run(DAILY, run_id)["state"] not in ("success", "failed"), api.diagnose(DAILY, run_id)
+        assert time.monotonic() < deadline, api.diagnose(DAILY, run_id)
+        time.sleep(0.3)
+    time.sleep(2.0)
+    raw.write_bytes(f"{storage.raw_prefix(LATE_DAY)}_SUCCESS", b"")
+    run = _wait(api, DAILY, run_id)
+    _assert_succeeded(api, DAILY, run)
+    waited = api.xcom(DAILY, run_id, "wait_for_day")
+    assert waited["complete_by"] == "marker" and waited["waited_s"] >= 2.0
+    row = _runs_row(deployment, LATE_DAY, run_id)
+    assert row["waited_s"] == pytest.approx(waited["waited_s"]) and row["valid_records"] == 20
 
 
 # --- the end ---------------------------------------------------------------------------------------------
