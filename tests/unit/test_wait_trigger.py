@@ -1,0 +1,110 @@
+"""The trigger the daily DAG's wait defers to, run as the triggerer runs it (its first event),
+against a directory and an S3 API on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import importlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from evaluation_wait import DayCompleteTrigger, DayPrefix, poke_interval
+
+DAY = dt.date(2026, 9, 1)
+
+
+def _first_event(trigger: DayCompleteTrigger) -> dict[str, Any]:
+    async def first() -> Any:
+        return await anext(trigger.run())
+
+    return asyncio.run(first()).payload
+
+
+def _trigger(prefix: DayPrefix, *, deadline_s: float, **kwargs: Any) -> DayCompleteTrigger:
+    now = dt.datetime.now(dt.UTC)
+    values: dict[str, Any] = {"bucket": prefix.bucket, "prefix": prefix.prefix, "marker": "", "quiet_period_s": 0.0,
+                              "min_objects": 1, "started": now.isoformat(),
+                              "deadline": (now + dt.timedelta(seconds=deadline_s)).isoformat(), "poke_interval": 0.2}
+    values.update(kwargs)
+    return DayCompleteTrigger(**values)
+
+
+def _later(delay: float, action: Any) -> threading.Thread:
+    thread = threading.Thread(target=lambda: (time.sleep(delay), action()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_days_prefix_on_s3_and_in_a_directory(tmp_path: Path) -> None:
+    assert DayPrefix.of("s3://logs/raw/", DAY) == DayPrefix("s3://logs/raw/dt=2026-09-01/", "logs", "raw/dt=2026-09-01/")
+    assert DayPrefix.of("s3://logs", DAY) == DayPrefix("s3://logs/dt=2026-09-01/", "logs", "dt=2026-09-01/")
+    local = DayPrefix.of(str(tmp_path), DAY)
+    assert local.bucket is None and local.prefix == f"{tmp_path / 'dt=2026-09-01'}/"
+
+
+def test_poke_interval_follows_the_deadline_and_the_quiet_period() -> None:
+    assert poke_interval(21600) == 60 and poke_interval(30) == 1 and poke_interval(1200) == 10
+    assert poke_interval(21600, quiet_period_s=20) == 4
+
+
+def test_it_serializes_to_an_importable_class_and_back(tmp_path: Path) -> None:
+    trigger = _trigger(DayPrefix.of(str(tmp_path), DAY), deadline_s=5, marker="_SUCCESS", known=["a"],
+                       last_activity="2026-09-02T00:00:00+00:00")
+    classpath, kwargs = trigger.serialize()
+    module, name = classpath.rsplit(".", 1)
+    again = getattr(importlib.import_module(module), name)(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+
+
+def test_a_directory_marker_fires_when_it_appears(tmp_path: Path) -> None:
+    prefix = DayPrefix.of(str(tmp_path), DAY)
+    Path(prefix.prefix).mkdir(parents=True)
+    thread = _later(1.0, lambda: (Path(prefix.prefix) / "_SUCCESS").write_bytes(b""))
+    event = _first_event(_trigger(prefix, deadline_s=20, marker="_SUCCESS"))
+    thread.join()
+    assert event["status"] == "success" and 1.0 <= event["waited_s"] < 20
+
+
+def test_a_directory_quiet_period_restarts_with_each_new_file(tmp_path: Path) -> None:
+    prefix = DayPrefix.of(str(tmp_path), DAY)
+    Path(prefix.prefix).mkdir(parents=True)
+    (Path(prefix.prefix) / "part-000.jsonl").write_text("{}\n")
+    thread = _later(1.0, lambda: (Path(prefix.prefix) / "part-001.jsonl").write_text("{}\n"))
+    event = _first_event(_trigger(prefix, deadline_s=20, quiet_period_s=1.5))
+    thread.join()
+    assert event["status"] == "success" and event["waited_s"] >= 2.5  # 1 s, then 1.5 s quiet after the new file
+
+
+def test_the_deadline_is_an_event_of_its_own(tmp_path: Path) -> None:
+    prefix = DayPrefix.of(str(tmp_path), DAY)
+    started = time.monotonic()
+    event = _first_event(_trigger(prefix, deadline_s=1.0, marker="_SUCCESS"))
+    assert event["status"] == "deadline" and 1.0 <= event["waited_s"] < 5
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("kind", ["marker", "quiet"])
+def test_the_providers_s3_triggers_through_boto3(local_s3: Any, kind: str) -> None:
+    from evaluation import storage
+
+    prefix = DayPrefix.of(f"s3://llm-logs/trigger-{kind}", DAY)
+    raw = storage.open_store(f"s3://llm-logs/trigger-{kind}", local_s3.client())
+    raw.write_bytes(f"{storage.raw_prefix(DAY)}part-000.jsonl", b"{}\n")
+    if kind == "marker":
+        thread = _later(1.0, lambda: raw.write_bytes(f"{storage.raw_prefix(DAY)}_SUCCESS", b""))
+        trigger = _trigger(prefix, deadline_s=20, marker="_SUCCESS")
+    else:
+        thread = _later(1.0, lambda: raw.write_bytes(f"{storage.raw_prefix(DAY)}part-001.jsonl", b"{}\n"))
+        trigger = _trigger(prefix, deadline_s=20, quiet_period_s=2, known=[f"{prefix.prefix}part-000.jsonl"],
+                           last_activity=dt.datetime.now(dt.UTC).isoformat())
+    event = _first_event(trigger)
+    thread.join()
+    assert event["status"] == "success", event
+    assert event["waited_s"] >= (1.0 if kind == "marker" else 3.0)
+    # The deadline, on S3 too.
+    late = _first_event(_trigger(DayPrefix.of("s3://llm-logs/trigger-none", DAY), deadline_s=1.0, marker="_SUCCESS"))
+    assert late["status"] == "deadline"
