@@ -18,6 +18,10 @@
 7. The deployed topology (docker-compose's stack started natively: Celery, Postgres, Redis):
    ``daily_evaluation`` triggered over REST on 2,000 records, then the same day again; each run's
    own wall time and calls.
+8. Calling (``bench.calling``): a bare ``litellm.acompletion`` loop beside the judge stage at 8, 32
+   and 128 calls in flight against the same server (share of the limit, and judge ÷ bare), and a
+   rate-limited day (a server enforcing requests per minute, with and without ``judge_rpm``):
+   achieved rate, 429s, rows lost.
 
 Each measurement runs in a child process; the load that other processes put on the machine
 during it is recorded with it (``cores_others``), and judge runs are repeated once when others
@@ -260,14 +264,21 @@ def e2e_and_batch_items(bench: Bench) -> None:
     batch_items(bench)
 
 
-ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items}  # 2 runs with 1, 5 with 4, 6 with 3
+def calling_items(bench: Bench) -> None:
+    from bench.calling import calling_items as items
+
+    items(bench)
+
+
+ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark itself")
     parser.add_argument("--only", default="",
-                        help="comma-separated groups to run: 1 (items 1-2), 3 (3 and 6), 4 (4-5), 7 (the topology)")
+                        help="comma-separated groups to run: 1 (items 1-2), 3 (3 and 6), 4 (4-5), 7 (the topology), "
+                             "8 (calling: bare litellm beside the judge stage, a rate-limited day)")
     parser.add_argument("--judge-workers", default="auto",
                         help="EVALUATION_JUDGE_WORKERS for the split judge runs and the end-to-end run")
     args = parser.parse_args(argv)

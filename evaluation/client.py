@@ -510,11 +510,9 @@ class JudgeClient:
         prompt_tokens = -1
         while True:
             epoch = await limit.acquire(retry=attempts > 0)
-            if attempts == 0:
-                if should_stop is not None and should_stop():
-                    limit.release(False)
-                    return None
-                started = time.monotonic()  # the call's time (and its retry budget) from its first attempt
+            if attempts == 0 and should_stop is not None and should_stop():
+                limit.release(False)
+                return None
             attempts += 1
             budget = self.budget
             reserved = 0
@@ -523,6 +521,8 @@ class JudgeClient:
                     prompt_tokens = estimate_tokens(prompt.messages)
                 reserved = budget.expected_tokens(prompt_tokens, max_tokens)
                 await budget.acquire(reserved)
+            if attempts == 1:
+                started = time.monotonic()  # the call's time (and its retry budget) from its first send
             try:
                 response = await self._attempt(prompt, max_tokens)
             except Exception as exc:  # classified below; nothing escapes a call
