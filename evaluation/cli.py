@@ -121,6 +121,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(stage_line(cfg.date, name, figures), file=sys.stderr, flush=True)
 
     try:
+        waited = None
+        if {"completion_marker", "quiet_period_s"} & set(values):  # the CLI waits only when asked to
+            from evaluation.wait import wait_for_day
+
+            waited = wait_for_day(cfg, stores, on_wait=None if args.no_progress else
+                                  lambda line: print(f"{cfg.date} wait: {line}", file=sys.stderr, flush=True))
         result = stages.run_day(
             cfg,
             stores,
@@ -128,6 +134,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
             on_planned=planned,
             on_stage=stage,
+            waited_s=waited,
         )
     except (stages.RunFailed, stages.JudgeUnreachable) as exc:
         if bar is not None:

@@ -41,15 +41,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 DEADLINE_GRACE_S = 120.0
 
 
-def poke_interval(deadline_s: float, quiet_period_s: float = 0.0) -> float:
-    """Seconds between two looks: a 120th of the deadline, within [1, 60] s, and at most a fifth
-    of the quiet period."""
-    interval = min(60.0, max(1.0, deadline_s / 120.0))
-    if quiet_period_s > 0:
-        interval = min(interval, max(1.0, quiet_period_s / 5.0))
-    return interval
-
-
 # --------------------------------------------------------------------------------------------
 # Where the day is and what is there now
 
@@ -288,13 +279,15 @@ class WaitForDayOperator(BaseOperator):
 
     @staticmethod
     def waiting_for(cfg: Any) -> str:
-        """What the run waits for, as messages say it."""
-        if cfg.completion_marker:
-            return f"completion marker {cfg.completion_marker!r}"
-        return f"a quiet period of {cfg.quiet_period_s:g}s with no new object"
+        """What the run waits for, as messages say it (as ``python -m evaluation run`` says it)."""
+        from evaluation.wait import waiting_for
+
+        return waiting_for(cfg)
 
     def execute(self, context: Any) -> dict[str, Any]:
         import evaluation_airflow as glue
+
+        from evaluation.wait import poke_interval
 
         cfg = self._config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date)
@@ -339,10 +332,9 @@ class WaitForDayOperator(BaseOperator):
         import evaluation_airflow as glue
 
         from evaluation.stages._run import fail_run, where
+        from evaluation.wait import incomplete_message
 
-        day = DayPrefix.of(cfg.input_uri, cfg.date)
-        message = (f"{where(cfg)}: {day.uri} was not complete after {waited_s:.0f}s: waited for "
-                   f"{self.waiting_for(cfg)} until the deadline (wait_deadline_s={cfg.wait_deadline_s:g})")
+        message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
         try:
             fail_run(cfg, glue.stores(cfg), message, started_at=context["dag_run"].start_date,
                             waited_s=waited_s)

@@ -24,11 +24,12 @@ def run_day(
     progress: Callable[[int], None] | None = None,
     on_planned: Callable[[int], None] | None = None,
     on_stage: Callable[[str, dict[str, Any]], None] | None = None,
+    waited_s: float | None = None,
 ) -> DayResult:
     """Every stage of the day in one process, chunk after chunk. ``on_planned`` receives the
     number of (record, judge) rows to come, for a progress bar fed by ``progress``; ``on_stage``
     receives each finished stage's name (check, ingest, plan, land, report) with its figures and
-    ``seconds``."""
+    ``seconds``. ``waited_s`` (how long the caller waited for a complete day) goes to ``runs``."""
     from evaluation.report import write_daily_report
 
     started_at = dt.datetime.now(dt.UTC)
@@ -52,7 +53,7 @@ def run_day(
     for chunk in chunks:
         judge_chunk(cfg, stores, chunk.index, api_key=api_key, progress=progress)
     started = time.monotonic()
-    result = score_and_land(cfg, stores, started_at=started_at)
+    result = score_and_land(cfg, stores, started_at=started_at, waited_s=waited_s)
     stage("land", result.model_dump())
     result.report = write_daily_report(stores.out, cfg.date)["html"]
     stage("report", {"html": result.report})

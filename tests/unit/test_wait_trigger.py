@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evaluation_wait import DayCompleteTrigger, DayPrefix, poke_interval
+from evaluation_wait import DayCompleteTrigger, DayPrefix
+
+from evaluation.wait import poke_interval
 
 DAY = dt.date(2026, 9, 1)
 

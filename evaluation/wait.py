@@ -1,0 +1,110 @@
+"""Waiting for a complete day in process (``python -m evaluation run --completion-marker ...``):
+the same rule as the daily DAG's deferred ``wait_for_day`` task (plugins/evaluation_wait.py).
+
+A day is complete when its ``completion_marker`` exists under ``dt=YYYY-MM-DD/`` of the input
+root, or, without one, once no object has been added there for ``quiet_period_s`` (a quiet period
+of 0 and no marker: no wait). Past ``wait_deadline_s`` the run fails, its ``runs`` row saying why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from evaluation import storage
+from evaluation.contract import RunConfig
+
+if TYPE_CHECKING:
+    from evaluation.stages import Stores
+
+
+def waiting_for(cfg: RunConfig) -> str:
+    """What a run waits for, as messages say it."""
+    if cfg.completion_marker:
+        return f"completion marker {cfg.completion_marker!r}"
+    return f"a quiet period of {cfg.quiet_period_s:g}s with no new object"
+
+
+def incomplete_message(where: str, prefix_uri: str, cfg: RunConfig, waited_s: float) -> str:
+    """The failure of a run whose day was still incomplete at its deadline."""
+    return (f"{where}: {prefix_uri} was not complete after {waited_s:.0f}s: waited for {waiting_for(cfg)} "
+            f"until the deadline (wait_deadline_s={cfg.wait_deadline_s:g})")
+
+
+def poke_interval(deadline_s: float, quiet_period_s: float = 0.0) -> float:
+    """Seconds between two looks: a 120th of the deadline, within [1, 60] s, and at most a fifth
+    of the quiet period."""
+    interval = min(60.0, max(1.0, deadline_s / 120.0))
+    if quiet_period_s > 0:
+        interval = min(interval, max(1.0, quiet_period_s / 5.0))
+    return interval
+
+
+def day_objects(store: storage.Store, day: dt.date) -> dict[str, float]:
+    """Objects under the day's prefix (keys relative to the store's root) and when each was last
+    modified (epoch seconds)."""
+    prefix = storage.raw_prefix(day)
+    found: dict[str, float] = {}
+    if isinstance(store, storage.S3Store):
+        paginator = store.client.get_paginator("list_objects_v2")
+        strip = len(store.prefix) + 1 if store.prefix else 0
+        for page in paginator.paginate(Bucket=store.bucket, Prefix=store._key(prefix)):
+            for item in page.get("Contents", []):
+                found[item["Key"][strip:]] = item["LastModified"].timestamp()
+        return found
+    for info in store.list(prefix):
+        try:
+            found[info.key] = os.stat(store.uri(info.key)).st_mtime
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def wait_for_day(
+    cfg: RunConfig,
+    stores: Stores,
+    *,
+    on_wait: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float | None:
+    """Block until the run's day is complete; returns the seconds waited, None when it was
+    complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after landing the
+    run's failed ``runs`` row) at the deadline."""
+    from evaluation.stages._run import fail_run, where
+
+    raw = stores.raw
+    if not cfg.completion_marker and cfg.quiet_period_s <= 0:
+        return None
+    prefix = storage.raw_prefix(cfg.date)
+    marker = prefix + cfg.completion_marker
+    min_objects = 0 if cfg.allow_empty else 1
+    poke = poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s)
+    started, started_at = time.monotonic(), time.time()
+    known: set[str] | None = None
+    last_new = 0.0
+    looks = 0
+    while True:
+        objects = day_objects(raw, cfg.date)
+        now = time.time()
+        if known is not None and set(objects) - known:
+            last_new = now  # a new object: the quiet period starts over
+        known = set(objects)
+        looks += 1
+        if cfg.completion_marker:
+            complete = marker in objects
+        else:
+            newest = max([*objects.values(), last_new]) if objects else started_at
+            complete = len(objects) >= min_objects and now - newest >= cfg.quiet_period_s
+        waited = time.monotonic() - started
+        if complete:
+            return None if looks == 1 else round(waited, 3)
+        if waited >= cfg.wait_deadline_s:
+            raise fail_run(cfg, stores, incomplete_message(where(cfg), raw.uri(prefix), cfg, waited),
+                           waited_s=round(waited, 3))
+        if looks == 1 and on_wait is not None:
+            on_wait(f"{raw.uri(prefix)} is not complete yet: waiting for {waiting_for(cfg)} "
+                    f"(at most {cfg.wait_deadline_s:g}s)")
+        sleep(min(poke, max(0.0, cfg.wait_deadline_s - waited)))

@@ -1,0 +1,74 @@
+"""``python -m evaluation run`` waits in process for a complete day when asked to, like the DAG."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from evaluation import storage, synthetic
+from evaluation.cli import main
+
+DAY = dt.date(2026, 9, 10)
+RECORDS = 30
+
+
+def _cli(capsys: pytest.CaptureFixture[str], root: Path, *flags: str) -> tuple[int, dict[str, Any]]:
+    code = main(["run", "--date", DAY.isoformat(), "--input", str(root / "raw"), "--output", str(root / "out"),
+                 "--judge-model", "offline/lexical", "--no-progress", *flags])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _runs(root: Path) -> pl.DataFrame:
+    return storage.scan_table(storage.open_store(str(root / "out")), "runs").collect()  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    synthetic.write_day(storage.open_store(str(tmp_path / "raw")), DAY, RECORDS, bad=False)
+    return tmp_path
+
+
+def test_it_waits_for_the_marker_then_runs(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    marker = root / "raw" / storage.raw_prefix(DAY) / "_SUCCESS"
+    thread = threading.Thread(target=lambda: (time.sleep(1.5), marker.write_bytes(b"")), daemon=True)
+    thread.start()
+    code, result = _cli(capsys, root, "--completion-marker", "_SUCCESS", "--wait-deadline-s", "60")
+    thread.join()
+    assert code == 0 and result["status"] == "success" and result["valid"] == RECORDS
+    waited = _runs(root)["waited_s"].to_list()
+    assert len(waited) == 1 and waited[0] >= 1.0
+
+    # Complete at the first look: no wait, and null in runs.
+    code, _ = _cli(capsys, root, "--completion-marker", "_SUCCESS", "--run-id", "again")
+    assert code == 0
+    assert _runs(root).filter(pl.col("run_id") == "again")["waited_s"].to_list() == [None]
+
+
+def test_it_waits_out_the_quiet_period(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    code, result = _cli(capsys, root, "--quiet-period-s", "2")
+    assert code == 0 and time.monotonic() - started >= 1.5  # the day was written just now
+    assert _runs(root)["waited_s"].to_list()[0] >= 1.0
+
+
+def test_it_fails_at_the_deadline_naming_the_prefix(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, result = _cli(capsys, root, "--completion-marker", "_SUCCESS", "--wait-deadline-s", "2")
+    assert code == 1 and result["status"] == "failed"
+    prefix = str(root / "raw" / storage.raw_prefix(DAY))
+    assert (f"{prefix} was not complete after 2s: waited for completion marker '_SUCCESS' until the deadline "
+            "(wait_deadline_s=2)") in result["error"]
+    row = _runs(root).row(0, named=True)
+    assert row["status"] == "failed" and row["waited_s"] >= 2 and "_SUCCESS" in row["message"]
+    assert not storage.open_store(str(root / "out")).exists(storage.table_key("evaluations", DAY))
+
+
+def test_without_the_options_it_does_not_wait(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = _cli(capsys, root)
+    assert code == 0 and _runs(root)["waited_s"].to_list() == [None]
