@@ -232,3 +232,25 @@ def test_worker_processes_share_the_budget(tmp_path: Path, monkeypatch: pytest.M
     assert all(o is not None and o.ok for o in outcomes)
     assert 0.85 * RPM / 60 <= rate <= 1.15 * RPM / 60, rate
     assert throttled <= 2, throttled
+
+
+def test_server_cli_enforces_a_rate_and_reports_the_429s() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "evaluation.testing.openai_server", "--port", "0", "--rpm", "60",
+               "--rate-burst", "2", "--no-uvloop"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline().split()
+        assert ready[0] == "READY", ready
+        body = {"model": "mock-judge", "messages": [{"role": "user", "content": "hello"}]}
+        statuses = [_post(ready[1], body)[0] for _ in range(3)]  # one a second, bursts of two
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=20)
+    assert statuses == [200, 200, 429]
+    assert "REQUESTS 2" in output and "THROTTLED 1" in output
