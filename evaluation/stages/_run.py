@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation import storage
 from evaluation.contract import JUDGE_STATUSES, RunConfig
+from evaluation.stages.schemas import runs_schema
 
 logger = logging.getLogger("evaluation.stages")
 
@@ -310,11 +311,6 @@ def write_run_row(
         "started_at": started_at,
         "finished_at": dt.datetime.now(dt.UTC),
     }
-    frame = pl.DataFrame([row]).with_columns(
-        pl.col("started_at").cast(pl.Datetime("us", "UTC")),
-        pl.col("finished_at").cast(pl.Datetime("us", "UTC")),
-        pl.col("message", "evidence_uri", "thresholds_from").cast(pl.String),  # typed even when null (strict readers)
-        pl.col("cost_usd", "estimated_cost_usd", "waited_s").cast(pl.Float64),
-    )
+    frame = pl.DataFrame([row], schema=runs_schema())  # typed even where null (strict readers)
     storage.write_parquet(stores.out, storage.run_key(cfg.date, cfg.run_id), frame)
 

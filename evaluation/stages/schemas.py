@@ -153,6 +153,21 @@ def summary_schema() -> dict[str, Any]:
     return schema
 
 
+
+def runs_schema() -> dict[str, Any]:
+    """The ``runs`` table (without ``dt``): one row per run, its status, counts, cost and timings."""
+    return {
+        "run_id": pl.String, "trigger": pl.String, "status": pl.String, "message": pl.String,
+        "evidence_uri": pl.String, "config": pl.String, "pass_threshold": pl.Float64,
+        "borderline_threshold": pl.Float64, "thresholds_from": pl.String, "input_records": pl.Int64,
+        "valid_records": pl.Int64, "rejected_records": pl.Int64, "rows": pl.Int64,
+        **{f"n_{s}": pl.Int64 for s in JUDGE_STATUSES},
+        "calls_made": pl.Int64, "calls_reused": pl.Int64, "input_tokens": pl.Int64, "output_tokens": pl.Int64,
+        "cost_usd": pl.Float64, "estimated_prompt_tokens": pl.Int64, "estimated_cost_usd": pl.Float64,
+        "timings": pl.String, "waited_s": pl.Float64, "versions": pl.String,
+        "started_at": pl.Datetime("us", "UTC"), "finished_at": pl.Datetime("us", "UTC"),
+    }
+
 #: The content-addressed ledger of paid replies (``_ledger/``).
 LEDGER_SCHEMA: dict[str, Any] = {
     "request_hash": pl.String,
