@@ -138,6 +138,7 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
     )
     ok = pl.col("judge_status") == "ok"
     scored_prompt = (judge == "prompt") & pl.col("judge_status").is_in(["ok", "parse_error"])
+    rubric_ok = (judge == "prompt") & ok & pl.col("rubric_mode")  # the parser keeps weights, not a score
 
     def when(cond: pl.Expr, value: pl.Expr) -> pl.Expr:
         return pl.when(cond).then(value).otherwise(pl.lit(None, dtype=pl.Float64))
@@ -151,7 +152,9 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
         judge_model=pl.lit("openai/judge-model"),
         prompt_version=judge.replace_strict(PROMPT_VERSIONS, default=None),
         rules_version=pl.lit(RULES_VERSION),
-        score=when(scored_prompt, pl.col("_s")),
+        score=when(scored_prompt & ~rubric_ok, pl.col("_s")),
+        rubric_weight_satisfied=when(rubric_ok, (pl.col("_s").clip(0.0, 1.0) * 4).floor()),
+        rubric_weight_total=when(rubric_ok, pl.lit(4.0)),
         faithfulness=when(ok & (judge != "prompt"), pl.when(judge == "masis").then(as_100("_f")).otherwise(pl.col("_f"))),
         relevance=when(ok & (judge == "masis"), as_100("_r")),
         completeness=when(ok & (judge == "masis"), as_100("_c")),
