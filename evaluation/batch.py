@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluation import storage
+from evaluation.client import CallOutcome, status_error_class
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt
 
@@ -102,15 +103,13 @@ def request_line(model: str, prompt: RenderedPrompt, custom_id: str, *, temperat
 
 def error_class(status: int | None, code: str | None = None, message: str | None = None) -> str:
     """The error class of a failed result line, as :func:`evaluation.client.classify_error` names them."""
-    text = f"{code or ''} {message or ''}".lower()
-    if status == 429 or code in ("rate_limit_exceeded",):
-        return "quota" if "quota" in text else "rate_limit"
-    if status == 408 or "timeout" in text:
+    text = f"{code or ''} {message or ''}"
+    if status == 429 or code == "rate_limit_exceeded":
+        return status_error_class(429, text) or "rate_limit"
+    if "timeout" in text.lower():
         return "timeout"
-    if status is not None and status >= 500:
-        return "server_error"
-    if status is not None and 400 <= status < 500:
-        return "bad_request"
+    if status is not None and (by_status := status_error_class(status, text)) is not None:
+        return by_status
     if code in ("server_error",):
         return "server_error"
     if code in ("invalid_request", "invalid_request_error", "model_not_found"):
@@ -330,9 +329,7 @@ class ChunkBatch:
                                                  f"failed: {entry.get('errors') or 'no reason given'}", latency_ms)
         self._collected.add(entry["id"])
 
-    def _outcome(self, line: dict[str, Any], latency_ms: float) -> Any:
-        from evaluation.client import CallOutcome
-
+    def _outcome(self, line: dict[str, Any], latency_ms: float) -> CallOutcome | None:
         response = line.get("response") or {}
         error = line.get("error") or {}
         status = response.get("status_code")
@@ -356,9 +353,7 @@ class ChunkBatch:
         return _failure(kind, f"{kind} (batch line): {' '.join(str(message).split())[:300]}", latency_ms)
 
 
-def _failure(kind: str, message: str, latency_ms: float) -> Any:
-    from evaluation.client import CallOutcome
-
+def _failure(kind: str, message: str, latency_ms: float) -> CallOutcome:
     return CallOutcome(raw_text=None, error=message, error_class=kind, latency_ms=latency_ms, attempts=1,
                        judged_at=dt.datetime.now(dt.UTC))
 

@@ -161,15 +161,8 @@ def classify_error(exc: BaseException) -> str:
     if isinstance(exc, litellm.APIConnectionError):
         return "connection"
     status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        if status == 429:
-            return "quota" if _mentions_quota(exc) else "rate_limit"
-        if status == 408:
-            return "timeout"
-        if status >= 500:
-            return "server_error"
-        if 400 <= status < 500:
-            return "bad_request"
+    if isinstance(status, int) and (by_status := status_error_class(status, str(exc))) is not None:
+        return by_status
     if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
         return "server_error"
     if isinstance(exc, litellm.BadRequestError):
@@ -179,7 +172,21 @@ def classify_error(exc: BaseException) -> str:
     return "other"
 
 
-def _mentions_quota(exc: BaseException) -> bool:
+def status_error_class(status: int, message: str = "") -> str | None:
+    """The error class of an HTTP error status (``message``: the error's text, which tells a spent
+    quota from a rate limit); None for a status that is no error."""
+    if status == 429:
+        return "quota" if _mentions_quota(message) else "rate_limit"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server_error"
+    if 400 <= status < 500:
+        return "bad_request"
+    return None
+
+
+def _mentions_quota(exc: BaseException | str) -> bool:
     text = str(exc).lower()
     return "insufficient_quota" in text or "exceeded your current quota" in text or "quota exceeded" in text
 
