@@ -46,8 +46,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from evaluation.ratelimit import EnforcedRate
 from evaluation.testing.batches import BatchEndpoints
+from evaluation.testing.ratelimit import EnforcedRate
 from evaluation.testing.replies import (
     DEFAULT_REPLY_CONTENT,
     FAULT_KINDS,

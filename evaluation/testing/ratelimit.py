@@ -1,0 +1,66 @@
+"""A provider's side of a rate limit, for the test server (:mod:`evaluation.testing.openai_server`):
+the client's side is :mod:`evaluation.ratelimit`."""
+
+from __future__ import annotations
+
+import time
+
+from evaluation.ratelimit import TokenBucket
+
+
+class EnforcedRate:
+    """A provider's side of a rate limit (the test server's): requests and tokens per minute as
+    token buckets of ``burst_s`` seconds each, which admit a request only when both hold enough
+    (no debt), and the OpenAI headers that say so. Not thread-safe: the caller holds its lock."""
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, *, burst_s: float = 1.0) -> None:
+        self.rpm = float(rpm) if rpm else None
+        self.tpm = float(tpm) if tpm else None
+        self.requests = TokenBucket(self.rpm / 60.0, self.rpm / 60.0 * burst_s) if self.rpm else None
+        self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s) if self.tpm else None
+        self.admitted = 0
+        self.refused = 0
+
+    def admit(self, prompt_tokens: int) -> tuple[float, str]:
+        """Admit a request of ``prompt_tokens`` (taking one request and those tokens): returns
+        (0.0, "") when admitted, else the seconds until it would be and which limit refused it
+        (``requests`` or ``tokens``), taking nothing."""
+        now = time.monotonic()
+        wait, which = 0.0, ""
+        for kind, bucket, amount in (("requests", self.requests, 1.0), ("tokens", self.tokens, float(prompt_tokens))):
+            if bucket is None:
+                continue
+            bucket.refill(now)
+            # a request larger than the bucket is admitted when the bucket is full (else never)
+            needed = min(amount, bucket.capacity)
+            if bucket.level < needed and (needed - bucket.level) / bucket.rate_per_s > wait:
+                wait, which = (needed - bucket.level) / bucket.rate_per_s, kind
+        if wait > 0:
+            self.refused += 1
+            return wait, which
+        if self.requests is not None:
+            self.requests.level -= 1.0
+        if self.tokens is not None:
+            self.tokens.level -= float(prompt_tokens)
+        self.admitted += 1
+        return 0.0, ""
+
+    def charge(self, tokens: int) -> None:
+        """Take ``tokens`` more for an admitted request (its completion), into debt if need be."""
+        if self.tokens is not None and tokens:
+            self.tokens.refill(time.monotonic())
+            self.tokens.level -= float(tokens)
+
+    def headers(self) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-*`` headers: limit, remaining and reset of each limit."""
+        out: dict[str, str] = {}
+        now = time.monotonic()
+        for kind, bucket, limit in (("requests", self.requests, self.rpm), ("tokens", self.tokens, self.tpm)):
+            if bucket is None or limit is None:
+                continue
+            bucket.refill(now)
+            level = max(0.0, bucket.level)
+            out[f"x-ratelimit-limit-{kind}"] = str(int(limit))
+            out[f"x-ratelimit-remaining-{kind}"] = str(int(level))
+            out[f"x-ratelimit-reset-{kind}"] = f"{(bucket.capacity - level) / bucket.rate_per_s:.3f}s"
+        return out
