@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from evaluation import storage
@@ -32,6 +32,21 @@ def incomplete_message(where: str, prefix_uri: str, cfg: RunConfig, waited_s: fl
     """The failure of a run whose day was still incomplete at its deadline."""
     return (f"{where}: {prefix_uri} was not complete after {waited_s:.0f}s: waited for {waiting_for(cfg)} "
             f"until the deadline (wait_deadline_s={cfg.wait_deadline_s:g})")
+
+
+def min_objects(cfg: RunConfig) -> int:
+    """Objects a quiet day needs to count as complete (none when an empty day is allowed)."""
+    return 0 if cfg.allow_empty else 1
+
+
+def is_complete(cfg: RunConfig, objects: Mapping[str, float], marker_key: str, quiet_since: float,
+                now: float) -> bool:
+    """The rule of one look at the day's ``objects`` (key -> modification time): its marker
+    (``marker_key``, as the keys are named) is among them, or, without a marker, it holds enough
+    objects and nothing has happened since ``quiet_since`` for ``quiet_period_s``."""
+    if cfg.completion_marker:
+        return marker_key in objects
+    return len(objects) >= min_objects(cfg) and now - quiet_since >= cfg.quiet_period_s
 
 
 def poke_interval(deadline_s: float, quiet_period_s: float = 0.0) -> float:
@@ -80,7 +95,6 @@ def wait_for_day(
         return None
     prefix = storage.raw_prefix(cfg.date)
     marker = prefix + cfg.completion_marker
-    min_objects = 0 if cfg.allow_empty else 1
     poke = poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s)
     started, started_at = time.monotonic(), time.time()
     known: set[str] | None = None
@@ -93,11 +107,8 @@ def wait_for_day(
             last_new = now  # a new object: the quiet period starts over
         known = set(objects)
         looks += 1
-        if cfg.completion_marker:
-            complete = marker in objects
-        else:
-            newest = max([*objects.values(), last_new]) if objects else started_at
-            complete = len(objects) >= min_objects and now - newest >= cfg.quiet_period_s
+        quiet_since = max([*objects.values(), last_new]) if objects else started_at
+        complete = is_complete(cfg, objects, marker, quiet_since, now)
         waited = time.monotonic() - started
         if complete:
             return None if looks == 1 else round(waited, 3)

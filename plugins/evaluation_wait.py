@@ -287,7 +287,7 @@ class WaitForDayOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         import evaluation_airflow as glue
 
-        from evaluation.wait import poke_interval
+        from evaluation.wait import is_complete, min_objects, poke_interval
 
         cfg = self._config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date)
@@ -300,15 +300,10 @@ class WaitForDayOperator(BaseOperator):
                       else os.path.join(day.prefix, cfg.completion_marker))
         now = time.time()
         newest = max(objects.values(), default=None)
-        complete_by = "marker" if cfg.completion_marker else "quiet_period"
-        if cfg.completion_marker and marker_key in objects:
-            self.log.info("%s has its completion marker %s", day.uri, cfg.completion_marker)
-            return {"waited_s": None, "prefix": day.uri, "complete_by": complete_by}
-        min_objects = 0 if cfg.allow_empty else 1
-        if (not cfg.completion_marker and len(objects) >= min_objects and newest is not None
-                and now - newest >= cfg.quiet_period_s):
-            self.log.info("%s has been quiet for %.0fs (>= %gs)", day.uri, now - newest, cfg.quiet_period_s)
-            return {"waited_s": None, "prefix": day.uri, "complete_by": complete_by}
+        if is_complete(cfg, objects, marker_key, now if newest is None else newest, now):
+            self.log.info("%s is complete: %s", day.uri, self.waiting_for(cfg))
+            return {"waited_s": None, "prefix": day.uri,
+                    "complete_by": "marker" if cfg.completion_marker else "quiet_period"}
         started = dt.datetime.now(dt.UTC)
         deadline = started + dt.timedelta(seconds=cfg.wait_deadline_s)
         self.log.info("%s is not complete yet: waiting (deferred) for %s until %s", day.uri,
@@ -317,7 +312,7 @@ class WaitForDayOperator(BaseOperator):
         self.defer(
             trigger=DayCompleteTrigger(
                 bucket=day.bucket, prefix=day.prefix, marker=cfg.completion_marker,
-                quiet_period_s=cfg.quiet_period_s, min_objects=min_objects, started=started.isoformat(),
+                quiet_period_s=cfg.quiet_period_s, min_objects=min_objects(cfg), started=started.isoformat(),
                 deadline=deadline.isoformat(), poke_interval=poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s),
                 known=sorted(objects),
                 last_activity=dt.datetime.fromtimestamp(newest, dt.UTC).isoformat() if newest is not None else None,
