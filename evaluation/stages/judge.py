@@ -194,10 +194,7 @@ def judge_chunk(
     if progress is not None:
         progress(len(prepared.rows) + len(prepared.pending) - len(prepared.to_call))  # skipped, reused, repeated
     if cfg.batch and prepared.to_call:
-        from evaluation.batch import ChunkBatch
-
-        job = ChunkBatch(cfg, stores, index, {p.request_hash: p.prompt for p in prepared.to_call},
-                         api_key=api_key, parameters=prepared.parameters)
+        job = _chunk_batch(prepared, stores, api_key)
 
         def status(line: str) -> None:
             if progress is not None:
@@ -219,19 +216,24 @@ def judge_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str
     batches that ended, submits what is still missing (the batch id is kept with the chunk before
     any wait), and returns the chunk's result once every request has an outcome, else the ids of
     the batches to wait for."""
-    from evaluation.batch import ChunkBatch
-
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
     if not prepared.to_call:
         return finish_chunk(stores, prepared, []), []
-    job = ChunkBatch(cfg, stores, index, {p.request_hash: p.prompt for p in prepared.to_call},
-                     api_key=api_key, parameters=prepared.parameters)
+    job = _chunk_batch(prepared, stores, api_key)
     waiting = asyncio.run(job.advance())
     if waiting:
         logger.info("%s chunk %d: waiting for batch %s", where(cfg), index, ", ".join(waiting))
         return None, waiting
     found = job.outcomes()
     return finish_chunk(stores, prepared, [found[p.request_hash] for p in prepared.to_call]), []
+
+
+def _chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None) -> Any:
+    """The provider batches of the chunk's requests still to send (resumed when already submitted)."""
+    from evaluation.batch import ChunkBatch
+
+    return ChunkBatch(prepared.cfg, stores, prepared.index, {p.request_hash: p.prompt for p in prepared.to_call},
+                      api_key=api_key, parameters=prepared.parameters)
 
 
 def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -> ChunkResult:
