@@ -19,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import evaluation_airflow as glue
 from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -89,8 +90,6 @@ class JudgeChunkOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Judge online, or submit the chunk's batch (or find it) and defer until it has ended."""
-        import evaluation_airflow as glue
-
         from evaluation import stages
 
         cfg = glue.run_config(context)
@@ -102,8 +101,6 @@ class JudgeChunkOperator(BaseOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """The batches have ended: collect them, or submit what is missing and defer again."""
-        import evaluation_airflow as glue
-
         if event is not None and event.get("status") == "error":
             raise RuntimeError(f"batches {event.get('batch_ids')} could not be looked at: {event.get('error')}")
         cfg = glue.run_config(context)
@@ -111,8 +108,6 @@ class JudgeChunkOperator(BaseOperator):
         return self._step(cfg, api_key)
 
     def _step(self, cfg: Any, api_key: str | None) -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation.stages.judge import judge_batch_step
 
         result, waiting = judge_batch_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)

@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import evaluation_airflow as glue
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -272,24 +273,10 @@ class WaitForDayOperator(BaseOperator):
 
     ui_color = "#e8f4fa"
 
-    def _config(self, context: Any) -> Any:
-        import evaluation_airflow as glue
-
-        return glue.run_config(context)
-
-    @staticmethod
-    def waiting_for(cfg: Any) -> str:
-        """What the run waits for, as messages say it (as ``python -m evaluation run`` says it)."""
-        from evaluation.wait import waiting_for
-
-        return waiting_for(cfg)
-
     def execute(self, context: Any) -> dict[str, Any]:
-        import evaluation_airflow as glue
+        from evaluation.wait import is_complete, min_objects, poke_interval, waiting_for
 
-        from evaluation.wait import is_complete, min_objects, poke_interval
-
-        cfg = self._config(context)
+        cfg = glue.run_config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date)
         if not cfg.completion_marker and cfg.quiet_period_s <= 0:
             self.log.info("no completion marker and no quiet period: %s is taken as it is", day.uri)
@@ -301,13 +288,13 @@ class WaitForDayOperator(BaseOperator):
         now = time.time()
         newest = max(objects.values(), default=None)
         if is_complete(cfg, objects, marker_key, now if newest is None else newest, now):
-            self.log.info("%s is complete: %s", day.uri, self.waiting_for(cfg))
+            self.log.info("%s is complete: %s", day.uri, waiting_for(cfg))
             return {"waited_s": None, "prefix": day.uri,
                     "complete_by": "marker" if cfg.completion_marker else "quiet_period"}
         started = dt.datetime.now(dt.UTC)
         deadline = started + dt.timedelta(seconds=cfg.wait_deadline_s)
         self.log.info("%s is not complete yet: waiting (deferred) for %s until %s", day.uri,
-                      self.waiting_for(cfg), deadline.isoformat())
+                      waiting_for(cfg), deadline.isoformat())
         conn = glue.connection(glue.S3_CONN_ID) if day.bucket is not None else None
         self.defer(
             trigger=DayCompleteTrigger(
@@ -324,28 +311,27 @@ class WaitForDayOperator(BaseOperator):
 
     def _deadline_failure(self, context: Any, cfg: Any, waited_s: float) -> AirflowFailException:
         """The run fails at the deadline, without retry; its ``runs`` row says why."""
-        import evaluation_airflow as glue
-
         from evaluation.stages._run import fail_run, where
         from evaluation.wait import incomplete_message
 
         message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
         try:
-            fail_run(cfg, glue.stores(cfg), message, started_at=context["dag_run"].start_date,
-                            waited_s=waited_s)
+            fail_run(cfg, glue.stores(cfg), message, started_at=context["dag_run"].start_date, waited_s=waited_s)
         except Exception:  # the message matters more than the row
             self.log.exception("could not record the failed wait in runs")
         return AirflowFailException(message)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        cfg = self._config(context)
+        from evaluation.wait import waiting_for
+
+        cfg = glue.run_config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date)
         status, waited = event.get("status"), event.get("waited_s")
         if status == "deadline":
             raise self._deadline_failure(context, cfg, float(waited or cfg.wait_deadline_s))
         if status != "success":
             raise AirflowException(f"waiting for {day.uri} failed: {event.get('message')}")
-        self.log.info("%s is complete (%s) after %.1fs", day.uri, self.waiting_for(cfg), waited)
+        self.log.info("%s is complete (%s) after %.1fs", day.uri, waiting_for(cfg), waited)
         return {"waited_s": waited, "prefix": day.uri,
                 "complete_by": "marker" if cfg.completion_marker else "quiet_period"}
 
@@ -357,5 +343,5 @@ class WaitForDayOperator(BaseOperator):
         try:
             return super().resume_execution(next_method, next_kwargs, context)
         except TaskDeferralTimeout as exc:
-            cfg = self._config(context)
+            cfg = glue.run_config(context)
             raise self._deadline_failure(context, cfg, cfg.wait_deadline_s) from exc
