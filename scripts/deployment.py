@@ -52,11 +52,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 #: The Airflow home inside the image; paths under it in the compose environment move to the local home.
@@ -79,6 +79,13 @@ COMPONENTS = {
 #: behind the compose file's back; none of them reach the deployment.
 _INHERITED_PREFIXES = ("AIRFLOW", "_AIRFLOW", "AWS_", "EVALUATION_", "LITELLM_", "PYTHONPATH", "BOTO_")
 _CLAIM_KEY = "llm-evaluation:local-deployment"
+#: Where the local PostgreSQL and Redis listen, and the PostgreSQL role that creates the database.
+POSTGRES_PORT = 5432
+POSTGRES_ADMIN = "postgres"
+REDIS_PORT = 6379
+STARTUP_TIMEOUT_S = 240.0
+
+
 def celery_worker_hostname() -> str:
     """``[core] hostname_callable`` of the Celery worker: names the worker in task instances."""
     return CELERY_WORKER_HOSTNAME
@@ -95,39 +102,38 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _port_open(port: int, host: str = "127.0.0.1") -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+def _port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         return True
     return False
 
 
-def tail(path: Path, lines: int = 40) -> str:
-    """The last `lines` lines of a text file ('' when it does not exist)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
+def _on_loopback(url: str, port: int, path: str | None = None) -> str:
+    """`url` with its host and port replaced by 127.0.0.1:`port` (credentials kept), and its path
+    by `path` when given."""
+    parts = urlsplit(url)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    parts = parts._replace(netloc=f"{userinfo}127.0.0.1:{port}")
+    return urlunsplit(parts if path is None else parts._replace(path=path))
 
 
-def _replace_netloc(url: SplitResult, host: str, port: int | None) -> SplitResult:
-    userinfo = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
-    return url._replace(netloc=f"{userinfo}{host}" + (f":{port}" if port else ""))
-
-
-def _session_cpu_seconds(session: int) -> float:
-    """CPU time (user + system) of the live processes of a session and of the children they reaped."""
-    ticks = 0
+def _process_stats() -> Iterator[tuple[Path, list[str]]]:
+    """(``/proc/<pid>``, the fields of its ``stat`` after the command name, which may hold spaces:
+    state, ppid, pgrp, session, ...) of every process."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[3]) == session:
-                ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
+        yield entry, stat[stat.rindex(")") + 2 :].split()
+
+
+def _session_cpu_seconds(session: int) -> float:
+    """CPU time (user + system) of the live processes of a session and of the children they reaped."""
+    ticks = sum(sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+                for _, fields in _process_stats() if int(fields[3]) == session)
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -136,51 +142,61 @@ def _processes(sessions: Iterable[int], environ_marker: bytes) -> list[tuple[int
     environment holds `environ_marker` (a ``NAME=value`` entry)."""
     wanted = set(sessions)
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for entry, fields in _process_stats():
+        if fields[0] == "Z" or int(entry.name) == os.getpid():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            # Fields after the command name (which may hold spaces): state, ppid, pgrp, session, ...
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] == "Z":
-                continue
             if int(fields[3]) not in wanted and environ_marker not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            found.append((int(entry.name), cmdline))
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
+        found.append((int(entry.name), cmdline))
     return found
+
+
+def _pool_from_init(script: str) -> tuple[str, int, str]:
+    """(name, slots, description) of the pool that airflow-init's `script` creates."""
+    for line in script.splitlines():
+        if "airflow pools set" in line:
+            words = shlex.split(line[line.index("airflow pools set") :])
+            return words[3], int(words[4]), words[5] if len(words) > 5 else ""
+    raise DeploymentError("docker-compose.yml: airflow-init creates no pool (`airflow pools set`)")
+
+
+def _answers(url: str) -> bool:
+    """``GET url`` answers 200."""
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 @dataclass
 class Component:
-    """One long-running process of the deployment."""
+    """One process of the deployment, leading a session (and process group) of its own."""
 
     name: str
     argv: list[str]
-    env: dict[str, str]
     log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    pid: int | None = None
+    process: subprocess.Popen[bytes]
 
-    def start(self, cwd: Path) -> None:
-        log = self.log_path.open("ab")
-        try:
-            # start_new_session: a session (and process group) of its own, so that stop() finds the
-            # component's descendants (Celery's pool, task processes, parsing processes) by session.
-            self.process = subprocess.Popen(self.argv, env=self.env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        finally:
-            log.close()
-        self.pid = self.process.pid
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def exited(self) -> int | None:
-        return None if self.process is None else self.process.poll()
+        return self.process.poll()
 
     def log_tail(self, lines: int = 40) -> str:
-        return tail(self.log_path, lines)
+        """The last `lines` lines of the component's log ('' when it does not exist)."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
 
 
 @dataclass
@@ -192,7 +208,6 @@ class Services:
     redis_db: int | None = None
     s3_server: Any = None
     s3_endpoint: str = ""
-    started: list[str] = field(default_factory=list)
 
 
 class LocalDeployment:
@@ -201,9 +216,9 @@ class LocalDeployment:
     ``with LocalDeployment() as deployment: deployment.api.trigger(...)``. `variables` are compose
     variables (as in ``.env``); a variable not given takes the file's default. `prepare` runs once
     the S3 API and its buckets exist, while the database migrates and before any component starts
-    (to put input data in place before the scheduler may create a run). `folder` holds the Airflow home and the
-    components' logs; a temporary folder (removed by :meth:`stop`) when not given. The Celery
-    worker runs `worker_concurrency` processes (default: the pool's slots + 1).
+    (to put input data in place before the scheduler may create a run). `folder` holds the Airflow
+    home and the components' logs; a temporary folder (removed by :meth:`stop`) when not given. The
+    Celery worker runs one process more than the pool has slots.
     """
 
     def __init__(
@@ -211,43 +226,39 @@ class LocalDeployment:
         variables: Mapping[str, str] | None = None,
         *,
         folder: Path | None = None,
-        worker_concurrency: int | None = None,
         prepare: Callable[[LocalDeployment], None] | None = None,
-        startup_timeout: float = 240.0,
         stop_grace: float = 15.0,
-        postgres_port: int = 5432,
-        postgres_admin: str = "postgres",
-        redis_port: int = 6379,
-        expected_dags: Iterable[str] | None = None,
     ) -> None:
         from scripts import compose
 
-        self.variables = dict(variables or {})
-        compose_file = compose.load_compose(self.variables)
+        compose_file = compose.load_compose(variables)
         self.compose_env = compose.environment(compose_file[compose.AIRFLOW_COMMON])
-        self._services = compose_file["services"]
-        self._init_service = self._services["airflow-init"]
-        self._s3_init_service = self._services.get("s3-init", {})
+        services = compose_file["services"]
+        #: Per component: what its compose service sets beyond the common block (PYTHONPATH stays
+        #: this side's), and the services it depends on with their conditions.
+        self._service_env = {
+            name: {k: v for k, v in compose.environment(services[service]).items()
+                   if self.compose_env.get(k) != v and k != "PYTHONPATH"}
+            for name, service in COMPONENTS.items()
+        }
+        self._depends_on = {name: compose.depends_on(services[service]) for name, service in COMPONENTS.items()}
+        init = services["airflow-init"]
+        self.pool_name, self.pool_slots, self.pool_description = _pool_from_init(compose.command_text(init))
+        init_env = compose.environment(init)
+        self.username = init_env.get("_AIRFLOW_WWW_USER_USERNAME", "airflow")
+        self.password = init_env.get("_AIRFLOW_WWW_USER_PASSWORD", "airflow")
+        buckets = re.search(r"for bucket in ([^;\n]+);", compose.command_text(services.get("s3-init", {})))
+        self.buckets = tuple(buckets.group(1).split()) if buckets else DEFAULT_BUCKETS
         self._own_folder = folder is None
         self.folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="llm-evaluation-deployment-"))
         self.home = self.folder / "airflow-home"
-        self.pool_name, self.pool_slots, self.pool_description = self._pool_from_init()
-        self.worker_concurrency = worker_concurrency or self.pool_slots + 1
-        if self.worker_concurrency < self.pool_slots:
-            raise ValueError(f"worker concurrency {self.worker_concurrency} < {self.pool_slots} pool slots")
+        self.worker_concurrency = self.pool_slots + 1
         self.prepare = prepare
-        self.startup_timeout = startup_timeout
         self.stop_grace = stop_grace
-        self.postgres_port = postgres_port
-        self.postgres_admin = postgres_admin
-        self.redis_port = redis_port
-        self.expected_dags = tuple(expected_dags) if expected_dags is not None else tuple(
-            sorted(p.stem for p in (REPO / "dags").glob("*.py") if not p.name.startswith("_"))
-        )
+        self.expected_dags = sorted(p.stem for p in (REPO / "dags").glob("*.py") if not p.name.startswith("_"))
         self.api_port = free_port()
         self.health_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
-        self.username, self.password = self._admin_from_init()
         self.services = Services()
         self.components: dict[str, Component] = {}
         self.env: dict[str, str] = {}
@@ -256,35 +267,6 @@ class LocalDeployment:
         #: Every process started (components and one-off commands); each leads its own session.
         self._spawned: list[Component] = []
         self._started_at: float | None = None
-        #: (event, seconds since the start) of the start and the stop.
-        self.timeline: list[tuple[str, float]] = []
-
-    # --- compose ------------------------------------------------------------------------------
-
-    def _init_script(self) -> str:
-        from scripts import compose
-
-        return compose.command_text(self._init_service)
-
-    def _pool_from_init(self) -> tuple[str, int, str]:
-        """(name, slots, description) of the pool that airflow-init creates."""
-        for line in self._init_script().splitlines():
-            if "airflow pools set" in line:
-                words = shlex.split(line[line.index("airflow pools set") :])
-                return words[3], int(words[4]), words[5] if len(words) > 5 else ""
-        raise DeploymentError("docker-compose.yml: airflow-init creates no pool (`airflow pools set`)")
-
-    def _admin_from_init(self) -> tuple[str, str]:
-        from scripts import compose
-
-        env = compose.environment(self._init_service)
-        return env.get("_AIRFLOW_WWW_USER_USERNAME", "airflow"), env.get("_AIRFLOW_WWW_USER_PASSWORD", "airflow")
-
-    def _buckets(self) -> tuple[str, ...]:
-        from scripts import compose
-
-        match = re.search(r"for bucket in ([^;\n]+);", compose.command_text(self._s3_init_service))
-        return tuple(match.group(1).split()) if match else DEFAULT_BUCKETS
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -309,7 +291,7 @@ class LocalDeployment:
 
     def _start(self) -> None:
         self._started_at = time.monotonic()
-        deadline = self._started_at + self.startup_timeout
+        deadline = self._started_at + STARTUP_TIMEOUT_S
         self.home.mkdir(parents=True, exist_ok=True)
         self._ensure_postgres()
         self._ensure_redis()
@@ -337,8 +319,7 @@ class LocalDeployment:
         pending = list(COMPONENTS)
         while pending:
             for name in [n for n in pending if self._dependencies_met(n)]:
-                # The service's own compose environment on top of the common block.
-                env = {**self.env, **self._service_environment(COMPONENTS[name])}
+                env = {**self.env, **self._service_env[name]}
                 if name == "celery-worker":
                     env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{__name__}.{celery_worker_hostname.__name__}"
                 self.components[name] = self._spawn(name, argv[name], env)
@@ -358,9 +339,8 @@ class LocalDeployment:
 
     def _mark(self, event: str) -> None:
         """Note a step of the start or the stop, with the seconds since the start, in
-        ``timeline`` and in ``<folder>/deployment.log``."""
+        ``<folder>/deployment.log``."""
         seconds = round(time.monotonic() - (self._started_at or time.monotonic()), 1)
-        self.timeline.append((event, seconds))
         with contextlib.suppress(OSError), (self.folder / "deployment.log").open("a", encoding="utf-8") as log:
             log.write(f"{dt.datetime.now(dt.UTC).isoformat(timespec='milliseconds')} +{seconds}s {event}\n")
 
@@ -375,7 +355,7 @@ class LocalDeployment:
             self.api.close()
         if self.components:
             self._mark("stopping; CPU seconds so far: " + ", ".join(
-                f"{name} {_session_cpu_seconds(c.pid):.1f}" for name, c in self.components.items() if c.pid))
+                f"{name} {_session_cpu_seconds(c.pid):.1f}" for name, c in self.components.items()))
         self._stop_processes()
         survivors = self.surviving_processes()
         if survivors:
@@ -398,11 +378,11 @@ class LocalDeployment:
         for component in self._spawned:
             if component.exited() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(component.pid, signal.SIGTERM)  # type: ignore[arg-type]
+                    os.kill(component.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_grace
         for component in self._spawned:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                component.process.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
+                component.process.wait(max(0.0, deadline - time.monotonic()))
         # A leader that did not stop in time, or descendants that outlived their leader.
         for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
             remaining = self.surviving_processes()
@@ -416,13 +396,12 @@ class LocalDeployment:
                 time.sleep(0.1)
         for component in self._spawned:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                component.process.wait(5)  # type: ignore[union-attr]
+                component.process.wait(5)
 
     def surviving_processes(self) -> list[tuple[int, str]]:
         """Live processes of the deployment (none after :meth:`stop`): those in the sessions of
         the processes it started, and any other process with its ``AIRFLOW_HOME``."""
-        return _processes((c.pid for c in self._spawned if c.pid is not None),
-                          f"AIRFLOW_HOME={self.home}".encode())
+        return _processes((c.pid for c in self._spawned), f"AIRFLOW_HOME={self.home}".encode())
 
     def listening_sockets(self) -> list[tuple[str, str, int]]:
         """(command line, address, port) of every TCP socket that a process of the deployment
@@ -439,28 +418,27 @@ class LocalDeployment:
 
     # --- processes ----------------------------------------------------------------------------
 
-    def _airflow(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "airflow", *args]
-
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Component:
         """Start `airflow <args>` in a session of its own, its output in ``<folder>/<name>.log``."""
-        component = Component(name, self._airflow(*args), env or dict(self.env), self.folder / f"{name}.log")
-        component.start(REPO)
+        log_path = self.folder / f"{name}.log"
+        with log_path.open("ab") as log:
+            # start_new_session: a session (and process group) of its own, so that stop() finds the
+            # component's descendants (Celery's pool, task processes, parsing processes) by session.
+            process = subprocess.Popen([sys.executable, "-m", "airflow", *args], env=env or self.env, cwd=REPO,
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        component = Component(name, args, log_path, process)
         self._spawned.append(component)
         return component
 
     def _wait_exit(self, component: Component, deadline: float) -> None:
-        assert component.process is not None
         try:
-            code = component.process.wait(max(1.0, deadline - time.monotonic()))
+            code: int | None = component.process.wait(max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            raise DeploymentError(
-                f"`airflow {' '.join(component.argv[3:])}` did not finish in time; its log:\n{component.log_tail()}"
-            ) from None
+            code = None
         if code != 0:
-            raise DeploymentError(
-                f"`airflow {' '.join(component.argv[3:])}` exited with {code}; its log:\n{component.log_tail()}"
-            )
+            outcome = "did not finish in time" if code is None else f"exited with {code}"
+            raise DeploymentError(f"`airflow {' '.join(component.argv)}` {outcome}; its log:\n{component.log_tail()}")
 
     def _check_components(self) -> None:
         for component in self.components.values():
@@ -473,7 +451,6 @@ class LocalDeployment:
     def _wait_ready(self, deadline: float) -> None:
         import httpx
 
-        assert self.api is not None
         waiting_for = "the API"
         while True:
             self._check_components()
@@ -484,7 +461,7 @@ class LocalDeployment:
             if not waiting_for:
                 return
             if time.monotonic() > deadline:
-                raise DeploymentError(f"not ready after {self.startup_timeout:.0f}s: waiting for {waiting_for}\n"
+                raise DeploymentError(f"not ready after {STARTUP_TIMEOUT_S:.0f}s: waiting for {waiting_for}\n"
                                       + self._component_tails())
             time.sleep(0.5)
 
@@ -511,29 +488,16 @@ class LocalDeployment:
 
     def _scheduler_health(self) -> bool:
         """The scheduler's own health check server answers 200 (compose's scheduler healthcheck)."""
-        import httpx
-
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.health_port}/health", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
+        return _answers(f"http://127.0.0.1:{self.health_port}/health")
 
     def _worker_ready(self) -> bool:
         return bool(re.search(r"celery@\S+ ready", self.components["celery-worker"].log_tail(400)))
 
-    def _api_answers(self) -> bool:
-        """``GET /api/v2/version`` answers 200 (compose's api-server healthcheck)."""
-        import httpx
-
-        try:
-            return httpx.get(f"{self.api_url}/api/v2/version", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
-
     def _healthy(self, name: str) -> bool:
-        """A started component passes its compose healthcheck's equivalent."""
+        """A started component passes its compose healthcheck's equivalent: for the api-server,
+        ``GET /api/v2/version`` answers 200."""
         checks: dict[str, Callable[[], bool]] = {
-            "api-server": self._api_answers,
+            "api-server": lambda: _answers(f"{self.api_url}/api/v2/version"),
             "scheduler": self._scheduler_health,
             "celery-worker": self._worker_ready,
         }
@@ -542,10 +506,8 @@ class LocalDeployment:
     def _dependencies_met(self, name: str) -> bool:
         """Every component that `name`'s compose service depends on is started, or healthy when
         the condition says ``service_healthy``."""
-        from scripts import compose
-
         by_service = {service: component for component, service in COMPONENTS.items()}
-        for service, condition in compose.depends_on(self._services[COMPONENTS[name]]).items():
+        for service, condition in self._depends_on[name].items():
             dependency = by_service.get(service)
             if dependency is None:  # postgres, redis, airflow-init: taken care of before
                 continue
@@ -561,25 +523,23 @@ class LocalDeployment:
     # --- services -----------------------------------------------------------------------------
 
     def _ensure_postgres(self) -> None:
-        if _port_open(self.postgres_port):
+        if _port_open(POSTGRES_PORT):
             return
         versions = sorted(os.listdir("/etc/postgresql")) if Path("/etc/postgresql").is_dir() else []
         if not versions:
-            raise DeploymentError(f"no PostgreSQL on 127.0.0.1:{self.postgres_port} and none installed to start")
+            raise DeploymentError(f"no PostgreSQL on 127.0.0.1:{POSTGRES_PORT} and none installed to start")
         subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", "start"], check=True)
-        self.services.started.append("postgresql")
-        self._wait_port(self.postgres_port, "PostgreSQL")
+        self._wait_port(POSTGRES_PORT, "PostgreSQL")
 
     def _ensure_redis(self) -> None:
-        if _port_open(self.redis_port):
+        if _port_open(REDIS_PORT):
             return
         for folder in ("/var/lib/redis", "/var/log/redis"):
             Path(folder).mkdir(parents=True, exist_ok=True)
         subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1",
-                        "--port", str(self.redis_port), "--save", "", "--appendonly", "no",
+                        "--port", str(REDIS_PORT), "--save", "", "--appendonly", "no",
                         "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"], check=True)
-        self.services.started.append("redis")
-        self._wait_port(self.redis_port, "Redis")
+        self._wait_port(REDIS_PORT, "Redis")
 
     @staticmethod
     def _wait_port(port: int, what: str, timeout: float = 30.0) -> None:
@@ -592,16 +552,13 @@ class LocalDeployment:
     def _admin_connection(self) -> Any:
         import psycopg
 
-        return psycopg.connect(host="127.0.0.1", port=self.postgres_port, user=self.postgres_admin,
+        return psycopg.connect(host="127.0.0.1", port=POSTGRES_PORT, user=POSTGRES_ADMIN,
                                dbname="postgres", autocommit=True, connect_timeout=10)
-
-    def _database_url(self) -> SplitResult:
-        return urlsplit(self.compose_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
 
     def _create_database(self) -> None:
         from psycopg import errors, sql
 
-        url = self._database_url()
+        url = urlsplit(self.compose_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
         role = url.username or "airflow"
         name = f"{(url.path.lstrip('/') or 'airflow')}_systest_{os.getpid()}_{secrets.token_hex(3)}"
         with self._admin_connection() as conn:
@@ -634,7 +591,7 @@ class LocalDeployment:
     def _redis(self, db: int) -> Any:
         import redis
 
-        return redis.Redis(host="127.0.0.1", port=self.redis_port, db=db, socket_timeout=10)
+        return redis.Redis(host="127.0.0.1", port=REDIS_PORT, db=db, socket_timeout=10)
 
     def _claim_redis_db(self) -> None:
         """Claim an unused Redis database index: one that holds no key but our claim."""
@@ -673,7 +630,7 @@ class LocalDeployment:
         host, port = server.get_host_and_port()
         self.services.s3_endpoint = f"http://{host}:{port}"
         client = self.s3_client()
-        for bucket in self._buckets():
+        for bucket in self.buckets:
             client.create_bucket(Bucket=bucket)
 
     def _stop_s3(self) -> None:
@@ -708,23 +665,21 @@ class LocalDeployment:
         """The components' environment: the compose block with its hosts and paths mapped here."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
         env.update(self.compose_env)
-        mapped: dict[str, str] = {}
-        # postgres -> the deployment's database on the local server (same role, password, driver).
-        for key in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CELERY__RESULT_BACKEND"):
-            url = urlsplit(env[key])
-            mapped[key] = urlunsplit(
-                _replace_netloc(url, "127.0.0.1", self.postgres_port)._replace(path=f"/{self.services.database}"))
-        broker = urlsplit(env["AIRFLOW__CELERY__BROKER_URL"])
-        mapped["AIRFLOW__CELERY__BROKER_URL"] = urlunsplit(
-            _replace_netloc(broker, "127.0.0.1", self.redis_port)._replace(path=f"/{self.services.redis_db}"))
-        execution = urlsplit(env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
-        mapped["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = urlunsplit(
-            _replace_netloc(execution, "127.0.0.1", self.api_port))
-        mapped["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps(self.aws_connection())
-        mapped["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = self._local_path(
-            env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
-        mapped["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "plugins")])
-        mapped.update({
+        # postgres -> the deployment's database on the local server (same role, password, driver),
+        # redis -> the claimed index of the local Redis, airflow-apiserver -> the local api-server.
+        database = f"/{self.services.database}"
+        on_loopback = {  # variable: (port, path; None keeps the URL's)
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (POSTGRES_PORT, database),
+            "AIRFLOW__CELERY__RESULT_BACKEND": (POSTGRES_PORT, database),
+            "AIRFLOW__CELERY__BROKER_URL": (REDIS_PORT, f"/{self.services.redis_db}"),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": (self.api_port, None),
+        }
+        env.update({key: _on_loopback(env[key], port, path) for key, (port, path) in on_loopback.items()})
+        env.update({
+            "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(self.aws_connection()),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": self._local_path(
+                env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]),
+            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")]),
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
@@ -732,15 +687,7 @@ class LocalDeployment:
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(self.health_port),
             "PYTHONUNBUFFERED": "1",
         })
-        env.update(mapped)
         return env
-
-    def _service_environment(self, service: str) -> dict[str, str]:
-        """What a compose service sets beyond the common block (host mappings stay this side's)."""
-        from scripts import compose
-
-        own = compose.environment(self._services[service])
-        return {k: v for k, v in own.items() if self.compose_env.get(k) != v and k not in ("PYTHONPATH",)}
 
     def _local_path(self, image_path: str) -> str:
         if image_path == IMAGE_HOME or image_path.startswith(IMAGE_HOME + "/"):
@@ -757,8 +704,6 @@ class LocalDeployment:
 
 # --- REST API v2 ----------------------------------------------------------------------------------
 
-TERMINAL_RUN_STATES = ("success", "failed")
-
 
 class ApiError(RuntimeError):
     """A REST call answered with an error status."""
@@ -772,15 +717,14 @@ class ApiError(RuntimeError):
 class ApiClient:
     """A small client of Airflow's REST API v2 with the SimpleAuthManager's JWT."""
 
-    def __init__(self, base_url: str, username: str, password: str, *, deployment: LocalDeployment | None = None,
-                 timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, username: str, password: str, *, deployment: LocalDeployment | None = None) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
         self.username = username
         self.password = password
         self.deployment = deployment
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._http = httpx.Client(base_url=self.base_url, timeout=30.0)
         self._token: str | None = None
         self._lock = threading.Lock()
 
@@ -835,9 +779,6 @@ class ApiClient:
     def dags(self) -> list[dict[str, Any]]:
         return self._pages("/api/v2/dags", "dags")
 
-    def dag(self, dag_id: str) -> dict[str, Any]:
-        return self.get(f"/api/v2/dags/{dag_id}")
-
     def import_errors(self) -> list[dict[str, Any]]:
         return self._pages("/api/v2/importErrors", "import_errors")
 
@@ -847,9 +788,8 @@ class ApiClient:
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
 
-    def dag_runs(self, dag_id: str, run_type: str | None = None) -> list[dict[str, Any]]:
-        params = {"run_type": run_type} if run_type else {}
-        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", **params)
+    def dag_runs(self, dag_id: str, run_type: str) -> list[dict[str, Any]]:
+        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", run_type=run_type)
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         """Every task instance of a run, mapped ones included (one per map index)."""
@@ -877,11 +817,8 @@ class ApiClient:
 
     # --- writes -------------------------------------------------------------------------------
 
-    def set_paused(self, dag_id: str, paused: bool) -> dict[str, Any]:
-        return self.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": paused})
-
     def unpause(self, dag_id: str) -> dict[str, Any]:
-        return self.set_paused(dag_id, False)
+        return self.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, *,
                 logical_date: dt.datetime | None = None, run_id: str | None = None) -> dict[str, Any]:
@@ -908,7 +845,7 @@ class ApiClient:
         end = time.monotonic() + timeout
         for polls in itertools.count():
             run = self.dag_run(dag_id, run_id)
-            if run["state"] in TERMINAL_RUN_STATES:
+            if run["state"] in ("success", "failed"):
                 return run
             if self.deployment is not None:
                 self.deployment._check_components()
@@ -927,7 +864,7 @@ class ApiClient:
         """The first run of `run_type` (e.g. ``scheduled``) once the scheduler has created one."""
         end = time.monotonic() + timeout
         while True:
-            runs = self.dag_runs(dag_id, run_type=run_type)
+            runs = self.dag_runs(dag_id, run_type)
             if runs:
                 return runs[0]
             if time.monotonic() > end:
