@@ -77,11 +77,6 @@ _ENCODE_METADATA = _encoder(default=str)
 _QUOTE_CHARS = 60
 
 
-# --------------------------------------------------------------------------------------------
-# Normalising one parsed object
-# --------------------------------------------------------------------------------------------
-
-
 def _type_name(value: Any) -> str:
     if value is None:
         return "null"
@@ -140,88 +135,83 @@ def _timestamp(value: Any, problems: list[str]) -> dt.datetime | None:
     return None
 
 
-def _contexts(value: Any, problems: list[str]) -> tuple[str | None, int]:
-    """JSON text of the normalised contexts (null on any problem) and their text length."""
+#: Normalises the ``index``-th object of a list: ``(index, object, problems)`` → (object, text length).
+_ItemRule = Callable[[int, dict[str, Any], list[str]], tuple[dict[str, Any], int]]
+
+
+def _object_list(
+    field: str, value: Any, problems: list[str], item: _ItemRule, *, absent: str | None
+) -> tuple[str | None, int]:
+    """JSON text of a list of objects, each normalised by ``item`` (``absent`` when the list is,
+    null on any problem), and the text length ``item`` counted."""
     if value is None:
-        return "[]", 0
+        return absent, 0
     if type(value) is not list:
-        problems.append(f"contexts: not a list (got {_type_name(value)})")
+        problems.append(f"{field}: not a list (got {_type_name(value)})")
         return None, 0
     chars = 0
     before = len(problems)
     items = []
-    for index, item in enumerate(value, start=1):
-        if type(item) is not dict:
-            problems.append(f"contexts: item {index} is not an object")
+    for index, obj in enumerate(value, start=1):
+        if type(obj) is not dict:
+            problems.append(f"{field}: item {index} is not an object")
             continue
-        get = item.get
-        text = get("text")
-        if type(text) is str:
-            chars += len(text)
-        else:
-            problems.append(f"contexts: item {index} has no string text")
-        context_id = get("id")
-        if context_id is None:
-            context_id = f"ctx-{index}"
-        elif type(context_id) is not str:
-            problems.append(f"contexts: item {index} has a non-string id")
-        source = get("source")
-        if source is not None and type(source) is not str:
-            problems.append(f"contexts: item {index} has a non-string source")
-        score = get("score")
-        if score is not None:
-            if _is_number(score):
-                score = float(score)
-            else:
-                problems.append(f"contexts: item {index} has a non-numeric score")
-        items.append({"id": context_id, "text": text, "source": source, "score": score})
+        normalised, item_chars = item(index, obj, problems)
+        items.append(normalised)
+        chars += item_chars
     if len(problems) > before:
         return None, chars
     return _ENCODE(items), chars
 
 
-def _rubrics(value: Any, problems: list[str]) -> tuple[str | None, int]:
-    """JSON text of the normalised rubrics (null when absent or on any problem), description length."""
-    if value is None:
-        return None, 0
-    if type(value) is not list:
-        problems.append(f"rubrics: not a list (got {_type_name(value)})")
-        return None, 0
-    chars = 0
-    before = len(problems)
-    items = []
-    for index, item in enumerate(value, start=1):
-        if type(item) is not dict:
-            problems.append(f"rubrics: item {index} is not an object")
-            continue
-        description = item.get("description")
-        if type(description) is str:
-            chars += len(description)
-        if type(description) is not str or not description or description.isspace():
-            problems.append(f"rubrics: item {index} has no description")
-        rubric_id = item.get("id")
-        if rubric_id is None:
-            rubric_id = f"rubric-{index}"
-        elif type(rubric_id) is not str:
-            problems.append(f"rubrics: item {index} has a non-string id")
-        weight = item.get("weight")
-        if weight is None:
-            weight = 1.0
-        elif not _is_number(weight):
-            problems.append(f"rubrics: item {index} has a non-numeric weight")
-        elif weight < 0:
-            problems.append(f"rubrics: item {index} has a negative weight")
+def _context(index: int, item: dict[str, Any], problems: list[str]) -> tuple[dict[str, Any], int]:
+    get = item.get
+    text = get("text")
+    if type(text) is not str:
+        problems.append(f"contexts: item {index} has no string text")
+    context_id = get("id")
+    if context_id is None:
+        context_id = f"ctx-{index}"
+    elif type(context_id) is not str:
+        problems.append(f"contexts: item {index} has a non-string id")
+    source = get("source")
+    if source is not None and type(source) is not str:
+        problems.append(f"contexts: item {index} has a non-string source")
+    score = get("score")
+    if score is not None:
+        if _is_number(score):
+            score = float(score)
         else:
-            weight = float(weight)
-        required = item.get("required")
-        if required is None:
-            required = True
-        elif type(required) is not bool:
-            problems.append(f"rubrics: item {index} has a non-boolean required")
-        items.append({"id": rubric_id, "description": description, "weight": weight, "required": required})
-    if len(problems) > before:
-        return None, chars
-    return _ENCODE(items), chars
+            problems.append(f"contexts: item {index} has a non-numeric score")
+    chars = len(text) if type(text) is str else 0
+    return {"id": context_id, "text": text, "source": source, "score": score}, chars
+
+
+def _rubric(index: int, item: dict[str, Any], problems: list[str]) -> tuple[dict[str, Any], int]:
+    description = item.get("description")
+    if type(description) is not str or not description or description.isspace():
+        problems.append(f"rubrics: item {index} has no description")
+    rubric_id = item.get("id")
+    if rubric_id is None:
+        rubric_id = f"rubric-{index}"
+    elif type(rubric_id) is not str:
+        problems.append(f"rubrics: item {index} has a non-string id")
+    weight = item.get("weight")
+    if weight is None:
+        weight = 1.0
+    elif not _is_number(weight):
+        problems.append(f"rubrics: item {index} has a non-numeric weight")
+    elif weight < 0:
+        problems.append(f"rubrics: item {index} has a negative weight")
+    else:
+        weight = float(weight)
+    required = item.get("required")
+    if required is None:
+        required = True
+    elif type(required) is not bool:
+        problems.append(f"rubrics: item {index} has a non-boolean required")
+    chars = len(description) if type(description) is str else 0
+    return {"id": rubric_id, "description": description, "weight": weight, "required": required}, chars
 
 
 def _metadata(value: Any, problems: list[str]) -> str | None:
@@ -274,24 +264,17 @@ def normalised_values(obj: dict[str, Any]) -> tuple[Any, ...]:
     timestamp = _timestamp(get("timestamp"), problems)
     model = _required_text("model", get("model"), problems)
     question = get("question")
-    chars = len(question) if type(question) is str else 0
+    question_chars = len(question) if type(question) is str else 0  # a blank question counts too
     question = _required_text("question", question, problems)
-    answer = get("answer")
-    if type(answer) is str:
-        chars += len(answer)
-    elif answer is not None:
-        problems.append(f"answer: not a string (got {_type_name(answer)})")
-        answer = None
-    contexts_json, context_chars = _contexts(get("contexts"), problems)
+    answer = _optional_text("answer", get("answer"), problems)
+    contexts_json, context_chars = _object_list("contexts", get("contexts"), problems, _context, absent="[]")
     reference = _optional_text("reference", get("reference"), problems)
     expected_outcome = _optional_text("expected_outcome", get("expected_outcome"), problems)
-    rubrics_json, rubric_chars = _rubrics(get("rubrics"), problems)
+    rubrics_json, rubric_chars = _object_list("rubrics", get("rubrics"), problems, _rubric, absent=None)
     evaluation_goal = _optional_text("evaluation_goal", get("evaluation_goal"), problems)
     metadata_json = _metadata(get("metadata"), problems)
-    if reference is not None:
-        chars += len(reference)
-    if expected_outcome is not None:
-        chars += len(expected_outcome)
+    chars = question_chars + context_chars + rubric_chars
+    chars += sum(len(text) for text in (answer, reference, expected_outcome) if text is not None)
     return (
         record_id,
         conversation_id,
@@ -306,6 +289,6 @@ def normalised_values(obj: dict[str, Any]) -> tuple[Any, ...]:
         rubrics_json,
         evaluation_goal,
         metadata_json,
-        chars + context_chars + rubric_chars,
+        chars,
         problems,
     )
