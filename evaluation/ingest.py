@@ -3,9 +3,8 @@
 Nothing read here is ever lost. Every line of a ``.jsonl`` / ``.jsonl.gz`` object and every row of a
 ``.parquet`` object becomes either a parsed row or a :class:`Reject` carrying its raw text and
 reasons; damage to a whole object (unsupported suffix, unreadable Parquet, truncated gzip) becomes
-one reject for the object. :func:`normalise` then flattens each parsed object into typed-or-null
-columns plus ``problems`` (violations the flat columns cannot show), which the Great Expectations
-suite in :mod:`evaluation.validation` turns into accept / reject decisions.
+one reject for the object. :func:`evaluation.normalise.normalise` then flattens each parsed object
+for the Great Expectations suite of :mod:`evaluation.validation`.
 
 A day is read as a stream (:func:`ingest_batches`): objects one at a time, each read block by
 block (JSONL) or row group by row group (Parquet), normalised into batches of at most
@@ -26,7 +25,7 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeAlias, cast
 
@@ -171,8 +170,6 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 _RAW_DECODE = _DECODER.raw_decode
 
 
-
-
 def _json_error(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg}: column {exc.colno}"
@@ -268,35 +265,31 @@ def _iter_jsonl(source_uri: str, stream: BinaryIO, *, gzipped: bool) -> Iterator
             read = functools.partial(decompressed.read1, _READ_CHUNK)
         else:
             read = functools.partial(stream.read, _READ_CHUNK)
-        yield from _iter_lines(source_uri, read, gzipped=gzipped)
-
-
-def _iter_lines(source_uri: str, read: Callable[[], bytes], *, gzipped: bool) -> Iterator[ParsedRow | Reject]:
-    pending: list[bytes] = []  # the start of a line that has not ended yet
-    line_no = 0
-    while True:
-        try:
-            chunk = read()
-        except _GZIP_ERRORS as exc:
-            if not gzipped:
-                raise
-            # The partial line after the last newline is not parsed (it may be cut short) but
-            # stays as evidence in the object's reject.
-            raw = b"".join(pending).decode("utf-8", errors="backslashreplace")
-            yield _reject(source_uri, None, raw, f"truncated or corrupt gzip: {exc}")
-            logger.warning("%s: truncated or corrupt gzip after line %d: %s", source_uri, line_no, exc)
-            return
-        if not chunk:
-            break
-        cut = chunk.rfind(b"\n")
-        if cut < 0:
-            pending.append(chunk)
-            continue
-        block = b"".join([*pending, chunk[:cut]]) if pending else chunk[:cut]
-        pending = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
-        line_no = yield from _parse_block(source_uri, block, line_no)
-    if pending:
-        yield from _parse_block(source_uri, b"".join(pending), line_no)
+        pending: list[bytes] = []  # the start of a line that has not ended yet
+        line_no = 0
+        while True:
+            try:
+                chunk = read()
+            except _GZIP_ERRORS as exc:
+                if not gzipped:
+                    raise
+                # The partial line after the last newline is not parsed (it may be cut short) but
+                # stays as evidence in the object's reject.
+                raw = b"".join(pending).decode("utf-8", errors="backslashreplace")
+                yield _reject(source_uri, None, raw, f"truncated or corrupt gzip: {exc}")
+                logger.warning("%s: truncated or corrupt gzip after line %d: %s", source_uri, line_no, exc)
+                return
+            if not chunk:
+                break
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                pending.append(chunk)
+                continue
+            block = b"".join([*pending, chunk[:cut]]) if pending else chunk[:cut]
+            pending = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
+            line_no = yield from _parse_block(source_uri, block, line_no)
+        if pending:
+            yield from _parse_block(source_uri, b"".join(pending), line_no)
 
 
 def _iter_parquet(source_uri: str, stream: BinaryIO) -> Iterator[ParsedRow | Reject]:
@@ -432,11 +425,7 @@ def _fill(items: _ObjectItems, batch_rows: int) -> IngestResult | None:
 
 
 def ingest_batches(
-    objects: Iterable[tuple[str, ObjectSource]],
-    day: dt.date,
-    *,
-    batch_rows: int = BATCH_ROWS,
-    max_record_chars: int = 200_000,
+    objects: Iterable[tuple[str, ObjectSource]], day: dt.date, *, batch_rows: int = BATCH_ROWS
 ) -> Iterator[IngestResult]:
     """Read and normalise objects, given as ``(source_uri, bytes | path | binary file)`` pairs, as a
     stream of bounded batches.
@@ -445,10 +434,8 @@ def ingest_batches(
     input order; a batch may span objects) and ``objects`` counts the objects first opened while
     it was read, so the batches' sums are the day's totals. Objects are opened one at a time, as
     the batches are taken. Pass objects in key order: the order decides which of two rows with
-    the same record_id comes first (the first is kept). ``max_record_chars`` is accepted like
-    :func:`normalise` accepts it: the validation suite applies it.
+    the same record_id comes first (the first is kept). ``day`` names the day in the log.
     """
-    del max_record_chars  # decided by the validation suite
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
     items = _ObjectItems(objects)
@@ -472,13 +459,8 @@ def ingest_batches(
 def ingest_objects(
     objects: Iterable[tuple[str, ObjectSource]], day: dt.date, *, max_record_chars: int = 200_000
 ) -> IngestResult:
-    """Read and normalise every object in one batch (see :func:`ingest_batches`).
-
-    Pass objects in key order: the order decides which of two rows with the same record_id comes
-    first (the first is kept).
-    """
-    batches = list(ingest_batches(objects, day, batch_rows=sys.maxsize, max_record_chars=max_record_chars))
-    if not batches:
-        return IngestResult(rows=_frame({name: [] for name in ROW_SCHEMA}), rejects=[], objects=0)
-    (batch,) = batches
-    return batch
+    """Read and normalise every object in one batch (see :func:`ingest_batches`; ``max_record_chars``
+    is accepted like :func:`normalise` accepts it: the validation suite applies it)."""
+    del max_record_chars
+    batches = list(ingest_batches(objects, day, batch_rows=sys.maxsize))
+    return batches[0] if batches else IngestResult(rows=pl.DataFrame(schema=ROW_SCHEMA), rejects=[])

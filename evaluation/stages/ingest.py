@@ -15,6 +15,7 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.contract import RunConfig
+from evaluation.ingest import BATCH_ROWS, ingest_batches
 from evaluation.stages._run import (
     IngestCounts,
     IngestRecord,
@@ -31,9 +32,6 @@ from evaluation.stages._run import (
 from evaluation.stages.schemas import RECORD_SCHEMA, REJECT_SCHEMA
 
 logger = logging.getLogger(__name__)
-
-#: Input records per ingest batch (parsed rows plus ingest rejects): what ingest holds in memory.
-INGEST_BATCH_ROWS = 50_000
 
 
 def raw_objects(store: storage.Store, day: dt.date) -> list[storage.ObjectInfo]:
@@ -70,17 +68,14 @@ def validated_batches(
     objects: list[storage.ObjectInfo],
     validator: Any,
     *,
-    batch_rows: int = INGEST_BATCH_ROWS,
+    batch_rows: int = BATCH_ROWS,
 ) -> Iterator[ValidatedBatch]:
     """The raw objects read one at a time, in batches of at most ``batch_rows`` input records, each
     checked by ``validator`` (a :class:`~evaluation.validation.DayValidator`, which also counts
     the day's totals for its table rules). Memory follows the batch, not the day."""
-    from evaluation.ingest import ingest_batches
-
     with tempfile.TemporaryDirectory(prefix="evaluation-ingest-") as folder:
         sources = raw_sources(store, objects, Path(folder))
-        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows,
-                                    max_record_chars=validator.max_record_chars):
+        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows):
             validator.add_ingest_rejects(len(batch.rejects))
             if batch.rows.height == 0:
                 yield ValidatedBatch(pl.DataFrame(schema=RECORD_SCHEMA), batch.rejects, [])
@@ -95,7 +90,7 @@ def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:
     return path
 
 
-def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = INGEST_BATCH_ROWS) -> IngestCounts:
+def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BATCH_ROWS) -> IngestCounts:
     """Read the day's raw objects, validate them (Great Expectations), stage the valid records,
     the rejects and the validation result. Raises RunFailed on a table rule, with the evidence
     under ``_failed/``.
