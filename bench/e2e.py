@@ -31,7 +31,8 @@ def _run(airflow_local: Any, day: dt.date, conf: dict[str, Any], timer: Any, out
     dag_run = airflow_local.run_dag("daily_evaluation", day, conf)
     wall = time.monotonic() - started
     states = airflow_local.task_states(dag_run)
-    durations = _task_durations(dag_run)
+    # Each task instance's own duration (start to end, as Airflow recorded it).
+    durations = airflow_local.task_instances(dag_run, lambda ti: round(float(ti.duration or 0.0), 2))
     runs = storage.read_parquet(out, storage.run_key(day, dag_run.run_id))
     row = runs.row(0, named=True)
     evaluations = storage.read_parquet(out, storage.table_key("evaluations", day))
@@ -54,21 +55,6 @@ def _run(airflow_local: Any, day: dt.date, conf: dict[str, Any], timer: Any, out
         "task_seconds": durations,
         "in_tasks_s": round(sum(durations.values()), 2),
     }
-
-
-def _task_durations(dag_run: Any) -> dict[str, float]:
-    """Each task instance's own duration (start to end, as Airflow recorded it)."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.query(TaskInstance).filter(
-            TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id
-        ).all()
-        return {
-            (f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id): round(float(ti.duration or 0.0), 2)
-            for ti in rows
-        }
 
 
 def daily(params: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,11 @@ def run_dag(dag_id: str, day: dt.date, conf: dict[str, Any]) -> Any:
 
 def task_states(dag_run: Any) -> dict[str, str]:
     """State of every task instance of a finished DagRun (mapped ones as task_id[index])."""
+    return task_instances(dag_run, lambda ti: str(ti.state))
+
+
+def task_instances(dag_run: Any, value: Callable[[Any], Any]) -> dict[str, Any]:
+    """`value` of every task instance of a DagRun, by task_id (mapped ones as task_id[index])."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
 
@@ -79,10 +85,7 @@ def task_states(dag_run: Any) -> dict[str, str]:
         rows = session.query(TaskInstance).filter(
             TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id
         ).all()
-        return {
-            (f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id): str(ti.state)
-            for ti in rows
-        }
+        return {(f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id): value(ti) for ti in rows}
 
 
 def xcom(dag_run: Any, task_id: str) -> Any:
