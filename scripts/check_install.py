@@ -49,20 +49,12 @@ def _driver(url: str) -> str:
     return str(dbapi.__name__)
 
 
-def _metadata_db() -> str:
-    return _driver(_url("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"))
-
-
 def _async_metadata_db() -> str:
     # Airflow opens the metadata DB a second time through an async engine (asyncpg for Postgres),
     # and fails at import when that driver is missing.
     from airflow import settings
 
     return _driver(settings._get_async_conn_uri_from_sync(_url("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")))
-
-
-def _result_backend() -> str:
-    return _driver(_url("AIRFLOW__CELERY__RESULT_BACKEND").removeprefix("db+"))
 
 
 def _broker() -> str:
@@ -78,9 +70,9 @@ def checks() -> dict[str, Callable[[], str]]:
         f"import {module}": (lambda module=module: importlib.import_module(module).__name__) for module in MODULES
     }
     found.update({
-        "metadata DB driver": _metadata_db,
+        "metadata DB driver": lambda: _driver(_url("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")),
         "async metadata DB driver": _async_metadata_db,
-        "Celery result backend driver": _result_backend,
+        "Celery result backend driver": lambda: _driver(_url("AIRFLOW__CELERY__RESULT_BACKEND").removeprefix("db+")),
         "Celery broker transport": _broker,
     })
     return found

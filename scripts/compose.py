@@ -50,10 +50,7 @@ def _substitute(match: re.Match[str], env: Mapping[str, str], seen: list[tuple[s
         raise InterpolationError(f"invalid interpolation ${{{braced}}}")
     name, op, arg = parsed.group("name", "op", "arg")
     value = env.get(name)
-    if op in (":-", "-"):
-        seen.append((name, arg))
-    else:
-        seen.append((name, None))
+    seen.append((name, arg if op in (":-", "-") else None))
     if op is None:
         return value or ""
     if op == ":-":
@@ -93,9 +90,9 @@ def raw_compose(path: Path = COMPOSE_PATH) -> Any:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def load_compose(env: Mapping[str, str] | None = None, path: Path = COMPOSE_PATH) -> dict[str, Any]:
+def load_compose(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The compose file after YAML anchors and merge keys, interpolated with `env` (default: empty)."""
-    return _resolve(raw_compose(path), env or {})
+    return _resolve(raw_compose(), env or {})
 
 
 def environment(service: Mapping[str, Any]) -> dict[str, str]:
@@ -106,17 +103,15 @@ def environment(service: Mapping[str, Any]) -> dict[str, str]:
     return {key: "" if value is None else str(value) for key, value in env.items()}
 
 
-def airflow_common_environment(
-    variables: Mapping[str, str] | None = None, path: Path = COMPOSE_PATH
-) -> dict[str, str]:
+def airflow_common_environment(variables: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every Airflow service shares (the `x-airflow-common` anchor), interpolated
     with `variables`; a variable not given takes the file's default, as with no `.env` file."""
-    return environment(load_compose(variables, path)[AIRFLOW_COMMON])
+    return environment(load_compose(variables)[AIRFLOW_COMMON])
 
 
-def command_text(service: Mapping[str, Any], key: str = "command") -> str:
-    """A service's command (or another list-or-string key) as one string."""
-    value = service.get(key) or ""
+def command_text(service: Mapping[str, Any]) -> str:
+    """A service's command as one string."""
+    value = service.get("command") or ""
     return " ".join(value) if isinstance(value, list) else str(value)
 
 
