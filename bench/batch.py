@@ -70,13 +70,8 @@ def day(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def batch_items(bench: Any) -> None:
-    """Item 4's batch row(s) in ``make bench`` (called by :mod:`bench.run`)."""
-    from bench.common import wait_for_quiet
-
-    records = 400 if bench.args.quick else 2000
-    wait_for_quiet()
-    result = bench.child("batch", "day", {"records": records}, timeout_s=1500)
-    bench.details["batch"] = result
+    """Item 4's batch row in ``make bench`` (called by :mod:`bench.run`)."""
+    records, result = bench.day("batch", "day", 1500)
     batch, online = result["batch"], result["online"]
     ok = batch["statuses"] == online["statuses"] and batch["calls_made"] == online["calls_made"]
     bench.row(4, f"batch-mode day, {records:,} records ({batch['lines']:,} batch lines, server batch delay 0): "

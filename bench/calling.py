@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import LoadProbe, child_main, cpu_seconds
+from bench.common import LoadProbe, child_main, cpu_seconds, judge_server, wait_for_quiet
+from bench.judge import GOOD_REPLY, _prepare, _warm_up
 
 MODEL = "openai/mock-judge"
 KEY = "bench-key"
@@ -38,69 +39,57 @@ def _prompts(cfg: Any, stores: Any) -> list[Any]:
     return [p for p in prompts if p is not None]
 
 
-async def _bare(prompts: list[Any], concurrency: int, api_base: str) -> list[str]:
+def _bare(prompts: list[Any], concurrency: int, api_base: str) -> list[str]:
     """The bare loop: litellm.acompletion under a semaphore, the reply's text kept."""
     import litellm
 
-    semaphore = asyncio.Semaphore(concurrency)
+    async def run() -> list[str]:
+        semaphore = asyncio.Semaphore(concurrency)
 
-    async def one(prompt: Any) -> str:
-        async with semaphore:
-            response = await litellm.acompletion(
-                model=MODEL, messages=prompt.messages, api_base=api_base, api_key=KEY, temperature=0.0,
-                response_format={"type": "json_object"}, timeout=60.0, num_retries=0, max_retries=0)
-            return str(response.choices[0].message.content)
+        async def one(prompt: Any) -> str:
+            async with semaphore:
+                response = await litellm.acompletion(
+                    model=MODEL, messages=prompt.messages, api_base=api_base, api_key=KEY, temperature=0.0,
+                    response_format={"type": "json_object"}, timeout=60.0, num_retries=0, max_retries=0)
+                return str(response.choices[0].message.content)
 
-    return await asyncio.gather(*(one(p) for p in prompts))
+        return await asyncio.gather(*(one(p) for p in prompts))
 
-
-def _bare_run(prompts: list[Any], concurrency: int, api_base: str) -> Callable[[], None]:
-    def run() -> None:
-        asyncio.run(_bare(prompts, concurrency, api_base))
-    return run
+    return asyncio.run(run())
 
 
-def _stage_run(cfg: Any, stores: Any, holder: dict[str, Any]) -> Callable[[], None]:
-    from evaluation import stages
-
-    def run() -> None:
-        holder["result"] = stages.judge_chunk(cfg, stores, 0, api_key=KEY)
-    return run
-
-
-def _measure(run: Any, calls: int) -> dict[str, Any]:
+def _measure(calls: int, run: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[dict[str, Any], Any]:
+    """Rate, CPU per call and others' load of ``run(*args, **kwargs)`` making `calls` calls; and what it returned."""
     probe = LoadProbe().start()
     cpu_before = cpu_seconds()
     started = time.monotonic()
-    run()
+    value = run(*args, **kwargs)
     wall = time.monotonic() - started
     cpu = cpu_seconds() - cpu_before
     return {"seconds": round(wall, 3), "per_s": round(calls / wall, 1), "cpu_ms_per_call": round(cpu / calls * 1000, 2),
-            "cores_others": probe.stop()["cores_others"]}
+            "cores_others": probe.stop()["cores_others"]}, value
 
 
 def compare(params: dict[str, Any]) -> dict[str, Any]:
     """Bare loop and judge stage, alternately, at each concurrency of ``concurrencies``."""
-    from bench.judge import _prepare, _warm_up
+    from evaluation import stages
     from evaluation.client import configure
 
     configure()  # both sides: the same litellm set-up (price map offline, loggers quiet, gc frozen)
     latency = float(params["latency"])
     out: dict[str, Any] = {"latency_s": latency, "runs": []}
     for concurrency, records in zip(params["concurrencies"], params["records"], strict=True):
-        cfg, stores, _ = _prepare(int(records), ["rag"], {**params, "concurrency": concurrency})
+        cfg, stores = _prepare(int(records), ["rag"], {**params, "concurrency": concurrency})
         prompts = _prompts(cfg, stores)
         _warm_up(cfg)
-        asyncio.run(_bare(prompts[:8], 8, cfg.api_base))
+        _bare(prompts[:8], 8, cfg.api_base)
         bare, stage = [], []
         for _ in range(int(params.get("repeats", 3))):
-            bare.append(_measure(_bare_run(prompts, concurrency, cfg.api_base), len(prompts)))
+            bare.append(_measure(len(prompts), _bare, prompts, concurrency, cfg.api_base)[0])
             # the ledger emptied each time: every record a real call
             shutil.rmtree(os.path.join(cfg.output_uri, "_ledger"), ignore_errors=True)
-            holder: dict[str, Any] = {}
-            stage.append(_measure(_stage_run(cfg, stores, holder), len(prompts)))
-            stage[-1]["statuses"] = holder["result"]["statuses"]
-            stage[-1]["calls_made"] = holder["result"]["calls_made"]
+            measured, result = _measure(len(prompts), stages.judge_chunk, cfg, stores, 0, api_key=KEY)
+            stage.append({**measured, "statuses": result["statuses"], "calls_made": result["calls_made"]})
         limit = concurrency / latency
         bare_rate = statistics.median(b["per_s"] for b in bare)
         stage_rate = statistics.median(s["per_s"] for s in stage)
@@ -119,14 +108,13 @@ def compare(params: dict[str, Any]) -> dict[str, Any]:
 def rated(params: dict[str, Any]) -> dict[str, Any]:
     """A day's chunk against a server that enforces ``rpm`` (in this process, on its own thread),
     with the budget set to that rate (``budget``) or none (adaptive concurrency alone)."""
-    from bench.judge import GOOD_REPLY, _prepare, _warm_up
     from evaluation import stages
     from evaluation.testing.openai_server import OpenAIServer
 
     rpm = float(params["rpm"])
     with OpenAIServer(lambda body: GOOD_REPLY, latency_s=float(params["latency"]), rpm=rpm,
                       rate_burst_s=float(params.get("burst_s", 1.0))) as server:
-        cfg, stores, _ = _prepare(int(params["records"]), ["rag"], {**params, "api_base": server.base_url})
+        cfg, stores = _prepare(int(params["records"]), ["rag"], {**params, "api_base": server.base_url})
         cfg = cfg.model_copy(update={"judge_rpm": rpm if params.get("budget", True) else None,
                                      "concurrency": int(params["concurrency"])})
         _warm_up(cfg)
@@ -154,9 +142,6 @@ def rated(params: dict[str, Any]) -> dict[str, Any]:
 def calling_items(bench: Any) -> None:
     """The bare-litellm loop beside the judge stage at 8, 32 and 128 calls in flight, and a
     rate-limited day with and without a budget."""
-    from bench.common import judge_server, wait_for_quiet
-    from bench.judge import GOOD_REPLY
-
     latency, quick = 0.2, bench.args.quick
     wait_for_quiet()
     with judge_server(latency, GOOD_REPLY) as server:

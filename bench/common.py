@@ -44,9 +44,10 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def cpu_seconds() -> float:
-    """User + system CPU of this process so far (all threads)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """User + system CPU of this process so far (all threads); with ``RUSAGE_CHILDREN``, of the
+    children it has reaped."""
+    usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 
 
@@ -104,8 +105,7 @@ class LoadProbe:
         self.load_before = load_average()
         self._busy = _busy_jiffies()
         self._wall = time.monotonic()
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        self._children = children.ru_utime + children.ru_stime
+        self._children = cpu_seconds(resource.RUSAGE_CHILDREN)
         self._self = cpu_seconds()
         self._watched = sum(process_cpu_seconds(p) for p in self.watched)
         return self
@@ -113,8 +113,7 @@ class LoadProbe:
     def stop(self) -> dict[str, float]:
         wall = max(time.monotonic() - self._wall, 1e-9)
         busy = (_busy_jiffies() - self._busy) / _HZ
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        ours = (children.ru_utime + children.ru_stime - self._children) + (cpu_seconds() - self._self)
+        ours = (cpu_seconds(resource.RUSAGE_CHILDREN) - self._children) + (cpu_seconds() - self._self)
         ours += sum(process_cpu_seconds(p) for p in self.watched) - self._watched
         return {
             "load_avg_1m_before": self.load_before,
@@ -147,27 +146,24 @@ class ChildFailed(RuntimeError):
 def run_child(
     module: str,
     task: str,
-    params: dict[str, Any] | None = None,
+    params: dict[str, Any],
     *,
+    log: Path,
     timeout_s: float = 900.0,
     env: dict[str, str] | None = None,
     watched: list[int] | None = None,
-    log: Path | None = None,
 ) -> dict[str, Any]:
-    """Run ``python -m bench.<module> <task>`` and return its JSON result, plus the child's wall
-    time (``child_wall_s``, imports included) and the machine's load during the run."""
+    """Run ``python -m bench.<module> <task>`` (its output appended to `log`) and return its JSON
+    result, plus the child's wall time (``child_wall_s``, imports included) and the machine's load
+    during the run."""
     with tempfile.NamedTemporaryFile(prefix=f"bench-{task}-", suffix=".json", delete=False) as handle:
         out = Path(handle.name)
-    command = [sys.executable, "-m", f"bench.{module}", task, "--params", json.dumps(params or {}), "--out", str(out)]
+    command = [sys.executable, "-m", f"bench.{module}", task, "--params", json.dumps(params), "--out", str(out)]
     probe = LoadProbe(watched=list(watched or [])).start()
     started = time.monotonic()
-    stream = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    try:
+    with open(log, "a") as stream:
         completed = subprocess.run(command, cwd=REPO, env=child_env(env), stdout=stream, stderr=subprocess.PIPE,
                                    text=True, timeout=timeout_s)
-    finally:
-        if log:
-            stream.close()  # type: ignore[union-attr]
     wall = time.monotonic() - started
     load = probe.stop()
     try:
@@ -199,16 +195,14 @@ class ServerProcess:
 
 
 @contextmanager
-def judge_server(latency_s: float, reply: str | None = None) -> Iterator[ServerProcess]:
-    """Start the server (fixed latency, one reply for every request); stop it on exit and read
-    how many requests it served."""
-    command = [sys.executable, "-m", "evaluation.testing.openai_server", "--port", "0", "--latency", str(latency_s)]
-    reply_file = None
-    if reply is not None:
-        with tempfile.NamedTemporaryFile("w", prefix="bench-reply-", suffix=".json", delete=False) as handle:
-            handle.write(reply)
-            reply_file = Path(handle.name)
-        command += ["--reply-file", str(reply_file)]
+def judge_server(latency_s: float, reply: str) -> Iterator[ServerProcess]:
+    """Start the server (fixed latency, `reply` to every request); stop it on exit and read how
+    many requests it served."""
+    with tempfile.NamedTemporaryFile("w", prefix="bench-reply-", suffix=".json", delete=False) as handle:
+        handle.write(reply)
+        reply_file = Path(handle.name)
+    command = [sys.executable, "-m", "evaluation.testing.openai_server", "--port", "0", "--latency", str(latency_s),
+               "--reply-file", str(reply_file)]
     process = subprocess.Popen(command, cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                text=True)
     try:
@@ -229,5 +223,4 @@ def judge_server(latency_s: float, reply: str | None = None) -> Iterator[ServerP
         for text in (output or "").splitlines():
             if text.startswith("REQUESTS "):
                 server.requests = int(text.split()[1])  # type: ignore[possibly-undefined]
-        if reply_file is not None:
-            reply_file.unlink(missing_ok=True)
+        reply_file.unlink(missing_ok=True)

@@ -30,7 +30,7 @@ _BLOCK = 100_000
 CACHE = Path(os.environ.get("BENCH_CACHE", Path(tempfile.gettempdir()) / "llm-evaluation-bench"))
 
 
-def _unique(lines: list[str], tag: str) -> list[str]:
+def _unique(lines: list[str]) -> list[str]:
     out = []
     for index, line in enumerate(lines):
         try:
@@ -39,38 +39,36 @@ def _unique(lines: list[str], tag: str) -> list[str]:
             out.append(line)
             continue
         if isinstance(record.get("question"), str) and record["question"].endswith("?"):
-            record["question"] = f"{record['question'][:-1]} (ticket {tag}{index})?"
+            record["question"] = f"{record['question'][:-1]} (ticket {index})?"
         out.append(json.dumps(record, ensure_ascii=False))
     return out
 
 
-def raw_day(records: int, *, unique: bool = False, bad: bool = True, parts: int | None = None,
-            day: dt.date = DAY) -> Path:
-    """The input root of a generated day (cached): ``<root>/dt=<day>/part-NNNNN.jsonl[.gz]``.
+def raw_day(records: int, *, unique: bool = False, bad: bool = True) -> Path:
+    """The input root of the generated :data:`DAY` (cached): ``<root>/dt=<day>/part-NNNNN.jsonl[.gz]``.
     Parts alternate plain and gzipped JSONL."""
     from evaluation import synthetic
 
-    name = f"raw-{day:%Y%m%d}-{records}-{'u' if unique else 's'}{'b' if bad else ''}-{parts or 0}"
-    root = CACHE / name
+    root = CACHE / f"raw-{DAY:%Y%m%d}-{records}-{'u' if unique else 's'}{'b' if bad else ''}"
     done = root / ".complete"
     if done.exists():
         return root
     shutil.rmtree(root, ignore_errors=True)
-    folder = root / f"dt={day.isoformat()}"
+    folder = root / f"dt={DAY.isoformat()}"
     folder.mkdir(parents=True)
     block = min(records, _BLOCK)
-    base = synthetic.generate_day(day, block, bad=bad)
+    base = synthetic.generate_day(DAY, block, bad=bad)
     if unique:
-        base = _unique(base, "")
+        base = _unique(base)
     lines: list[str] = []
-    prefix = f'"record_id": "{day:%Y%m%d}-'
+    prefix = f'"record_id": "{DAY:%Y%m%d}-'
     for copy in range((records + block - 1) // block):
         if copy == 0:
             lines.extend(base)
         else:
             # The same records again, ids unique per block (the planted bad ones stay bad).
             lines.extend(line.replace(prefix, f'{prefix}b{copy}-', 1) for line in base)
-    count = parts or (2 if records <= _BLOCK else (records + _BLOCK - 1) // _BLOCK)
+    count = 2 if records <= _BLOCK else (records + _BLOCK - 1) // _BLOCK
     size = (len(lines) + count - 1) // count
     for part in range(count):
         text = ("\n".join(lines[part * size:(part + 1) * size]) + "\n").encode()

@@ -16,7 +16,6 @@ import resource
 import shutil
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from bench.common import LoadProbe, child_main, cpu_seconds
@@ -46,32 +45,29 @@ class CallTimer:
 
         self.seconds = 0.0
         self.calls = 0
-        self.intervals: list[tuple[float, float]] = []
         original = JudgeClient.call_many
-        timer = self
 
         async def call_many(client: Any, prompts: Any, *args: Any, **kwargs: Any) -> Any:
             started = time.monotonic()
             try:
                 outcomes = await original(client, prompts, *args, **kwargs)
             finally:
-                timer.intervals.append((started, time.monotonic()))
-                timer.seconds += time.monotonic() - started
-            timer.calls += sum(1 for o in outcomes if o is not None)
+                self.seconds += time.monotonic() - started
+            self.calls += sum(1 for o in outcomes if o is not None)
             return outcomes
 
         JudgeClient.call_many = call_many  # type: ignore[method-assign]
 
 
-def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[Any, Any, Path]:
+def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[Any, Any]:
     from bench import data
     from evaluation import stages
     from evaluation.contract import RunConfig
 
     raw = data.raw_day(records, unique=True, bad=False)
-    out = Path(tempfile.mkdtemp(prefix="bench-judge-"))
     cfg = RunConfig(
-        date=data.DAY, input_uri=str(raw), output_uri=str(out), run_id="bench", judges=judges,
+        date=data.DAY, input_uri=str(raw), output_uri=tempfile.mkdtemp(prefix="bench-judge-"), run_id="bench",
+        judges=judges,
         judge_model=params.get("model", "openai/mock-judge"), api_base=params["api_base"],
         concurrency=params.get("concurrency", 8), chunk_size=records, timeout_s=60.0,
     )
@@ -79,7 +75,7 @@ def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[A
     stages.ingest_and_validate(cfg, stores)
     chunks = stages.plan_chunks(cfg, stores)
     assert len(chunks) == 1, chunks
-    return cfg, stores, out
+    return cfg, stores
 
 
 def _warm_up(cfg: Any) -> float:
@@ -95,11 +91,6 @@ def _warm_up(cfg: Any) -> float:
     return time.monotonic() - started
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def stage(params: dict[str, Any]) -> dict[str, Any]:
     """Item 1: records/s of the judge stage against concurrency / latency."""
     import polars as pl
@@ -109,16 +100,16 @@ def stage(params: dict[str, Any]) -> dict[str, Any]:
     records = int(params["records"])
     workers = str(params.get("workers", "1"))
     os.environ["EVALUATION_JUDGE_WORKERS"] = workers
-    cfg, stores, _ = _prepare(records, [params.get("judge", "rag")], params)
+    cfg, stores = _prepare(records, [params.get("judge", "rag")], params)
     warm_up_s = _warm_up(cfg)
     timer = CallTimer()
-    cpu_before = cpu_seconds() + _children_cpu()
+    cpu_before = cpu_seconds() + cpu_seconds(resource.RUSAGE_CHILDREN)
     probe = LoadProbe(watched=[int(params["server_pid"])] if params.get("server_pid") else []).start()
     started = time.monotonic()
     result = stages.judge_chunk(cfg, stores, 0, api_key="bench-key")
     wall = time.monotonic() - started
     load = probe.stop()
-    cpu = cpu_seconds() + _children_cpu() - cpu_before
+    cpu = cpu_seconds() + cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
     judged = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", 0))
     statuses = dict(judged.group_by("judge_status").len().iter_rows())
     limit = cfg.concurrency / float(params["latency"])
@@ -153,7 +144,7 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation.judges import render
 
     records = int(params["records"])
-    cfg, stores, _ = _prepare(records, ["rag", "masis", "prompt"], params)
+    cfg, stores = _prepare(records, ["rag", "masis", "prompt"], params)
     result = stages.judge_chunk(cfg, stores, 0, api_key="bench-key")
     judged = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", 0))
     calls = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", 0))

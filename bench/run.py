@@ -43,7 +43,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.batch import batch_items
+from bench.calling import calling_items
 from bench.common import REPO, RESULTS, judge_server, load_average, run_child, wait_for_quiet
+from bench.judge import GOOD_REPLY
 
 GIB = 1024.0
 
@@ -64,8 +67,17 @@ class Bench:
                           "holds": "n/a" if holds is None else ("yes" if holds else "no"), **extra})
 
     def child(self, module: str, task: str, params: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        print(f"  [{time.monotonic() - self.started:5.0f}s] {module}.{task} {json.dumps(params)[:110]}", flush=True)
+        print(f"  [{self.elapsed():5.0f}s] {module}.{task} {json.dumps(params)[:110]}", flush=True)
         return run_child(module, task, params, log=self.log, **kwargs)
+
+    def day(self, module: str, task: str, timeout_s: float, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+        """(records, result) of a measurement on a generated day of 2,000 records (400 with
+        --quick), started once the machine is quiet; the result is kept as ``details[module]``."""
+        records = 400 if self.args.quick else 2000
+        wait_for_quiet()
+        result = self.child(module, task, {"records": records}, timeout_s=timeout_s, **kwargs)
+        self.details[module] = result
+        return records, result
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -80,8 +92,6 @@ def _mib(value: float) -> str:
 
 
 def judge_items(bench: Bench) -> None:
-    from bench.judge import GOOD_REPLY
-
     latency = 0.2
     workers = bench.args.judge_workers
     runs = []
@@ -181,11 +191,7 @@ def stage_items(bench: Bench) -> None:
 
 
 def e2e_items(bench: Bench) -> None:
-    records = 400 if bench.args.quick else 2000
-    wait_for_quiet()
-    env = {"EVALUATION_JUDGE_WORKERS": bench.args.judge_workers}
-    result = bench.child("e2e", "daily", {"records": records}, env=env, timeout_s=1500)
-    bench.details["e2e"] = result
+    records, result = bench.day("e2e", "daily", 1500, env={"EVALUATION_JUDGE_WORKERS": bench.args.judge_workers})
     first, rerun = result["first"], result["rerun"]
     ok = first["state"] == "success" and rerun["state"] == "success"
     bench.row(4, f"daily_evaluation, dag.test(), {records:,} records, offline judge "
@@ -202,10 +208,7 @@ def e2e_items(bench: Bench) -> None:
 
 
 def topology_items(bench: Bench) -> None:
-    records = 400 if bench.args.quick else 2000
-    wait_for_quiet()
-    result = bench.child("topology", "daily", {"records": records}, timeout_s=1800)
-    bench.details["topology"] = result
+    records, result = bench.day("topology", "daily", 1800)
     first, rerun = result["first"], result["rerun"]
     ok = first["state"] == "success" and rerun["state"] == "success"
     bench.row(7, f"daily_evaluation under Celery + Postgres, {records:,} records, offline judge: first run",
@@ -258,16 +261,8 @@ def print_table(rows: list[dict[str, Any]]) -> str:
 
 
 def e2e_and_batch_items(bench: Bench) -> None:
-    from bench.batch import batch_items
-
     e2e_items(bench)
     batch_items(bench)
-
-
-def calling_items(bench: Bench) -> None:
-    from bench.calling import calling_items as items
-
-    items(bench)
 
 
 ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items}  # 2 runs with 1, 5 with 4, 6 with 3

@@ -12,7 +12,7 @@ summary and landing). ``score_table`` and ``summary`` time the two table functio
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from bench.common import child_main, peak_rss_mib
@@ -29,14 +29,22 @@ def _config(params: dict[str, Any]) -> Any:
     )
 
 
-def _imports(*modules: str) -> float:
-    """Import what a stage uses before timing it (Great Expectations takes seconds): the targets
-    are about the stage's work, not the interpreter's start. Returns the peak RSS so far."""
+def _timed(params: dict[str, Any], stage: Callable[[Any, Any], Any], *modules: str) -> tuple[Any, dict[str, Any]]:
+    """``stage(cfg, stores)`` and its time, once `modules` are imported: Great Expectations takes
+    seconds, and the targets are about the stage's work, not the interpreter's start. The timing
+    holds the peak RSS after the imports."""
     import importlib
 
-    for module in ("evaluation.stages", *modules):
+    from evaluation import stages
+
+    for module in modules:
         importlib.import_module(module)
-    return peak_rss_mib()
+    rss_after_imports = peak_rss_mib()
+    cfg = _config(params)
+    stores = stages.Stores.open(cfg)
+    started = time.monotonic()
+    result = stage(cfg, stores)
+    return result, {"seconds": round(time.monotonic() - started, 3), "rss_after_imports_mib": round(rss_after_imports, 1)}
 
 
 def prepare_raw(params: dict[str, Any]) -> dict[str, Any]:
@@ -52,25 +60,16 @@ def prepare_raw(params: dict[str, Any]) -> dict[str, Any]:
 def ingest_validate(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation import stages
 
-    rss_after_imports = _imports("great_expectations", "evaluation.validation", "evaluation.ingest")
-    cfg = _config(params)
-    stores = stages.Stores.open(cfg)
-    started = time.monotonic()
-    counts = stages.ingest_and_validate(cfg, stores)
-    return {"seconds": round(time.monotonic() - started, 3), "counts": counts,
-            "rss_after_imports_mib": round(rss_after_imports, 1)}
+    counts, timing = _timed(params, stages.ingest_and_validate,
+                            "great_expectations", "evaluation.validation", "evaluation.ingest")
+    return {**timing, "counts": counts}
 
 
 def plan(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation import stages
 
-    rss_after_imports = _imports("evaluation.client")
-    cfg = _config(params)
-    stores = stages.Stores.open(cfg)
-    started = time.monotonic()
-    chunks = stages.plan_chunks(cfg, stores)
-    return {"seconds": round(time.monotonic() - started, 3), "chunks": len(chunks),
-            "records": sum(c["records"] for c in chunks), "rss_after_imports_mib": round(rss_after_imports, 1)}
+    chunks, timing = _timed(params, stages.plan_chunks, "evaluation.client")
+    return {**timing, "chunks": len(chunks), "records": sum(c["records"] for c in chunks)}
 
 
 def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
@@ -100,13 +99,9 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
 def score_land(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation import stages
 
-    rss_after_imports = _imports("evaluation.judges", "evaluation.summary", "evaluation.versions")
-    cfg = _config(params)
-    stores = stages.Stores.open(cfg)
-    started = time.monotonic()
-    result = stages.score_and_land(cfg, stores)
-    return {"seconds": round(time.monotonic() - started, 3), "rows": result["rows"],
-            "reconciled": result["reconciled"], "rss_after_imports_mib": round(rss_after_imports, 1)}
+    result, timing = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.summary",
+                            "evaluation.versions")
+    return {**timing, "rows": result["rows"], "reconciled": result["reconciled"]}
 
 
 def score_table(params: dict[str, Any]) -> dict[str, Any]:
@@ -160,14 +155,9 @@ def prepare_tables(params: dict[str, Any]) -> dict[str, Any]:
     return {"parsed": str(parsed), "scored": str(scored), "seconds": round(time.monotonic() - started, 2)}
 
 
-def work_size(params: dict[str, Any]) -> dict[str, Any]:
-    root = Path(params["output_uri"])
-    return {"bytes": sum(p.stat().st_size for p in root.rglob("*") if p.is_file())}
-
-
 if __name__ == "__main__":
     child_main({
         "prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
         "stage_judged": stage_judged, "score_land": score_land, "score_table": score_table,
-        "summary": summary, "prepare_tables": prepare_tables, "work_size": work_size,
+        "summary": summary, "prepare_tables": prepare_tables,
     })
