@@ -246,6 +246,14 @@ def _measure(
     return out
 
 
+def assess(kind: str, name: str, delta: float) -> tuple[str, str]:
+    """The direction of a flagged change and whether it is ``better``, ``worse`` or, for a measure
+    with no better direction (:data:`BETTER_WHEN`), only ``changed``; a mean is better up."""
+    direction = "up" if delta > 0 else "down"
+    better = BETTER_WHEN.get(name, "up") if kind == "rate" else "up"
+    return direction, "changed" if better is None else ("better" if direction == better else "worse")
+
+
 def _trend_point(row: dict[str, Any]) -> dict[str, Any]:
     hits, n_ok, rate = _rate_value(row, "pass")
     rate_ci = wilson_interval(hits, n_ok)
@@ -493,8 +501,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
                 comparison = measure[baseline]
                 if not comparison or not comparison["outside_ci"]:
                     continue
-                direction = "up" if comparison["delta"] > 0 else "down"
-                better = BETTER_WHEN.get(name, "up") if kind == "rate" else "up"
+                direction, assessment = assess(kind, name, comparison["delta"])
                 flags.append({
                     "model": key[0],
                     "judge": key[1],
@@ -507,7 +514,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
                     "ci_low": measure["ci_low"],
                     "ci_high": measure["ci_high"],
                     "direction": direction,
-                    "assessment": "changed" if better is None else ("better" if direction == better else "worse"),
+                    "assessment": assessment,
                 })
 
     totals: dict[str, Any] = {"rows": sum(g["rows"] for g in groups)}

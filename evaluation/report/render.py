@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evaluation import charts
 from evaluation.calibration.daily import calibration_section
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.report.compute import BETTER_WHEN, judge_order
+from evaluation.report.compute import assess, judge_order
 from evaluation.summary import METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
@@ -83,6 +83,7 @@ footer { color: #4d5561; font-size: 12.5px; margin-top: 20px; }
 """
 
 _MINUS = "\u2212"
+_ARROWS = {"up": "▲", "down": "▼"}
 
 
 def _signed(text: str) -> str:
@@ -138,6 +139,34 @@ def _th(text: str, num: bool = False, title: str = "") -> str:
     return f'<th scope="col"{attrs}>{esc(text)}</th>'
 
 
+def _row(cells: Iterable[str], cls: str = "") -> str:
+    attrs = f' class="{cls}"' if cls else ""
+    return f"<tr{attrs}>{''.join(cells)}</tr>"
+
+
+def _table(header: Iterable[str], rows: Iterable[str], *, compact: bool = False) -> str:
+    """A table that scrolls sideways on a narrow page: ``header`` holds ``<th>`` cells, ``rows`` whole rows."""
+    cls = ' class="compact"' if compact else ""
+    return (f'<div class="table-wrap"><table{cls}><thead><tr>{"".join(header)}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{text}</p>'
+
+
+def _section(anchor: str, title: str, *body: str) -> str:
+    return f'<section id="{anchor}"><h2>{title}</h2>{"".join(body)}</section>'
+
+
+def _figures(svgs: Iterable[str]) -> str:
+    return '<div class="charts">' + "".join(f"<figure>{svg}</figure>" for svg in svgs) + "</div>"
+
+
+_NO_EVALUATIONS = _note("No evaluations landed for this day.")
+_EVALUATIONS_NOT_LANDED = _note("The evaluations table of this day is not landed.")
+
+
 def _delta_cell(kind: str, name: str, measure: dict[str, Any], baseline: str) -> str:
     comparison = measure.get(baseline)
     if not comparison:
@@ -145,13 +174,9 @@ def _delta_cell(kind: str, name: str, measure: dict[str, Any], baseline: str) ->
     text = esc(_fmt_delta(kind, comparison["delta"]))
     if not comparison["outside_ci"]:
         return _cell(text, num=True, title="within the day's 95% interval" if comparison["outside_ci"] is False else "no interval")
-    delta = comparison["delta"] or 0.0
-    direction = "up" if delta > 0 else "down"
-    better = BETTER_WHEN.get(name, "up") if kind == "rate" else "up"
-    assessment = "changed" if better is None else ("better" if direction == better else "worse")
-    arrow = "▲" if direction == "up" else "▼"
+    direction, assessment = assess(kind, name, comparison["delta"])
     tip = f"flag: {_fmt(kind, comparison['value'])} is outside today's 95% interval ({assessment})"
-    return _cell(f'<span class="flag {assessment}">{arrow} {text}</span>', num=True, title=tip)
+    return _cell(f'<span class="flag {assessment}">{_ARROWS[direction]} {text}</span>', num=True, title=tip)
 
 
 def _measure_rows(kind: str, name: str, label: str, groups: list[dict[str, Any]]) -> list[str]:
@@ -175,8 +200,7 @@ def _measure_rows(kind: str, name: str, label: str, groups: list[dict[str, Any]]
             _cell(esc(_fmt(kind, trail.get("value"))), num=True, title=trail_title),
             _delta_cell(kind, name, measure, "trailing_7d"),
         ]
-        start = ' class="group-start"' if index == 0 else ""
-        rows.append(f"<tr{start}>{''.join(cells)}</tr>")
+        rows.append(_row(cells, "group-start" if index == 0 else ""))
     return rows
 
 
@@ -185,57 +209,49 @@ def _model_colours(summary: dict[str, Any]) -> dict[str, str]:
     return {model: charts.colour(i) for i, model in enumerate(summary["models"])}
 
 
+def _intervals(groups: list[dict[str, Any]], kind: str, name: str, colours: dict[str, str]) -> list[charts.Interval]:
+    """Each model's estimate of one measure with its interval, against its trailing 7-day value."""
+    rows = []
+    for g in groups:
+        measure = g["rates" if kind == "rate" else "metrics"][name]
+        trailing = measure["trailing_7d"] or {}
+        rows.append(charts.Interval(g["model"], measure["value"], measure["ci_low"], measure["ci_high"],
+                                    trailing.get("value"), bool(trailing.get("outside_ci")), colours[g["model"]]))
+    return rows
+
+
 def _quality_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="quality"><h2>Quality by model and judge</h2>']
+    title = "Quality by model and judge"
     if not summary["groups"]:
-        parts.append('<p class="note">No evaluations landed for this day.</p></section>')
-        return "".join(parts)
-    parts.append(
-        '<p class="note">Rates are shares of the <code>ok</code> rows; means are over <code>ok</code> rows. '
+        return _section("quality", title, _NO_EVALUATIONS)
+    parts = [_note(
+        "Rates are shares of the <code>ok</code> rows; means are over <code>ok</code> rows. "
         "Intervals are 95% (Wilson for rates, Student-t for means). Δ is today minus the baseline; "
-        "▲/▼ in bold marks a baseline outside today’s interval (blue: better, vermillion: worse).</p>"
-    )
+        "▲/▼ in bold marks a baseline outside today’s interval (blue: better, vermillion: worse)."
+    )]
     colours = _model_colours(summary)
+    header = [
+        _th("Measure"), _th("Model"), _th("n", True, "ok rows (rates) or rows with the metric (means)"),
+        _th("Value", True), _th("95% interval", True), _th("Prev. day", True), _th("Δ prev.", True),
+        _th("7-day", True, "trailing 7 days, pooled"), _th("Δ 7-day", True),
+    ]
     for judge in summary["judges"]:
         groups = [g for g in summary["groups"] if g["judge"] == judge]
-        parts.append(f'<h3 id="quality-{esc(judge)}">Judge <code>{esc(judge)}</code></h3>')
-        figures = []
-        pass_rows = [
-            charts.Interval(
-                g["model"], g["rates"]["pass"]["value"], g["rates"]["pass"]["ci_low"], g["rates"]["pass"]["ci_high"],
-                (g["rates"]["pass"]["trailing_7d"] or {}).get("value"),
-                bool((g["rates"]["pass"]["trailing_7d"] or {}).get("outside_ci")),
-                colours[g["model"]],
-            )
-            for g in groups
+        figures = [
+            charts.interval_chart(_intervals(groups, "rate", "pass", colours), title=f"Pass rate by model — {judge}",
+                                  x_label="pass rate (share of ok rows)", value_format=charts.fmt_percent, width=560),
+            charts.interval_chart(_intervals(groups, "metric", "score", colours), title=f"Mean score by model — {judge}",
+                                  x_label="mean score", width=560),
         ]
-        figures.append(charts.interval_chart(pass_rows, title=f"Pass rate by model — {judge}", x_label="pass rate (share of ok rows)",
-                                             value_format=charts.fmt_percent, width=560))
-        score_rows = [
-            charts.Interval(
-                g["model"], g["metrics"]["score"]["value"], g["metrics"]["score"]["ci_low"], g["metrics"]["score"]["ci_high"],
-                (g["metrics"]["score"]["trailing_7d"] or {}).get("value"),
-                bool((g["metrics"]["score"]["trailing_7d"] or {}).get("outside_ci")),
-                colours[g["model"]],
-            )
-            for g in groups
-        ]
-        figures.append(charts.interval_chart(score_rows, title=f"Mean score by model — {judge}", x_label="mean score", width=560))
-        parts.append('<div class="charts">' + "".join(f"<figure>{f}</figure>" for f in figures) + "</div>")
-        header = "".join([
-            _th("Measure"), _th("Model"), _th("n", True, "ok rows (rates) or rows with the metric (means)"),
-            _th("Value", True), _th("95% interval", True), _th("Prev. day", True), _th("Δ prev.", True),
-            _th("7-day", True, "trailing 7 days, pooled"), _th("Δ 7-day", True),
-        ])
         body: list[str] = []
         for verdict in VERDICTS:
             body += _measure_rows("rate", verdict, _RATE_LABELS[verdict], groups)
         for metric in METRICS:
             if any(g["metrics"][metric]["n"] or g["metrics"][metric]["previous"] or g["metrics"][metric]["trailing_7d"] for g in groups):
                 body += _measure_rows("metric", metric, f"{_METRIC_LABELS[metric]} (mean)", groups)
-        parts.append(f'<div class="table-wrap"><table><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
-    parts.append("</section>")
-    return "".join(parts)
+        parts.append(f'<h3 id="quality-{esc(judge)}">Judge <code>{esc(judge)}</code></h3>')
+        parts += [_figures(figures), _table(header, body)]
+    return _section("quality", title, *parts)
 
 
 _ASSESSMENT_ORDER = {"worse": 0, "changed": 1, "better": 2}
@@ -252,7 +268,6 @@ def _measure_label(measure: str) -> tuple[str, str]:
 
 def _flags_section(summary: dict[str, Any]) -> str:
     flags = summary["flags"]
-    parts = ['<section id="flags"><h2>Flags</h2>']
     if not flags:
         has_baseline = any(
             m.get("previous") or m.get("trailing_7d")
@@ -260,77 +275,65 @@ def _flags_section(summary: dict[str, Any]) -> str:
         )
         note = ("No measure moved outside its 95% interval against the previous day or the trailing 7 days."
                 if has_baseline else "No earlier day within 7 days to compare with yet.")
-        parts.append(f'<p class="note">{note}</p></section>')
-        return "".join(parts)
+        return _section("flags", "Flags", _note(note))
     counts = Counter(f["assessment"] for f in flags)
     tally = ", ".join(f"{counts[a]} {a}" for a in _ASSESSMENT_ORDER if counts[a])
-    parts.append(f'<p class="note">{len(flags)} comparison(s) where the baseline lies outside today’s 95% interval ({tally}); '
-                 "worse first.</p>")
     ordered = sorted(flags, key=lambda f: (
         _ASSESSMENT_ORDER.get(f["assessment"], 3), judge_order(f["judge"]), f["model"],
         _MEASURE_ORDER.index(f["measure"]) if f["measure"] in _MEASURE_ORDER else len(_MEASURE_ORDER), f["baseline"] != "previous",
     ))
-    header = "".join([_th(""), _th("Model"), _th("Judge"), _th("Measure"), _th("Today", True), _th("95% interval", True),
-                      _th("Baseline"), _th("Baseline value", True), _th("Δ", True)])
+    header = [_th(""), _th("Model"), _th("Judge"), _th("Measure"), _th("Today", True), _th("95% interval", True),
+              _th("Baseline"), _th("Baseline value", True), _th("Δ", True)]
     body = []
     for flag in ordered:
         kind, label = _measure_label(flag["measure"])
         base = f"previous day {flag['baseline_dt']}" if flag["baseline"] == "previous" else "trailing 7 days"
-        arrow = "▲" if flag["direction"] == "up" else "▼"
-        body.append("<tr>" + "".join([
-            _cell(f'<span class="flag {flag["assessment"]}">{arrow} {esc(flag["assessment"])}</span>', cls="nowrap"),
+        assessment, arrow = flag["assessment"], _ARROWS[flag["direction"]]
+        body.append(_row([
+            _cell(f'<span class="flag {assessment}">{arrow} {esc(assessment)}</span>', cls="nowrap"),
             _cell(f"<code>{esc(flag['model'])}</code>", cls="nowrap"), _cell(f"<code>{esc(flag['judge'])}</code>"),
             _cell(esc(label)), _cell(esc(_fmt(kind, flag["value"])), num=True),
             _cell(esc(_fmt_ci(kind, flag["ci_low"], flag["ci_high"])), num=True), _cell(esc(base), cls="nowrap"),
             _cell(esc(_fmt(kind, flag["baseline_value"])), num=True),
-            _cell(f'<span class="flag {flag["assessment"]}">{esc(_fmt_delta(kind, flag["delta"]))}</span>', num=True),
-        ]) + "</tr>")
-    parts.append(f'<div class="table-wrap"><table class="compact"><thead><tr>{header}</tr></thead>'
-                 f'<tbody>{"".join(body)}</tbody></table></div></section>')
-    return "".join(parts)
+            _cell(f'<span class="flag {assessment}">{esc(_fmt_delta(kind, flag["delta"]))}</span>', num=True),
+        ]))
+    note = f"{len(flags)} comparison(s) where the baseline lies outside today’s 95% interval ({tally}); worse first."
+    return _section("flags", "Flags", _note(note), _table(header, body, compact=True))
 
 
 def _mix_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="mix"><h2>Verdict and status mix</h2>']
+    title = "Verdict and status mix"
     if not summary["groups"]:
-        parts.append('<p class="note">No evaluations landed for this day.</p></section>')
-        return "".join(parts)
-    order = ["pass", "borderline", "fail", "parse_error", "judge_failed", "call_error", "skipped"]
-    segments = [charts.Segment(o.replace("_", " "), charts.OUTCOME_COLOURS[o]) for o in order]
+        return _section("mix", title, _NO_EVALUATIONS)
+    outcomes = [*VERDICTS, *(s for s in JUDGE_STATUSES if s != "ok")]
+    segments = [charts.Segment(o.replace("_", " "), charts.OUTCOME_COLOURS[o]) for o in outcomes]
     rows = []
     for g in summary["groups"]:
-        values = [g["verdict_counts"][v] for v in VERDICTS]
-        values += [g["status_counts"][s] for s in ("parse_error", "judge_failed", "call_error", "skipped")]
-        rows.append(charts.BarRow(f"{g['model']} · {g['judge']}", values))
-    parts.append(charts.stacked_bar_chart(rows, segments, title="Share of all rows by verdict (ok rows) and status", width=980))
-    parts.append('<p class="note">Each bar is every row of a model and judge: the verdicts of <code>ok</code> rows, '
-                 "then the rows without a verdict by status.</p></section>")
-    return "".join(parts)
-
-
-def _day_labels(summary: dict[str, Any]) -> list[str]:
-    days = summary["source"]["days_with_summary"]
-    if not days:
-        return []
-    first, last = dt.date.fromisoformat(days[0]), dt.date.fromisoformat(summary["dt"])
-    return [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+        counts = {**g["verdict_counts"], **g["status_counts"]}
+        rows.append(charts.BarRow(f"{g['model']} · {g['judge']}", [counts[o] for o in outcomes]))
+    chart = charts.stacked_bar_chart(rows, segments, title="Share of all rows by verdict (ok rows) and status",
+                                     width=980)
+    return _section("mix", title, chart, _note(
+        "Each bar is every row of a model and judge: the verdicts of <code>ok</code> rows, "
+        "then the rows without a verdict by status."
+    ))
 
 
 def _trend_section(summary: dict[str, Any]) -> str:
     source = summary["source"]
-    parts = [f'<section id="trends"><h2>Trends (last {source["history_days"]} days)</h2>']
-    days = _day_labels(summary)
+    title = f"Trends (last {source['history_days']} days)"
     if len(source["days_with_summary"]) < 2:
-        parts.append(
-            f'<p class="note">No trend yet: only one day of history ({esc(summary["dt"])}) in the last '
-            f'{source["history_days"]} days.</p></section>'
-        )
-        return "".join(parts)
+        return _section("trends", title, _note(
+            f"No trend yet: only one day of history ({esc(summary['dt'])}) in the last {source['history_days']} days."
+        ))
+    parts = []
     if source["missing_days"]:
-        parts.append(
-            f'<p class="note">No landed summary for {len(source["missing_days"])} day(s): '
-            f'{esc(", ".join(source["missing_days"]))} (gaps in the lines).</p>'
-        )
+        parts.append(_note(
+            f"No landed summary for {len(source['missing_days'])} day(s): "
+            f"{esc(', '.join(source['missing_days']))} (gaps in the lines)."
+        ))
+    first, last = dt.date.fromisoformat(source["days_with_summary"][0]), dt.date.fromisoformat(summary["dt"])
+    days = [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
     labels = [d[5:] for d in days]
     index = {d: i for i, d in enumerate(days)}
     colours = _model_colours(summary)
@@ -356,108 +359,95 @@ def _trend_section(summary: dict[str, Any]) -> str:
         figures.append(charts.line_chart(labels, score_series, title=f"Mean score with 95% interval — {judge}",
                                          y_label="mean score", y_range=None, value_format=fmt_mean,
                                          tick_format=charts.fmt_decimal))
-    parts.append('<div class="charts">' + "".join(f"<figure>{f}</figure>" for f in figures) + "</div></section>")
-    return "".join(parts)
+    return _section("trends", title, *parts, _figures(figures))
 
 
 def _distribution_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="distributions"><h2>Metric distributions (ok rows)</h2>']
+    title = "Metric distributions (ok rows)"
     if not summary["source"]["evaluations_landed"]:
-        parts.append('<p class="note">The evaluations table of this day is not landed.</p></section>')
-        return "".join(parts)
+        return _section("distributions", title, _EVALUATIONS_NOT_LANDED)
     if not summary["distributions"]:
-        parts.append('<p class="note">No ok rows with metric values.</p></section>')
-        return "".join(parts)
+        return _section("distributions", title, _note("No ok rows with metric values."))
     colours = _model_colours(summary)
-    parts.append('<p class="note">Share of each model’s ok rows per bin of width 0.1 (the legend gives each model’s n); '
-                 "hover a bar for its count.</p>")
+    parts = [_note("Share of each model’s ok rows per bin of width 0.1 (the legend gives each model’s n); "
+                   "hover a bar for its count.")]
     for judge in summary["judges"]:
-        items = [d for d in summary["distributions"] if d["judge"] == judge]
-        if not items:
-            continue
-        parts.append(f'<h3>Judge <code>{esc(judge)}</code></h3><div class="charts">')
-        for item in items:
+        figures = []
+        for item in (d for d in summary["distributions"] if d["judge"] == judge):
             series = [charts.HistogramSeries(model, counts, colours.get(model)) for model, counts in item["counts"].items()]
-            chart = charts.histogram(series, title=f"{_METRIC_LABELS[item['metric']]} — {judge}", x_label=item["metric"], width=370)
-            parts.append(f"<figure>{chart}</figure>")
-        parts.append("</div>")
-    parts.append("</section>")
-    return "".join(parts)
+            figures.append(charts.histogram(series, title=f"{_METRIC_LABELS[item['metric']]} — {judge}", x_label=item["metric"],
+                                            width=370))
+        if figures:
+            parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", _figures(figures)]
+    return _section("distributions", title, *parts)
+
+
+def _status_cells(counts: dict[str, int], rows: int) -> list[str]:
+    """Each judge status's share of all rows, its count in the tooltip."""
+    return [_cell(esc(fmt_rate(counts[s] / rows if rows else None)), num=True, title=f"{counts[s]} rows")
+            for s in JUDGE_STATUSES]
 
 
 def _health_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="health"><h2>Judge health</h2>']
     if not summary["groups"]:
-        parts.append('<p class="note">No evaluations landed for this day.</p></section>')
-        return "".join(parts)
-    header = "".join([
+        return _section("health", "Judge health", _NO_EVALUATIONS)
+    header = [
         _th("Model"), _th("Judge"), _th("Rows", True), _th("ok", True), _th("Parse error", True), _th("Judge failed", True),
         _th("Call error", True), _th("Skipped", True), _th("Cached", True, "replies reused from the ledger"),
         _th("Tokens in", True), _th("Tokens out", True), _th("Cost (USD)", True), _th("Latency p50 (ms)", True),
         _th("Latency p95 (ms)", True),
-    ])
+    ]
     body = []
     for g in summary["groups"]:
         h = g["health"]
-        rate_cells = [
-            _cell(esc(fmt_rate(g["status_rates"][s])), num=True, title=f"{g['status_counts'][s]} rows")
-            for s in JUDGE_STATUSES
-        ]
-        body.append("<tr>" + "".join([
+        body.append(_row([
             _cell(f"<code>{esc(g['model'])}</code>", cls="nowrap"), _cell(f"<code>{esc(g['judge'])}</code>", cls="nowrap"),
-            _cell(_num(g["rows"]), num=True),
-            *rate_cells, _cell(_num(h["n_cached"]), num=True), _cell(_num(h["input_tokens"]), num=True),
+            _cell(_num(g["rows"]), num=True), *_status_cells(g["status_counts"], g["rows"]),
+            _cell(_num(h["n_cached"]), num=True), _cell(_num(h["input_tokens"]), num=True),
             _cell(_num(h["output_tokens"]), num=True), _cell(_num(h["cost_usd"], 4), num=True),
             _cell(_num(h["latency_p50_ms"], 0), num=True), _cell(_num(h["latency_p95_ms"], 0), num=True),
-        ]) + "</tr>")
+        ]))
     t = summary["totals"]
-    rows = t["rows"]
-    total_rates = [
-        _cell(esc(fmt_rate(t["status_counts"][s] / rows if rows else None)), num=True, title=f"{t['status_counts'][s]} rows")
-        for s in JUDGE_STATUSES
-    ]
-    body.append('<tr class="group-start">' + "".join([
-        _cell("<strong>All</strong>"), _cell(""), _cell(_num(rows), num=True), *total_rates, _cell(_num(t["n_cached"]), num=True),
+    body.append(_row([
+        _cell("<strong>All</strong>"), _cell(""), _cell(_num(t["rows"]), num=True),
+        *_status_cells(t["status_counts"], t["rows"]), _cell(_num(t["n_cached"]), num=True),
         _cell(_num(t["input_tokens"]), num=True), _cell(_num(t["output_tokens"]), num=True),
         _cell(_num(t["cost_usd"], 4), num=True), _cell(""), _cell(""),
-    ]) + "</tr>")
-    parts.append(f'<div class="table-wrap"><table class="compact"><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
-    parts.append('<p class="note">Status rates are shares of all rows; hover a rate for its count. Latency counts calls that '
-                 "reached the judge (replies reused from the ledger are left out).</p></section>")
-    return "".join(parts)
+    ], "group-start"))
+    return _section("health", "Judge health", _table(header, body, compact=True), _note(
+        "Status rates are shares of all rows; hover a rate for its count. Latency counts calls that "
+        "reached the judge (replies reused from the ledger are left out)."
+    ))
 
 
 def _rejects_section(summary: dict[str, Any]) -> str:
     rejects = summary["rejects"]
-    parts = ['<section id="rejects"><h2>Rejected input records</h2>']
+    title = "Rejected input records"
     if not rejects["landed"]:
-        parts.append('<p class="note">The rejects table of this day is not landed.</p></section>')
-        return "".join(parts)
+        return _section("rejects", title, _note("The rejects table of this day is not landed."))
     if not rejects["total"]:
-        parts.append('<p class="note">No input record was rejected.</p></section>')
-        return "".join(parts)
-    parts.append(f'<p class="note">{rejects["total"]} record(s) rejected, {rejects["distinct_reasons"]} distinct reason(s).</p>')
-    by_rule = rejects["by_rule"]
-    parts.append(charts.bar_chart([r["rule"] for r in by_rule], [r["records"] for r in by_rule],
-                                  title="Rejected records by rule", unit="records", bar_colour=charts.PALETTE[5], width=760))
-    rows = "".join(f"<tr>{_cell(esc(r['reason']), cls='text')}{_cell(_num(r['count']), num=True)}</tr>" for r in rejects["by_reason"])
-    parts.append(f'<h3>By reason</h3><div class="table-wrap"><table><thead><tr>{_th("Reason")}{_th("Count", True)}</tr></thead>'
-                 f"<tbody>{rows}</tbody></table></div>")
-    sample_rows = []
+        return _section("rejects", title, _note("No input record was rejected."))
+    by_rule = charts.stacked_bar_chart([charts.BarRow(r["rule"], [r["records"]]) for r in rejects["by_rule"]],
+                                       [charts.Segment("records", charts.PALETTE[5])], title="Rejected records by rule",
+                                       normalize=False, unit="records")
+    by_reason = [_row([_cell(esc(r["reason"]), cls="text"), _cell(_num(r["count"]), num=True)])
+                 for r in rejects["by_reason"]]
+    samples = []
     for s in rejects["samples"]:
         reasons = "".join(f"<li>{esc(r)}</li>" for r in s["reasons"])
-        sample_rows.append("<tr>" + "".join([
+        samples.append(_row([
             _cell(f"<code>{esc(s['source_uri'] or '')}</code>", cls="text"), _cell(_num(s["line_no"]), num=True),
             _cell(f"<code>{esc(s['record_id'] or '–')}</code>", cls="text"), _cell(f'<ul class="plain">{reasons}</ul>', cls="text"),
             _cell(f'<pre class="raw">{esc(s["raw"] or "")}</pre>'),
-        ]) + "</tr>")
+        ]))
     shown = len(rejects["samples"])
-    parts.append(
-        f"<h3>Records{' (first ' + str(shown) + ')' if shown < rejects['total'] else ''}</h3>"
-        f'<div class="table-wrap"><table><thead><tr>{_th("Object")}{_th("Line", True)}{_th("Record id")}{_th("Reasons")}'
-        f'{_th("Raw (cut)")}</tr></thead><tbody>{"".join(sample_rows)}</tbody></table></div></section>'
+    return _section(
+        "rejects", title,
+        _note(f'{rejects["total"]} record(s) rejected, {rejects["distinct_reasons"]} distinct reason(s).'), by_rule,
+        "<h3>By reason</h3>", _table([_th("Reason"), _th("Count", True)], by_reason),
+        f"<h3>Records{' (first ' + str(shown) + ')' if shown < rejects['total'] else ''}</h3>",
+        _table([_th("Object"), _th("Line", True), _th("Record id"), _th("Reasons"), _th("Raw (cut)")], samples),
     )
-    return "".join(parts)
 
 
 def _list(items: Sequence[str] | None) -> str:
@@ -467,17 +457,16 @@ def _list(items: Sequence[str] | None) -> str:
 
 
 def _worst_section(summary: dict[str, Any]) -> str:
-    parts = ['<section id="worst"><h2>Worst records (lowest scores among ok rows)</h2>']
+    title = "Worst records (lowest scores among ok rows)"
     if not summary["source"]["evaluations_landed"]:
-        parts.append('<p class="note">The evaluations table of this day is not landed.</p></section>')
-        return "".join(parts)
+        return _section("worst", title, _EVALUATIONS_NOT_LANDED)
     if not summary["worst_records"]:
-        parts.append('<p class="note">No ok rows with a score.</p></section>')
-        return "".join(parts)
-    header = "".join([
+        return _section("worst", title, _note("No ok rows with a score."))
+    header = [
         _th("Record"), _th("Model"), _th("Score", True), _th("Verdict"), _th("Metrics"), _th("Misses"),
         _th("Reasoning, reason, explanations"), _th("Invalid citations"), _th("Clamps applied"),
-    ])
+    ]
+    parts = []
     for judge in summary["judges"]:
         records = [r for r in summary["worst_records"] if r["judge"] == judge]
         if not records:
@@ -496,39 +485,35 @@ def _worst_section(summary: dict[str, Any]) -> str:
             elif explanations:
                 reasoning.append(str(explanations))
             reasoning += [f"suggestion: {t}" for t in r.get("improvement_suggestions") or []]
-            body.append("<tr>" + "".join([
+            body.append(_row([
                 _cell(f"<code>{esc(r['record_id'])}</code>", cls="text"), _cell(f"<code>{esc(r['model'])}</code>", cls="nowrap"),
                 _cell(esc(fmt_mean(r["score"])), num=True), _cell(esc(r.get("verdict") or "–")),
                 _cell(_list(metrics), cls="nowrap"), _cell(_list(r.get("misses")), cls="text"),
                 _cell(_list(reasoning), cls="text"), _cell(_list(r.get("invalid_citations")), cls="text"),
                 _cell(_list(r.get("clamps_applied")), cls="text"),
-            ]) + "</tr>")
-        parts.append(f'<h3>Judge <code>{esc(judge)}</code></h3><div class="table-wrap"><table><thead><tr>{header}</tr></thead>'
-                     f'<tbody>{"".join(body)}</tbody></table></div>')
-    parts.append("</section>")
-    return "".join(parts)
+            ]))
+        parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", _table(header, body)]
+    return _section("worst", title, *parts)
 
 
 def _overview(summary: dict[str, Any]) -> str:
     t = summary["totals"]
     run = summary["run"].get("run") or {}
-    ok = t["status_counts"]["ok"]
     cards = [
-        ("Input records", _num(run.get("input_records")) if run.get("input_records") is not None else "–"),
+        ("Input records", _num(run.get("input_records"))),
         ("Valid records", _num(run.get("valid_records", t.get("records")))),
         ("Rejected", _num(t["rejected"])),
         ("Judge rows", _num(t["rows"])),
-        ("ok rows", fmt_rate(ok / t["rows"]) if t["rows"] else "–"),
+        ("ok rows", fmt_rate(t["status_counts"]["ok"] / t["rows"]) if t["rows"] else "–"),
         ("Flags", _num(len(summary["flags"]))),
         ("Cost (USD)", _num(t["cost_usd"], 4)),
     ]
     body = "".join(f'<div class="card"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>' for k, v in cards)
-    return f'<section id="overview"><h2>Overview</h2><div class="cards">{body}</div></section>'
+    return _section("overview", "Overview", f'<div class="cards">{body}</div>')
 
 
 def render_html(summary: dict[str, Any]) -> str:
     """The page for a summary built by :func:`compute_summary`."""
-    day = summary["dt"]
     source = summary["source"]
     run = summary["run"]
     meta = [
@@ -559,8 +544,8 @@ def render_html(summary: dict[str, Any]) -> str:
         f"previous — {esc(method['previous'])}; trailing 7-day — {esc(method['trailing_7d'])}; flag — {esc(method['flag'])}. "
         f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']}).</footer>"
     )
-    return page(f"LLM evaluation — daily report {day}", f"LLM evaluation — daily report {day}", meta, nav,
-                [*sections, footer])
+    title = f"LLM evaluation — daily report {summary['dt']}"
+    return page(title, title, meta, nav, [*sections, footer])
 
 
 def page(title: str, heading: str, meta: Sequence[str], nav: str, sections: Sequence[str]) -> str:
