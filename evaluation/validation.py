@@ -119,22 +119,28 @@ class ValidationError(RuntimeError):
     """The suite could not be evaluated (a broken batch or expectation), as opposed to bad rows."""
 
 
-class ValidationOutcome(BaseModel):
-    """What the suites decided for one day's batch."""
+class DayOutcome(BaseModel):
+    """What the suites decided for the whole day, once every batch was validated."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    valid: pl.DataFrame = Field(description=f"Rows that pass every row rule, input order: {VALID_COLUMNS}.")
-    rejects: list[Reject] = Field(description="Every row that failed a row rule, with every reason.")
     result_json: dict[str, Any] = Field(description="Both Great Expectations results, JSON-ready, to land.")
     table_failures: list[str] = Field(description="Table rules that failed, each naming the day and cause.")
     input_records: int = Field(description="Parsed rows plus ingest rejects.")
-    rejected_records: int = Field(description="Ingest rejects plus rows rejected here.")
+    valid_records: int = Field(description="Rows that passed every row rule.")
+    rejected_records: int = Field(description="Ingest rejects plus rows rejected by the row rules.")
 
     @property
     def success(self) -> bool:
         """True when no table rule failed (rejected rows alone do not fail a run)."""
         return not self.table_failures
+
+
+class ValidationOutcome(DayOutcome):
+    """What the suites decided for a day validated as one batch, with the batch's rows."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    valid: pl.DataFrame = Field(description=f"Rows that pass every row rule, input order: {VALID_COLUMNS}.")
+    rejects: list[Reject] = Field(description="Every row that failed a row rule, with every reason.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,13 +185,11 @@ def _batches() -> _Batches:
     return _Batches(rows=rows, outcomes=outcomes)
 
 
-def build_suite(
-    day: dt.date, max_record_chars: int, *, duplicate_column: str = DUPLICATE_COLUMN
-) -> ExpectationSuite:
+def build_suite(day: dt.date, max_record_chars: int) -> ExpectationSuite:
     """The row rules of CONTRACT §1 for one day, one expectation per rule.
 
-    Each expectation's ``meta["rule"]`` names the rule; :func:`validate` turns it into a reason.
-    The batch must hold the normalised columns plus ``problem_count`` and ``duplicate_column``.
+    Each expectation's ``meta["rule"]`` names the rule; :func:`_rejects` turns it into a reason.
+    The batch must hold the normalised columns plus ``problem_count`` and ``is_repeat``.
     """
     _batches()  # GE builds suites only inside an active context
     gx = _gx()
@@ -217,7 +221,7 @@ def build_suite(
         )
     )
     suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(column=duplicate_column, value_set=[False], meta={"rule": "unique"})
+        gxe.ExpectColumnValuesToBeInSet(column=DUPLICATE_COLUMN, value_set=[False], meta={"rule": "unique"})
     )
     return suite
 
@@ -454,21 +458,6 @@ class BatchOutcome:
     """Every row of the batch that failed a row rule, with every reason."""
 
 
-class DayOutcome(BaseModel):
-    """What the suites decided for the whole day, once every batch was validated."""
-
-    result_json: dict[str, Any] = Field(description="Both Great Expectations results, JSON-ready, to land.")
-    table_failures: list[str] = Field(description="Table rules that failed, each naming the day and cause.")
-    input_records: int = Field(description="Parsed rows plus ingest rejects.")
-    valid_records: int = Field(description="Rows that passed every row rule.")
-    rejected_records: int = Field(description="Ingest rejects plus rows rejected by the row rules.")
-
-    @property
-    def success(self) -> bool:
-        """True when no table rule failed (rejected rows alone do not fail a run)."""
-        return not self.table_failures
-
-
 #: Columns of the record ids seen so far: each id's first occurrence.
 _SEEN_SCHEMA: dict[str, Any] = {
     "record_id": pl.String,
@@ -651,9 +640,7 @@ def validate(
     as one batch (:class:`DayValidator` streams a day in batches).
 
     ``ingest_rejects`` (lines or objects ingest could not parse) count as input records and as
-    rejects in the reject ratio. ``input_objects``, when given, lets an empty day's message say
-    whether there were objects at all. Rejected rows do not fail the run; failed table rules are
-    returned in ``table_failures`` for the caller to raise after landing the rejects.
+    rejects in the reject ratio; ``input_objects`` is as in :meth:`DayValidator.finish`.
     """
     validator = DayValidator(
         day, max_record_chars=max_record_chars, max_reject_ratio=max_reject_ratio, allow_empty=allow_empty
@@ -661,11 +648,4 @@ def validate(
     validator.add_ingest_rejects(ingest_rejects)
     batch = validator.validate_batch(rows)
     outcome = validator.finish(input_objects=input_objects)
-    return ValidationOutcome(
-        valid=batch.valid,
-        rejects=batch.rejects,
-        result_json=outcome.result_json,
-        table_failures=outcome.table_failures,
-        input_records=outcome.input_records,
-        rejected_records=outcome.rejected_records,
-    )
+    return ValidationOutcome(valid=batch.valid, rejects=batch.rejects, **dict(outcome))
