@@ -6,8 +6,8 @@ Python-exact rounding for table code (:mod:`~evaluation.judges.rounding`), fence
 (:mod:`~evaluation.judges.rendering`) and the table path (:mod:`~evaluation.judges.table`).
 
 A judge turns one :class:`~evaluation.contract.InputRecord` into one rendered prompt (one LLM call)
-and the judge's raw reply into a parsed row; :func:`score_table` applies the deterministic rules
-(clamps, scores, verdicts) to a whole table of parsed rows.
+and the judge's raw reply into a parsed row (:class:`ParsedRow`); :func:`score_table` applies the
+deterministic rules (clamps, scores, verdicts) to a whole table of parsed rows.
 """
 
 from evaluation.judges.dispatch import (
@@ -24,11 +24,12 @@ from evaluation.judges.masis import HEDGE_PHRASES, MASIS_DIMENSIONS, citation_au
 from evaluation.judges.prompt import prompt_mode, rubric_line
 from evaluation.judges.rag import RAG_METRICS, normalise_goal
 from evaluation.judges.rendering import PROBE_PROMPT, RenderedPrompt, fence_nonce, read_fenced_blocks
+from evaluation.judges.row import ParsedRow
 from evaluation.judges.verdicts import verdict
 
 __all__ = [
-    "HEDGE_PHRASES", "MASIS_DIMENSIONS", "PROBE_PROMPT", "PROMPT_VERSIONS", "RAG_METRICS", "RenderedPrompt",
-    "base_row", "call_error_row", "citation_audit", "extract_json_object", "fence_nonce", "is_number",
-    "normalise_goal", "not_applicable_row", "parse_reply", "prompt_mode", "read_fenced_blocks", "render",
-    "rubric_line", "score_table", "verdict",
+    "HEDGE_PHRASES", "MASIS_DIMENSIONS", "PROBE_PROMPT", "PROMPT_VERSIONS", "ParsedRow", "RAG_METRICS",
+    "RenderedPrompt", "base_row", "call_error_row", "citation_audit", "extract_json_object", "fence_nonce",
+    "is_number", "normalise_goal", "not_applicable_row", "parse_reply", "prompt_mode", "read_fenced_blocks",
+    "render", "rubric_line", "score_table", "verdict",
 ]

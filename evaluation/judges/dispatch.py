@@ -1,8 +1,9 @@
 """What takes a judge's name: its prompt for a record, the parsed row of its reply (or of a call
 that never returned), and the scoring of a table of parsed rows of every judge.
 
-A *parsed row* holds a reply's values checked for type but not yet clamped, scaled or rounded;
-:func:`score_table` applies each judge's rules to a whole table of them.
+A parsed row (:class:`~evaluation.judges.row.ParsedRow`) holds a reply's values checked for type
+but not yet clamped, scaled or rounded; :func:`score_table` applies each judge's rules to a whole
+table of them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from evaluation.judges import masis, rag
 from evaluation.judges import prompt as prompt_judge
 from evaluation.judges.extract import extract_json_object
 from evaluation.judges.rendering import RenderedPrompt
+from evaluation.judges.row import ParsedRow
 from evaluation.judges.table import TableRules, apply_rules
 
 
@@ -25,8 +27,8 @@ class _Judge(Protocol):
     PROMPT_VERSION: str
 
     def render(self, record: InputRecord) -> RenderedPrompt | None: ...
-    def row_fields(self, record: InputRecord) -> dict[str, Any]: ...
-    def parse(self, row: dict[str, Any], reply: dict[str, Any] | None, record: InputRecord) -> dict[str, Any]: ...
+    def fill_row(self, row: ParsedRow, record: InputRecord) -> None: ...
+    def parse(self, row: ParsedRow, reply: dict[str, Any] | None, record: InputRecord) -> ParsedRow: ...
     def table_rules(self) -> TableRules: ...
 
 
@@ -34,34 +36,32 @@ _JUDGES: dict[JudgeName, _Judge] = {"rag": rag, "masis": masis, "prompt": prompt
 
 PROMPT_VERSIONS: dict[JudgeName, str] = {name: judge.PROMPT_VERSION for name, judge in _JUDGES.items()}
 
-#: The reply columns of a parsed row, null or empty until a reply fills them.
-_NULL_COLUMNS = ("score", "faithfulness", "relevance", "completeness", "reasoning_quality", "context_relevance",
-                 "answer_relevance", "semantic_similarity", "evaluation_goal", "reasoning", "explanations",
-                 "uncited_claim_count", "hallucination_detected", "reason", "error",
-                 "rubric_weight_satisfied", "rubric_weight_total")
-_LIST_COLUMNS = ("hits", "misses", "improvement_suggestions", "citations", "invalid_citations")
-
 
 def render(judge: JudgeName, record: InputRecord) -> RenderedPrompt | None:
     """The prompt of ``judge`` for ``record``; None when the judge does not apply to it."""
     return _JUDGES[judge].render(record)
 
 
-def base_row(judge: JudgeName, record: InputRecord) -> dict[str, Any]:
+def base_row(judge: JudgeName, record: InputRecord) -> ParsedRow:
     """The part of a parsed row that does not depend on the reply: every reply column null or empty,
     and what the judge fills whatever the reply."""
-    row: dict[str, Any] = {
+    row: ParsedRow = {
         "record_id": record.record_id, "conversation_id": record.conversation_id, "model": record.model,
-        "judge": judge, "judge_status": "ok", **dict.fromkeys(_NULL_COLUMNS), **{c: [] for c in _LIST_COLUMNS},
+        "judge": judge, "judge_status": "ok", "score": None, "faithfulness": None, "relevance": None,
+        "completeness": None, "reasoning_quality": None, "context_relevance": None, "answer_relevance": None,
+        "semantic_similarity": None, "evaluation_goal": None, "hits": [], "misses": [], "reasoning": None,
+        "explanations": None, "improvement_suggestions": [], "citations": [], "invalid_citations": [],
+        "uncited_claim_count": None, "hallucination_detected": None, "reason": None, "error": None,
         "reference_missing": record.reference_missing, "rubric_mode": False, "required_unsatisfied": False,
+        "rubric_weight_satisfied": None, "rubric_weight_total": None,
     }
-    row.update(_JUDGES[judge].row_fields(record))
+    _JUDGES[judge].fill_row(row, record)
     return row
 
 
 def parse_reply(
     judge: JudgeName, record: InputRecord, raw_text: str | None, prompt: RenderedPrompt | None = None
-) -> dict[str, Any]:
+) -> ParsedRow:
     """A parsed row for a reply that came back (CONTRACT §2.1, then the judge's parsing steps)."""
     row = base_row(judge, record)
     prompt = prompt if prompt is not None else render(judge, record)
@@ -72,18 +72,18 @@ def parse_reply(
     return _JUDGES[judge].parse(row, reply, record)
 
 
-def not_applicable_row(judge: JudgeName, record: InputRecord, reason: str = "not_applicable") -> dict[str, Any]:
+def not_applicable_row(judge: JudgeName, record: InputRecord, reason: str = "not_applicable") -> ParsedRow:
     """A ``skipped`` parsed row (CONTRACT §2.5: not applicable, sampled out, budget exhausted)."""
     row = base_row(judge, record)
-    row.update(judge_status="skipped", reason=reason)
+    row.update({"judge_status": "skipped", "reason": reason})
     return row
 
 
-def call_error_row(judge: JudgeName, record: InputRecord, error: str) -> dict[str, Any]:
+def call_error_row(judge: JudgeName, record: InputRecord, error: str) -> ParsedRow:
     """A ``call_error`` parsed row (CONTRACT §2.5): the call never returned a reply, so no score
     for any judge."""
     row = base_row(judge, record)
-    row.update(judge_status="call_error", error=error)
+    row.update({"judge_status": "call_error", "error": error})
     return row
 
 

@@ -16,6 +16,7 @@ from evaluation.contract import CitationAudit, InputRecord
 from evaluation.judges.extract import Number, Strings
 from evaluation.judges.rendering import DATA_RULES, RenderedPrompt, context_blocks, fill, prompt_version
 from evaluation.judges.rounding import round_like_python
+from evaluation.judges.row import ParsedRow
 from evaluation.judges.table import TableRules, divide, outside_unit
 from evaluation.judges.verdicts import scored_rows
 
@@ -146,17 +147,20 @@ class MasisReply(BaseModel):
     improvement_suggestions: Strings = Field(default_factory=list)
 
 
-def row_fields(record: InputRecord) -> dict[str, Any]:
+def fill_row(row: ParsedRow, record: InputRecord) -> None:
     """What every masis row carries, whatever the judge replied or failed to reply: the audit
     columns (CONTRACT §2.3)."""
-    return _audit(record).model_dump()
+    audit = _audit(record)
+    row.update({"citations": audit.citations, "invalid_citations": audit.invalid_citations,
+                "uncited_claim_count": audit.uncited_claim_count,
+                "hallucination_detected": audit.hallucination_detected})
 
 
-def parse(row: dict[str, Any], reply: dict[str, Any] | None, record: InputRecord) -> dict[str, Any]:
+def parse(row: ParsedRow, reply: dict[str, Any] | None, record: InputRecord) -> ParsedRow:
     """CONTRACT §2.3 (1)–(2), object and types; scaling and clamps are :func:`table_rules`."""
     # CONTRACT §2.3 (1): no object → parse_error, all null
     if reply is None:
-        row.update(judge_status="parse_error", reason="no judge JSON object")
+        row.update({"judge_status": "parse_error", "reason": "no judge JSON object"})
         return row
     # CONTRACT §2.3 (2): a dimension that is not a number → parse_error
     try:
@@ -164,9 +168,11 @@ def parse(row: dict[str, Any], reply: dict[str, Any] | None, record: InputRecord
     except ValidationError as error:
         failed = {str(detail["loc"][0]) for detail in error.errors()}
         bad = [dimension for dimension in MASIS_DIMENSIONS if dimension in failed]
-        row.update(judge_status="parse_error", reason="not a number: " + ", ".join(bad))
+        row.update({"judge_status": "parse_error", "reason": "not a number: " + ", ".join(bad)})
         return row
-    row.update(judged.model_dump())
+    row.update({"faithfulness": judged.faithfulness, "relevance": judged.relevance,
+                "completeness": judged.completeness, "reasoning_quality": judged.reasoning_quality,
+                "improvement_suggestions": judged.improvement_suggestions})
     return row
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, Field, PlainValidator, Validati
 from evaluation.contract import InputRecord, Rubric, reference_is_missing
 from evaluation.judges.extract import Number, Text, strings
 from evaluation.judges.rendering import DATA_RULES, RenderedPrompt, fill, prompt_version
+from evaluation.judges.row import ParsedRow
 from evaluation.judges.table import TableRules, outside_unit
 from evaluation.judges.verdicts import scored_rows
 
@@ -144,19 +145,19 @@ class RubricReply(BaseModel):
     overall_reasoning: Text = None
 
 
-def row_fields(record: InputRecord) -> dict[str, Any]:
+def fill_row(row: ParsedRow, record: InputRecord) -> None:
     """What every prompt row carries, whatever the reply: its mode."""
-    return {"rubric_mode": prompt_mode(record) == "rubric"}
+    row["rubric_mode"] = prompt_mode(record) == "rubric"
 
 
-def _fallback(row: dict[str, Any], reason: str) -> dict[str, Any]:
+def _fallback(row: ParsedRow, reason: str) -> ParsedRow:
     """CONTRACT §2.4, seed 002's fallback: score 0, empty hits/misses, verdict fail (see
     :func:`table_rules`); ``parse_error`` tells a broken judge from a bad answer."""
-    row.update(judge_status="parse_error", score=0.0, hits=[], misses=[], reason=reason)
+    row.update({"judge_status": "parse_error", "score": 0.0, "hits": [], "misses": [], "reason": reason})
     return row
 
 
-def parse(row: dict[str, Any], reply: dict[str, Any] | None, record: InputRecord) -> dict[str, Any]:
+def parse(row: ParsedRow, reply: dict[str, Any] | None, record: InputRecord) -> ParsedRow:
     """CONTRACT §2.4, freeform or rubric mode; the freeform score stays unclamped for :func:`table_rules`."""
     # CONTRACT §2.4: no object (either mode), or checks not a list (rubric mode) → the fallback
     if reply is None:
@@ -166,19 +167,18 @@ def parse(row: dict[str, Any], reply: dict[str, Any] | None, record: InputRecord
             checked = RubricReply.model_validate(reply)
         except ValidationError:
             return _fallback(row, "checks is not a list")
-        row.update(grade_rubrics(record.rubrics or [], checked.checks))
         row["reasoning"] = checked.overall_reasoning
-        return row
+        return grade_rubrics(row, record.rubrics or [], checked.checks)
     # CONTRACT §2.4 freeform: the score must be a number, else the fallback
     try:
         judged = FreeformReply.model_validate(reply)
     except ValidationError:
         return _fallback(row, "score is not a number")
-    row.update(judged.model_dump())
+    row.update({"score": judged.score, "hits": judged.hits, "misses": judged.misses, "reasoning": judged.reasoning})
     return row
 
 
-def grade_rubrics(rubrics: list[Rubric], checks: list[RubricCheck]) -> dict[str, Any]:
+def grade_rubrics(row: ParsedRow, rubrics: list[Rubric], checks: list[RubricCheck]) -> ParsedRow:
     """CONTRACT §2.4 rubric mode: the first check per rubric id counts, unknown ids are ignored, a
     rubric with no check is unsatisfied ("not evaluated"). The satisfied and the total weight are
     kept for :func:`table_rules`, which computes the score from them; hits and misses read
@@ -204,8 +204,9 @@ def grade_rubrics(rubrics: list[Rubric], checks: list[RubricCheck]) -> dict[str,
         else:
             misses.append(item)
             required_unsatisfied = required_unsatisfied or rubric.required
-    return {"rubric_weight_satisfied": satisfied_weight, "rubric_weight_total": total, "hits": hits,
-            "misses": misses, "required_unsatisfied": required_unsatisfied}
+    row.update({"rubric_weight_satisfied": satisfied_weight, "rubric_weight_total": total, "hits": hits,
+                "misses": misses, "required_unsatisfied": required_unsatisfied})
+    return row
 
 
 # --------------------------------------------------------------------------------------------

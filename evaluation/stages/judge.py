@@ -28,6 +28,7 @@ from evaluation.judges import (
     parse_reply,
     render,
 )
+from evaluation.judges.row import ParsedRow, Spent
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
 from evaluation.stages.check import judge_client
 from evaluation.stages.plan import key_range
@@ -54,7 +55,7 @@ class PreparedChunk:
     cfg: RunConfig
     index: int
     frame: pl.DataFrame
-    rows: list[dict[str, Any]]
+    rows: list[ParsedRow]
     pending: list[_Pending]
     cached: dict[str, dict[str, Any]]
     unique: dict[str, _Pending]
@@ -90,7 +91,7 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
     if parameters is None:  # chunks staged outside the daily plan (a comparison's sample)
         client = judge_client(cfg, api_key)
         parameters = client.call_parameters()
-    rows: list[dict[str, Any]] = []
+    rows: list[ParsedRow] = []
     pending: list[_Pending] = []
     for row in frame.iter_rows(named=True):
         record = record_from_row(row)
@@ -299,25 +300,20 @@ def _as_stored(outcome: Any) -> dict[str, Any]:
     }
 
 
-def _finish(row: dict[str, Any], cfg: RunConfig, prompt_version: str) -> dict[str, Any]:
-    row.update(
-        judge_model=cfg.judge_model,
-        prompt_version=prompt_version,
-        rules_version=RULES_VERSION,
-        input_tokens=row.get("input_tokens", 0),
-        output_tokens=row.get("output_tokens", 0),
-        cost_usd=row.get("cost_usd", 0.0),
-        latency_ms=row.get("latency_ms", 0.0),
-        attempts=row.get("attempts", 0),
-        cached=row.get("cached", False),
-        judged_at=row.get("judged_at"),
-    )
+#: What a row whose call was never made spent.
+_NOTHING_SPENT: Spent = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "latency_ms": 0.0, "attempts": 0,
+                         "cached": False, "judged_at": None}
+
+
+def _finish(row: ParsedRow, cfg: RunConfig, prompt_version: str, spent: Spent = _NOTHING_SPENT) -> ParsedRow:
+    row.update({"judge_model": cfg.judge_model, "prompt_version": prompt_version, "rules_version": RULES_VERSION,
+                **spent})
     return row
 
 
 def _judged_row(
     cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+) -> tuple[ParsedRow, dict[str, Any] | None]:
     """The parsed row of one (record, judge) and its ``judge_calls`` row (none when the budget
     stopped the call before it was made)."""
     call: dict[str, Any] = {
@@ -333,11 +329,11 @@ def _judged_row(
     }
     if stored is not None:
         row = parse_reply(item.judge, item.judged_record, stored["raw_response"], item.prompt)
-        spent: dict[str, Any] = {"input_tokens": stored["input_tokens"], "output_tokens": stored["output_tokens"], "cost_usd": 0.0,
-                 "latency_ms": 0.0, "attempts": 0, "cached": True, "judged_at": stored["judged_at"]}
-        row.update(spent)
+        spent: Spent = {"input_tokens": stored["input_tokens"], "output_tokens": stored["output_tokens"],
+                        "cost_usd": 0.0, "latency_ms": 0.0, "attempts": 0, "cached": True,
+                        "judged_at": stored["judged_at"]}
         record = CallRecord(**call, **spent, raw_response=stored["raw_response"])
-        return _finish(row, cfg, item.prompt.prompt_version), record.model_dump()
+        return _finish(row, cfg, item.prompt.prompt_version, spent), record.model_dump()
     if outcome is None:
         row = not_applicable_row(item.judge, item.record, "budget_exhausted")
         return _finish(row, cfg, item.prompt.prompt_version), None
@@ -348,7 +344,6 @@ def _judged_row(
     spent = {"input_tokens": outcome.input_tokens, "output_tokens": outcome.output_tokens,
              "cost_usd": outcome.cost_usd, "latency_ms": outcome.latency_ms, "attempts": outcome.attempts,
              "cached": False, "judged_at": outcome.judged_at}
-    row.update(spent)
     record = CallRecord(**call, **spent, raw_response=outcome.raw_text, error=outcome.error,
                         error_class=outcome.error_class)
-    return _finish(row, cfg, item.prompt.prompt_version), record.model_dump()
+    return _finish(row, cfg, item.prompt.prompt_version, spent), record.model_dump()
