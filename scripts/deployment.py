@@ -50,7 +50,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -597,25 +596,19 @@ class LocalDeployment:
         """Claim an unused Redis database index: one that holds no key but our claim."""
         token = secrets.token_hex(8)
         for db in range(1, 16):
-            client = self._redis(db)
-            try:
+            with self._redis(db) as client:
                 if client.dbsize() == 0 and client.set(_CLAIM_KEY, token, nx=True):
                     if client.dbsize() == 1:
                         self.services.redis_db = db
                         return
                     client.delete(_CLAIM_KEY)
-            finally:
-                client.close()
         raise DeploymentError("no unused Redis database index (1-15)")
 
     def _flush_redis(self) -> None:
         if self.services.redis_db is None:
             return
-        client = self._redis(self.services.redis_db)
-        try:
+        with self._redis(self.services.redis_db) as client:
             client.flushdb()
-        finally:
-            client.close()
         self.services.redis_db = None
 
     def _start_s3(self) -> None:
@@ -726,7 +719,6 @@ class ApiClient:
         self.deployment = deployment
         self._http = httpx.Client(base_url=self.base_url, timeout=30.0)
         self._token: str | None = None
-        self._lock = threading.Lock()
 
     def close(self) -> None:
         self._http.close()
@@ -735,13 +727,12 @@ class ApiClient:
 
     def token(self) -> str:
         """A JWT from ``POST /auth/token`` with the user's password (cached)."""
-        with self._lock:
-            if self._token is None:
-                response = self._http.post("/auth/token", json={"username": self.username, "password": self.password})
-                if response.status_code not in (200, 201):
-                    raise ApiError("POST", "/auth/token", response.status_code, response.text)
-                self._token = response.json()["access_token"]
-            return self._token
+        if self._token is None:
+            response = self._http.post("/auth/token", json={"username": self.username, "password": self.password})
+            if response.status_code not in (200, 201):
+                raise ApiError("POST", "/auth/token", response.status_code, response.text)
+            self._token = response.json()["access_token"]
+        return self._token
 
     def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200,),
                 headers: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
@@ -758,7 +749,7 @@ class ApiClient:
         return response.json() if response.content else None
 
     def get(self, path: str, **params: Any) -> Any:
-        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+        return self.request("GET", path, params=params)
 
     def _pages(self, path: str, key: str, **params: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -788,9 +779,6 @@ class ApiClient:
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
 
-    def dag_runs(self, dag_id: str, run_type: str) -> list[dict[str, Any]]:
-        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", run_type=run_type)
-
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         """Every task instance of a run, mapped ones included (one per map index)."""
         return self._pages(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", "task_instances")
@@ -809,10 +797,10 @@ class ApiClient:
             return "\n".join(_log_line(entry) for entry in content)
         return str(content)
 
-    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
-        """A task's XCom value, deserialized (e.g. what the task returned)."""
-        entry = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
-                         map_index=map_index, deserialize="true", stringify="false")
+    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        """What a task returned (its ``return_value`` XCom, deserialized)."""
+        entry = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
+                         map_index=-1, deserialize="true", stringify="false")
         return entry["value"]
 
     # --- writes -------------------------------------------------------------------------------
@@ -820,23 +808,15 @@ class ApiClient:
     def unpause(self, dag_id: str) -> dict[str, Any]:
         return self.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
 
-    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, *,
-                logical_date: dt.datetime | None = None, run_id: str | None = None) -> dict[str, Any]:
+    def trigger(self, dag_id: str, conf: Mapping[str, Any], *, logical_date: dt.datetime | None = None) -> dict[str, Any]:
         """``POST /api/v2/dags/{dag_id}/dagRuns``; returns the new run (``dag_run_id``, ``state``...).
         `logical_date` None triggers a run without one."""
-        body: dict[str, Any] = {"logical_date": logical_date.isoformat() if logical_date else None,
-                                "conf": dict(conf or {})}
-        if run_id:
-            body["dag_run_id"] = run_id
+        body = {"logical_date": logical_date.isoformat() if logical_date else None, "conf": dict(conf)}
         return self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body, expect=(200, 201))
 
     # --- waiting ------------------------------------------------------------------------------
 
-    def retrying(self, dag_id: str) -> list[dict[str, Any]]:
-        """Task instances of `dag_id`, in any run, that failed a try and wait for the next one."""
-        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances", state="up_for_retry")
-
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 180.0, poll: float = 1.0, *,
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 180.0, *,
                      fail_on_retry: bool = False) -> dict[str, Any]:
         """The run once it is `success` or `failed`; DeploymentError with the task states and the
         ends of the logs after `timeout` seconds. With `fail_on_retry`, as soon as a task of the
@@ -849,27 +829,32 @@ class ApiClient:
                 return run
             if self.deployment is not None:
                 self.deployment._check_components()
-            if fail_on_retry and polls % 3 == 2 and (retrying := self.retrying(dag_id)):
-                ti = retrying[0]
-                raise DeploymentError(
-                    f"waiting for {dag_id} run {run_id} ({run['state']}): {_ti_label(ti)} of run {ti['dag_run_id']} "
-                    f"failed try {ti['try_number']} and waits for a retry\n" + self.diagnose(dag_id, ti["dag_run_id"]))
+            if fail_on_retry and polls % 3 == 2:
+                # Task instances of the DAG, in any run, that failed a try and wait for the next one.
+                retrying = self._pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances",
+                                       state="up_for_retry")
+                if retrying:
+                    ti = retrying[0]
+                    raise DeploymentError(
+                        f"waiting for {dag_id} run {run_id} ({run['state']}): {_ti_label(ti)} of run "
+                        f"{ti['dag_run_id']} failed try {ti['try_number']} and waits for a retry\n"
+                        + self.diagnose(dag_id, ti["dag_run_id"]))
             if time.monotonic() > end:
                 raise DeploymentError(f"{dag_id} run {run_id} still {run['state']} after {timeout:.0f}s\n"
                                       + self.diagnose(dag_id, run_id))
-            time.sleep(poll)
+            time.sleep(1.0)
         raise AssertionError("unreachable")
 
-    def wait_for_new_run(self, dag_id: str, run_type: str, timeout: float = 60.0, poll: float = 1.0) -> dict[str, Any]:
+    def wait_for_new_run(self, dag_id: str, run_type: str, timeout: float = 60.0) -> dict[str, Any]:
         """The first run of `run_type` (e.g. ``scheduled``) once the scheduler has created one."""
         end = time.monotonic() + timeout
         while True:
-            runs = self.dag_runs(dag_id, run_type)
+            runs = self._pages(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", run_type=run_type)
             if runs:
                 return runs[0]
             if time.monotonic() > end:
                 raise DeploymentError(f"no {run_type} run of {dag_id} after {timeout:.0f}s")
-            time.sleep(poll)
+            time.sleep(1.0)
 
     def diagnose(self, dag_id: str, run_id: str, lines: int = 25) -> str:
         """Task states, the ends of the unfinished or failed tasks' logs and of the components' logs."""
