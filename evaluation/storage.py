@@ -35,6 +35,7 @@ loop of ours.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import json
@@ -43,6 +44,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -59,6 +61,15 @@ _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/jso
 
 class StorageError(RuntimeError):
     """A storage operation failed; the message names the URI."""
+
+
+@contextlib.contextmanager
+def _failing(action: str) -> Iterator[None]:
+    """Any error inside as a :class:`StorageError` saying what failed (``cannot read <uri>``)."""
+    try:
+        yield
+    except Exception as exc:
+        raise StorageError(f"{action}: {exc}") from exc
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,30 +215,28 @@ class LocalStore:
         return found
 
     def read_bytes(self, key: str) -> bytes:
-        try:
-            return (self.path / key).read_bytes()
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
+        with _failing(f"cannot read {self.uri(key)}"):
+            data = (self.path / key).read_bytes()
+        return data
 
     def write_bytes(self, key: str, data: bytes) -> None:
-        target = self.path / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
-            handle.write(data)
-        os.chmod(handle.name, 0o644)  # tempfile creates 0600; landed files are for readers too
-        os.replace(handle.name, target)
+        self._land(key, lambda temporary: Path(temporary).write_bytes(data))
 
     def upload_file(self, key: str, path: Path) -> None:
+        self._land(key, lambda temporary: shutil.copyfile(path, temporary))
+
+    def _land(self, key: str, write: Callable[[str], object]) -> None:
+        """Write a temporary file next to the target with ``write``, then rename it into place."""
         target = self.path / key
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as handle:
             pass
         try:
-            shutil.copyfile(path, handle.name)
-            os.chmod(handle.name, 0o644)
+            write(handle.name)
+            os.chmod(handle.name, 0o644)  # tempfile creates 0600; landed files are for readers too
             os.replace(handle.name, target)
         except BaseException:
-            Path(handle.name).unlink(missing_ok=True)  # a failed copy leaves nothing behind
+            Path(handle.name).unlink(missing_ok=True)  # a failed write leaves nothing behind
             raise
 
     def download_file(self, key: str, path: Path) -> None:
@@ -269,37 +278,28 @@ class S3Store:
         found = []
         strip = len(self.prefix) + 1 if self.prefix else 0
         paginator = self.client.get_paginator("list_objects_v2")
-        try:
+        with _failing(f"cannot list {self.uri(prefix)}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
                 for item in page.get("Contents", []):
                     found.append(ObjectInfo(item["Key"][strip:], int(item["Size"])))
-        except Exception as exc:
-            raise StorageError(f"cannot list {self.uri(prefix)}: {exc}") from exc
         return sorted(found, key=lambda o: o.key)
 
     def read_bytes(self, key: str) -> bytes:
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
-        except Exception as exc:
-            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
+        with _failing(f"cannot read {self.uri(key)}"):
+            data: bytes = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        return data
 
     def write_bytes(self, key: str, data: bytes) -> None:
-        try:
+        with _failing(f"cannot write {self.uri(key)}"):
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **_content_type(key))
-        except Exception as exc:
-            raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
 
     def upload_file(self, key: str, path: Path) -> None:
-        try:  # a multipart upload becomes visible only when it completes: still atomic
+        with _failing(f"cannot write {self.uri(key)}"):  # a multipart upload is visible only once complete: atomic
             self.client.upload_file(str(path), self.bucket, self._key(key), ExtraArgs=_content_type(key) or None)
-        except Exception as exc:
-            raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
 
     def download_file(self, key: str, path: Path) -> None:
-        try:
+        with _failing(f"cannot read {self.uri(key)}"):
             self.client.download_file(self.bucket, self._key(key), str(path))
-        except Exception as exc:
-            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
 
     def exists(self, key: str) -> bool:
         """True if the object exists, False on a 404 (NoSuchKey); any other error (403, throttling
@@ -315,19 +315,15 @@ class S3Store:
     def copy(self, source: str, target: str) -> None:
         """Copy an object within the bucket, server-side (multipart above 8 MiB), with its content
         type; the target appears whole when the copy completes."""
-        try:
+        with _failing(f"cannot copy {self.uri(source)} to {self.uri(target)}"):
             self.client.copy({"Bucket": self.bucket, "Key": self._key(source)}, self.bucket, self._key(target))
-        except Exception as exc:
-            raise StorageError(f"cannot copy {self.uri(source)} to {self.uri(target)}: {exc}") from exc
 
     def delete_prefix(self, prefix: str) -> int:
         objects = self.list(prefix)
         for start in range(0, len(objects), 1000):
             batch = [{"Key": self._key(o.key)} for o in objects[start : start + 1000]]
-            try:
+            with _failing(f"cannot delete under {self.uri(prefix)}"):
                 response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
-            except Exception as exc:
-                raise StorageError(f"cannot delete under {self.uri(prefix)}: {exc}") from exc
             if response.get("Errors"):  # a quiet delete answers 200 and lists the keys it could not delete
                 raise StorageError(f"cannot delete under {self.uri(prefix)}: {response['Errors'][:3]}")
         return len(objects)
