@@ -30,7 +30,6 @@ import argparse
 import hashlib
 import json
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -142,11 +141,10 @@ def begin_records(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dic
 CONVERTERS = {"halueval-qa": halueval_records, "begin-wow": begin_records}
 
 
-def write_set(out: Path, name: str, records: Iterable[dict[str, Any]], *, full: bool) -> Path:
+def write_set(out: Path, name: str, records: list[dict[str, Any]], *, full: bool) -> Path:
     """Write one set: ``<out>/<name>/records.jsonl`` and ``set.json``."""
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
-    records = list(records)
     with (folder / "records.jsonl").open("w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n")
