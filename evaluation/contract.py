@@ -23,8 +23,6 @@ JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "judge_failed", 
 Verdict = Literal["pass", "borderline", "fail"]
 VERDICTS: tuple[Verdict, ...] = ("pass", "borderline", "fail")
 
-SkipReason = Literal["not_applicable", "budget_exhausted", "sampled_out"]
-
 #: Version of the deterministic rules (parsing, clamps, scores, verdicts). Bump on any change.
 RULES_VERSION = "rules-2026.11.1"
 
@@ -267,13 +265,11 @@ class RunConfig(BaseModel):
         return None if value == "" else value
 
 
-#: Columns of the `evaluations` table, in landing order (CONTRACT §3).
 def question_key(question: str) -> str:
     """A stable key of a question (``evaluations.question_key``): 16 hex digits of the SHA-256 of
     its normalised text (Unicode NFKC, case-folded, runs of white space as one space, punctuation
-    and symbols stripped at both ends), so
-    that two models' answers to the same question pair up in comparisons whatever the judge
-    templates look like."""
+    and symbols stripped at both ends), so that two models' answers to the same question pair up
+    in comparisons whatever the judge templates look like."""
     normalised = " ".join(unicodedata.normalize("NFKC", question).casefold().split())
     start, end = 0, len(normalised)
     while start < end and _is_edge_mark(normalised[start]):
@@ -288,6 +284,7 @@ def _is_edge_mark(char: str) -> bool:
     return char.isspace() or unicodedata.category(char)[0] in "PS"
 
 
+#: Columns of the `evaluations` table, in landing order (CONTRACT §3).
 EVALUATION_COLUMNS: tuple[str, ...] = (
     "dt", "run_id", "record_id", "conversation_id", "question_key", "model", "judge", "judge_model",
     "prompt_version", "rules_version", "judge_status", "verdict", "score", "faithfulness",
@@ -397,5 +394,3 @@ class ComparisonSpec(BaseModel):
     def describe(self) -> str:
         """The range and the models, for messages."""
         return f"{self.start_date}..{self.end_date}, models {', '.join(self.models)}"
-
-
