@@ -94,6 +94,30 @@ def _ink(fill: str) -> str:
     return "#000000" if luminance > 0.45 else "#FFFFFF"
 
 
+def _dash_attr(pattern: str) -> str:
+    return f' stroke-dasharray="{pattern}"' if pattern else ""
+
+
+def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, extra: str = "") -> str:
+    return f'<line x1="{_n(x1)}" y1="{_n(y1)}" x2="{_n(x2)}" y2="{_n(y2)}" stroke="{stroke}"{extra}/>'
+
+
+def _text(x: float, y: float, text: str, *, anchor: str = "", fill: str = MUTED, extra: str = "") -> str:
+    anchor_attr = f' text-anchor="{anchor}"' if anchor else ""
+    return f'<text x="{_n(x)}" y="{_n(y)}"{anchor_attr} fill="{fill}"{extra}>{esc(text)}</text>'
+
+
+def _diamond(x: float, y: float, half_width: float, half_height: float) -> str:
+    """The path of a diamond centred on ``(x, y)``."""
+    return (f"M{_n(x)},{_n(y - half_height)} L{_n(x + half_width)},{_n(y)} L{_n(x)},{_n(y + half_height)}"
+            f" L{_n(x - half_width)},{_n(y)} Z")
+
+
+def _reference_stroke(flagged: bool) -> str:
+    """The outline of a reference diamond: vermillion and bolder when it lies outside the interval."""
+    return ' stroke="#D55E00" stroke-width="2"' if flagged else f' stroke="{MUTED}" stroke-width="1.5"'
+
+
 def nice_ticks(low: float, high: float, count: int = 5, *, integer: bool = False) -> list[float]:
     """About ``count`` round tick values covering ``[low, high]`` (steps of 1, 2, 2.5 or 5 × 10^k;
     whole steps only when ``integer``)."""
@@ -135,27 +159,51 @@ def _open(width: float, height: float, title: str, description: str = "") -> lis
     return parts
 
 
-def _legend(items: Sequence[tuple[str, str, str]], x: float, y: float, width: float, kind: str = "line") -> tuple[list[str], float]:
-    """Legend entries ``(name, colour, dash)`` laid out in rows from ``(x, y)``; returns the marks
-    and the height used."""
+def _key(kind: str, x: float, y: float, fill: str, pattern: str) -> str:
+    """The mark of a legend entry whose row starts at ``y``: a (dashed) ``line``, a ``box``, an
+    estimate with its ``whisker``, or a ``reference`` diamond (``flagged``: outside the interval)."""
+    if kind == "line":
+        return _line(x, y + 6, x + 16, y + 6, fill, f' stroke-width="2.5"{_dash_attr(pattern)}')
+    if kind == "box":
+        return f'<rect x="{_n(x + 3)}" y="{_n(y + 1)}" width="10" height="10" fill="{fill}"/>'
+    if kind == "whisker":
+        whisker = _line(x, y + 6, x + 18, y + 6, TEXT, ' stroke-width="1.5"')
+        return whisker + f'<circle cx="{_n(x + 9)}" cy="{_n(y + 6)}" r="4" fill="{TEXT}"/>'
+    return f'<path d="{_diamond(x + 9, y + 6, 5, 5)}" fill="#FFFFFF"{_reference_stroke(kind == "flagged")}/>'
+
+
+def _legend(items: Sequence[tuple[str, str, str, str]], x: float, y: float, width: float, *,
+            lead: float = 22, text_at: float = 21, gap: float = 12) -> tuple[list[str], float]:
+    """Legend entries ``(name, kind, colour, dash)`` (kinds: :func:`_key`) laid out in rows from
+    ``(x, y)``, each ``lead`` wide before its name (which starts at ``text_at``) and ``gap`` after;
+    returns the marks and the height used."""
     parts: list[str] = ['<g class="legend">']
     cx, cy = x, y
-    for name, fill, pattern in items:
-        entry = 22 + _text_width(name) + 12
+    for name, kind, fill, pattern in items:
+        entry = lead + _text_width(name) + gap
         if cx + entry > x + width and cx > x:
             cx, cy = x, cy + 16
-        if kind == "line":
-            dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
-            parts.append(
-                f'<line x1="{_n(cx)}" y1="{_n(cy + 6)}" x2="{_n(cx + 16)}" y2="{_n(cy + 6)}" stroke="{fill}"'
-                f' stroke-width="2.5"{dash_attr}/>'
-            )
-        else:
-            parts.append(f'<rect x="{_n(cx + 3)}" y="{_n(cy + 1)}" width="10" height="10" fill="{fill}"/>')
-        parts.append(f'<text x="{_n(cx + 21)}" y="{_n(cy + 10)}" fill="{TEXT}">{esc(name)}</text>')
+        parts.append(_key(kind, cx, cy, fill, pattern))
+        parts.append(_text(cx + text_at, cy + 10, name, fill=TEXT))
         cx += entry
     parts.append("</g>")
     return parts, (cy - y) + 18 if items else 0.0
+
+
+def _y_grid(ticks: Sequence[float], py: Callable[[float], float], left: float, plot_w: float,
+            label: Formatter) -> list[str]:
+    """A grid line and a label at each y tick."""
+    parts = []
+    for t in ticks:
+        parts.append(_line(left, py(t), left + plot_w, py(t), GRID))
+        parts.append(_text(left - 6, py(t) + 4, label(t), anchor="end"))
+    return parts
+
+
+def _y_title(x: int, middle: float, title: str) -> str:
+    """The y axis's name, upright along the axis."""
+    return (f'<text x="{x}" y="{_n(middle)}" text-anchor="middle" fill="{MUTED}"'
+            f' transform="rotate(-90 {x} {_n(middle)})">{esc(title)}</text>')
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,15 +230,15 @@ def line_chart(
     y_range: tuple[float, float] | None = (0.0, 1.0),
     value_format: Formatter = fmt_decimal,
     tick_format: Formatter | None = None,
-    band_label: str = "95% interval",
     width: float = 560,
     height: float = 250,
 ) -> str:
-    """Several series over shared x labels (days), with gaps at ``None`` and optional shaded bands."""
+    """Several series over shared x labels (days), with gaps at ``None`` and optional shaded bands
+    (95% intervals)."""
     tick_format = tick_format or value_format
     height += TITLE_H
     fills = [s.colour or colour(i) for i, s in enumerate(series)]
-    legend, legend_h = _legend([(s.name, fills[i], dash(i)) for i, s in enumerate(series)], 56, 8 + TITLE_H, width - 64)
+    legend, legend_h = _legend([(s.name, "line", fills[i], dash(i)) for i, s in enumerate(series)], 56, 8 + TITLE_H, width - 64)
     top, left, right, bottom = 14 + TITLE_H + legend_h, 56.0, 24.0, 40.0
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for s in series for v in s.values if v is not None]
@@ -213,19 +261,14 @@ def line_chart(
 
     parts = _open(width, height, title, f"{y_label} by day for {len(series)} series")
     parts += legend
-    for t in ticks:  # grid and y ticks
-        parts.append(f'<line x1="{_n(left)}" y1="{_n(py(t))}" x2="{_n(left + plot_w)}" y2="{_n(py(t))}" stroke="{GRID}"/>')
-        parts.append(f'<text x="{_n(left - 6)}" y="{_n(py(t) + 4)}" text-anchor="end" fill="{MUTED}">{esc(tick_format(t))}</text>')
+    parts += _y_grid(ticks, py, left, plot_w, tick_format)
     step = max(1, math.ceil(len(x_labels) / 8))
     for i, label in enumerate(x_labels):  # x ticks, the last day always labelled
         if (len(x_labels) - 1 - i) % step == 0:
-            parts.append(f'<line x1="{_n(px(i))}" y1="{_n(top + plot_h)}" x2="{_n(px(i))}" y2="{_n(top + plot_h + 4)}" stroke="{AXIS}"/>')
-            parts.append(f'<text x="{_n(px(i))}" y="{_n(top + plot_h + 16)}" text-anchor="middle" fill="{MUTED}">{esc(label)}</text>')
-    parts.append(f'<line x1="{_n(left)}" y1="{_n(top + plot_h)}" x2="{_n(left + plot_w)}" y2="{_n(top + plot_h)}" stroke="{AXIS}"/>')
-    parts.append(
-        f'<text x="14" y="{_n(top + plot_h / 2)}" text-anchor="middle" fill="{MUTED}"'
-        f' transform="rotate(-90 14 {_n(top + plot_h / 2)})">{esc(y_label)}</text>'
-    )
+            parts.append(_line(px(i), top + plot_h, px(i), top + plot_h + 4, AXIS))
+            parts.append(_text(px(i), top + plot_h + 16, label, anchor="middle"))
+    parts.append(_line(left, top + plot_h, left + plot_w, top + plot_h, AXIS))
+    parts.append(_y_title(14, top + plot_h / 2, y_label))
     for index, s in enumerate(series):
         fill = fills[index]
         if s.band is not None:  # one polygon per run of consecutive days with a band
@@ -243,7 +286,7 @@ def line_chart(
                     lower = [f"{_n(x)},{_n(py(low))}" for x, low, _ in reversed(run)]
                     parts.append(
                         f'<polygon points="{" ".join(upper + lower)}" fill="{fill}" fill-opacity="0.13" stroke="none">'
-                        f"<title>{esc(s.name)}: {esc(band_label)}</title></polygon>"
+                        f"<title>{esc(s.name)}: 95% interval</title></polygon>"
                     )
                     run = []
         segment: list[str] = []
@@ -257,17 +300,15 @@ def line_chart(
             segment.append(("M" if not segment else "L") + f"{_n(px(i))},{_n(py(v))}")
         if len(segment) > 1:
             paths.append(" ".join(segment))
-        pattern = dash(index)
-        dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
         for d in paths:
-            parts.append(f'<path d="{d}" fill="none" stroke="{fill}" stroke-width="2"{dash_attr}/>')
+            parts.append(f'<path d="{d}" fill="none" stroke="{fill}" stroke-width="2"{_dash_attr(dash(index))}/>')
         for i, v in enumerate(s.values):
             if v is None:
                 continue
             tip = f"{s.name} · {x_labels[i]}: {value_format(v)}"
             pair = s.band[i] if s.band is not None and i < len(s.band) else None
             if pair is not None:
-                tip += f" ({band_label} {value_format(pair[0])} – {value_format(pair[1])})"
+                tip += f" (95% interval {value_format(pair[0])} – {value_format(pair[1])})"
             parts.append(
                 f'<circle cx="{_n(px(i))}" cy="{_n(py(v))}" r="3" fill="{fill}" stroke="#FFFFFF" stroke-width="1">'
                 f"<title>{esc(tip)}</title></circle>"
@@ -296,6 +337,10 @@ class BarRow:
     values: Sequence[float]
 
 
+def _amount(value: float) -> str:
+    return fmt_count(value) if float(value).is_integer() else fmt_decimal(value)
+
+
 def stacked_bar_chart(
     rows: Sequence[BarRow],
     segments: Sequence[Segment],
@@ -307,21 +352,22 @@ def stacked_bar_chart(
     bar_height: float = 20,
 ) -> str:
     """Horizontal stacked bars, one per row; ``normalize`` shows shares of each row's total
-    (with the total printed at the bar's end), otherwise raw values on a shared axis."""
+    (with the total printed at the bar's end), otherwise raw values on a shared axis (one segment:
+    plain bars, without a legend)."""
     show_legend = len(segments) > 1
-    legend, legend_h = _legend([(s.name, s.colour, "") for s in segments], 8, 8 + TITLE_H, width - 16, kind="box") if show_legend else ([], 0.0)
+    legend, legend_h = _legend([(s.name, "box", s.colour, "") for s in segments], 8, 8 + TITLE_H, width - 16) if show_legend else ([], 0.0)
     label_w = min(max((_text_width(r.label) for r in rows), default=40) + 14, 260)
-    total_w = 64.0
     top = 14 + TITLE_H + legend_h
-    left, right = label_w, total_w
+    left, right = label_w, 64.0  # right: room for the total
     plot_w = width - left - right
     gap = 8.0
     height = top + len(rows) * (bar_height + gap) + 28
     totals = [sum(r.values) for r in rows]
-    scale_max = 1.0 if normalize else (max(totals, default=0) or 1.0)
-    ticks = nice_ticks(0, scale_max, integer=all(float(v).is_integer() for r in rows for v in r.values))
     if normalize:
         ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
+    else:
+        integer = all(float(v).is_integer() for r in rows for v in r.values)
+        ticks = nice_ticks(0, max(totals, default=0) or 1.0, integer=integer)
     scale_max = ticks[-1] or 1.0
     axis_y = top + len(rows) * (bar_height + gap)
     description = f"{len(rows)} bars" + (f" split into {', '.join(s.name for s in segments)}" if show_legend else "")
@@ -329,47 +375,36 @@ def stacked_bar_chart(
     parts += legend
     for t in ticks:
         x = left + t / scale_max * plot_w
-        parts.append(f'<line x1="{_n(x)}" y1="{_n(top - 4)}" x2="{_n(x)}" y2="{_n(axis_y)}" stroke="{GRID}"/>')
-        label = fmt_percent(t) if normalize else fmt_count(t) if float(t).is_integer() else fmt_decimal(t)
-        parts.append(f'<text x="{_n(x)}" y="{_n(axis_y + 14)}" text-anchor="middle" fill="{MUTED}">{esc(label)}</text>')
+        parts.append(_line(x, top - 4, x, axis_y, GRID))
+        parts.append(_text(x, axis_y + 14, fmt_percent(t) if normalize else _amount(t), anchor="middle"))
     for index, (row, total) in enumerate(zip(rows, totals, strict=True)):
         y = top + index * (bar_height + gap)
-        parts.append(
-            f'<text x="{_n(left - 8)}" y="{_n(y + bar_height / 2 + 4)}" text-anchor="end" fill="{TEXT}">{esc(row.label)}</text>'
-        )
+        parts.append(_text(left - 8, y + bar_height / 2 + 4, row.label, anchor="end", fill=TEXT))
         x = left
         for segment, value in zip(segments, row.values, strict=True):
             if value <= 0:
                 continue
             share = value / total if total else 0.0
             w = (share if normalize else value / scale_max) * plot_w
-            tip = f"{row.label} — {segment.name}: {fmt_count(value) if float(value).is_integer() else fmt_decimal(value)} {unit}"
+            tip = f"{row.label} — {segment.name}: {_amount(value)} {unit}"
             if normalize or len(segments) > 1:
                 tip += f" ({fmt_percent(share)})"
             parts.append(
                 f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(bar_height)}" fill="{segment.colour}">'
                 f"<title>{esc(tip)}</title></rect>"
             )
-            inner = fmt_percent(share) if normalize else (fmt_count(value) if float(value).is_integer() else fmt_decimal(value))
+            inner = fmt_percent(share) if normalize else _amount(value)
             if w >= _text_width(inner, 10) + 6:
                 parts.append(
                     f'<text x="{_n(x + w / 2)}" y="{_n(y + bar_height / 2 + 3.5)}" text-anchor="middle" font-size="10"'
                     f' fill="{_ink(segment.colour)}" pointer-events="none">{esc(inner)}</text>'
                 )
             x += w
-        end = f"n={fmt_count(total)}" if normalize else ""
-        if end:
-            parts.append(f'<text x="{_n(left + plot_w + 6)}" y="{_n(y + bar_height / 2 + 4)}" fill="{MUTED}">{esc(end)}</text>')
-    parts.append(f'<line x1="{_n(left)}" y1="{_n(top - 4)}" x2="{_n(left)}" y2="{_n(axis_y)}" stroke="{AXIS}"/>')
+        if normalize:
+            parts.append(_text(left + plot_w + 6, y + bar_height / 2 + 4, f"n={fmt_count(total)}"))
+    parts.append(_line(left, top - 4, left, axis_y, AXIS))
     parts.append("</svg>")
     return "".join(parts)
-
-
-def bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str, unit: str = "rows",
-              bar_colour: str = PALETTE[0], width: float = 760) -> str:
-    """Plain horizontal bars of raw values (e.g. rejects by rule)."""
-    rows = [BarRow(label, [value]) for label, value in zip(labels, values, strict=True)]
-    return stacked_bar_chart(rows, [Segment(unit, bar_colour)], title=title, normalize=False, unit=unit, width=width)
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,23 +437,13 @@ def interval_chart(
 ) -> str:
     """Dots with 95% whiskers per row; a hollow diamond marks each row's reference value."""
     label_w = min(max((_text_width(r.label) for r in rows), default=40) + 14, 200)
-    has_reference = any(r.reference is not None for r in rows)
-    has_flag = any(r.flagged and r.reference is not None for r in rows)
-    entries = [("estimate, 95% interval", "whisker")]
-    if has_reference:
-        entries.append((reference_label, "reference"))
-    if has_flag:
-        entries.append((f"{reference_label} outside the interval", "flagged"))
-    legend_rows: list[list[tuple[float, str, str]]] = [[]]
-    lx = 8.0
-    for text, kind in entries:  # lay the legend out in rows that fit the width
-        entry = 24 + _text_width(text) + 16
-        if lx + entry > width - 8 and legend_rows[-1]:
-            legend_rows.append([])
-            lx = 8.0
-        legend_rows[-1].append((lx, text, kind))
-        lx += entry
-    top = TITLE_H + 16 * len(legend_rows) + 16
+    entries = [("estimate, 95% interval", "whisker", TEXT, "")]
+    if any(r.reference is not None for r in rows):
+        entries.append((reference_label, "reference", MUTED, ""))
+    if any(r.flagged and r.reference is not None for r in rows):
+        entries.append((f"{reference_label} outside the interval", "flagged", MUTED, ""))
+    legend, legend_h = _legend(entries, 8, TITLE_H + 2, width - 16, lead=24, text_at=24, gap=16)
+    top = 14 + TITLE_H + legend_h
     left, right = label_w, 20.0
     plot_w = width - left - right
     row_h = 24.0
@@ -438,69 +463,52 @@ def interval_chart(
 
     axis_y = top + len(rows) * row_h
     parts = _open(width, height, title, f"{x_label} with 95% intervals for {len(rows)} rows")
-    parts.append('<g class="legend">')
-    for row_index, legend_row in enumerate(legend_rows):
-        cy = TITLE_H + 8 + row_index * 16
-        for lx, text, kind in legend_row:
-            if kind == "whisker":
-                parts.append(f'<line x1="{_n(lx)}" y1="{_n(cy)}" x2="{_n(lx + 18)}" y2="{_n(cy)}" stroke="{TEXT}" stroke-width="1.5"/>')
-                parts.append(f'<circle cx="{_n(lx + 9)}" cy="{_n(cy)}" r="4" fill="{TEXT}"/>')
-            else:
-                stroke, sw = ("#D55E00", "2") if kind == "flagged" else (MUTED, "1.5")
-                parts.append(
-                    f'<path d="M{_n(lx + 9)},{_n(cy - 5)} L{_n(lx + 14)},{_n(cy)} L{_n(lx + 9)},{_n(cy + 5)} L{_n(lx + 4)},{_n(cy)} Z"'
-                    f' fill="#FFFFFF" stroke="{stroke}" stroke-width="{sw}"/>'
-                )
-            parts.append(f'<text x="{_n(lx + 24)}" y="{_n(cy + 4)}" fill="{TEXT}">{esc(text)}</text>')
-    parts.append("</g>")
+    parts += legend
     for t in ticks:
-        parts.append(f'<line x1="{_n(px(t))}" y1="{_n(top - 6)}" x2="{_n(px(t))}" y2="{_n(axis_y)}" stroke="{GRID}"/>')
-        parts.append(f'<text x="{_n(px(t))}" y="{_n(axis_y + 14)}" text-anchor="middle" fill="{MUTED}">{esc(value_format(t))}</text>')
-    parts.append(f'<text x="{_n(left + plot_w / 2)}" y="{_n(axis_y + 32)}" text-anchor="middle" fill="{MUTED}">{esc(x_label)}</text>')
+        parts.append(_line(px(t), top - 6, px(t), axis_y, GRID))
+        parts.append(_text(px(t), axis_y + 14, value_format(t), anchor="middle"))
+    parts.append(_text(left + plot_w / 2, axis_y + 32, x_label, anchor="middle"))
     for index, row in enumerate(rows):
         y = top + index * row_h + row_h / 2
         weight = ' font-weight="700"' if row.flagged else ""
-        parts.append(f'<text x="{_n(left - 8)}" y="{_n(y + 4)}" text-anchor="end" fill="{TEXT}"{weight}>{esc(row.label)}</text>')
+        parts.append(_text(left - 8, y + 4, row.label, anchor="end", fill=TEXT, extra=weight))
         if row.value is None:
-            parts.append(f'<text x="{_n(left + 4)}" y="{_n(y + 4)}" fill="{MUTED}">no data</text>')
+            parts.append(_text(left + 4, y + 4, "no data"))
             continue
         fill = row.colour or colour(index)
         tip = f"{row.label}: {value_format(row.value)}"
         if row.low is not None and row.high is not None:
             tip += f" (95% interval {value_format(row.low)} – {value_format(row.high)})"
             x1, x2 = px(row.low), px(row.high)
-            parts.append(f'<line x1="{_n(x1)}" y1="{_n(y)}" x2="{_n(x2)}" y2="{_n(y)}" stroke="{fill}" stroke-width="2"/>')
+            parts.append(_line(x1, y, x2, y, fill, ' stroke-width="2"'))
             for x in (x1, x2):
-                parts.append(f'<line x1="{_n(x)}" y1="{_n(y - 5)}" x2="{_n(x)}" y2="{_n(y + 5)}" stroke="{fill}" stroke-width="2"/>')
+                parts.append(_line(x, y - 5, x, y + 5, fill, ' stroke-width="2"'))
         if row.reference is not None:
-            rx = px(row.reference)
-            stroke, sw = ("#D55E00", "2") if row.flagged else (MUTED, "1.5")
             flag_note = ", outside the interval" if row.flagged else ""
             parts.append(
-                f'<path d="M{_n(rx)},{_n(y - 6)} L{_n(rx + 5)},{_n(y)} L{_n(rx)},{_n(y + 6)} L{_n(rx - 5)},{_n(y)} Z"'
-                f' fill="#FFFFFF" fill-opacity="0.6" stroke="{stroke}" stroke-width="{sw}">'
+                f'<path d="{_diamond(px(row.reference), y, 5, 6)}" fill="#FFFFFF" fill-opacity="0.6"'
+                f"{_reference_stroke(row.flagged)}>"
                 f"<title>{esc(f'{row.label}: {reference_label} {value_format(row.reference)}{flag_note}')}</title></path>"
             )
         parts.append(
             f'<circle cx="{_n(px(row.value))}" cy="{_n(y)}" r="4.5" fill="{fill}" stroke="#FFFFFF" stroke-width="1">'
             f"<title>{esc(tip)}</title></circle>"
         )
-    parts.append(f'<line x1="{_n(left)}" y1="{_n(axis_y)}" x2="{_n(left + plot_w)}" y2="{_n(axis_y)}" stroke="{AXIS}"/>')
+    parts.append(_line(left, axis_y, left + plot_w, axis_y, AXIS))
     parts.append("</svg>")
     return "".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
-# Histogram
+# Histogram (of values in [0, 1], such as metrics)
 
 
-def bin_expr(value: pl.Expr, *, low: float = 0.0, high: float = 1.0, bins: int = 10) -> pl.Expr:
-    """The bin of ``value`` among ``bins`` equal bins over ``[low, high]``, as a Polars expression
-    (counted per bin in a query): each bin holds its lower edge, the last one also ``high``; values
+def bin_expr(value: pl.Expr, *, bins: int = 10) -> pl.Expr:
+    """The bin of ``value`` among ``bins`` equal bins over ``[0, 1]``, as a Polars expression
+    (counted per bin in a query): each bin holds its lower edge, the last one also 1; values
     outside go to the first or last bin. Edges are decided on the value rounded to 9 decimals of a
     bin, so that 0.3 falls in [0.3, 0.4)."""
-    position = ((value - low) / (high - low) * bins).round(9)
-    return position.floor().clip(0, bins - 1).cast(pl.Int64)
+    return (value * bins).round(9).floor().clip(0, bins - 1).cast(pl.Int64)
 
 
 @dataclass(frozen=True)
@@ -512,23 +520,15 @@ class HistogramSeries:
     colour: str | None = None
 
 
-def histogram(
-    series: Sequence[HistogramSeries],
-    *,
-    title: str,
-    x_label: str,
-    low: float = 0.0,
-    high: float = 1.0,
-    width: float = 380,
-    height: float = 220,
-) -> str:
-    """Histogram of equal bins over ``[low, high]``; several series are drawn as grouped bars
-    and scaled to their share of the series (so groups of different sizes compare)."""
+def histogram(series: Sequence[HistogramSeries], *, title: str, x_label: str, width: float = 380,
+              height: float = 220) -> str:
+    """Histogram of equal bins over ``[0, 1]``; several series are drawn as grouped bars and
+    scaled to their share of the series (so groups of different sizes compare)."""
     bins = len(series[0].counts) if series else 10
     height += TITLE_H
     fills = [s.colour or colour(i) for i, s in enumerate(series)]
-    legend, legend_h = _legend([(f"{s.name} ({sum(s.counts)})", fills[i], "") for i, s in enumerate(series)], 40, 8 + TITLE_H,
-                               width - 48, kind="box")
+    legend, legend_h = _legend([(f"{s.name} ({sum(s.counts)})", "box", fills[i], "") for i, s in enumerate(series)], 40,
+                               8 + TITLE_H, width - 48)
     top, left, right, bottom = 14 + TITLE_H + legend_h, 48.0, 12.0, 42.0
     plot_w, plot_h = width - left - right, height - top - bottom
     shares = [[c / (sum(s.counts) or 1) for c in s.counts] for s in series]
@@ -539,15 +539,13 @@ def histogram(
     def py(v: float) -> float:
         return top + plot_h - v / y_hi * plot_h
 
-    edges = [low + (high - low) * i / bins for i in range(bins + 1)]
+    edges = [i / bins for i in range(bins + 1)]
     bin_w = plot_w / bins
     bar_w = max((bin_w - 2) / max(len(series), 1), 1.0)
     total = sum(sum(s.counts) for s in series)
-    parts = _open(width, height, title, f"distribution of {total} values in {bins} bins from {fmt_decimal(low)} to {fmt_decimal(high)}")
+    parts = _open(width, height, title, f"distribution of {total} values in {bins} bins from 0 to 1")
     parts += legend
-    for t in ticks:
-        parts.append(f'<line x1="{_n(left)}" y1="{_n(py(t))}" x2="{_n(left + plot_w)}" y2="{_n(py(t))}" stroke="{GRID}"/>')
-        parts.append(f'<text x="{_n(left - 6)}" y="{_n(py(t) + 4)}" text-anchor="end" fill="{MUTED}">{esc(fmt_percent(t))}</text>')
+    parts += _y_grid(ticks, py, left, plot_w, fmt_percent)
     for b in range(bins):
         x0 = left + b * bin_w + 1
         closing = "]" if b == bins - 1 else ")"
@@ -565,14 +563,11 @@ def histogram(
     label_every = 2 if bins > 6 else 1
     for i, edge in enumerate(edges):
         x = left + i * bin_w
-        parts.append(f'<line x1="{_n(x)}" y1="{_n(top + plot_h)}" x2="{_n(x)}" y2="{_n(top + plot_h + 4)}" stroke="{AXIS}"/>')
+        parts.append(_line(x, top + plot_h, x, top + plot_h + 4, AXIS))
         if i % label_every == 0 or i == bins:
-            parts.append(f'<text x="{_n(x)}" y="{_n(top + plot_h + 16)}" text-anchor="middle" fill="{MUTED}">{esc(fmt_decimal(edge))}</text>')
-    parts.append(f'<line x1="{_n(left)}" y1="{_n(top + plot_h)}" x2="{_n(left + plot_w)}" y2="{_n(top + plot_h)}" stroke="{AXIS}"/>')
-    parts.append(f'<text x="{_n(left + plot_w / 2)}" y="{_n(height - 6)}" text-anchor="middle" fill="{MUTED}">{esc(x_label)}</text>')
-    parts.append(
-        f'<text x="12" y="{_n(top + plot_h / 2)}" text-anchor="middle" fill="{MUTED}"'
-        f' transform="rotate(-90 12 {_n(top + plot_h / 2)})">share of rows</text>'
-    )
+            parts.append(_text(x, top + plot_h + 16, fmt_decimal(edge), anchor="middle"))
+    parts.append(_line(left, top + plot_h, left + plot_w, top + plot_h, AXIS))
+    parts.append(_text(left + plot_w / 2, height - 6, x_label, anchor="middle"))
+    parts.append(_y_title(12, top + plot_h / 2, "share of rows"))
     parts.append("</svg>")
     return "".join(parts)
