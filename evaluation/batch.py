@@ -4,7 +4,7 @@ A chunk in batch mode uploads one JSONL file (a line per request the ledger does
 ``custom_id`` is the ledger's request hash, ``body`` the chat-completions body an online call would
 send), creates a batch on ``/v1/chat/completions`` with a 24 h completion window, waits for it, and
 downloads its output and error files. Every result line becomes the same
-:class:`~evaluation.client.CallOutcome` an online call would: a reply, or a failure with its error
+:class:`~evaluation.outcome.CallOutcome` an online call would: a reply, or a failure with its error
 class. A batch that expires or is cancelled keeps the lines it finished; the missing ones are
 submitted again until ``batch_deadline_h`` after the chunk's first batch, then end as ``timeout``.
 
@@ -29,9 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluation import storage
-from evaluation.client import CallOutcome, status_error_class
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt
+from evaluation.outcome import CallOutcome, status_error_class
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def request_line(model: str, prompt: RenderedPrompt, custom_id: str, *, temperat
 
 
 def error_class(status: int | None, code: str | None = None, message: str | None = None) -> str:
-    """The error class of a failed result line, as :func:`evaluation.client.classify_error` names them."""
+    """The error class of a failed result line, as :func:`evaluation.outcome.classify_error` names them."""
     text = f"{code or ''} {message or ''}"
     if status == 429 or code == "rate_limit_exceeded":
         return status_error_class(429, text) or "rate_limit"

@@ -18,8 +18,8 @@ up to ``concurrency``. An optional budget of requests and tokens per minute (``r
 provider's rate limit is met instead of answered with 429s; without one, a 429 that states the
 provider's limits (``x-ratelimit-limit-requests`` / ``-tokens``) sets the budget to them.
 
-A failed call is an outcome, never an exception: the caller turns it into a ``call_error`` row
-with the error class (rate_limit, server_error, timeout, connection, bad_request, quota, other).
+A failed call is an outcome, never an exception: a :class:`~evaluation.outcome.CallOutcome` with
+the class of its error (see :mod:`evaluation.outcome`).
 
 The built-in offline judge (model ``offline/lexical``) is registered here as a litellm custom
 provider, so it runs through the very same code path with no network and no key.
@@ -32,18 +32,24 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import email.utils
 import gc
 import logging
 import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from evaluation import offline
 from evaluation.judges import PROBE_PROMPT, RenderedPrompt
+from evaluation.outcome import (
+    RETRYABLE,
+    CallOutcome,
+    classify_error,
+    error_message,
+    rate_limit_headers,
+    retry_after_seconds,
+)
 from evaluation.ratelimit import AdaptiveLimit, RateBudget, estimate_tokens
 
 logger = logging.getLogger(__name__)
@@ -65,7 +71,7 @@ def configure() -> Any:
     left behind out of the garbage collector's work (some 380,000 long-lived objects: its price
     map, provider tables) that every full collection would otherwise walk again, about 0.4 s per
     full collection, one every ~1,000 judge calls."""
-    global litellm
+    global litellm, _UNLOGGED
     if litellm is not None:
         return litellm
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -77,12 +83,11 @@ def configure() -> Any:
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
     litellm = module
-    register_offline_provider()
-    global _UNLOGGED
+    _register_offline_provider()
     try:
         from litellm._internal_context import is_internal_call
     except ImportError:  # another litellm: its logging runs, slower, same results
-        _UNLOGGED = None
+        pass
     else:
         _UNLOGGED = is_internal_call
     gc.freeze()
@@ -104,148 +109,6 @@ def _unlogged() -> Any:
         if getattr(litellm, name, None):
             return None
     return _UNLOGGED
-
-RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection"})
-ERROR_CLASSES = ("rate_limit", "server_error", "timeout", "connection", "bad_request", "quota", "other")
-
-
-@dataclass
-class CallOutcome:
-    """What one judge call (all its attempts) produced."""
-
-    raw_text: str | None
-    error: str | None = None
-    error_class: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_ms: float = 0.0
-    attempts: int = 0
-    judged_at: dt.datetime | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the judge answered (whatever it answered)."""
-        return self.error_class is None
-
-
-# --------------------------------------------------------------------------------------------
-# Errors
-
-
-def _causes(exc: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < 10:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-def classify_error(exc: BaseException) -> str:
-    """The error class of an exception raised by a litellm call (its cause chain included: litellm
-    reports a refused connection as a 500 whose cause is the connection error)."""
-    import httpx
-    import openai
-
-    configure()
-    chain = _causes(exc)
-    if any(isinstance(e, (asyncio.TimeoutError, TimeoutError, litellm.Timeout, openai.APITimeoutError)) for e in chain):
-        return "timeout"
-    if any(isinstance(e, (openai.APIConnectionError, ConnectionError, httpx.ConnectError)) for e in chain[1:]):
-        return "connection"
-    if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout)):
-        return "timeout"
-    if isinstance(exc, litellm.RateLimitError):
-        return "quota" if _mentions_quota(exc) else "rate_limit"
-    if isinstance(exc, litellm.APIConnectionError):
-        return "connection"
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and (by_status := status_error_class(status, str(exc))) is not None:
-        return by_status
-    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
-        return "server_error"
-    if isinstance(exc, litellm.BadRequestError):
-        return "bad_request"
-    if isinstance(exc, (ConnectionError, OSError)):
-        return "connection"
-    return "other"
-
-
-def status_error_class(status: int, message: str = "") -> str | None:
-    """The error class of an HTTP error status (``message``: the error's text, which tells a spent
-    quota from a rate limit); None for a status that is no error."""
-    if status == 429:
-        return "quota" if _mentions_quota(message) else "rate_limit"
-    if status == 408:
-        return "timeout"
-    if status >= 500:
-        return "server_error"
-    if 400 <= status < 500:
-        return "bad_request"
-    return None
-
-
-def _mentions_quota(exc: BaseException | str) -> bool:
-    text = str(exc).lower()
-    return "insufficient_quota" in text or "exceeded your current quota" in text or "quota exceeded" in text
-
-
-def _headers(exc: BaseException) -> Any:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) if response is not None else None
-    return headers or getattr(exc, "litellm_response_headers", None) or None
-
-
-def retry_after_seconds(exc: BaseException) -> float | None:
-    """The server's ``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` first, as OpenAI
-    sends it), when the error carries one."""
-    headers = _headers(exc)
-    if not headers:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        if parsed is None:
-            return None
-        return max(0.0, (parsed - dt.datetime.now(dt.UTC)).total_seconds())
-
-
-def rate_limit_headers(exc: BaseException) -> dict[str, float]:
-    """The provider's limits per minute stated by an error's ``x-ratelimit-limit-requests`` and
-    ``x-ratelimit-limit-tokens`` headers (OpenAI's, also sent by vLLM and many proxies)."""
-    headers = _headers(exc)
-    limits: dict[str, float] = {}
-    if not headers:
-        return limits
-    for kind in ("requests", "tokens"):
-        value = headers.get(f"x-ratelimit-limit-{kind}")
-        try:
-            number = float(value) if value is not None else 0.0
-        except ValueError:
-            continue
-        if number > 0:
-            limits[kind] = number
-    return limits
-
-
-def _short(exc: BaseException, secret: str | None) -> str:
-    message = " ".join(str(exc).split())
-    # Mask before the cut (a key cut in two would no longer match). A placeholder key of a
-    # keyless server ("EMPTY") is no secret, and masking it would garble the message.
-    if secret and len(secret) >= 8:
-        message = message.replace(secret, "***")
-    return f"{type(exc).__name__}: {message[:300]}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,15 +146,13 @@ def _offline_provider() -> Any:
 _OFFLINE_PROVIDER = "offline"
 
 
-def register_offline_provider() -> None:
-    """Make ``offline/<anything>`` a litellm model (idempotent)."""
-    configure()
+def _register_offline_provider() -> None:
+    """Make ``offline/<anything>`` a litellm model."""
     entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != _OFFLINE_PROVIDER]
     entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": _offline_provider()})
     litellm.custom_provider_map = entries
     if _OFFLINE_PROVIDER not in litellm.provider_list:
         litellm.provider_list.append(_OFFLINE_PROVIDER)  # type: ignore[arg-type]
-
 
 
 def supports_json_mode(model: str) -> bool:
@@ -541,16 +402,19 @@ class JudgeClient:
                         self._learn_budget(exc)
                 limit.release(False)
                 elapsed = time.monotonic() - started
-                if error_class not in RETRYABLE or attempts >= self.max_attempts:
-                    why = "not retried" if error_class not in RETRYABLE else f"retries exhausted after {attempts} attempts"
-                    return self._failure(error_class, f"{error_class} ({why}): {_short(exc, self._api_key)}", attempts, started)
-                delay = self.backoff(attempts) if delay is None else delay + self._rng.uniform(0, 0.1)
-                if elapsed + delay > self.retry_budget_s:
+                if error_class not in RETRYABLE:
+                    why = "not retried"
+                elif attempts >= self.max_attempts:
+                    why = f"retries exhausted after {attempts} attempts"
+                else:
+                    delay = self.backoff(attempts) if delay is None else delay + self._rng.uniform(0, 0.1)
+                    if elapsed + delay <= self.retry_budget_s:
+                        logger.debug("retrying %s after %s in %.2fs (attempt %d)", prompt.judge, error_class, delay, attempts)
+                        await self._sleep(delay)
+                        continue
                     why = f"retry budget of {self.retry_budget_s:g}s exhausted after {attempts} attempts"
-                    return self._failure(error_class, f"{error_class} ({why}): {_short(exc, self._api_key)}", attempts, started)
-                logger.debug("retrying %s after %s in %.2fs (attempt %d)", prompt.judge, error_class, delay, attempts)
-                await self._sleep(delay)
-                continue
+                error = f"{error_class} ({why}): {error_message(exc, self._api_key)}"
+                return self._failure(error_class, error, attempts, started)
             limit.release(True)
             outcome = self._success(response, attempts, started)
             if budget is not None:
@@ -608,8 +472,6 @@ class JudgeClient:
         processes = self._worker_count(len(prompts))
         if processes > 1 and should_stop is None:
             return await self._call_many_in_workers(prompts, processes, on_done)
-        if self.limit.maximum != self.concurrency:
-            self.limit = AdaptiveLimit(self.concurrency)
         results: list[CallOutcome | None] = [None] * len(prompts)
 
         async def one(index: int, prompt: RenderedPrompt) -> None:

@@ -63,7 +63,7 @@ def probe_judge(client: Any, where: str) -> float:
     """Send ``client``'s judge model its probe call; returns the latency (ms). Raises
     :class:`JudgeUnusable` when it is refused for good, :class:`JudgeUnreachable` when the endpoint
     does not answer after the client's retries."""
-    from evaluation.client import RETRYABLE
+    from evaluation.outcome import RETRYABLE
 
     outcome = asyncio.run(client.probe())
     if outcome.ok:

@@ -22,8 +22,9 @@ import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
 from evaluation import client as client_module
-from evaluation.client import CallOutcome, JudgeClient, classify_error
+from evaluation.client import JudgeClient
 from evaluation.judges import RenderedPrompt
+from evaluation.outcome import CallOutcome, classify_error
 from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder, count_prompt_tokens
 
 pytestmark = pytest.mark.timeout(60)

@@ -25,9 +25,10 @@ from typing import Any
 import litellm
 import pytest
 
-from evaluation.client import ERROR_CLASSES, CallOutcome, JudgeClient
+from evaluation.client import JudgeClient
 from evaluation.contract import InputRecord
 from evaluation.judges import RenderedPrompt, render
+from evaluation.outcome import ERROR_CLASSES, CallOutcome
 from evaluation.testing.openai_server import (
     OpenAIServer,
     Reply,

@@ -1,0 +1,150 @@
+"""What one judge call produced (:class:`CallOutcome`), and the class of a failed call's error:
+rate_limit, server_error, timeout, connection, bad_request, quota, other; the first four are
+retried (:data:`RETRYABLE`). A failed call is an outcome, never an exception: the caller turns it
+into a ``call_error`` row with its error class.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+from dataclasses import dataclass
+from typing import Any
+
+RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+ERROR_CLASSES = ("rate_limit", "server_error", "timeout", "connection", "bad_request", "quota", "other")
+
+
+@dataclass
+class CallOutcome:
+    """What one judge call (all its attempts) produced."""
+
+    raw_text: str | None
+    error: str | None = None
+    error_class: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    attempts: int = 0
+    judged_at: dt.datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the judge answered (whatever it answered)."""
+        return self.error_class is None
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def classify_error(exc: BaseException) -> str:
+    """The error class of an exception raised by a litellm call (its cause chain included: litellm
+    reports a refused connection as a 500 whose cause is the connection error)."""
+    import httpx
+    import openai
+
+    from evaluation.client import configure
+
+    litellm = configure()
+    chain = _causes(exc)
+    if any(isinstance(e, (TimeoutError, openai.APITimeoutError)) for e in chain):  # litellm.Timeout among them
+        return "timeout"
+    if any(isinstance(e, (openai.APIConnectionError, ConnectionError, httpx.ConnectError)) for e in chain[1:]):
+        return "connection"
+    if isinstance(exc, litellm.RateLimitError):
+        return "quota" if _mentions_quota(exc) else "rate_limit"
+    if isinstance(exc, litellm.APIConnectionError):
+        return "connection"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (by_status := status_error_class(status, str(exc))) is not None:
+        return by_status
+    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
+        return "server_error"
+    if isinstance(exc, litellm.BadRequestError):
+        return "bad_request"
+    if isinstance(exc, (ConnectionError, OSError)):
+        return "connection"
+    return "other"
+
+
+def status_error_class(status: int, message: str = "") -> str | None:
+    """The error class of an HTTP error status (``message``: the error's text, which tells a spent
+    quota from a rate limit); None for a status that is no error."""
+    if status == 429:
+        return "quota" if _mentions_quota(message) else "rate_limit"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server_error"
+    if 400 <= status < 500:
+        return "bad_request"
+    return None
+
+
+def _mentions_quota(exc: BaseException | str) -> bool:
+    text = str(exc).lower()
+    return "insufficient_quota" in text or "exceeded your current quota" in text or "quota exceeded" in text
+
+
+def _headers(exc: BaseException) -> Any:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    return headers or getattr(exc, "litellm_response_headers", None) or None
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` first, as OpenAI
+    sends it), when the error carries one."""
+    headers = _headers(exc)
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        if parsed is None:
+            return None
+        return max(0.0, (parsed - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def rate_limit_headers(exc: BaseException) -> dict[str, float]:
+    """The provider's limits per minute stated by an error's ``x-ratelimit-limit-requests`` and
+    ``x-ratelimit-limit-tokens`` headers (OpenAI's, also sent by vLLM and many proxies)."""
+    headers = _headers(exc)
+    limits: dict[str, float] = {}
+    if not headers:
+        return limits
+    for kind in ("requests", "tokens"):
+        value = headers.get(f"x-ratelimit-limit-{kind}")
+        try:
+            number = float(value) if value is not None else 0.0
+        except ValueError:
+            continue
+        if number > 0:
+            limits[kind] = number
+    return limits
+
+
+def error_message(exc: BaseException, secret: str | None) -> str:
+    """The exception's type and text on one line, at most 300 characters, ``secret`` masked."""
+    message = " ".join(str(exc).split())
+    # Mask before the cut (a key cut in two would no longer match). A placeholder key of a
+    # keyless server ("EMPTY") is no secret, and masking it would garble the message.
+    if secret and len(secret) >= 8:
+        message = message.replace(secret, "***")
+    return f"{type(exc).__name__}: {message[:300]}"
