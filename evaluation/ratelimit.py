@@ -34,10 +34,7 @@ def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """Prompt tokens of chat messages, estimated at four characters a token plus a few per
     message: cheap (no tokenizer on the event loop) and close enough for a budget whose
     estimates are corrected with the usage the provider returns."""
-    chars = 0
-    for message in messages:
-        content = message.get("content")
-        chars += len(content) if isinstance(content, str) else len(str(content or ""))
+    chars = sum(len(str(message.get("content") or "")) for message in messages)
     return chars // 4 + 4 * len(messages) + 3
 
 
@@ -62,9 +59,9 @@ class TokenBucket:
         self.level = min(self.capacity, self.level + (now - self.updated) * self.rate_per_s)
         self.updated = now
 
-    def reserve(self, amount: float, now: float | None = None) -> float:
+    def reserve(self, amount: float, now: float) -> float:
         """Take ``amount``; the seconds to wait before using it (0 when the bucket covered it)."""
-        self.refill(time.monotonic() if now is None else now)
+        self.refill(now)
         self.level -= amount
         return 0.0 if self.level >= 0 else -self.level / self.rate_per_s
 
@@ -85,17 +82,12 @@ class RateBudget:
         self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s) if self.tpm else None
         self._output_mean = float(DEFAULT_OUTPUT_TOKENS)
         self._observed = 0
-        self.waited_s = 0.0  #: seconds spent waiting for the budget, over every call
-
-    def __bool__(self) -> bool:
-        return self.requests is not None or self.tokens is not None
 
     def __repr__(self) -> str:
         return f"RateBudget(rpm={self.rpm}, tpm={self.tpm})"
 
     def share(self, parts: int) -> RateBudget:
         """This budget split evenly over ``parts`` event loops (worker processes)."""
-        parts = max(1, parts)
         return RateBudget(self.rpm / parts if self.rpm else None, self.tpm / parts if self.tpm else None,
                           burst_s=self.burst_s)
 
@@ -113,12 +105,11 @@ class RateBudget:
         if self.tokens is not None:
             wait = max(wait, self.tokens.reserve(float(tokens), now))
         if wait > 0:
-            self.waited_s += wait
             await asyncio.sleep(wait)
 
-    def settle(self, reserved: int, used: int, output_tokens: int | None = None) -> None:
+    def settle(self, reserved: int, used: int, output_tokens: int) -> None:
         """Correct a reservation of ``reserved`` tokens with the ``used`` ones the provider counted."""
-        if output_tokens is not None and output_tokens > 0:
+        if output_tokens > 0:
             self._observed += 1
             weight = 1.0 / min(self._observed, 20)
             self._output_mean += (output_tokens - self._output_mean) * weight
@@ -135,13 +126,9 @@ class AdaptiveLimit:
         self.in_flight = 0
         self.epoch = 0
         self.pause_until = 0.0
-        self.throttles = 0  #: 429s seen
         self.decreases = 0  #: times the limit was halved
         self._successes = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    def __repr__(self) -> str:
-        return f"AdaptiveLimit(limit={self.limit}, maximum={self.maximum}, in_flight={self.in_flight})"
 
     async def acquire(self, retry: bool = False) -> int:
         """Wait for a slot (and the end of a pause); returns the epoch to hand back on release.
@@ -195,7 +182,6 @@ class AdaptiveLimit:
     def throttled(self, epoch: int, retry_after_s: float | None = None) -> None:
         """A call sent in ``epoch`` got a 429: halve the limit (once per epoch) and pause new
         attempts for ``retry_after_s``. The caller still releases its slot."""
-        self.throttles += 1
         if epoch == self.epoch:
             self.epoch += 1
             self.decreases += 1
