@@ -359,7 +359,7 @@ class JudgeClient:
     async def probe(self) -> CallOutcome:
         """One call of a few tokens, with the usual retries, that tells a usable judge model from
         one that is not: a model litellm cannot resolve, an unknown model or a bad key fail it
-        with a non-retryable error class (see :func:`classify_error`)."""
+        with a non-retryable error class (see :func:`~evaluation.outcome.classify_error`)."""
         return await self.call(PROBE_PROMPT, max_tokens=8)
 
     async def call(self, prompt: RenderedPrompt, *, max_tokens: int | None = None) -> CallOutcome:

@@ -1,7 +1,6 @@
-"""What one judge call produced (:class:`CallOutcome`), and the class of a failed call's error:
-rate_limit, server_error, timeout, connection, bad_request, quota, other; the first four are
-retried (:data:`RETRYABLE`). A failed call is an outcome, never an exception: the caller turns it
-into a ``call_error`` row with its error class.
+"""What one judge call produced (:class:`CallOutcome`), and the class of a failed call's error
+(:data:`ERROR_CLASSES`; the client retries :data:`RETRYABLE`). A failed call is an outcome, never
+an exception: the caller turns it into a ``call_error`` row with its error class.
 """
 
 from __future__ import annotations
