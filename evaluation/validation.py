@@ -284,11 +284,10 @@ def _run(
                 f"{day}: expectation {config.type} {dict(config.kwargs)} could not run: "
                 f"{info.get('exception_message')}"
             )
-        index_list = item.result.pop("unexpected_index_list", None) or []
-        # With exclude_unexpected_values the "partial" list holds every id as well.
-        item.result.pop("partial_unexpected_index_list", None)
-        item.result.pop("unexpected_index_query", None)
-        failing.append(_row_ids(index_list))
+        # exclude_unexpected_values gives [{"_row": [ids...]}], and the "partial" list holds every id as well.
+        failing.append([int(index) for index in _landed_ids(item.result)])
+        for key in ("unexpected_index_list", "partial_unexpected_index_list", "unexpected_index_query"):
+            item.result.pop(key, None)
         metas.append(dict(config.meta or {}))
         if not item.success and "unexpected_count" in item.result and not failing[-1]:
             raise ValidationError(f"{day}: {config.type} failed without naming its rows")
@@ -297,13 +296,6 @@ def _run(
         if "unexpected_count" in item_json["result"]:
             _set_landed_ids(item_json["result"], ids[:_LANDED_IDS])
     return result_json, list(zip(metas, failing, strict=True))
-
-
-def _row_ids(index_list: list[dict[str, Any]]) -> list[int]:
-    # exclude_unexpected_values gives [{"_row": [ids...]}]; without it, one dict per failing row.
-    if len(index_list) == 1 and isinstance(index_list[0].get(ROW_INDEX), list):
-        return [int(index) for index in index_list[0][ROW_INDEX]]
-    return [int(entry[ROW_INDEX]) for entry in index_list]
 
 
 def _landed_ids(result: dict[str, Any]) -> list[int]:
@@ -412,36 +404,6 @@ def _rejects(
         )
         for pos in range(len(failed_ids))
     ]
-
-
-def _table_failures(
-    day: dt.date,
-    result: dict[str, Any],
-    *,
-    input_records: int,
-    rejected: int,
-    max_reject_ratio: float,
-    input_objects: int | None,
-) -> list[str]:
-    failures = []
-    for item in result["results"]:
-        if item["success"]:
-            continue
-        rule = item["expectation_config"]["meta"]["rule"]
-        if rule == "not_empty":
-            if input_objects:
-                failures.append(f"{day}: no input records ({input_objects} objects, all empty)")
-            else:
-                failures.append(f"{day}: no input objects")
-        elif rule == "reject_ratio":
-            ratio = item["result"]["observed_value"]
-            failures.append(
-                f"{day}: reject ratio {ratio:.4g} ({rejected} of {input_records}) "
-                f"exceeds max_reject_ratio {max_reject_ratio:g}"
-            )
-        else:
-            raise ValidationError(f"{day}: no message known for table rule {rule!r}")
-    return failures
 
 
 # --------------------------------------------------------------------------------------------
@@ -582,25 +544,14 @@ class DayValidator:
         input_records = self.rows + self.ingest_rejects
         rejected = self.ingest_rejects + self.failed_rows
         # One flag per input record (1 = rejected): a small column even for a large day.
-        outcome_flags = pd.DataFrame(
-            {
-                REJECTED_COLUMN: np.concatenate(
-                    [np.ones(rejected, np.int8), np.zeros(input_records - rejected, np.int8)]
-                )
-            }
-        )
+        flags = np.zeros(input_records, np.int8)
+        flags[:rejected] = 1
         table_suite = build_table_suite(
             max_reject_ratio=self.max_reject_ratio, allow_empty=self.allow_empty, has_records=input_records > 0
         )
+        outcome_flags = pd.DataFrame({REJECTED_COLUMN: flags})
         table_result, _ = _run(self.day, _batches().outcomes, outcome_flags, table_suite, _TABLE_RESULT_FORMAT)
-        table_failures = _table_failures(
-            self.day,
-            table_result,
-            input_records=input_records,
-            rejected=rejected,
-            max_reject_ratio=self.max_reject_ratio,
-            input_objects=input_objects,
-        )
+        table_failures = self._table_failures(table_result, input_records, rejected, input_objects)
         logger.info(
             "validated %s: %d input records, %d valid, %d rejected (%d at ingest) in %d batches; table rules %s",
             self.day,
@@ -624,6 +575,29 @@ class DayValidator:
             valid_records=input_records - rejected,
             rejected_records=rejected,
         )
+
+    def _table_failures(
+        self, result: dict[str, Any], input_records: int, rejected: int, input_objects: int | None
+    ) -> list[str]:
+        failures = []
+        for item in result["results"]:
+            if item["success"]:
+                continue
+            rule = item["expectation_config"]["meta"]["rule"]
+            if rule == "not_empty":
+                if input_objects:
+                    failures.append(f"{self.day}: no input records ({input_objects} objects, all empty)")
+                else:
+                    failures.append(f"{self.day}: no input objects")
+            elif rule == "reject_ratio":
+                ratio = item["result"]["observed_value"]
+                failures.append(
+                    f"{self.day}: reject ratio {ratio:.4g} ({rejected} of {input_records}) "
+                    f"exceeds max_reject_ratio {self.max_reject_ratio:g}"
+                )
+            else:
+                raise ValidationError(f"{self.day}: no message known for table rule {rule!r}")
+        return failures
 
 
 def validate(
