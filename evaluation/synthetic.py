@@ -92,32 +92,31 @@ def _context_for(fact: Fact) -> str:
 def _answer(rng: random.Random, fact: Fact, roll: float, good: float, hallucinate: float) -> str:
     """A grounded, hallucinated or refusing answer to ``fact`` by the roll of the model's behaviour."""
     if roll < good:
-        answer = f"The {fact.attribute} of {fact.subject} is {fact.value} [ctx-1]. {fact.detail[:-1]} [ctx-1]."
-    elif roll < good + hallucinate:
-        style = rng.random()
-        if style < 0.4:
-            answer = f"The {fact.attribute} of {fact.subject} is {fact.wrong} [ctx-7]."  # invalid citation
-        elif style < 0.7:
-            claims = [
-                f"The {fact.attribute} of {fact.subject} is {fact.wrong}",
-                "This figure was confirmed by several independent surveys",
-                "Experts consider it one of the most remarkable facts of its kind",
-                "Many visitors are surprised when they learn it",
-                "Textbooks have reported it this way for decades",
-                "It is widely cited in popular science",
-            ]
-            answer = ". ".join(claims[: rng.randint(5, 6)]) + "."  # five or more uncited claims
-        else:
-            answer = f"The {fact.attribute} of {fact.subject} is {fact.wrong}, according to [ctx-1]."
-    else:
-        answer = ("I cannot provide that figure: the retrieved documents do not cover it, so there is "
-                  "insufficient evidence to answer.")
-    return answer
+        return f"The {fact.attribute} of {fact.subject} is {fact.value} [ctx-1]. {fact.detail[:-1]} [ctx-1]."
+    if roll >= good + hallucinate:
+        return ("I cannot provide that figure: the retrieved documents do not cover it, so there is "
+                "insufficient evidence to answer.")
+    style = rng.random()
+    if style < 0.4:
+        return f"The {fact.attribute} of {fact.subject} is {fact.wrong} [ctx-7]."  # invalid citation
+    if style < 0.7:
+        claims = [
+            f"The {fact.attribute} of {fact.subject} is {fact.wrong}",
+            "This figure was confirmed by several independent surveys",
+            "Experts consider it one of the most remarkable facts of its kind",
+            "Many visitors are surprised when they learn it",
+            "Textbooks have reported it this way for decades",
+            "It is widely cited in popular science",
+        ]
+        return ". ".join(claims[: rng.randint(5, 6)]) + "."  # five or more uncited claims
+    return f"The {fact.attribute} of {fact.subject} is {fact.wrong}, according to [ctx-1]."
 
 
-def _record(
-    rng: random.Random, day: dt.date, index: int, model: str, behaviour: Mapping[str, tuple[float, float, float]]
-) -> dict[str, Any]:
+#: Per model, the chances of :data:`MODEL_BEHAVIOUR` to use instead.
+Behaviour = Mapping[str, tuple[float, float, float]]
+
+
+def _record(rng: random.Random, day: dt.date, index: int, model: str, behaviour: Behaviour) -> dict[str, Any]:
     fact = FACTS[rng.randrange(len(FACTS))]
     good, hallucinate, _ = MODEL_BEHAVIOUR[model]
     roll = rng.random()
@@ -177,9 +176,6 @@ def bad_lines(day: dt.date) -> list[tuple[str, str]]:
         (json.dumps({**base, "record_id": "bad-contexts", "timestamp": ts, "question": "Why?",
                      "contexts": [{"id": "c"}]}), "contexts"),
     ]
-
-
-Behaviour = Mapping[str, tuple[float, float, float]]
 
 
 def generate_day(
