@@ -148,29 +148,22 @@ def _sentences(text: str) -> list[list[str]]:
     return [words for words in (content_words(s) for s in _SENTENCE.split(_uncited(text))) if words]
 
 
-def support(answer: str, context: str) -> float:
-    """The share of the answer's content words found in the context, times :data:`SUPPORT_DECAY`
-    per word that is not (0.0 for an answer with no content word)."""
-    vocabulary = set(content_words(context))
-    words = content_words(_uncited(answer))
-    if not words:
-        return 0.0
-    missing = sum(1 for w in words if w not in vocabulary)
-    return (len(words) - missing) / len(words) * SUPPORT_DECAY**missing
-
-
 def faithfulness(answer: str, context: str, question: str = "") -> float:
     """How much of the answer the context holds (see the module docstring)."""
     if is_refusal(answer):
         return 1.0
-    if not content_words(context):
+    vocabulary = set(content_words(context))
+    if not vocabulary:
         return 0.0
-    if not content_words(_uncited(answer)):
+    uncited = _uncited(answer)
+    words = content_words(uncited)
+    if not words:
         return 1.0 if is_polar_answer(question, answer) else 0.0
     context_numbers = set(_NUMBER.findall(context))
-    if any(n not in context_numbers for n in _NUMBER.findall(_uncited(answer))):
+    if any(n not in context_numbers for n in _NUMBER.findall(uncited)):
         return 0.0  # a figure the evidence does not hold: a critical fact
-    value = support(answer, context)
+    missing = sum(1 for w in words if w not in vocabulary)
+    value = (len(words) - missing) / len(words) * SUPPORT_DECAY**missing
     if value < UNSUPPORTED_BELOW:  # unsupported: kept in order, below anything a supported answer gets
         return UNSUPPORTED_CEILING * value / UNSUPPORTED_BELOW
     return value
