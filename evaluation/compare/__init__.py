@@ -51,34 +51,25 @@ so the same spec over the same data gives identical tables whatever order they a
 """
 
 from evaluation.compare.compute import (
-                                        ALPHA,
-                                        JUDGE_METRICS,
-                                        P_ADJUST,
-                                        P_ADJUSTMENTS,
-                                        DeltaEstimate,
-                                        adjust_p_values,
-                                        benjamini_hochberg,
-                                        bootstrap_means,
-                                        compare_metrics,
-                                        compare_verdicts,
-                                        holm,
-                                        judge_sample,
-                                        landed_rows,
-                                        mean_interval,
-                                        paired_questions,
-                                        paired_test,
-                                        rng_for,
-                                        run_comparison,
-                                        sample_records,
-                                        sampled_valid_records,
-                                        unpaired_test,
+    ALPHA,
+    adjust_p_values,
+    benjamini_hochberg,
+    bootstrap_means,
+    compare_metrics,
+    holm,
+    judge_sample,
+    paired_questions,
+    paired_test,
+    rng_for,
+    run_comparison,
+    sample_records,
+    sampled_valid_records,
+    unpaired_test,
 )
-from evaluation.compare.render import render_report
-from evaluation.compare.spec import METRICS_SCHEMA, VERDICTS_SCHEMA, ComparisonError, ComparisonSpec
-from evaluation.contract import question_key
+from evaluation.contract import ComparisonError, ComparisonSpec, question_key
+from evaluation.stages.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
-__all__ = ["ALPHA", "JUDGE_METRICS", "METRICS_SCHEMA", "P_ADJUST", "P_ADJUSTMENTS", "VERDICTS_SCHEMA", "ComparisonError",
-           "ComparisonSpec", "DeltaEstimate", "adjust_p_values", "benjamini_hochberg", "bootstrap_means",
-           "compare_metrics", "compare_verdicts", "holm", "judge_sample", "landed_rows", "mean_interval",
-           "paired_questions", "paired_test", "question_key", "render_report", "rng_for", "run_comparison", "sample_records",
-           "sampled_valid_records", "unpaired_test"]
+__all__ = ["ALPHA", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "adjust_p_values",
+           "benjamini_hochberg", "bootstrap_means", "compare_metrics", "holm", "judge_sample", "paired_questions",
+           "paired_test", "question_key", "rng_for", "run_comparison", "sample_records", "sampled_valid_records",
+           "unpaired_test"]

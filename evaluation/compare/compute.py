@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +16,9 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.compare.render import render_report
-from evaluation.compare.spec import METRICS_SCHEMA, VERDICTS_SCHEMA, ComparisonError, ComparisonSpec
-from evaluation.contract import VERDICTS, question_key
+from evaluation.contract import VERDICTS, ComparisonError, ComparisonSpec, RunConfig, question_key
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks
+from evaluation.stages.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +68,9 @@ def rng_for(seed: int, *parts: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, *words]))
 
 
-def _batches(total: int, width: int) -> Iterator[int]:
-    step = max(1, _BATCH_CELLS // max(width, 1))
+def batches(total: int, width: int, cells: int = _BATCH_CELLS) -> Iterator[int]:
+    """Sizes of the batches of ``total`` draws of ``width`` values each, at most ``cells`` values a batch."""
+    step = max(1, cells // max(width, 1))
     for start in range(0, total, step):
         yield min(step, total - start)
 
@@ -84,14 +84,15 @@ def _bootstrap_moments(values: np.ndarray, rng: np.random.Generator, resamples: 
     """Means and sample variances (ddof 1; 0 for one value) of bootstrap resamples."""
     n = values.size
     means, variances = [], []
-    for k in _batches(resamples, n):
+    for k in batches(resamples, n):
         drawn = values[rng.integers(0, n, size=(k, n))]
         means.append(drawn.mean(axis=1))
         variances.append(drawn.var(axis=1, ddof=1) if n > 1 else np.zeros(k))
     return np.concatenate(means), np.concatenate(variances)
 
 
-def _interval(draws: np.ndarray) -> tuple[float, float]:
+def percentile_interval(draws: np.ndarray) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap draws."""
     low, high = np.quantile(draws, [0.025, 0.975])
     return float(low), float(high)
 
@@ -105,7 +106,7 @@ def _effect(observed: float, spread: float, draws: np.ndarray) -> tuple[float | 
     if not spread > TIE_TOLERANCE:
         return None, None, None
     finite = draws[np.isfinite(draws)]
-    low, high = _interval(finite) if finite.size else (None, None)
+    low, high = percentile_interval(finite) if finite.size else (None, None)
     return observed / spread, low, high
 
 
@@ -118,7 +119,7 @@ def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int) 
     """95% percentile bootstrap interval of the mean."""
     if values.size == 1:
         return float(values[0]), float(values[0])
-    return _interval(bootstrap_means(values, rng, resamples))
+    return percentile_interval(bootstrap_means(values, rng, resamples))
 
 
 def _sd(values: np.ndarray) -> float:
@@ -131,9 +132,9 @@ def paired_test(differences: np.ndarray, rng: np.random.Generator, resamples: in
     n = differences.size
     observed = float(differences.mean())
     means, variances = _bootstrap_moments(differences, rng, resamples)
-    low, high = _interval(means)
+    low, high = percentile_interval(means)
     extreme = 0
-    for k in _batches(resamples, n):
+    for k in batches(resamples, n):
         signs = rng.integers(0, 2, size=(k, n)) * 2 - 1
         extreme += _as_extreme((signs * differences).mean(axis=1), observed)
     effect = _effect(observed, _sd(differences), _standardised(means, np.sqrt(variances)))
@@ -153,11 +154,11 @@ def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Gener
     mine, mine_var = _bootstrap_moments(sample, rng, resamples)
     base, base_var = _bootstrap_moments(baseline, rng, resamples)
     draws = mine - base
-    low, high = _interval(draws)
+    low, high = percentile_interval(draws)
     pooled = np.concatenate([sample, baseline])
     size = sample.size
     extreme = 0
-    for k in _batches(resamples, pooled.size):
+    for k in batches(resamples, pooled.size):
         shuffled = rng.permuted(np.broadcast_to(pooled, (k, pooled.size)), axis=1)
         extreme += _as_extreme(shuffled[:, :size].mean(axis=1) - shuffled[:, size:].mean(axis=1), observed)
     spread = float(_pooled_sd(sample.size, _sd(sample) ** 2, baseline.size, _sd(baseline) ** 2))
@@ -207,12 +208,8 @@ def adjust_p_values(p_values: np.ndarray, method: str = P_ADJUST) -> np.ndarray:
 # Rows to compare
 
 
-def _record_hash(seed: int, model: str, day: dt.date, record_id: str) -> str:
-    return hashlib.sha256(f"{seed}\x1f{model}\x1f{day.isoformat()}\x1f{record_id}".encode()).hexdigest()
-
-
-def _question_hash(seed: int, key: str) -> str:
-    return hashlib.sha256(f"{seed}\x1fquestion\x1f{key}".encode()).hexdigest()
+def _seeded_hash(seed: int, *parts: object) -> str:
+    return hashlib.sha256("\x1f".join(map(str, (seed, *parts))).encode()).hexdigest()
 
 
 def _with_question_keys(records: pl.DataFrame) -> pl.DataFrame:
@@ -241,8 +238,8 @@ def sample_records(records: pl.DataFrame, per_model: int | None, seed: int) -> p
         keys.drop_nulls("question_key").group_by("question_key").agg(pl.col("model").n_unique())
         .filter(pl.col("model") == models)["question_key"]
     )
-    record_ranks = [_record_hash(seed, m, d, r) for d, r, m, _ in keys.iter_rows()]
-    question_ranks = [record_ranks[i] if q is None else _question_hash(seed, q)
+    record_ranks = [_seeded_hash(seed, m, d.isoformat(), r) for d, r, m, _ in keys.iter_rows()]
+    question_ranks = [record_ranks[i] if q is None else _seeded_hash(seed, "question", q)
                       for i, (_, _, _, q) in enumerate(keys.iter_rows())]
     return (
         keys.with_columns(
@@ -377,8 +374,44 @@ def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, bat
     return records.select(pl.exclude("dt"), "dt").sort("dt", "record_id")
 
 
-def _judging_key(comparison_id: str) -> str:
-    return storage.comparison_key(comparison_id, "judging.json")
+def judge_by_day(
+    cfg: RunConfig, stores: Any, records: pl.DataFrame, *, api_key: str | None,
+    call_parameters: dict[str, Any] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
+    """Judge ``records`` (with their day in ``dt``) through the pipeline's own chunk stage, a day at
+    a time under ``_work/dt=.../run=<cfg.run_id>/``: the parsed rows and judge calls (with ``dt``),
+    and the calls made and reused.
+
+    Chunks are staged in content-key order, as the daily plan stages them: each chunk reads only the
+    day's ledger objects of its own key range (see evaluation.ledger), so replies already paid for
+    are reused and a retry pays only for calls not made yet. With ``call_parameters`` the day's plan
+    record carries them: a chunk whose replies are all in the ledger then sets up no judge client
+    (nor litellm, seconds to import)."""
+    from evaluation import stages
+    from evaluation.stages._run import CostEstimate, PlanRecord, write_record
+
+    judged: list[pl.DataFrame] = []
+    calls: list[pl.DataFrame] = []
+    made = reused = 0
+    for (day,), day_records in records.group_by("dt", maintain_order=True):
+        day_cfg = cfg.model_copy(update={"date": day})
+        staged = day_records.drop("dt").with_columns(sampled=pl.lit(True))
+        chunks = stages.stage_chunks(day_cfg, stores, stages.in_key_order(staged, cfg.chunk_size))
+        if call_parameters is not None:
+            write_record(day_cfg, stores, "plan", PlanRecord(
+                chunks=len(chunks), chunk_size=cfg.chunk_size, sampled=staged.height,
+                estimate=CostEstimate(records=staged.height, prompt_tokens=0, cost_usd=0.0, sampled_records=0),
+                call_parameters=call_parameters, seconds=0.0))
+        for chunk in chunks:
+            result = stages.judge_chunk(day_cfg, stores, chunk.index, api_key=api_key)
+            made += result.calls_made
+            reused += result.reused
+            for kind, parts in (("judged", judged), ("calls", calls)):
+                key = storage.chunk_key(day, cfg.run_id, kind, chunk.index)
+                parts.append(storage.read_parquet(stores.out, key).with_columns(dt=pl.lit(day, dtype=pl.Date)))
+        stores.out.delete_prefix(storage.work_prefix(day, cfg.run_id))
+    call_table = pl.concat(calls, how="vertical_relaxed").select("dt", pl.exclude("dt"))
+    return pl.concat(judged, how="vertical_relaxed"), call_table, made, reused
 
 
 def judge_sample(
@@ -388,58 +421,35 @@ def judge_sample(
     comparison_id: str,
     raw_store: storage.Store,
     api_key: str | None = None,
-    chunk_size: int = 500,
 ) -> dict[str, Any]:
     """Re-judge a seeded sample of each model's valid records with ``spec.judge_model`` and land
-    them as the comparison's ``evaluations.parquet`` and ``judge_calls.parquet``.
-
-    Runs the pipeline's own chunk stage under ``_work/dt=.../run=comparison-<id>/``, so replies
-    already paid for (the day's ledger) are reused: a retry pays only for calls not made yet.
-    """
+    them as the comparison's ``evaluations.parquet`` and ``judge_calls.parquet``
+    (:func:`judge_by_day`: a retry pays only for calls not made yet)."""
     from evaluation import stages
-    from evaluation.contract import EVALUATION_COLUMNS, RunConfig
+    from evaluation.contract import EVALUATION_COLUMNS
     from evaluation.judges import score_table
 
     if spec.judge_model is None:
         raise ComparisonError(f"comparison {comparison_id}: judge_sample needs a judge_model")
-    run_id = f"comparison-{comparison_id}"
     records = sampled_valid_records(raw_store, spec)
-    stores = stages.Stores(raw=raw_store, out=store)
-    judged: list[pl.DataFrame] = []
-    calls: list[pl.DataFrame] = []
-    for (day,), day_records in records.group_by("dt", maintain_order=True):
-        cfg = RunConfig(
-            date=day, input_uri=raw_store.root, output_uri=store.root, run_id=run_id, trigger="comparison",
-            judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base,
-            concurrency=spec.concurrency, thresholds=spec.thresholds, chunk_size=chunk_size,
-        )
-        if not judged:  # fail before paying: an unusable judge model stops the comparison here
-            try:
-                stages.probe_judge(stages.judge_client(cfg, api_key), f"comparison {comparison_id}")
-            except stages.JudgeUnusable as exc:
-                raise ComparisonError(str(exc)) from exc
-        # In content-key order, as the daily plan stages chunks: each chunk reads only the day's
-        # ledger objects of its own key range (see evaluation.ledger).
-        staged = day_records.drop("dt").with_columns(sampled=pl.lit(True))
-        for chunk in stages.stage_chunks(cfg, stores, stages.in_key_order(staged, chunk_size)):
-            index = chunk.index
-            stages.judge_chunk(cfg, stores, index, api_key=api_key)
-            judged.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "judged", index))
-                          .with_columns(dt=pl.lit(day, dtype=pl.Date)))
-            calls.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "calls", index))
-                         .with_columns(dt=pl.lit(day, dtype=pl.Date)))
-        store.delete_prefix(storage.work_prefix(day, run_id))
-    if not judged:
+    if records.is_empty():
         raise ComparisonError(f"comparison {comparison_id} ({spec.describe()}): no valid records to judge")
-    parsed = pl.concat(judged, how="vertical_relaxed")
+    cfg = RunConfig(
+        date=records["dt"][0], input_uri=raw_store.root, output_uri=store.root, run_id=f"comparison-{comparison_id}",
+        trigger="comparison", judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base,
+        concurrency=spec.concurrency, thresholds=spec.thresholds,
+    )
+    try:  # fail before paying: an unusable judge model stops the comparison here
+        stages.probe_judge(stages.judge_client(cfg, api_key), f"comparison {comparison_id}")
+    except stages.JudgeUnusable as exc:
+        raise ComparisonError(str(exc)) from exc
+    parsed, call_table, _, _ = judge_by_day(cfg, stages.Stores(raw=raw_store, out=store), records, api_key=api_key)
     evaluations = (
         score_table(parsed, spec.thresholds)
-        .with_columns(run_id=pl.lit(run_id))
+        .with_columns(run_id=pl.lit(cfg.run_id))
         .select(*EVALUATION_COLUMNS)
         .sort("dt", "record_id", "judge")
     )
-    call_table = pl.concat(calls, how="vertical_relaxed")
-    call_table = call_table.select("dt", pl.exclude("dt"))
     storage.write_parquet(store, storage.comparison_key(comparison_id, "evaluations.parquet"), evaluations)
     storage.write_parquet(store, storage.comparison_key(comparison_id, "judge_calls.parquet"), call_table)
     counts = {
@@ -451,7 +461,8 @@ def judge_sample(
         "calls_made": int((call_table["attempts"] > 0).sum()) if call_table.height else 0,
         "cost_usd": round(float(evaluations["cost_usd"].sum()), 6),
     }
-    storage.write_json(store, _judging_key(comparison_id), {"spec": spec.model_dump(mode="json"), **counts})
+    storage.write_json(store, storage.comparison_key(comparison_id, "judging.json"),
+                       {"spec": spec.model_dump(mode="json"), **counts})
     logger.info("comparison %s: re-judged %d records with %s: %s", comparison_id, records.height, spec.judge_model, counts)
     return counts
 
@@ -459,7 +470,7 @@ def judge_sample(
 def _rejudged_rows(store: storage.Store, spec: ComparisonSpec, comparison_id: str) -> pl.DataFrame | None:
     """The landed re-judged sample of this comparison, when it was judged for this very spec."""
     key = storage.comparison_key(comparison_id, "evaluations.parquet")
-    marker = _judging_key(comparison_id)
+    marker = storage.comparison_key(comparison_id, "judging.json")
     if not (store.exists(key) and store.exists(marker)):
         return None
     judged = dict(storage.read_json(store, marker).get("spec") or {})
@@ -664,19 +675,19 @@ def run_comparison(
         "paired_questions": paired,
         "p_adjust": spec.p_adjust,
         "rows": rows.height,
-        "deltas": _deltas(metrics),
+        "deltas": rounded_rows(metrics.filter(~pl.col("is_baseline")), _DELTA_COLUMNS),
     }
     logger.info("comparison %s landed at %s", comparison_id, result["uri"])
     return result
 
 
-def _rounded(value: Any, digits: int = 4) -> Any:
-    return round(value, digits) if isinstance(value, float) and math.isfinite(value) else value
+#: The figures of a delta that :func:`run_comparison` returns (and the CLI prints).
+_DELTA_COLUMNS = ["judge", "metric", "model", "n", "mean", "delta", "delta_ci_low", "delta_ci_high", "p_value",
+                  "p_adjusted", "effect_size", "effect_size_ci_low", "effect_size_ci_high", "test", "significant",
+                  "n_pairs", "wins", "ties", "losses"]
 
 
-def _deltas(metrics: pl.DataFrame) -> list[dict[str, Any]]:
-    columns = ["judge", "metric", "model", "n", "mean", "delta", "delta_ci_low", "delta_ci_high", "p_value",
-               "p_adjusted", "effect_size", "effect_size_ci_low", "effect_size_ci_high", "test", "significant",
-               "n_pairs", "wins", "ties", "losses"]
-    rows = metrics.filter(~pl.col("is_baseline")).select(columns).iter_rows(named=True)
-    return [{k: _rounded(v) for k, v in row.items()} for row in rows]
+def rounded_rows(table: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    """The rows of ``table``'s ``columns``, floats rounded to 4 digits (a summary to print)."""
+    return [{k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+            for row in table.select(columns).iter_rows(named=True)]

@@ -11,8 +11,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import charts
-from evaluation.compare.spec import ComparisonSpec
-from evaluation.contract import JUDGE_STATUSES, VERDICTS
+from evaluation.contract import JUDGE_STATUSES, VERDICTS, ComparisonSpec
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
