@@ -29,7 +29,8 @@ import polars as pl
 
 from evaluation.calibration import metrics
 from evaluation.calibration.spec import CalibrationSpec
-from evaluation.contract import JUDGE_STATUSES, RULES_VERSION, VERDICTS
+from evaluation.compare.compute import rng_for
+from evaluation.contract import JUDGE_STATUSES, RULES_VERSION, VERDICTS, Thresholds
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS
 from evaluation.stages.schemas import CALIBRATIONS_SCHEMA
 
@@ -39,13 +40,6 @@ JUDGE_METRICS: dict[str, tuple[str, ...]] = {
     "masis": ("score", *MASIS_DIMENSIONS),
     "prompt": ("score",),
 }
-
-
-def rng_for(seed: int, *parts: str) -> np.random.Generator:
-    """A Generator seeded by ``seed`` and the names of what it draws for (order independent)."""
-    from evaluation.compare import rng_for as seeded
-
-    return seeded(seed, "calibration", *parts)
 
 
 def forced_fail(judged: pl.DataFrame) -> pl.Expr:
@@ -58,13 +52,9 @@ def forced_fail(judged: pl.DataFrame) -> pl.Expr:
     return (ok & (rag | prompt)).fill_null(False).alias("forced_fail")
 
 
-def _json(counts: dict[str, dict[str, int]]) -> str:
-    return json.dumps(counts, sort_keys=False)
-
-
 def _verdict_label_counts(verdicts: np.ndarray, good: np.ndarray) -> str:
-    return _json({v: {"good": int(((verdicts == v) & good).sum()), "bad": int(((verdicts == v) & ~good).sum())}
-                  for v in VERDICTS})
+    return json.dumps({v: {"good": int(((verdicts == v) & good).sum()), "bad": int(((verdicts == v) & ~good).sum())}
+                       for v in VERDICTS})
 
 
 def _spearman_target(frame: pl.DataFrame, metric: str) -> tuple[str, pl.Series] | None:
@@ -77,10 +67,6 @@ def _spearman_target(frame: pl.DataFrame, metric: str) -> tuple[str, pl.Series] 
     if frame["good"].drop_nulls().len() >= 2:
         return "faithful" if frame["faithful"].drop_nulls().len() else "verdict", frame["good"].cast(pl.Float64)
     return None
-
-
-def _holdout_kappa(flagged: np.ndarray, bad: np.ndarray) -> float | None:
-    return metrics.Detection.of(flagged, bad).kappa if flagged.size else None
 
 
 def metric_row(frame: pl.DataFrame, metric: str, spec: CalibrationSpec, rng: np.random.Generator) -> dict[str, Any]:
@@ -98,19 +84,18 @@ def metric_row(frame: pl.DataFrame, metric: str, spec: CalibrationSpec, rng: np.
         paired = pl.DataFrame({"x": frame[metric], "y": values}).drop_nulls()
         row["spearman"] = metrics.spearman(paired["x"].to_numpy(), paired["y"].to_numpy())
         row["spearman_label"] = label
+    all_values = frame[metric].to_numpy().astype(np.float64)
+    all_split = frame["split"].to_numpy()
     # the score's verdict is the landed one (forcing rules included); another metric is cut like a score
-    forced_all = frame["forced_fail"].to_numpy() if metric == "score" else np.zeros(frame.height, bool)
+    all_forced = frame["forced_fail"].to_numpy() if metric == "score" else np.zeros(frame.height, bool)
     if metric == "score":
-        verdicts_all = frame["verdict"].to_numpy().astype(object)
+        all_verdicts = frame["verdict"].to_numpy().astype(object)
     else:
-        verdicts_all = metrics.verdicts_at(frame[metric].to_numpy(), thresholds.borderline, thresholds.pass_)
+        all_verdicts = metrics.verdicts_at(all_values, thresholds.borderline, thresholds.pass_)
 
     labelled = frame["good"].is_not_null().to_numpy()
-    values = frame[metric].to_numpy()[labelled].astype(np.float64)
+    values, forced, verdicts = all_values[labelled], all_forced[labelled], all_verdicts[labelled]
     good = frame["good"].to_numpy()[labelled].astype(bool)
-    forced = forced_all[labelled]
-    verdicts = verdicts_all[labelled]
-    split = frame["split"].to_numpy()[labelled]
     row.update(n_good=int(good.sum()), n_bad=int((~good).sum()))
     if values.size:
         row["auroc"] = metrics.auroc(values, good)
@@ -122,71 +107,81 @@ def metric_row(frame: pl.DataFrame, metric: str, spec: CalibrationSpec, rng: np.
                    tp=detection.tp, fp=detection.fp, fn=detection.fn, tn=detection.tn,
                    confusion=_verdict_label_counts(verdicts, good))
 
-    expected_mask = frame["verdict_label"].is_not_null().to_numpy()
-    if expected_mask.any():
-        expected = frame["verdict_label"].to_numpy()[expected_mask].astype(object)
-        matrix = metrics.confusion(list(verdicts_all[expected_mask]), list(expected), VERDICTS)
-        row.update(n_expected=int(expected_mask.sum()), verdict_kappa=metrics.kappa_from_confusion(matrix),
+    with_expected = frame["verdict_label"].is_not_null().to_numpy()
+    expected = frame["verdict_label"].to_numpy()[with_expected].astype(object)
+    if expected.size:
+        matrix = metrics.confusion(list(all_verdicts[with_expected]), list(expected), VERDICTS)
+        row.update(n_expected=expected.size, verdict_kappa=metrics.kappa_from_confusion(matrix),
                    verdict_accuracy=float(np.trace(matrix) / matrix.sum()),
-                   verdict_confusion=_json({p: {e: int(matrix[i, j]) for j, e in enumerate(VERDICTS)}
-                                            for i, p in enumerate(VERDICTS)}))
-    row.update(_suggestion(frame, metric, values, good, forced, split, expected_mask, spec))
+                   verdict_confusion=json.dumps({p: {e: int(matrix[i, j]) for j, e in enumerate(VERDICTS)}
+                                                 for i, p in enumerate(VERDICTS)}))
+    if expected.size >= 2:
+        row.update(_verdict_suggestion(all_values[with_expected], expected, all_forced[with_expected],
+                                       all_split[with_expected], spec))
+    elif values.size:
+        suggested_by = "faithful" if frame["faithful"].drop_nulls().len() else "verdict"
+        row.update(_fail_suggestion(values, good, forced, all_split[labelled], spec, suggested_by))
     return row
 
 
-def _suggestion(frame: pl.DataFrame, metric: str, values: np.ndarray, good: np.ndarray, forced: np.ndarray,
-                split: np.ndarray, expected_mask: np.ndarray, spec: CalibrationSpec) -> dict[str, Any]:
-    """Thresholds fitted on the fit split, and the κ they and the current ones give."""
-    thresholds = spec.thresholds
-    current = (thresholds.borderline, thresholds.pass_)
-    if expected_mask.sum() >= 2:  # expected verdicts: both thresholds at once, three-class κ
-        all_forced = frame["forced_fail"].to_numpy() if metric == "score" else np.zeros(frame.height, bool)
-        all_values = frame[metric].to_numpy().astype(np.float64)[expected_mask]
-        expected = frame["verdict_label"].to_numpy()[expected_mask].astype(object)
-        all_forced = all_forced[expected_mask]
-        all_split = frame["split"].to_numpy()[expected_mask]
-        fit, held = all_split == "fit", all_split == "holdout"
-        found = metrics.best_verdict_cuts(all_values[fit], expected[fit], forced=all_forced[fit], prefer=current)
-        out: dict[str, Any] = {"suggested_by": "verdict", "n_fit": int(fit.sum()), "n_holdout": int(held.sum())}
-
-        def kappa_at(mask: np.ndarray, borderline: float, passing: float) -> float | None:
-            if not mask.any():
-                return None
-            predicted = metrics.verdicts_at(all_values[mask], borderline, passing, all_forced[mask])
-            return metrics.kappa_from_confusion(metrics.confusion(list(predicted), list(expected[mask]), VERDICTS))
-
-        out["current_kappa_holdout"] = kappa_at(held, *current)
-        both = metrics.best_verdict_cuts(all_values, expected, forced=all_forced, prefer=current)
-        if both is not None:
-            out.update(best_borderline=both[0].threshold, best_pass=both[1].threshold, best_kappa=both[0].kappa)
-        if found is not None:
-            borderline, passing = found
-            out.update(suggested_borderline=borderline.threshold, suggested_pass=passing.threshold,
-                       suggested_kappa_fit=borderline.kappa,
-                       suggested_kappa_holdout=kappa_at(held, borderline.threshold, passing.threshold))
-        return out
-    if not values.size:
-        return {}
+def _verdict_suggestion(values: np.ndarray, expected: np.ndarray, forced: np.ndarray, split: np.ndarray,
+                        spec: CalibrationSpec) -> dict[str, Any]:
+    """Against expected verdicts: both thresholds fitted at once on the fit split (three-class κ),
+    and the κ they and the current ones give."""
+    current = (spec.thresholds.borderline, spec.thresholds.pass_)
     fit, held = split == "fit", split == "holdout"
-    out = {"suggested_by": "faithful" if frame["faithful"].drop_nulls().len() else "verdict",
-           "n_fit": int(fit.sum()), "n_holdout": int(held.sum())}
-    if held.any():
-        out["current_kappa_holdout"] = _holdout_kappa((values[held] < thresholds.borderline) | forced[held], ~good[held])
-    best = metrics.best_fail_cut(values, good, forced=forced, prefer=thresholds.borderline)
-    if best is not None:  # in-sample, over every labelled row: the ceiling of a threshold on this set
-        best_pass = metrics.best_pass_cut(values, good, forced=forced, prefer=thresholds.pass_, at_least=best.threshold)
-        out.update(best_borderline=best.threshold, best_kappa=best.kappa,
-                   best_pass=best_pass.threshold if best_pass is not None else max(best.threshold, thresholds.pass_))
-    fail_cut = metrics.best_fail_cut(values[fit], good[fit], forced=forced[fit], prefer=thresholds.borderline)
+    out: dict[str, Any] = {"suggested_by": "verdict", "n_fit": int(fit.sum()), "n_holdout": int(held.sum())}
+
+    def kappa_at(mask: np.ndarray, borderline: float, passing: float) -> float | None:
+        if not mask.any():
+            return None
+        predicted = metrics.verdicts_at(values[mask], borderline, passing, forced[mask])
+        return metrics.kappa_from_confusion(metrics.confusion(list(predicted), list(expected[mask]), VERDICTS))
+
+    out["current_kappa_holdout"] = kappa_at(held, *current)
+    both = metrics.best_verdict_cuts(values, expected, forced=forced, prefer=current)
+    if both is not None:
+        out.update(best_borderline=both[0].threshold, best_pass=both[1].threshold, best_kappa=both[0].kappa)
+    found = metrics.best_verdict_cuts(values[fit], expected[fit], forced=forced[fit], prefer=current)
+    if found is not None:
+        borderline, passing = found
+        out.update(suggested_borderline=borderline.threshold, suggested_pass=passing.threshold,
+                   suggested_kappa_fit=borderline.kappa,
+                   suggested_kappa_holdout=kappa_at(held, borderline.threshold, passing.threshold))
+    return out
+
+
+def _fail_and_pass_cuts(values: np.ndarray, good: np.ndarray, forced: np.ndarray,
+                        thresholds: Thresholds) -> tuple[metrics.Cut, float] | None:
+    """The κ-maximising borderline cut for ``fail``, and the κ-maximising pass threshold at or above
+    it (else the current one, raised to the cut)."""
+    fail_cut = metrics.best_fail_cut(values, good, forced=forced, prefer=thresholds.borderline)
     if fail_cut is None:
-        return out
-    pass_cut = metrics.best_pass_cut(values[fit], good[fit], forced=forced[fit], prefer=thresholds.pass_,
-                                     at_least=fail_cut.threshold)
-    out.update(suggested_borderline=fail_cut.threshold,
-               suggested_pass=pass_cut.threshold if pass_cut is not None else max(fail_cut.threshold, thresholds.pass_),
-               suggested_kappa_fit=fail_cut.kappa)
-    if held.any():
-        out["suggested_kappa_holdout"] = _holdout_kappa((values[held] < fail_cut.threshold) | forced[held], ~good[held])
+        return None
+    pass_cut = metrics.best_pass_cut(values, good, forced=forced, prefer=thresholds.pass_, at_least=fail_cut.threshold)
+    return fail_cut, pass_cut.threshold if pass_cut is not None else max(fail_cut.threshold, thresholds.pass_)
+
+
+def _fail_suggestion(values: np.ndarray, good: np.ndarray, forced: np.ndarray, split: np.ndarray,
+                     spec: CalibrationSpec, suggested_by: str) -> dict[str, Any]:
+    """Against the binary label: the thresholds fitted on the fit split, and the κ of ``fail`` they
+    and the current ones give."""
+    thresholds = spec.thresholds
+    fit, held = split == "fit", split == "holdout"
+    out: dict[str, Any] = {"suggested_by": suggested_by, "n_fit": int(fit.sum()), "n_holdout": int(held.sum())}
+
+    def kappa_held(borderline: float) -> float | None:
+        return metrics.Detection.of((values[held] < borderline) | forced[held], ~good[held]).kappa if held.any() else None
+
+    out["current_kappa_holdout"] = kappa_held(thresholds.borderline)
+    best = _fail_and_pass_cuts(values, good, forced, thresholds)
+    if best is not None:  # in-sample, over every labelled row: the ceiling of a threshold on this set
+        out.update(best_borderline=best[0].threshold, best_kappa=best[0].kappa, best_pass=best[1])
+    fitted = _fail_and_pass_cuts(values[fit], good[fit], forced[fit], thresholds)
+    if fitted is not None:
+        fail_cut, suggested_pass = fitted
+        out.update(suggested_borderline=fail_cut.threshold, suggested_pass=suggested_pass,
+                   suggested_kappa_fit=fail_cut.kappa, suggested_kappa_holdout=kappa_held(fail_cut.threshold))
     return out
 
 
@@ -226,7 +221,7 @@ def calibration_rows(
         }
         ok = judged.filter((pl.col("judge_status") == "ok") & pl.col("score").is_not_null())
         for metric in JUDGE_METRICS[judge]:
-            out.append({**base, **metric_row(ok, metric, spec, rng_for(spec.seed, judge, metric))})
+            out.append({**base, **metric_row(ok, metric, spec, rng_for(spec.seed, "calibration", judge, metric))})
     return pl.DataFrame(out, schema=CALIBRATIONS_SCHEMA)
 
 

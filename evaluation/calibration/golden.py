@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.calibration.spec import LABEL_FIELDS, CalibrationError, CalibrationSpec
+from evaluation.calibration.spec import LABEL_FIELDS, CalibrationSpec
 from evaluation.contract import VERDICTS
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
 from evaluation.normalise import _type_name as _kind
@@ -132,7 +132,6 @@ class GoldenSet:
     """A golden set as read: its valid labelled records, their labels, and every reject."""
 
     name: str
-    uri: str
     records: pl.DataFrame  #: RECORD_SCHEMA
     labels: pl.DataFrame  #: LABELS_SCHEMA
     rejects: pl.DataFrame  #: REJECT_SCHEMA
@@ -151,7 +150,7 @@ def _objects(store: storage.Store) -> list[storage.ObjectInfo]:
 
 
 def _read_labels(store: storage.Store, objects: list[storage.ObjectInfo]) -> dict[tuple[str, int], tuple[Any, ...]]:
-    """``(source_uri, line_no) -> (labels or None, problems, record_id, raw)`` for every parsed record."""
+    """``(source_uri, line_no) -> (labels or None, problems, raw)`` for every parsed record."""
     from evaluation.ingest import iter_object
     from evaluation.stages.ingest import raw_sources
 
@@ -162,8 +161,7 @@ def _read_labels(store: storage.Store, objects: list[storage.ObjectInfo]) -> dic
                 if isinstance(item, tuple):
                     line_no, obj, raw = item
                     labels, problems = label_problems(obj.get("labels"))
-                    record_id = obj.get("record_id") if isinstance(obj.get("record_id"), str) else None
-                    found[(source_uri, line_no)] = (labels, problems, record_id, raw)
+                    found[(source_uri, line_no)] = (labels, problems, raw)
     return found
 
 
@@ -196,7 +194,7 @@ def read_golden_set(store: storage.Store, spec: CalibrationSpec, *, run_id: str)
     keep: list[bool] = []
     label_rows: list[dict[str, Any]] = []
     for uri, line_no, record_id in valid.select("source_uri", "line_no", "record_id").iter_rows():
-        found, problems, _, raw = labels[(uri, line_no)]
+        found, problems, raw = labels[(uri, line_no)]
         keep.append(not problems)
         if problems:
             rejects.append(Reject(source_uri=uri, line_no=line_no, record_id=record_id, raw=truncate_raw(raw),
@@ -226,12 +224,6 @@ def read_golden_set(store: storage.Store, spec: CalibrationSpec, *, run_id: str)
     validation.update(set=name, uri=store.root, rejected=len(rejects), label_rejects=len(rejects) - outcome.rejected_records)
     logger.info("%s: %d input records, %d valid and labelled, %d rejected", where, input_records, records.height,
                 len(rejects))
-    return GoldenSet(name=name, uri=store.root, records=records.select(list(RECORD_SCHEMA)), labels=label_frame,
+    return GoldenSet(name=name, records=records.select(list(RECORD_SCHEMA)), labels=label_frame,
                      rejects=reject_frame, validation=validation, input_records=input_records, info=info,
                      failures=failures)
-
-
-def check_labels(golden: GoldenSet) -> None:
-    """Raise when the set cannot be calibrated at all."""
-    if golden.failures:
-        raise CalibrationError("; ".join(golden.failures))

@@ -15,10 +15,13 @@ Conventions, everywhere in the calibration:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from evaluation.compare.compute import batches, percentile_interval
 
 #: Cells (resamples × score levels) drawn at once by the bootstrap; bounds memory on large sets.
 _BATCH_CELLS = 4_000_000
@@ -40,22 +43,20 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _classes(values: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """``values`` and ``good`` as float and bool arrays, and the number of good and of bad records."""
+    good = np.asarray(good, dtype=bool)
+    return np.asarray(values, dtype=np.float64), good, int(good.sum()), int((~good).sum())
+
+
 def auroc(values: np.ndarray, good: np.ndarray) -> float | None:
     """P(value of a good record > value of a bad one) + ½ P(equal); None without both classes."""
-    values = np.asarray(values, dtype=np.float64)
-    good = np.asarray(good, dtype=bool)
-    n_good, n_bad = int(good.sum()), int((~good).sum())
+    values, good, n_good, n_bad = _classes(values, good)
     if not n_good or not n_bad:
         return None
     ranks = average_ranks(values)
     u = ranks[good].sum() - n_good * (n_good + 1) / 2.0
     return float(u / (n_good * n_bad))
-
-
-def _batches(total: int, width: int) -> Iterator[int]:
-    step = max(1, _BATCH_CELLS // max(width, 1))
-    for start in range(0, total, step):
-        yield min(step, total - start)
 
 
 def auroc_interval(
@@ -66,9 +67,7 @@ def auroc_interval(
 
     A resample is drawn as counts per distinct value (multinomial over the class's empirical
     distribution), which is exactly a resample of the records and costs O(distinct values)."""
-    values = np.asarray(values, dtype=np.float64)
-    good = np.asarray(good, dtype=bool)
-    n_good, n_bad = int(good.sum()), int((~good).sum())
+    values, good, n_good, n_bad = _classes(values, good)
     if not n_good or not n_bad:
         return None
     _, level = np.unique(values, return_inverse=True)
@@ -76,13 +75,12 @@ def auroc_interval(
     good_share = np.bincount(level[good], minlength=width) / n_good
     bad_share = np.bincount(level[~good], minlength=width) / n_bad
     draws = []
-    for count in _batches(resamples, width):
+    for count in batches(resamples, width, _BATCH_CELLS):
         good_counts = rng.multinomial(n_good, good_share, size=count)
         bad_counts = rng.multinomial(n_bad, bad_share, size=count)
         below = np.cumsum(bad_counts, axis=1) - bad_counts
         draws.append((good_counts * (below + 0.5 * bad_counts)).sum(axis=1) / (n_good * n_bad))
-    low, high = np.quantile(np.concatenate(draws), [0.025, 0.975])
-    return float(low), float(high)
+    return percentile_interval(np.concatenate(draws))
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float | None:
@@ -112,18 +110,22 @@ def confusion(predicted: Sequence[str], actual: Sequence[str], labels: Sequence[
     return matrix
 
 
+def _kappas(matrices: np.ndarray) -> np.ndarray:
+    """Cohen's κ, (p_o − p_e) / (1 − p_e), of square confusion matrices stacked on the leading axes
+    (``[..., predicted, actual]``); NaN where a matrix is empty or p_e is 1."""
+    matrices = np.asarray(matrices, dtype=np.float64)
+    n = matrices.sum(axis=(-2, -1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        observed = np.trace(matrices, axis1=-2, axis2=-1) / n
+        expected = (matrices.sum(axis=-1) * matrices.sum(axis=-2)).sum(axis=-1) / (n * n)
+        return np.where(expected < 1.0, (observed - expected) / (1.0 - expected), np.nan)
+
+
 def kappa_from_confusion(matrix: np.ndarray) -> float | None:
-    """Cohen's κ of a square confusion matrix: (p_o − p_e) / (1 − p_e); None when p_e is 1 (both
-    raters constant on one class: κ is undefined) or the matrix is empty."""
-    matrix = np.asarray(matrix, dtype=np.float64)
-    n = matrix.sum()
-    if n == 0:
-        return None
-    observed = np.trace(matrix) / n
-    expected = float((matrix.sum(axis=1) * matrix.sum(axis=0)).sum() / (n * n))
-    if expected >= 1.0:
-        return None
-    return float((observed - expected) / (1.0 - expected))
+    """Cohen's κ of a square confusion matrix; None when it is undefined (both raters constant on
+    one class) or the matrix is empty."""
+    kappa = float(_kappas(matrix))
+    return None if np.isnan(kappa) else kappa
 
 
 def cohen_kappa(predicted: Sequence[str], actual: Sequence[str]) -> float | None:
@@ -179,15 +181,6 @@ def candidate_cuts(values: np.ndarray) -> np.ndarray:
     return distinct
 
 
-def _kappa_2x2(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, tn: np.ndarray) -> np.ndarray:
-    """Cohen's κ of many 2×2 tables at once (NaN where undefined)."""
-    n = tp + fp + fn + tn
-    observed = (tp + tn) / n
-    expected = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(expected < 1.0, (observed - expected) / (1.0 - expected), np.nan)
-
-
 @dataclass(frozen=True)
 class Cut:
     """A threshold and the agreement it gives."""
@@ -196,61 +189,47 @@ class Cut:
     kappa: float
 
 
-def _best(cuts: np.ndarray, kappas: np.ndarray, prefer: float) -> Cut | None:
-    """The cut of highest κ; ties go to the cut nearest ``prefer`` (the current threshold), then the lower."""
-    if not cuts.size or np.all(np.isnan(kappas)):
+def _best_index(kappas: np.ndarray, tie_break: Callable[[int], Any]) -> int | None:
+    """The index of the highest κ, ties broken by the smallest ``tie_break``; None when no κ is defined."""
+    if not kappas.size or np.all(np.isnan(kappas)):
         return None
-    best = np.nanmax(kappas)
-    tied = np.flatnonzero(kappas >= best - 1e-12)
-    chosen = min(tied, key=lambda i: (abs(cuts[i] - prefer), cuts[i]))
-    return Cut(float(cuts[chosen]), float(kappas[chosen]))
+    tied: list[int] = np.flatnonzero(kappas >= np.nanmax(kappas) - 1e-12).tolist()
+    return min(tied, key=tie_break)
+
+
+def _best_detection_cut(values: np.ndarray, good: np.ndarray, forced: np.ndarray | None, cuts: np.ndarray,
+                        prefer: float) -> Cut | None:
+    """Of ``cuts``, the one whose flags (``value < t``, or ``forced``) agree best (Cohen's κ) with the
+    bad records; ties go to the cut nearest ``prefer`` (the current threshold), then the lower.
+
+    κ does not change when both raters' two classes are swapped, so the same cut is the one whose
+    ``pass`` (``value >= t`` and not ``forced``) agrees best with the good records."""
+    values, good, n_good, n_bad = _classes(values, good)
+    forced = np.zeros(values.size, dtype=bool) if forced is None else np.asarray(forced, dtype=bool)
+    if not values.size or not cuts.size:
+        return None
+    bad, free = ~good, ~forced
+    tp = int((forced & bad).sum()) + np.searchsorted(np.sort(values[free & bad]), cuts, side="left")
+    fp = int((forced & good).sum()) + np.searchsorted(np.sort(values[free & good]), cuts, side="left")
+    kappas = _kappas(np.stack([np.stack([tp, fp], axis=-1), np.stack([n_bad - tp, n_good - fp], axis=-1)], axis=-2))
+    chosen = _best_index(kappas, lambda i: (abs(cuts[i] - prefer), cuts[i]))
+    return None if chosen is None else Cut(float(cuts[chosen]), float(kappas[chosen]))
 
 
 def best_fail_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | None = None,
-                  prefer: float = 0.6, cuts: np.ndarray | None = None) -> Cut | None:
+                  prefer: float = 0.6) -> Cut | None:
     """The cut ``t`` (flag ``value < t``, or ``forced``) whose flags agree best (Cohen's κ) with the
     bad records. ``forced`` marks records flagged whatever the cut (a verdict a contract rule
     forces to ``fail``)."""
-    values = np.asarray(values, dtype=np.float64)
-    good = np.asarray(good, dtype=bool)
-    forced = np.zeros(values.size, dtype=bool) if forced is None else np.asarray(forced, dtype=bool)
-    cuts = candidate_cuts(values) if cuts is None else cuts
-    if not values.size:
-        return None
-    bad = ~good
-    tp_forced, fp_forced = int((forced & bad).sum()), int((forced & good).sum())
-    free = ~forced
-    bad_free = np.sort(values[free & bad])
-    good_free = np.sort(values[free & good])
-    below_bad = np.searchsorted(bad_free, cuts, side="left")  # flagged: value < cut
-    below_good = np.searchsorted(good_free, cuts, side="left")
-    tp = tp_forced + below_bad
-    fp = fp_forced + below_good
-    fn = int(bad.sum()) - tp
-    tn = int(good.sum()) - fp
-    return _best(cuts, _kappa_2x2(tp.astype(float), fp.astype(float), fn.astype(float), tn.astype(float)), prefer)
+    return _best_detection_cut(values, good, forced, candidate_cuts(values), prefer)
 
 
 def best_pass_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | None = None,
-                  prefer: float = 0.8, at_least: float = 0.0, cuts: np.ndarray | None = None) -> Cut | None:
+                  prefer: float = 0.8, at_least: float = 0.0) -> Cut | None:
     """The cut ``t`` at or above ``at_least`` whose ``pass`` (``value >= t`` and not ``forced``)
     agrees best (Cohen's κ) with the good records."""
-    values = np.asarray(values, dtype=np.float64)
-    good = np.asarray(good, dtype=bool)
-    forced = np.zeros(values.size, dtype=bool) if forced is None else np.asarray(forced, dtype=bool)
-    cuts = candidate_cuts(values) if cuts is None else cuts
-    cuts = cuts[cuts >= at_least - 1e-12]
-    if not values.size or not cuts.size:
-        return None
-    free = ~forced
-    good_free = np.sort(values[free & good])
-    bad_free = np.sort(values[free & ~good])
-    # "passed" plays the detector, "good" the truth
-    tp = good_free.size - np.searchsorted(good_free, cuts, side="left")
-    fp = bad_free.size - np.searchsorted(bad_free, cuts, side="left")
-    fn = int(good.sum()) - tp
-    tn = int((~good).sum()) - fp
-    return _best(cuts, _kappa_2x2(tp.astype(float), fp.astype(float), fn.astype(float), tn.astype(float)), prefer)
+    cuts = candidate_cuts(values)
+    return _best_detection_cut(values, good, forced, cuts[cuts >= at_least - 1e-12], prefer)
 
 
 VERDICT_ORDER: tuple[str, ...] = ("pass", "borderline", "fail")
@@ -286,18 +265,11 @@ def best_verdict_cuts(values: np.ndarray, expected: np.ndarray, *, forced: np.nd
     fail = below[low] + forced_counts  # predicted fail, per expected class
     border = below[high] - below[low]
     passed = totals - below[high]
-    matrix = np.stack([passed, border, fail], axis=1)  # [pair, predicted, expected]
-    n = matrix.sum(axis=(1, 2))
-    observed = np.trace(matrix, axis1=1, axis2=2) / n
-    expected_agreement = (matrix.sum(axis=2) * matrix.sum(axis=1)).sum(axis=1) / (n * n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kappas = np.where(expected_agreement < 1.0, (observed - expected_agreement) / (1.0 - expected_agreement), np.nan)
-    if np.all(np.isnan(kappas)):
+    kappas = _kappas(np.stack([passed, border, fail], axis=1))  # [pair, predicted, expected]
+    chosen = _best_index(kappas, lambda i: (abs(cuts[low[i]] - prefer[0]) + abs(cuts[high[i]] - prefer[1]),
+                                            cuts[low[i]], cuts[high[i]]))
+    if chosen is None:
         return None
-    best = np.nanmax(kappas)
-    tied = np.flatnonzero(kappas >= best - 1e-12)
-    chosen = min(tied, key=lambda i: (abs(cuts[low[i]] - prefer[0]) + abs(cuts[high[i]] - prefer[1]),
-                                      cuts[low[i]], cuts[high[i]]))
     kappa = float(kappas[chosen])
     return Cut(float(cuts[low[chosen]]), kappa), Cut(float(cuts[high[chosen]]), kappa)
 
@@ -305,9 +277,7 @@ def best_verdict_cuts(values: np.ndarray, expected: np.ndarray, *, forced: np.nd
 def roc_points(values: np.ndarray, good: np.ndarray) -> list[tuple[float, float, float]]:
     """The ROC curve of flagging ``value < t`` as a detector of bad records: ``(t, false positive
     rate, true positive rate)`` for every distinct cut, from flagging nothing to flagging all."""
-    values = np.asarray(values, dtype=np.float64)
-    good = np.asarray(good, dtype=bool)
-    n_good, n_bad = int(good.sum()), int((~good).sum())
+    values, good, n_good, n_bad = _classes(values, good)
     if not n_good or not n_bad:
         return []
     cuts = np.append(np.unique(values), np.inf)

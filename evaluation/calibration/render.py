@@ -13,9 +13,7 @@ from evaluation import charts
 from evaluation.calibration.spec import CalibrationSpec
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-
-#: The daily report's stylesheet, so both pages read alike.
-from evaluation.report.render import page
+from evaluation.report.render import page  # the daily report's, so both pages read alike
 
 Curve = list[tuple[float, float, float]]
 
@@ -35,6 +33,19 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f}%"
+
+
+def _stroke(index: int) -> str:
+    """The stroke of the ``index``-th curve: its colour, the first drawn wider, and its dash pattern."""
+    pattern = charts.dash(index)
+    dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
+    return f' stroke="{charts.colour(index)}" stroke-width="{3 if index == 0 else 2}"{dash_attr}'
+
+
+def _cards(cards: list[tuple[str, str]]) -> str:
+    """Headline figures: label and HTML value."""
+    return "<div class='cards'>" + "".join(
+        f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{v}</div></div>" for k, v in cards) + "</div>"
 
 
 def roc_chart(curves: dict[str, Curve], *, title: str, marks: list[tuple[str, float, float]] | None = None,
@@ -60,10 +71,7 @@ def roc_chart(curves: dict[str, Curve], *, title: str, marks: list[tuple[str, fl
     for index, name in enumerate(curves):  # legend, two columns
         x = left + (index % 2) * size / 2
         y = 32 + 16 * (index // 2)
-        pattern = charts.dash(index)
-        dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
-        parts.append(f'<line x1="{_n(x)}" y1="{_n(y - 4)}" x2="{_n(x + 18)}" y2="{_n(y - 4)}" stroke="{charts.colour(index)}"'
-                     f' stroke-width="{3 if index == 0 else 2}"{dash_attr}/>')
+        parts.append(f'<line x1="{_n(x)}" y1="{_n(y - 4)}" x2="{_n(x + 18)}" y2="{_n(y - 4)}"{_stroke(index)}/>')
         parts.append(f'<text x="{_n(x + 24)}" y="{_n(y)}" fill="{charts.TEXT}">{esc(name)}</text>')
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<line x1="{_n(px(tick))}" y1="{_n(top)}" x2="{_n(px(tick))}" y2="{_n(top + size)}" stroke="{charts.GRID}"/>')
@@ -82,10 +90,7 @@ def roc_chart(curves: dict[str, Curve], *, title: str, marks: list[tuple[str, fl
                  "true positive rate (hallucinations flagged)</text>")
     for index, (name, points) in enumerate(curves.items()):
         path = " ".join(("M" if i == 0 else "L") + f"{_n(px(f))},{_n(py(t))}" for i, (_, f, t) in enumerate(points))
-        pattern = charts.dash(index)
-        dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
-        parts.append(f'<path d="{path}" fill="none" stroke="{charts.colour(index)}" stroke-width="{3 if index == 0 else 2}"'
-                     f'{dash_attr}><title>{esc(name)}</title></path>')
+        parts.append(f'<path d="{path}" fill="none"{_stroke(index)}><title>{esc(name)}</title></path>')
     for name, fpr, tpr in marks or []:
         parts.append(f'<circle cx="{_n(px(fpr))}" cy="{_n(py(tpr))}" r="5" fill="#FFFFFF" stroke="{charts.TEXT}" stroke-width="2">'
                      f"<title>{esc(name)}: false positive rate {fpr:.3f}, true positive rate {tpr:.3f}</title></circle>")
@@ -162,8 +167,7 @@ def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Cur
              ("Suggested borderline", _fmt(score["suggested_borderline"])),
              ("κ held out (suggested / current)",
               f"{_fmt(score['suggested_kappa_holdout'])} / {_fmt(score['current_kappa_holdout'])}")]
-    parts.append("<div class='cards'>" + "".join(
-        f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{v}</div></div>" for k, v in cards) + "</div>")
+    parts.append(_cards(cards))
     marks = []
     points = curves.get("score", [])
     current = _operating_point(points, score["borderline_threshold"])
@@ -190,9 +194,7 @@ def render_page(table: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: 
     cards = [("Records", f"{judging['input_records']:,}"), ("Judged", f"{judging['records']:,}"),
              ("Rejected", f"{judging['rejected']:,}"), ("Calls made", f"{judging['calls_made']:,}"),
              ("Calls reused", f"{judging['calls_reused']:,}"), ("Cost (USD)", f"{judging['cost_usd']:.4f}")]
-    overview = ("<section id='overview'><h2>Overview</h2><div class='cards'>" + "".join(
-        f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{esc(v)}</div></div>" for k, v in cards)
-        + "</div>")
+    overview = f"<section id='overview'><h2>Overview</h2>{_cards(cards)}"
     if info:
         overview += "<ul class='plain'>" + "".join(
             f"<li><b>{esc(k)}</b>: {esc(info[k])}</li>" for k in ("description", "source", "licence", "label_origin", "citation")

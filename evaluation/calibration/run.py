@@ -18,12 +18,18 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.calibration.compute import calibration_rows, forced_fail, roc_curves
-from evaluation.calibration.golden import check_labels, read_golden_set
+from evaluation.calibration.golden import read_golden_set
 from evaluation.calibration.render import render_page
 from evaluation.calibration.spec import CalibrationError, CalibrationSpec
+from evaluation.compare.compute import judge_by_day, rounded_rows
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, RunConfig
 
 logger = logging.getLogger(__name__)
+
+#: The figures a person reads first, per judge and metric (what the CLI prints).
+_HEADLINE_COLUMNS = ["judge", "metric", "n", "auroc", "auroc_ci_low", "auroc_ci_high", "spearman", "kappa", "f1",
+                     "best_borderline", "best_pass", "best_kappa", "suggested_borderline", "suggested_pass",
+                     "suggested_kappa_holdout", "current_kappa_holdout"]
 
 
 def prompt_versions(spec: CalibrationSpec) -> dict[str, str]:
@@ -38,21 +44,8 @@ def calibration_id(spec: CalibrationSpec) -> str:
     return spec.default_id(prompt_versions(spec))
 
 
-def run_id_of(calibration: str) -> str:
-    """The run id a calibration's judge chunks are staged and ledgered under."""
-    return f"calibration-{calibration}"
-
-
 def _key(calibration: str, name: str) -> str:
     return storage.calibration_key(calibration, name)
-
-
-def _run_config(spec: CalibrationSpec, store: storage.Store, golden: storage.Store, day: dt.date, calibration: str) -> RunConfig:
-    return RunConfig(
-        date=day, input_uri=golden.root, output_uri=store.root, run_id=run_id_of(calibration), trigger="calibration",
-        judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base, concurrency=spec.concurrency,
-        thresholds=spec.thresholds, chunk_size=spec.chunk_size,
-    )
 
 
 def _call_parameters(spec: CalibrationSpec) -> dict[str, Any]:
@@ -99,54 +92,36 @@ def judge_golden_set(
     when the ledger leaves calls to pay for."""
     from evaluation import stages
     from evaluation.judges import score_table
-    from evaluation.stages._run import CostEstimate, PlanRecord, write_record
 
-    run_id = run_id_of(calibration)
+    run_id = f"calibration-{calibration}"  # what its judge chunks are staged and ledgered under
     golden_set = read_golden_set(golden, spec, run_id=run_id)
     storage.write_parquet(store, _key(calibration, "rejects.parquet"), golden_set.rejects)
     storage.write_json(store, _key(calibration, "validation.json"), golden_set.validation)
     storage.write_parquet(store, _key(calibration, "labels.parquet"), golden_set.labels)
     if golden_set.failures:
         logger.error("calibration %s: %s", calibration, "; ".join(golden_set.failures))
-    check_labels(golden_set)
+        raise CalibrationError("; ".join(golden_set.failures))
     records = golden_set.records
-    stores = stages.Stores(raw=golden, out=store)
-    to_call = _calls_to_make(store, spec, records)
-    if to_call:  # fail before paying: an unusable judge model stops the calibration here
-        cfg = _run_config(spec, store, golden, records["timestamp"].min().date(), calibration)  # type: ignore[union-attr]
+    cfg = RunConfig(
+        date=records["timestamp"].min().date(),  # type: ignore[union-attr]
+        input_uri=golden.root, output_uri=store.root, run_id=run_id, trigger="calibration",
+        judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base, concurrency=spec.concurrency,
+        thresholds=spec.thresholds, chunk_size=spec.chunk_size,
+    )
+    if _calls_to_make(store, spec, records):  # fail before paying: an unusable judge model stops the calibration here
         try:
             stages.probe_judge(stages.judge_client(cfg, api_key), f"calibration {calibration}")
         except stages.JudgeUnusable as exc:
             raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
-    judged: list[pl.DataFrame] = []
-    calls: list[pl.DataFrame] = []
-    made = reused = 0
-    for (day,), group in records.group_by(pl.col("timestamp").dt.date().alias("_day"), maintain_order=True):
-        cfg = _run_config(spec, store, golden, day, calibration)
-        staged = group.with_columns(sampled=pl.lit(True))
-        chunks = stages.stage_chunks(cfg, stores, stages.in_key_order(staged, spec.chunk_size))
-        # The plan's record carries the call parameters: a chunk whose replies are all in the ledger
-        # then sets up no judge client (nor litellm, seconds to import).
-        write_record(cfg, stores, "plan", PlanRecord(
-            chunks=len(chunks), chunk_size=spec.chunk_size, sampled=group.height,
-            estimate=CostEstimate(records=group.height, prompt_tokens=0, cost_usd=0.0, sampled_records=0),
-            call_parameters=_call_parameters(spec), seconds=0.0))
-        for chunk in chunks:
-            result = stages.judge_chunk(cfg, stores, chunk.index, api_key=api_key)
-            made += result.calls_made
-            reused += result.reused
-            judged.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "judged", chunk.index))
-                          .with_columns(dt=pl.lit(day, dtype=pl.Date)))
-            calls.append(storage.read_parquet(store, storage.chunk_key(day, run_id, "calls", chunk.index))
-                         .with_columns(dt=pl.lit(day, dtype=pl.Date)))
-        store.delete_prefix(storage.work_prefix(day, run_id))
-    scored = score_table(pl.concat(judged, how="vertical_relaxed"), spec.thresholds)
+    parsed, call_table, made, reused = judge_by_day(
+        cfg, stages.Stores(raw=golden, out=store), records.with_columns(dt=pl.col("timestamp").dt.date()),
+        api_key=api_key, call_parameters=_call_parameters(spec))
+    scored = score_table(parsed, spec.thresholds)
     evaluations = (
         scored.with_columns(forced_fail(scored), run_id=pl.lit(run_id))
         .select(*EVALUATION_COLUMNS, "forced_fail")
         .sort("record_id", "judge")
     )
-    call_table = pl.concat(calls, how="vertical_relaxed").select("dt", pl.exclude("dt"))
     storage.write_parquet(store, _key(calibration, "evaluations.parquet"), evaluations)
     storage.write_parquet(store, _key(calibration, "judge_calls.parquet"), call_table)
     statuses = dict(evaluations.group_by("judge_status").len().sort("judge_status").iter_rows())
@@ -208,19 +183,10 @@ def calibrate(
         "rejected": judging["rejected"],
         "calls_made": judging["calls_made"],
         "calls_reused": judging["calls_reused"],
-        "figures": headline(table),
+        "figures": rounded_rows(table, _HEADLINE_COLUMNS),
     }
     logger.info("calibration %s landed at %s", calibration, result["uri"])
     return result
-
-
-def headline(table: pl.DataFrame) -> list[dict[str, Any]]:
-    """The figures a person reads first, per judge and metric (what the CLI prints)."""
-    columns = ["judge", "metric", "n", "auroc", "auroc_ci_low", "auroc_ci_high", "spearman", "kappa", "f1",
-               "best_borderline", "best_pass", "best_kappa", "suggested_borderline", "suggested_pass",
-               "suggested_kappa_holdout", "current_kappa_holdout"]
-    return [{k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
-            for row in table.select(columns).iter_rows(named=True)]
 
 
 def run_calibration(
