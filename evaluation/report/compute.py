@@ -197,52 +197,42 @@ def _comparison(value: float | None, interval: tuple[float, float] | None, basel
     return {"value": baseline, "delta": delta, "outside_ci": outside}
 
 
-def _measure(
-    kind: str,
-    key: str,
-    today: dict[str, Any],
-    previous: dict[str, Any] | None,
-    trailing: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """One measure of one group: the day's value and interval, and both comparisons."""
+def _estimate(kind: str, key: str, row: dict[str, Any]) -> tuple[dict[str, Any], tuple[float, float] | None]:
+    """One measure of a ``daily_summary`` row: its n and value (with a rate's count or a mean's
+    std), and the value's 95% interval."""
     if kind == "rate":
-        hits, n, value = _rate_value(today, key)
-        interval = wilson_interval(hits, n)
-        out: dict[str, Any] = {"n": n, "count": hits, "value": value}
-    else:
-        n = _int(today.get(f"{key}_n"))
-        value = _finite(today.get(f"{key}_mean")) if n else None
-        std = _finite(today.get(f"{key}_std")) if n else None
-        interval = mean_interval(value, std, n)
-        out = {"n": n, "value": value, "std": std}
+        hits, n, value = _rate_value(row, key)
+        return {"n": n, "count": hits, "value": value}, wilson_interval(hits, n)
+    n = _int(row.get(f"{key}_n"))
+    value = _finite(row.get(f"{key}_mean")) if n else None
+    std = _finite(row.get(f"{key}_std")) if n else None
+    return {"n": n, "value": value, "std": std}, mean_interval(value, std, n)
+
+
+def _measure(kind: str, key: str, today: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """One measure of one group: the day's value and interval, compared with the previous landed
+    day and with the trailing days pooled (``earlier``: the group's rows of the baseline days, by day)."""
+    out, interval = _estimate(kind, key, today)
+    if kind == "metric":
         for q in (10, 50, 90):
-            out[f"p{q}"] = _finite(today.get(f"{key}_p{q}")) if n else None
+            out[f"p{q}"] = _finite(today.get(f"{key}_p{q}")) if out["n"] else None
     out["ci_low"], out["ci_high"] = interval if interval is not None else (None, None)
     out["interval"] = "wilson" if kind == "rate" else "student_t"
-
-    def base(row: dict[str, Any]) -> tuple[float | None, int]:
-        if kind == "rate":
-            _, n_base, v = _rate_value(row, key)
-            return v, n_base
-        n_base = _int(row.get(f"{key}_n"))
-        return (_finite(row.get(f"{key}_mean")) if n_base else None), n_base
-
+    bases = [(row, _estimate(kind, key, row)[0]) for row in earlier]
+    known = [(row, base) for row, base in bases if base["value"] is not None]
     out["previous"] = None
-    if previous is not None:
-        prev_value, prev_n = base(previous)
-        if prev_value is not None:
-            out["previous"] = {"dt": previous["dt"].isoformat(), "n": prev_n, **_comparison(value, interval, prev_value)}
-    out["trailing_7d"] = None
+    if bases and bases[-1][1]["value"] is not None:
+        row, base = bases[-1]
+        out["previous"] = {"dt": row["dt"].isoformat(), "n": base["n"], **_comparison(out["value"], interval, base["value"])}
+    total = sum(base["n"] for _, base in known)
     if kind == "rate":
-        total = sum(_rate_value(r, key)[1] for r in trailing)
-        pooled = sum(_rate_value(r, key)[0] for r in trailing) / total if total else None
+        pooled = sum(base["count"] for _, base in known) / total if total else None
     else:
-        pairs = [base(r) for r in trailing]
-        total = sum(n for v, n in pairs if v is not None)
-        pooled = sum(v * n for v, n in pairs if v is not None) / total if total else None
+        pooled = sum(base["value"] * base["n"] for _, base in known) / total if total else None
+    out["trailing_7d"] = None
     if pooled is not None:
-        used = sorted(r["dt"].isoformat() for r in trailing if base(r)[0] is not None)
-        out["trailing_7d"] = {"days": used, "n": total, **_comparison(value, interval, pooled)}
+        used = sorted(row["dt"].isoformat() for row, _ in known)
+        out["trailing_7d"] = {"days": used, "n": total, **_comparison(out["value"], interval, pooled)}
     return out
 
 
@@ -255,21 +245,19 @@ def assess(kind: str, name: str, delta: float) -> tuple[str, str]:
 
 
 def _trend_point(row: dict[str, Any]) -> dict[str, Any]:
-    hits, n_ok, rate = _rate_value(row, "pass")
-    rate_ci = wilson_interval(hits, n_ok)
-    n = _int(row.get("score_n"))
-    mean = _finite(row.get("score_mean")) if n else None
-    mean_ci = mean_interval(mean, _finite(row.get("score_std")), n)
+    rate, rate_ci = _estimate("rate", "pass", row)
+    score, score_ci = _estimate("metric", "score", row)
+    rows = _int(row.get("rows"))
     return {
         "dt": row["dt"].isoformat(),
-        "rows": _int(row.get("rows")),
-        "n_ok": n_ok,
-        "ok_rate": n_ok / _int(row.get("rows")) if _int(row.get("rows")) else None,
-        "pass_rate": rate,
+        "rows": rows,
+        "n_ok": rate["n"],
+        "ok_rate": rate["n"] / rows if rows else None,
+        "pass_rate": rate["value"],
         "pass_ci": list(rate_ci) if rate_ci else None,
-        "score_n": n,
-        "score_mean": mean,
-        "score_ci": list(mean_ci) if mean_ci else None,
+        "score_n": score["n"],
+        "score_mean": score["value"],
+        "score_ci": list(score_ci) if score_ci else None,
     }
 
 
@@ -477,9 +465,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
     for today in today_rows:
         key = (str(today["model"]), str(today["judge"]))
         by_day = rows_by_day[key]
-        earlier = [d for d in by_day if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
-        previous = by_day[max(earlier)] if earlier else None
-        trailing = [by_day[d] for d in sorted(earlier)]
+        earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
         rows = _int(today.get("rows"))
         group: dict[str, Any] = {
             "model": key[0],
@@ -489,8 +475,8 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
             "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
             "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
             "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
-            "rates": {v: _measure("rate", v, today, previous, trailing) for v in VERDICTS},
-            "metrics": {m: _measure("metric", m, today, previous, trailing) for m in METRICS},
+            "rates": {v: _measure("rate", v, today, earlier) for v in VERDICTS},
+            "metrics": {m: _measure("metric", m, today, earlier) for m in METRICS},
             "health": _health(today),
             "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
         }
@@ -519,9 +505,8 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
 
     totals: dict[str, Any] = {"rows": sum(g["rows"] for g in groups)}
     totals["status_counts"] = {s: sum(g["status_counts"][s] for g in groups) for s in JUDGE_STATUSES}
-    for name in ("input_tokens", "output_tokens", "n_cached"):
+    for name in ("input_tokens", "output_tokens", "n_cached", "cost_usd"):
         totals[name] = sum(g["health"][name] for g in groups)
-    totals["cost_usd"] = sum(g["health"]["cost_usd"] for g in groups)
     facts = _evaluation_facts(inputs.evaluations) if inputs.evaluations is not None else None
     models = sorted({g["model"] for g in groups})
     if facts is not None and facts["rows"]:
