@@ -345,12 +345,11 @@ def read_object(source_uri: str, data: ObjectSource) -> ObjectRows:
     """Every item of :func:`iter_object` for one object, collected: parsed rows and rejects."""
     result = ObjectRows()
     with _gc_paused():
-        for item in iter_object(source_uri, data):
+        for _, item in _ObjectItems([(source_uri, data)]):
             if type(item) is tuple:
                 result.rows.append(item)
             else:
                 result.rejects.append(item)  # type: ignore[arg-type]
-    logger.info("%s: %d rows, %d rejects", source_uri, len(result.rows), len(result.rejects))
     return result
 
 

@@ -13,7 +13,7 @@ once the calls are done, waits for those uploads and writes what is left; a repl
 failed stays queued until a flush lands it, and the final flush raises if it cannot.
 
 A chunk holds the records of one narrow range of content keys (see
-``evaluation.pipeline._record_chunks``), the same range on every run of the day, and its ledger
+:mod:`evaluation.stages.plan`), the same range on every run of the day, and its ledger
 objects carry that range in their names (``k<lo>-<hi>-<writer>-...``). A lookup reads only the
 objects whose range overlaps its own, so its cost follows the chunk, not the day's ledger. A
 comparison's re-judged sample is chunked in key order too, but a small sample spread over the day
