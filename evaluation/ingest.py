@@ -6,9 +6,8 @@ reasons; damage to a whole object (unsupported suffix, unreadable Parquet, trunc
 one reject for the object. :func:`evaluation.normalise.normalise` then flattens each parsed object
 for the Great Expectations suite of :mod:`evaluation.validation`.
 
-A day is read as a stream (:func:`ingest_batches`): objects one at a time, each read block by
-block (JSONL) or row group by row group (Parquet), normalised into batches of at most
-``batch_rows`` input records, so memory follows the batch, not the day.
+A day is read as a stream of bounded batches (:func:`ingest_batches`): memory follows the batch,
+not the day.
 """
 
 from __future__ import annotations

@@ -239,13 +239,12 @@ def normalise(
     broken contexts / rubrics / metadata add a message to ``problems``; a value that is simply
     missing or blank only shows as null, for the suite's not-null rules to report.
 
-    ``day`` and ``max_record_chars`` are accepted so callers pass the run's settings in one place,
-    but are not applied here: whether the timestamp falls on the day and whether ``text_chars``
-    fits are expectations of the suite (:func:`evaluation.validation.build_suite`), which alone
-    decides. ``text_chars`` counts question, answer, context texts, reference, expected_outcome
-    and rubric descriptions.
+    ``day`` and ``max_record_chars`` are not applied here: whether the timestamp falls on the day
+    and whether ``text_chars`` fits are expectations of the suite
+    (:func:`evaluation.validation.build_suite`), which alone decides. ``text_chars`` counts
+    question, answer, context texts, reference, expected_outcome and rubric descriptions.
     """
-    del day, max_record_chars  # decided by the validation suite, see the docstring
+    del day, max_record_chars
     return dict(zip(NORMALISED_COLUMNS, normalised_values(obj), strict=True))
 
 

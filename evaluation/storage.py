@@ -97,7 +97,6 @@ def table_key(table: str, day: dt.date) -> str:
 
 
 def table_prefix(table: str) -> str:
-    """The folder of ``table``."""
     return f"{table}/"
 
 
@@ -132,7 +131,6 @@ def work_prefix(day: dt.date, run_id: str) -> str:
 
 
 def work_key(day: dt.date, run_id: str, name: str) -> str:
-    """A staged object of one run."""
     return work_prefix(day, run_id) + name
 
 
@@ -149,7 +147,6 @@ def failed_prefix(day: dt.date, run_id: str) -> str:
 
 
 def failed_key(day: dt.date, run_id: str, name: str) -> str:
-    """One object of a failed run's evidence."""
     return failed_prefix(day, run_id) + name
 
 
@@ -427,7 +424,6 @@ def sink_parquet(store: Store, key: str, frame: pl.LazyFrame) -> int:
 
 
 def read_parquet(store: Store, key: str) -> pl.DataFrame:
-    """One Parquet object as a table."""
     return pl.read_parquet(io.BytesIO(store.read_bytes(key)))
 
 
@@ -437,7 +433,6 @@ def write_json(store: Store, key: str, payload: Any) -> None:
 
 
 def read_json(store: Store, key: str) -> Any:
-    """A JSON document."""
     return json.loads(store.read_bytes(key))
 
 

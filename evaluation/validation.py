@@ -7,10 +7,8 @@ produces plus three helper columns computed here with Polars (``_row``, ``proble
 reason. Table rules run second, as their own suite over one outcome flag per input record, because
 the reject ratio depends on which rows the row rules rejected.
 
-A day is validated as a stream (:class:`DayValidator`): the row suite runs on every batch, a
-``record_id`` repeated in a later batch or object is still found (the ids seen so far are kept),
-and the table suite runs once at the end over the day's totals. The landed result combines the
-batches. :func:`validate` is the same over a single batch.
+A day is validated as a stream of batches (:class:`DayValidator`); :func:`validate` is the same
+over a single batch.
 
 Great Expectations takes seconds to import, so it is imported on first use and its context is
 built once per process.

@@ -95,13 +95,10 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     the rejects and the validation result. Raises RunFailed on a table rule, with the evidence
     under ``_failed/``.
 
-    The day streams through in batches of at most ``batch_rows`` input records, so memory follows
-    the batch, not the day: objects are read one at a time, the row suite runs on every batch
-    (a record_id repeated in a later batch or object is still a repeat), each batch's valid rows
-    are staged as one part (``valid/part-NNNNN.parquet``, counted in the ingest record as
-    ``valid_parts``), and its rejects go to local parts streamed into the staged ``rejects``
-    at the end (ingest rejects first, then row-rule rejects, each in input order). The
-    table rules run once, over the day's totals."""
+    The day streams through :func:`validated_batches`: each batch's valid rows are staged as one
+    part (``valid/part-NNNNN.parquet``, counted in the ingest record as ``valid_parts``), and its
+    rejects go to local parts streamed into the staged ``rejects`` at the end (ingest rejects
+    first, then row-rule rejects, each in input order)."""
     from evaluation.validation import DayValidator
 
     started = time.monotonic()
