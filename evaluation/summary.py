@@ -122,15 +122,12 @@ def _measure(rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...]) -> di
     )
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for index, (model, judge) in enumerate(groups.select("model", "judge").iter_rows()):
-        values = groups["values"][index].to_numpy()
-        figures: dict[str, Any] = {f"p{q}": groups[f"p{q}"][index] for q in quantiles}
-        figures["n"], figures["mean"], figures["std"] = values.size, None, None
-        if values.size:
-            figures["mean"] = mean = exact_sum(values) / values.size
-        if values.size > 1:
-            deviations = values - mean
-            figures["std"] = math.sqrt(exact_sum(deviations * deviations) / (values.size - 1))
-        out[(model, judge)] = figures
+        values = groups["values"][index].to_numpy()  # never empty: a group has a value at least
+        mean = exact_sum(values) / values.size
+        deviations = values - mean
+        std = math.sqrt(exact_sum(deviations * deviations) / (values.size - 1)) if values.size > 1 else None
+        quantile_values = {f"p{q}": groups[f"p{q}"][index] for q in quantiles}
+        out[(model, judge)] = {**quantile_values, "n": values.size, "mean": mean, "std": std}
     return out
 
 

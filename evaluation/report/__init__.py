@@ -15,18 +15,17 @@ from typing import Any
 
 from evaluation.report.compute import (
     ReportError,
-    ReportInputs,
     compute_summary,
     load_inputs,
     mean_interval,
     t_quantile_975,
     wilson_interval,
 )
-from evaluation.report.render import fmt_mean, fmt_rate, render_html
+from evaluation.report.render import render_html
 from evaluation.storage import Store, report_key, write_json
 
-__all__ = ["ReportError", "ReportInputs", "build_daily_report", "compute_summary", "fmt_mean", "fmt_rate", "load_inputs",
-           "mean_interval", "render_html", "t_quantile_975", "wilson_interval", "write_daily_report"]
+__all__ = ["ReportError", "build_daily_report", "compute_summary", "load_inputs", "mean_interval", "render_html",
+           "t_quantile_975", "wilson_interval", "write_daily_report"]
 
 
 def _json_safe(value: Any) -> Any:

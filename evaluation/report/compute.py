@@ -179,10 +179,6 @@ def judge_order(judge: str) -> tuple[int, str]:
     return (order.index(judge) if judge in order else len(order), judge)
 
 
-def _group_key(row: dict[str, Any]) -> tuple[tuple[int, str], str]:
-    return judge_order(str(row["judge"])), str(row["model"])
-
-
 def _rate_value(row: dict[str, Any], verdict: str) -> tuple[int, int, float | None]:
     n_ok = _int(row.get("n_ok"))
     hits = _int(row.get(f"n_{verdict}"))
@@ -461,7 +457,8 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
 
     groups: list[dict[str, Any]] = []
     flags: list[dict[str, Any]] = []
-    today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day), key=_group_key)
+    today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
+                        key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))
     for today in today_rows:
         key = (str(today["model"]), str(today["judge"]))
         by_day = rows_by_day[key]

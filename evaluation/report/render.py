@@ -37,7 +37,7 @@ body { margin: 0; background: #f6f7f9; color: #1d1f23;
 header.top { background: #1f2a37; color: #fff; padding: 20px 32px 16px; }
 header.top h1 { margin: 0 0 4px; font-size: 22px; font-weight: 650; }
 header.top p { margin: 2px 0; color: #d5dbe3; font-size: 13px; }
-header.top code { color: #fff; }
+header.top code { color: #fff; overflow-wrap: anywhere; }
 nav { background: #fff; border-bottom: 1px solid #dde1e6; padding: 8px 32px; position: sticky; top: 0; z-index: 1; }
 nav a { color: #0b5cad; margin-right: 16px; text-decoration: none; font-size: 13px; }
 nav a:hover { text-decoration: underline; }
@@ -67,18 +67,14 @@ tr.group-start td { border-top: 2px solid #cfd5dc; }
 figure { margin: 0; }
 figcaption { font-size: 12.5px; color: #4d5561; margin-top: 2px; }
 svg.chart { max-width: 100%; height: auto; display: block; }
-ul.flags { margin: 4px 0; padding-left: 20px; }
-ul.flags li { margin: 3px 0; }
 ul.plain { margin: 0; padding-left: 16px; }
 ul.plain li { margin: 0 0 2px; }
 td.text { max-width: 360px; overflow-wrap: anywhere; font-size: 12.5px; }
 td.nowrap, td.nowrap li { white-space: nowrap; }
 td.text code { overflow-wrap: anywhere; }
 table.compact th, table.compact td { padding: 4px 7px; }
-.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: 0; }
 pre.raw { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; max-width: 560px; }
 code { font-size: 12.5px; }
-header.top code { overflow-wrap: anywhere; }
 footer { color: #4d5561; font-size: 12.5px; margin-top: 20px; }
 """
 
