@@ -29,7 +29,7 @@ import polars as pl
 
 from evaluation.calibration import metrics
 from evaluation.calibration.spec import CalibrationSpec
-from evaluation.compare.compute import rng_for
+from evaluation.compare.stats import rng_for
 from evaluation.contract import JUDGE_STATUSES, RULES_VERSION, VERDICTS, Thresholds
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS
 from evaluation.stages.schemas import CALIBRATIONS_SCHEMA

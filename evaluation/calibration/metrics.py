@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.compare.compute import batches, percentile_interval
+from evaluation.compare.stats import batches, percentile_interval
 
 #: Cells (resamples × score levels) drawn at once by the bootstrap; bounds memory on large sets.
 _BATCH_CELLS = 4_000_000

@@ -43,27 +43,29 @@ step-down (``holm``, the default: family-wise error rate, :func:`holm`) or Benja
 ``p_value`` with the method in ``p_adjust_method``, and ``significant`` means ``p_adjusted < 0.05``. Each delta also gets an effect
 size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval.
 
-:mod:`evaluation.compare.compute` works the numbers out and lands them; :mod:`evaluation.compare.render`
-draws the page.
+:mod:`evaluation.compare.compute` works the numbers out (with the statistics of
+:mod:`evaluation.compare.stats`) and lands them; :mod:`evaluation.compare.render` draws the page.
 
 Everything random draws from a numpy ``Generator`` seeded by ``(seed, judge, metric, model)``,
 so the same spec over the same data gives identical tables whatever order they are computed in.
 """
 
 from evaluation.compare.compute import (
+    compare_metrics,
+    judge_sample,
+    paired_questions,
+    run_comparison,
+    sample_records,
+    sampled_valid_records,
+)
+from evaluation.compare.stats import (
     ALPHA,
     adjust_p_values,
     benjamini_hochberg,
     bootstrap_means,
-    compare_metrics,
     holm,
-    judge_sample,
-    paired_questions,
     paired_test,
     rng_for,
-    run_comparison,
-    sample_records,
-    sampled_valid_records,
     unpaired_test,
 )
 from evaluation.contract import ComparisonError, ComparisonSpec, question_key
