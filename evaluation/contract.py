@@ -244,12 +244,8 @@ class RunConfig(BaseModel):
     def _split_judges(cls, value: object) -> object:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
-        if isinstance(value, list):
-            seen: list[object] = []
-            for item in value:
-                if item not in seen:
-                    seen.append(item)
-            return seen
+        if isinstance(value, list):  # the first of equal items kept (they need not be hashable yet)
+            return [item for index, item in enumerate(value) if item not in value[:index]]
         return value
 
     @field_validator("sample", mode="before")
