@@ -16,6 +16,7 @@ import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import polars as pl
 
@@ -42,6 +43,7 @@ GRID = "#E4E4E4"
 AXIS = "#888888"
 
 Formatter = Callable[[float], str]
+_T = TypeVar("_T")
 
 
 def esc(text: object) -> str:
@@ -210,6 +212,17 @@ def _y_title(x: int, middle: float, title: str) -> str:
 # Line chart (trends over days)
 
 
+def _runs(values: Sequence[_T | None]) -> list[list[tuple[int, _T]]]:
+    """The runs of consecutive ``(index, value)`` whose value is not ``None``."""
+    runs: list[list[tuple[int, _T]]] = [[]]
+    for i, value in enumerate(values):
+        if value is not None:
+            runs[-1].append((i, value))
+        elif runs[-1]:
+            runs.append([])
+    return [run for run in runs if run]
+
+
 @dataclass(frozen=True)
 class LineSeries:
     """One line: a value per x label (``None`` where there is no data: the line breaks there),
@@ -271,43 +284,27 @@ def line_chart(
     parts.append(_y_title(14, top + plot_h / 2, y_label))
     for index, s in enumerate(series):
         fill = fills[index]
-        if s.band is not None:  # one polygon per run of consecutive days with a band
-            bands = [s.band[i] if i < len(s.band) else None for i in range(len(x_labels))] + [None]
-            run: list[tuple[float, float, float]] = []  # (x, low, high)
-            for i, pair in enumerate(bands):
-                if pair is not None:
-                    run.append((px(i), pair[0], pair[1]))
-                    continue
-                if run:
-                    if len(run) == 1:  # a lone day: a narrow box
-                        x, low, high = run[0]
-                        run = [(x - 3, low, high), (x + 3, low, high)]
-                    upper = [f"{_n(x)},{_n(py(high))}" for x, _, high in run]
-                    lower = [f"{_n(x)},{_n(py(low))}" for x, low, _ in reversed(run)]
-                    parts.append(
-                        f'<polygon points="{" ".join(upper + lower)}" fill="{fill}" fill-opacity="0.13" stroke="none">'
-                        f"<title>{esc(s.name)}: 95% interval</title></polygon>"
-                    )
-                    run = []
-        segment: list[str] = []
-        paths: list[str] = []
-        for i, v in enumerate(s.values):
-            if v is None:
-                if len(segment) > 1:
-                    paths.append(" ".join(segment))
-                segment = []
-                continue
-            segment.append(("M" if not segment else "L") + f"{_n(px(i))},{_n(py(v))}")
-        if len(segment) > 1:
-            paths.append(" ".join(segment))
-        for d in paths:
-            parts.append(f'<path d="{d}" fill="none" stroke="{fill}" stroke-width="2"{_dash_attr(dash(index))}/>')
+        band = [s.band[i] if s.band is not None and i < len(s.band) else None for i in range(len(x_labels))]
+        for run in _runs(band):  # one polygon per run of consecutive days with a band
+            points = [(px(i), low, high) for i, (low, high) in run]
+            if len(points) == 1:  # a lone day: a narrow box
+                x, low, high = points[0]
+                points = [(x - 3, low, high), (x + 3, low, high)]
+            upper = [f"{_n(x)},{_n(py(high))}" for x, _, high in points]
+            lower = [f"{_n(x)},{_n(py(low))}" for x, low, _ in reversed(points)]
+            parts.append(
+                f'<polygon points="{" ".join(upper + lower)}" fill="{fill}" fill-opacity="0.13" stroke="none">'
+                f"<title>{esc(s.name)}: 95% interval</title></polygon>"
+            )
+        for stretch in _runs(s.values):  # a path per run of consecutive days with a value, broken at the gaps
+            if len(stretch) > 1:
+                d = " ".join(("M" if k == 0 else "L") + f"{_n(px(i))},{_n(py(v))}" for k, (i, v) in enumerate(stretch))
+                parts.append(f'<path d="{d}" fill="none" stroke="{fill}" stroke-width="2"{_dash_attr(dash(index))}/>')
         for i, v in enumerate(s.values):
             if v is None:
                 continue
             tip = f"{s.name} · {x_labels[i]}: {value_format(v)}"
-            pair = s.band[i] if s.band is not None and i < len(s.band) else None
-            if pair is not None:
+            if pair := band[i]:
                 tip += f" (95% interval {value_format(pair[0])} – {value_format(pair[1])})"
             parts.append(
                 f'<circle cx="{_n(px(i))}" cy="{_n(py(v))}" r="3" fill="{fill}" stroke="#FFFFFF" stroke-width="1">'

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from evaluation import charts
@@ -159,6 +159,14 @@ def _figures(svgs: Iterable[str]) -> str:
     return '<div class="charts">' + "".join(f"<figure>{svg}</figure>" for svg in svgs) + "</div>"
 
 
+def _per_judge(summary: dict[str, Any], items: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The day's judges in order, each with its ``items`` (a judge without any left out)."""
+    for judge in summary["judges"]:
+        mine = [item for item in items if item["judge"] == judge]
+        if mine:
+            yield judge, mine
+
+
 _NO_EVALUATIONS = _note("No evaluations landed for this day.")
 _EVALUATIONS_NOT_LANDED = _note("The evaluations table of this day is not landed.")
 
@@ -231,8 +239,7 @@ def _quality_section(summary: dict[str, Any]) -> str:
         _th("Value", True), _th("95% interval", True), _th("Prev. day", True), _th("Δ prev.", True),
         _th("7-day", True, "trailing 7 days, pooled"), _th("Δ 7-day", True),
     ]
-    for judge in summary["judges"]:
-        groups = [g for g in summary["groups"] if g["judge"] == judge]
+    for judge, groups in _per_judge(summary, summary["groups"]):
         figures = [
             charts.interval_chart(_intervals(groups, "rate", "pass", colours), title=f"Pass rate by model — {judge}",
                                   x_label="pass rate (share of ok rows)", value_format=charts.fmt_percent, width=560),
@@ -331,23 +338,16 @@ def _trend_section(summary: dict[str, Any]) -> str:
     first, last = dt.date.fromisoformat(source["days_with_summary"][0]), dt.date.fromisoformat(summary["dt"])
     days = [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
     labels = [d[5:] for d in days]
-    index = {d: i for i, d in enumerate(days)}
     colours = _model_colours(summary)
     figures = []
-    for judge in summary["judges"]:
-        groups = [g for g in summary["groups"] if g["judge"] == judge]
+    for judge, groups in _per_judge(summary, summary["groups"]):
         rate_series, score_series = [], []
         for g in groups:
-            rates: list[float | None] = [None] * len(days)
-            scores: list[float | None] = [None] * len(days)
-            band: list[tuple[float, float] | None] = [None] * len(days)
-            for point in g["trend"]:
-                i = index.get(point["dt"])
-                if i is None:
-                    continue
-                rates[i] = point["pass_rate"]
-                scores[i] = point["score_mean"]
-                band[i] = (point["score_ci"][0], point["score_ci"][1]) if point["score_ci"] else None
+            by_day = {point["dt"]: point for point in g["trend"]}
+            points = [by_day.get(d) for d in days]  # None: no landed summary that day
+            rates = [p["pass_rate"] if p else None for p in points]
+            scores = [p["score_mean"] if p else None for p in points]
+            band = [(p["score_ci"][0], p["score_ci"][1]) if p and p["score_ci"] else None for p in points]
             rate_series.append(charts.LineSeries(g["model"], rates, colour=colours[g["model"]]))
             score_series.append(charts.LineSeries(g["model"], scores, band, colour=colours[g["model"]]))
         figures.append(charts.line_chart(labels, rate_series, title=f"Pass rate — {judge}", y_label="pass rate",
@@ -367,14 +367,13 @@ def _distribution_section(summary: dict[str, Any]) -> str:
     colours = _model_colours(summary)
     parts = [_note("Share of each model’s ok rows per bin of width 0.1 (the legend gives each model’s n); "
                    "hover a bar for its count.")]
-    for judge in summary["judges"]:
+    for judge, items in _per_judge(summary, summary["distributions"]):
         figures = []
-        for item in (d for d in summary["distributions"] if d["judge"] == judge):
+        for item in items:
             series = [charts.HistogramSeries(model, counts, colours.get(model)) for model, counts in item["counts"].items()]
             figures.append(charts.histogram(series, title=f"{_METRIC_LABELS[item['metric']]} — {judge}", x_label=item["metric"],
                                             width=370))
-        if figures:
-            parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", _figures(figures)]
+        parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", _figures(figures)]
     return _section("distributions", title, *parts)
 
 
@@ -463,10 +462,7 @@ def _worst_section(summary: dict[str, Any]) -> str:
         _th("Reasoning, reason, explanations"), _th("Invalid citations"), _th("Clamps applied"),
     ]
     parts = []
-    for judge in summary["judges"]:
-        records = [r for r in summary["worst_records"] if r["judge"] == judge]
-        if not records:
-            continue
+    for judge, records in _per_judge(summary, summary["worst_records"]):
         body = []
         for r in records:
             metrics = [f"{_SHORT_METRIC[m]} {fmt_mean(r.get(m))}" for m in METRICS[1:] if r.get(m) is not None]
