@@ -179,10 +179,7 @@ def calibrate(
         "report_uri": store.uri(_key(calibration, "report.html")),
         "set": spec.set_name,
         "judge_model": spec.judge_model,
-        "records": judging["records"],
-        "rejected": judging["rejected"],
-        "calls_made": judging["calls_made"],
-        "calls_reused": judging["calls_reused"],
+        **{k: judging[k] for k in ("records", "rejected", "calls_made", "calls_reused")},
         "figures": rounded_rows(table, _HEADLINE_COLUMNS),
     }
     logger.info("calibration %s landed at %s", calibration, result["uri"])

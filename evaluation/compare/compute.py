@@ -74,11 +74,7 @@ def sample_records(records: pl.DataFrame, per_model: int | None, seed: int) -> p
         "model", "dt", "record_id")
     if per_model is None:
         return keys.drop("question_key")
-    models = keys["model"].n_unique()
-    shared = set(
-        keys.drop_nulls("question_key").group_by("question_key").agg(pl.col("model").n_unique())
-        .filter(pl.col("model") == models)["question_key"]
-    )
+    shared = _shared_questions(keys, keys["model"].unique().to_list())
     record_ranks = [_seeded_hash(seed, m, d.isoformat(), r) for d, r, m, _ in keys.iter_rows()]
     question_ranks = [record_ranks[i] if q is None else _seeded_hash(seed, "question", q)
                       for i, (_, _, _, q) in enumerate(keys.iter_rows())]
@@ -86,7 +82,7 @@ def sample_records(records: pl.DataFrame, per_model: int | None, seed: int) -> p
         keys.with_columns(
             _record=pl.Series(record_ranks, dtype=pl.String),
             _question=pl.Series(question_ranks, dtype=pl.String),
-            _unpaired=~pl.col("question_key").is_in(list(shared)).fill_null(False),
+            _unpaired=~pl.col("question_key").is_in(shared).fill_null(False),
         )
         .with_columns(_repeat=pl.col("_record").rank("ordinal").over("model", "_question"))
         .sort("model", "_repeat", "_unpaired", "_question", "_record")
@@ -97,13 +93,18 @@ def sample_records(records: pl.DataFrame, per_model: int | None, seed: int) -> p
     )
 
 
-def paired_questions(rows: pl.DataFrame, models: list[str]) -> int:
-    """How many questions (``question_key``) of ``rows`` every one of ``models`` answered."""
-    return int(
+def _shared_questions(rows: pl.DataFrame, models: list[str]) -> pl.Series:
+    """The questions (``question_key``) of ``rows`` that every one of ``models`` answered."""
+    return (
         rows.filter(pl.col("model").is_in(models)).drop_nulls("question_key")
         .group_by("question_key").agg(pl.col("model").n_unique())
-        .filter(pl.col("model") == len(models)).height
+        .filter(pl.col("model") == len(models))["question_key"]
     )
+
+
+def paired_questions(rows: pl.DataFrame, models: list[str]) -> int:
+    """How many questions (``question_key``) of ``rows`` every one of ``models`` answered."""
+    return len(_shared_questions(rows, models))
 
 
 def _check_models(found: set[str], spec: ComparisonSpec, where: str) -> None:
@@ -436,19 +437,16 @@ def compare_verdicts(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: st
     counts = {(j, m, v): n for j, m, v, n in ok.group_by("judge", "model", "verdict").len().iter_rows()}
     out = []
     for judge in spec.judges:
-        totals = {m: sum(counts.get((judge, m, v), 0) for v in VERDICTS) for m in spec.models}
-
-        def share(model: str, verdict: str, judge: str = judge, totals: dict[str, int] = totals) -> float | None:
-            total = totals[model]
-            return 100.0 * counts.get((judge, model, verdict), 0) / total if total else None
-
+        count = {(m, v): counts.get((judge, m, v), 0) for m in spec.models for v in VERDICTS}
+        totals = {m: sum(count[m, v] for v in VERDICTS) for m in spec.models}
+        shares = {(m, v): 100.0 * count[m, v] / totals[m] if totals[m] else None for m, v in count}
         for model in spec.models:
             for verdict in VERDICTS:
-                mine, base = share(model, verdict), share(spec.baseline_model, verdict)
+                mine, base = shares[model, verdict], shares[spec.baseline_model, verdict]
                 out.append({
                     "comparison_id": comparison_id, "start_date": spec.start_date, "end_date": spec.end_date,
                     "judge": judge, "model": model, "baseline": spec.baseline_model,
-                    "verdict": verdict, "n": counts.get((judge, model, verdict), 0), "n_ok": totals[model],
+                    "verdict": verdict, "n": count[model, verdict], "n_ok": totals[model],
                     "share_pct": mine, "baseline_share_pct": base,
                     "shift_pp": None if mine is None or base is None else mine - base,
                 })
@@ -507,10 +505,7 @@ def run_comparison(
         "comparison_id": comparison_id,
         "source": source,
         "uri": store.uri(storage.comparison_key(comparison_id, "")),
-        "metrics_uri": store.uri(keys["metrics.parquet"]),
-        "verdicts_uri": store.uri(keys["verdicts.parquet"]),
-        "spec_uri": store.uri(keys["spec.json"]),
-        "report_uri": store.uri(keys["report.html"]),
+        **{f"{name.partition('.')[0]}_uri": store.uri(key) for name, key in keys.items()},
         "baseline": spec.baseline_model,
         "records_per_model": records,
         "paired_questions": paired,
