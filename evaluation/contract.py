@@ -38,8 +38,6 @@ def reference_is_missing(reference: str | None) -> bool:
 class Context(BaseModel):
     """One retrieved piece of evidence."""
 
-    model_config = ConfigDict(extra="ignore")
-
     id: str = Field(description="Citation id; `ctx-{index}` (1-based) when the log had none.")
     text: str = Field(description="The evidence text the answer may cite.")
     source: str | None = Field(default=None, description="Where the evidence came from.")
@@ -49,8 +47,6 @@ class Context(BaseModel):
 class Rubric(BaseModel):
     """One rubric item of seed 002's rubric mode."""
 
-    model_config = ConfigDict(extra="ignore")
-
     id: str = Field(description="Rubric id; `rubric-{index}` (1-based) when the log had none.")
     description: str = Field(description="What the answer must do to satisfy the item.")
     weight: float = Field(default=1.0, ge=0.0, description="Share of the score; never negative.")
@@ -59,8 +55,6 @@ class Rubric(BaseModel):
 
 class InputRecord(BaseModel):
     """One valid conversation turn, as the judges see it (CONTRACT §1, after normalisation)."""
-
-    model_config = ConfigDict(extra="ignore")
 
     record_id: str = Field(description="Unique within the day.")
     conversation_id: str | None = Field(default=None, description="Groups turns of a conversation.")
