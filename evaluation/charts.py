@@ -251,7 +251,8 @@ def line_chart(
     tick_format = tick_format or value_format
     height += TITLE_H
     fills = [s.colour or colour(i) for i, s in enumerate(series)]
-    legend, legend_h = _legend([(s.name, "line", fills[i], dash(i)) for i, s in enumerate(series)], 56, 8 + TITLE_H, width - 64)
+    keys = [(s.name, "line", fills[i], dash(i)) for i, s in enumerate(series)]
+    legend, legend_h = _legend(keys, 56, 8 + TITLE_H, width - 64)
     top, left, right, bottom = 14 + TITLE_H + legend_h, 56.0, 24.0, 40.0
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for s in series for v in s.values if v is not None]
@@ -352,7 +353,8 @@ def stacked_bar_chart(
     (with the total printed at the bar's end), otherwise raw values on a shared axis (one segment:
     plain bars, without a legend)."""
     show_legend = len(segments) > 1
-    legend, legend_h = _legend([(s.name, "box", s.colour, "") for s in segments], 8, 8 + TITLE_H, width - 16) if show_legend else ([], 0.0)
+    keys = [(s.name, "box", s.colour, "") for s in segments]
+    legend, legend_h = _legend(keys, 8, 8 + TITLE_H, width - 16) if show_legend else ([], 0.0)
     label_w = min(max((_text_width(r.label) for r in rows), default=40) + 14, 260)
     top = 14 + TITLE_H + legend_h
     left, right = label_w, 64.0  # right: room for the total

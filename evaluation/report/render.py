@@ -243,8 +243,8 @@ def _quality_section(summary: dict[str, Any]) -> str:
         figures = [
             charts.interval_chart(_intervals(groups, "rate", "pass", colours), title=f"Pass rate by model — {judge}",
                                   x_label="pass rate (share of ok rows)", value_format=charts.fmt_percent, width=560),
-            charts.interval_chart(_intervals(groups, "metric", "score", colours), title=f"Mean score by model — {judge}",
-                                  x_label="mean score", width=560),
+            charts.interval_chart(_intervals(groups, "metric", "score", colours),
+                                  title=f"Mean score by model — {judge}", x_label="mean score", width=560),
         ]
         body: list[str] = []
         for verdict in VERDICTS:
@@ -371,8 +371,8 @@ def _distribution_section(summary: dict[str, Any]) -> str:
         figures = []
         for item in items:
             series = [charts.HistogramSeries(model, counts, colours.get(model)) for model, counts in item["counts"].items()]
-            figures.append(charts.histogram(series, title=f"{_METRIC_LABELS[item['metric']]} — {judge}", x_label=item["metric"],
-                                            width=370))
+            chart_title = f"{_METRIC_LABELS[item['metric']]} — {judge}"
+            figures.append(charts.histogram(series, title=chart_title, x_label=item["metric"], width=370))
         parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", _figures(figures)]
     return _section("distributions", title, *parts)
 
