@@ -101,12 +101,12 @@ def calibrated_thresholds(store: storage.Store, reference: str) -> Thresholds:
     key = storage.calibration_key(calibration, "calibration.parquet")
     if not store.exists(key):
         raise CalibrationError(f"thresholds_from {reference!r}: no calibration at {store.uri(key)}")
-    table = storage.read_parquet(store, key).filter((pl.col("metric") == "score")
-                                                    & pl.col("suggested_borderline").is_not_null())
+    scores = storage.read_parquet(store, key).filter(pl.col("metric") == "score")
+    table = scores.filter(pl.col("suggested_borderline").is_not_null())
     if judge:
         table = table.filter(pl.col("judge") == judge)
     if table.height != 1:
-        judges = ", ".join(storage.read_parquet(store, key).filter(pl.col("metric") == "score")["judge"].to_list())
+        judges = ", ".join(scores["judge"].to_list())
         raise CalibrationError(f"thresholds_from {reference!r}: name one judge of the calibration as "
                                f"<calibration id>/<judge> (judges with a suggestion: {judges or 'none'})")
     row = table.row(0, named=True)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.compare.stats import batches, percentile_interval
+from evaluation.contract import VERDICTS
 
 #: Cells (resamples × score levels) drawn at once by the bootstrap; bounds memory on large sets.
 _BATCH_CELLS = 4_000_000
@@ -232,9 +233,6 @@ def best_pass_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | 
     return _best_detection_cut(values, good, forced, cuts[cuts >= at_least - 1e-12], prefer)
 
 
-VERDICT_ORDER: tuple[str, ...] = ("pass", "borderline", "fail")
-
-
 def verdicts_at(values: np.ndarray, borderline: float, passing: float, forced: np.ndarray | None = None) -> np.ndarray:
     """CONTRACT §2.5's verdicts of ``values`` at the given thresholds (``forced`` rows ``fail``)."""
     values = np.asarray(values, dtype=np.float64)
@@ -254,7 +252,7 @@ def best_verdict_cuts(values: np.ndarray, expected: np.ndarray, *, forced: np.nd
     cuts = candidate_cuts(values)
     if not values.size or not cuts.size:
         return None
-    classes = np.array([VERDICT_ORDER.index(v) for v in expected])  # 0 pass, 1 borderline, 2 fail
+    classes = np.array([VERDICTS.index(v) for v in expected])  # 0 pass, 1 borderline, 2 fail
     free = ~forced
     # below[k, c]: free records of expected class c with value < cuts[k]
     below = np.stack([np.searchsorted(np.sort(values[free & (classes == c)]), cuts, side="left") for c in range(3)],
