@@ -31,8 +31,8 @@ import polars as pl
 
 from evaluation import storage
 
-__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "TABLES", "SqlError", "csv_ready", "referenced_tables", "run_sql",
-           "sql_context"]
+__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "TABLES", "SqlError", "csv_ready", "referenced_tables",
+           "run_sql"]
 
 DAILY_TABLES: tuple[str, ...] = storage.TABLES
 #: SQL name -> file of each comparison.
@@ -79,17 +79,11 @@ def scan(store: storage.Store, table: str) -> pl.LazyFrame:
     return frame
 
 
-def sql_context(store: storage.Store, query: str) -> pl.SQLContext[Any]:
-    """A SQLContext with every table the query names registered (lazily)."""
+def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
+    """Run one query over the tables under ``store`` (see the module docstring)."""
     context: pl.SQLContext[Any] = pl.SQLContext()
     for table in referenced_tables(query):
         context.register(table, scan(store, table))
-    return context
-
-
-def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
-    """Run one query over the tables under ``store`` (see the module docstring)."""
-    context = sql_context(store, query)
     try:  # the streaming engine: aggregations over many days need memory for the groups, not the rows
         return context.execute(query, eager=False).collect(engine="streaming")
     except Exception as exc:  # Polars raises several SQL and I/O error types: one message for the user
