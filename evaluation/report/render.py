@@ -183,7 +183,11 @@ def _delta_cell(kind: str, name: str, measure: dict[str, Any], baseline: str) ->
     return _cell(f'<span class="flag {assessment}">{_ARROWS[direction]} {text}</span>', num=True, title=tip)
 
 
-def _measure_rows(kind: str, name: str, label: str, groups: list[dict[str, Any]]) -> list[str]:
+def _label(kind: str, name: str) -> str:
+    return _RATE_LABELS.get(name, name) if kind == "rate" else f"{_METRIC_LABELS.get(name, name)} (mean)"
+
+
+def _measure_rows(kind: str, name: str, groups: list[dict[str, Any]]) -> list[str]:
     rows = []
     for index, group in enumerate(groups):
         measure = group["rates" if kind == "rate" else "metrics"][name]
@@ -191,7 +195,7 @@ def _measure_rows(kind: str, name: str, label: str, groups: list[dict[str, Any]]
         trail = measure.get("trailing_7d") or {}
         cells = []
         if index == 0:
-            cells.append(_cell(esc(label), cls="measure", rowspan=len(groups)))
+            cells.append(_cell(esc(_label(kind, name)), cls="measure", rowspan=len(groups)))
         prev_title = f"previous landed day {prev['dt']}, n={prev['n']}" if prev else "no earlier day within 7 days"
         trail_title = f"{len(trail['days'])} days ({', '.join(trail['days'])}), n={trail['n']}" if trail else "no earlier day within 7 days"
         cells += [
@@ -248,10 +252,10 @@ def _quality_section(summary: dict[str, Any]) -> str:
         ]
         body: list[str] = []
         for verdict in VERDICTS:
-            body += _measure_rows("rate", verdict, _RATE_LABELS[verdict], groups)
+            body += _measure_rows("rate", verdict, groups)
         for metric in METRICS:
             if any(g["metrics"][metric]["n"] or g["metrics"][metric]["previous"] or g["metrics"][metric]["trailing_7d"] for g in groups):
-                body += _measure_rows("metric", metric, f"{_METRIC_LABELS[metric]} (mean)", groups)
+                body += _measure_rows("metric", metric, groups)
         parts.append(f'<h3 id="quality-{esc(judge)}">Judge <code>{esc(judge)}</code></h3>')
         parts += [_figures(figures), _table(header, body)]
     return _section("quality", title, *parts)
@@ -259,14 +263,6 @@ def _quality_section(summary: dict[str, Any]) -> str:
 
 _ASSESSMENT_ORDER = {"worse": 0, "changed": 1, "better": 2}
 _MEASURE_ORDER = [f"{v}_rate" for v in VERDICTS] + [f"{m}_mean" for m in METRICS]
-
-
-def _measure_label(measure: str) -> tuple[str, str]:
-    """``("rate" | "metric", label)`` of a flag's measure name."""
-    name = measure.rsplit("_", 1)[0]
-    if measure.endswith("_rate"):
-        return "rate", _RATE_LABELS.get(name, name)
-    return "metric", f"{_METRIC_LABELS.get(name, name)} (mean)"
 
 
 def _flags_section(summary: dict[str, Any]) -> str:
@@ -289,13 +285,14 @@ def _flags_section(summary: dict[str, Any]) -> str:
               _th("Baseline"), _th("Baseline value", True), _th("Δ", True)]
     body = []
     for flag in ordered:
-        kind, label = _measure_label(flag["measure"])
+        name, suffix = flag["measure"].rsplit("_", 1)
+        kind = "rate" if suffix == "rate" else "metric"
         base = f"previous day {flag['baseline_dt']}" if flag["baseline"] == "previous" else "trailing 7 days"
         assessment, arrow = flag["assessment"], _ARROWS[flag["direction"]]
         body.append(_row([
             _cell(f'<span class="flag {assessment}">{arrow} {esc(assessment)}</span>', cls="nowrap"),
             _cell(f"<code>{esc(flag['model'])}</code>", cls="nowrap"), _cell(f"<code>{esc(flag['judge'])}</code>"),
-            _cell(esc(label)), _cell(esc(_fmt(kind, flag["value"])), num=True),
+            _cell(esc(_label(kind, name))), _cell(esc(_fmt(kind, flag["value"])), num=True),
             _cell(esc(_fmt_ci(kind, flag["ci_low"], flag["ci_high"])), num=True), _cell(esc(base), cls="nowrap"),
             _cell(esc(_fmt(kind, flag["baseline_value"])), num=True),
             _cell(f'<span class="flag {assessment}">{esc(_fmt_delta(kind, flag["delta"]))}</span>', num=True),
