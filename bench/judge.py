@@ -67,8 +67,7 @@ def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[A
     raw = data.raw_day(records, unique=True, bad=False)
     cfg = RunConfig(
         date=data.DAY, input_uri=str(raw), output_uri=tempfile.mkdtemp(prefix="bench-judge-"), run_id="bench",
-        judges=judges,
-        judge_model=params.get("model", "openai/mock-judge"), api_base=params["api_base"],
+        judges=judges, judge_model=params.get("model", "openai/mock-judge"), api_base=params["api_base"],
         concurrency=params.get("concurrency", 8), chunk_size=records, timeout_s=60.0,
     )
     stores = stages.Stores.open(cfg)
