@@ -47,6 +47,18 @@ def _timed(params: dict[str, Any], stage: Callable[[Any, Any], Any], *modules: s
     return result, {"seconds": round(time.monotonic() - started, 3), "rss_after_imports_mib": round(rss_after_imports, 1)}
 
 
+def _repeated(params: dict[str, Any], run: Callable[[], Any]) -> tuple[list[float], int]:
+    """The times of ``repeat`` (default 3) calls of `run`, and the height of the table it returns."""
+    runs, height = [], 0
+    for _ in range(int(params.get("repeat", 3))):
+        started = time.monotonic()
+        table = run()
+        runs.append(round(time.monotonic() - started, 3))
+        height = table.height
+        del table  # not held while the next call builds its own
+    return runs, height
+
+
 def prepare_raw(params: dict[str, Any]) -> dict[str, Any]:
     """Generate (or find in the cache) a raw day; returns its input root."""
     from bench import data
@@ -114,15 +126,8 @@ def score_table(params: dict[str, Any]) -> dict[str, Any]:
     frame = pl.read_parquet(data.parsed_file(int(params["rows"])))
     rss_loaded = peak_rss_mib()
     score(frame.head(1000))  # first use of each expression kernel
-    best = None
-    runs = []
-    for _ in range(int(params.get("repeat", 3))):
-        started = time.monotonic()
-        scored = score(frame)
-        runs.append(round(time.monotonic() - started, 3))
-        best = scored.height
-        del scored
-    return {"seconds": min(runs), "runs": runs, "rows": best, "rss_input_loaded_mib": round(rss_loaded, 1)}
+    runs, rows = _repeated(params, lambda: score(frame))
+    return {"seconds": min(runs), "runs": runs, "rows": rows, "rss_input_loaded_mib": round(rss_loaded, 1)}
 
 
 def summary(params: dict[str, Any]) -> dict[str, Any]:
@@ -135,13 +140,7 @@ def summary(params: dict[str, Any]) -> dict[str, Any]:
 
     path = data.scored_file(int(params["rows"]))
     rss_before = peak_rss_mib()
-    runs = []
-    groups = 0
-    for _ in range(int(params.get("repeat", 3))):
-        started = time.monotonic()
-        table = build_daily_summary(pl.scan_parquet(path), data.DAY, "bench")
-        runs.append(round(time.monotonic() - started, 3))
-        groups = table.height
+    runs, groups = _repeated(params, lambda: build_daily_summary(pl.scan_parquet(path), data.DAY, "bench"))
     return {"seconds": min(runs), "runs": runs, "groups": groups, "rss_before_mib": round(rss_before, 1)}
 
 
