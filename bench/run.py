@@ -93,11 +93,9 @@ def _mib(value: float) -> str:
 
 def judge_items(bench: Bench) -> None:
     latency = 0.2
-    workers = bench.args.judge_workers
-    runs = []
-    for concurrency in (8, 32, 128):
-        runs.append({"concurrency": concurrency, "workers": "1"})
-        runs.append({"concurrency": concurrency, "workers": workers})
+    # Each concurrency in one process, then split over EVALUATION_JUDGE_WORKERS.
+    runs = [{"concurrency": concurrency, "workers": workers}
+            for concurrency in (8, 32, 128) for workers in ("1", bench.args.judge_workers)]
     records = 400 if bench.args.quick else 2000
     wait_for_quiet()
     with judge_server(latency, GOOD_REPLY) as server:
