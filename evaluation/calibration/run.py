@@ -48,19 +48,13 @@ def _key(calibration: str, name: str) -> str:
     return storage.calibration_key(calibration, name)
 
 
-def _call_parameters(spec: CalibrationSpec) -> dict[str, Any]:
-    from evaluation import client
-
-    return client.call_parameters(spec.judge_model, api_base=spec.api_base, temperature=0.0)
-
-
-def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.DataFrame) -> int:
+def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.DataFrame,
+                   parameters: dict[str, Any]) -> int:
     """Judge calls the set needs that the ledger has no reply for (0 on a re-run)."""
     from evaluation.judges import render
     from evaluation.ledger import Ledger, request_hash
     from evaluation.stages import record_from_row
 
-    parameters = _call_parameters(spec)
     missing = 0
     for (day,), group in records.group_by(pl.col("timestamp").dt.date(), maintain_order=True):
         hashes = set()
@@ -90,7 +84,7 @@ def judge_golden_set(
     Raises :class:`CalibrationError` when the set breaks a set-level rule (after landing its
     rejects) or the judge model cannot be used; the probe call that checks the model is only made
     when the ledger leaves calls to pay for."""
-    from evaluation import stages
+    from evaluation import client, stages
     from evaluation.judges import score_table
 
     run_id = f"calibration-{calibration}"  # what its judge chunks are staged and ledgered under
@@ -108,14 +102,15 @@ def judge_golden_set(
         judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base, concurrency=spec.concurrency,
         thresholds=spec.thresholds, chunk_size=spec.chunk_size,
     )
-    if _calls_to_make(store, spec, records):  # fail before paying: an unusable judge model stops the calibration here
+    parameters = client.call_parameters(spec.judge_model, api_base=spec.api_base, temperature=0.0)
+    if _calls_to_make(store, spec, records, parameters):  # fail before paying: an unusable judge model stops it here
         try:
             stages.probe_judge(stages.judge_client(cfg, api_key), f"calibration {calibration}")
         except stages.JudgeUnusable as exc:
             raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
     parsed, call_table, made, reused = judge_by_day(
         cfg, stages.Stores(raw=golden, out=store), records.with_columns(dt=pl.col("timestamp").dt.date()),
-        api_key=api_key, call_parameters=_call_parameters(spec))
+        api_key=api_key, call_parameters=parameters)
     scored = score_table(parsed, spec.thresholds)
     evaluations = (
         scored.with_columns(forced_fail(scored), run_id=pl.lit(run_id))

@@ -499,7 +499,7 @@ def run_comparison(
         "records_per_model": records, "paired_questions": paired, "statuses": statuses,
         "p_adjust": spec.p_adjust,
     })
-    page = render_report(comparison_id, spec, source, metrics, verdicts, records, statuses, paired_questions=paired)
+    page = render_report(comparison_id, spec, source, metrics, verdicts, records, statuses, paired)
     store.write_bytes(keys["report.html"], page.encode())
     result = {
         "comparison_id": comparison_id,

@@ -121,8 +121,7 @@ def render_report(
     verdicts: pl.DataFrame,
     records: dict[str, int],
     statuses: dict[str, dict[str, dict[str, int]]],
-    *,
-    paired_questions: int | None = None,
+    paired_questions: int,
 ) -> str:
     """The comparison's self-contained HTML page."""
     tested = metrics.filter(pl.col("p_adjusted").is_not_null())
@@ -134,8 +133,7 @@ def render_report(
         f"(<code>p_adjust={html.escape(method or '')}</code>{', controlling ' + controls if controls else ''}; both the raw and the adjusted value are shown); a delta is marked significant when its adjusted p-value "
         "is below 0.05." if tested.height else ""
     )
-    paired_line = ("" if paired_questions is None else
-                   f" Sampled by question: {paired_questions} questions were answered by every compared model "
+    paired_line = (f" Sampled by question: {paired_questions} questions were answered by every compared model "
                    "(paired); the rest of each model's records are unpaired.")
     how = ("landed scores" if source == "landed"
            else f"re-judged with {spec.judge_model}")
