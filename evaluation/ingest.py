@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, normalise, normalised_values
+from evaluation.storage import RAW_SUFFIXES
 
 __all__ = [
     "BATCH_ROWS",
@@ -324,7 +325,7 @@ def iter_object(source_uri: str, source: ObjectSource) -> Iterator[ParsedRow | R
     rows are numbered from 1; an unreadable Parquet, or any other suffix, is one reject.
     """
     name = source_uri.lower()
-    if not name.endswith((".jsonl.gz", ".jsonl", ".parquet")):
+    if not name.endswith(RAW_SUFFIXES):
         yield _reject(source_uri, None, "", "unsupported object type")
         return
     with contextlib.ExitStack() as stack:
