@@ -179,12 +179,6 @@ def judge_order(judge: str) -> tuple[int, str]:
     return (order.index(judge) if judge in order else len(order), judge)
 
 
-def _rate_value(row: dict[str, Any], verdict: str) -> tuple[int, int, float | None]:
-    n_ok = _int(row.get("n_ok"))
-    hits = _int(row.get(f"n_{verdict}"))
-    return hits, n_ok, (hits / n_ok if n_ok else None)
-
-
 def _comparison(value: float | None, interval: tuple[float, float] | None, baseline: float | None) -> dict[str, Any]:
     delta = None if value is None or baseline is None else value - baseline
     outside = None
@@ -195,10 +189,10 @@ def _comparison(value: float | None, interval: tuple[float, float] | None, basel
 
 def _estimate(kind: str, key: str, row: dict[str, Any]) -> tuple[dict[str, Any], tuple[float, float] | None]:
     """One measure of a ``daily_summary`` row: its n and value (with a rate's count or a mean's
-    std), and the value's 95% interval."""
+    std), and the value's 95% interval. A rate is a verdict's share of the ``ok`` rows."""
     if kind == "rate":
-        hits, n, value = _rate_value(row, key)
-        return {"n": n, "count": hits, "value": value}, wilson_interval(hits, n)
+        n, hits = _int(row.get("n_ok")), _int(row.get(f"n_{key}"))
+        return {"n": n, "count": hits, "value": hits / n if n else None}, wilson_interval(hits, n)
     n = _int(row.get(f"{key}_n"))
     value = _finite(row.get(f"{key}_mean")) if n else None
     std = _finite(row.get(f"{key}_std")) if n else None
