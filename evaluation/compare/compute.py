@@ -208,27 +208,20 @@ def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, bat
             for valid in _valid_batches(raw_store, day, batch_rows):
                 part = valid.with_columns(dt=pl.lit(day, dtype=pl.Date))
                 kept.append(part.join(chosen, on=["dt", "record_id", "model"], how="semi"))
-    if not kept:
-        from evaluation.stages import RECORD_SCHEMA
-
-        return pl.DataFrame(schema={**RECORD_SCHEMA, "dt": pl.Date})
-    records = pl.concat(kept, how="vertical")
-    return records.select(pl.exclude("dt"), "dt").sort("dt", "record_id")
+    # every model has valid records (_check_models), so each one has a part, or a sampled record
+    return pl.concat(kept, how="vertical").select(pl.exclude("dt"), "dt").sort("dt", "record_id")
 
 
 def judge_by_day(
     cfg: RunConfig, stores: Any, records: pl.DataFrame, *, api_key: str | None,
     call_parameters: dict[str, Any] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
-    """Judge ``records`` (with their day in ``dt``) through the pipeline's own chunk stage, a day at
-    a time under ``_work/dt=.../run=<cfg.run_id>/``: the parsed rows and judge calls (with ``dt``),
-    and the calls made and reused.
-
-    Chunks are staged in content-key order, as the daily plan stages them: each chunk reads only the
-    day's ledger objects of its own key range (see evaluation.ledger), so replies already paid for
-    are reused and a retry pays only for calls not made yet. With ``call_parameters`` the day's plan
-    record carries them: a chunk whose replies are all in the ledger then sets up no judge client
-    (nor litellm, seconds to import)."""
+    """Judge ``records`` (their day in ``dt``) a day at a time through the pipeline's own chunk stage
+    under ``_work/dt=.../run=<cfg.run_id>/``: the parsed rows and judge calls (with ``dt``), and the
+    calls made and reused. Chunks are staged in content-key order, as the daily plan stages them, so
+    each reads only its key range of the day's ledger (see evaluation.ledger) and a retry pays only
+    for calls not made yet. With ``call_parameters`` the plan record carries them: a chunk whose
+    replies are all in the ledger then sets up no judge client (nor litellm, seconds to import)."""
     from evaluation import stages
     from evaluation.stages._run import CostEstimate, PlanRecord, write_record
 
@@ -274,8 +267,6 @@ def judge_sample(
     if spec.judge_model is None:
         raise ComparisonError(f"comparison {comparison_id}: judge_sample needs a judge_model")
     records = sampled_valid_records(raw_store, spec)
-    if records.is_empty():
-        raise ComparisonError(f"comparison {comparison_id} ({spec.describe()}): no valid records to judge")
     cfg = RunConfig(
         date=records["dt"][0], input_uri=raw_store.root, output_uri=store.root, run_id=f"comparison-{comparison_id}",
         trigger="comparison", judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base,
