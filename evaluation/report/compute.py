@@ -379,15 +379,13 @@ def _rejects(rejects: pl.LazyFrame | None) -> dict[str, Any]:
             rules[rule] += 1  # records per rule (a record breaking a rule twice counts once)
     order = [c for c in ("source_uri", "line_no") if c in schema]
     first = rejects.sort(order, nulls_last=True, maintain_order=True) if order else rejects
-    samples = []
-    for row in first.head(REJECT_SAMPLES).collect().iter_rows(named=True):
-        samples.append({
-            "source_uri": row.get("source_uri"),
-            "line_no": row.get("line_no"),
-            "record_id": _truncate(row.get("record_id"), 120),
-            "reasons": _texts(row.get("reasons")),
-            "raw": _truncate(row.get("raw"), RAW_LIMIT),
-        })
+    samples = [{
+        "source_uri": row.get("source_uri"),
+        "line_no": row.get("line_no"),
+        "record_id": _truncate(row.get("record_id"), 120),
+        "reasons": _texts(row.get("reasons")),
+        "raw": _truncate(row.get("raw"), RAW_LIMIT),
+    } for row in first.head(REJECT_SAMPLES).collect().iter_rows(named=True)]
     return {
         "landed": True,
         "total": total,
