@@ -61,8 +61,7 @@ def label_problems(value: Any) -> tuple[dict[str, Any] | None, list[str]]:
     unknown = sorted(k for k in value if k not in LABEL_FIELDS)
     if unknown:
         problems.append(f"labels: unknown field {', '.join(map(repr, unknown))} (known: {', '.join(LABEL_FIELDS)})")
-    faithful, rating, scores, verdict = (value.get(k) for k in ("faithful", "rating", "scores", "verdict"))
-    source_label = value.get("source_label")
+    faithful, rating, scores, verdict, source_label = (value.get(k) for k in LABEL_FIELDS)
     if faithful is not None and not isinstance(faithful, bool):
         problems.append(f"labels.faithful: not a boolean (got {_kind(faithful)})")
     if rating is not None and not (isinstance(rating, int) and not isinstance(rating, bool)):
