@@ -4,11 +4,9 @@ A *golden set* (:mod:`evaluation.calibration.golden`, docs/golden-sets.md) is a 
 records (CONTRACT §1) that carry human ``labels``: a binary ``faithful``, an ordinal ``rating``,
 per-metric ``scores`` in [0, 1] and/or an expected ``verdict``. A calibration judges the set
 with a judge model through the daily stages, client and ledger (a re-run pays nothing), then
-measures, per judge and metric (:mod:`evaluation.calibration.compute`, pure statistics in
-:mod:`evaluation.calibration.metrics`): the status rates, AUROC with a bootstrap 95% interval,
-Spearman's correlation, Cohen's κ, F1, precision and recall of ``fail`` against the records
-labelled not faithful, the confusion matrix, and the thresholds that would maximise κ, fitted on
-one split of the set and measured on the held-out rest.
+measures per judge and metric how far its values and verdicts agree with the labels, and the
+thresholds that would agree best (:mod:`evaluation.calibration.compute` lists the figures; pure
+statistics in :mod:`evaluation.calibration.metrics`).
 
 It lands ``calibrations/calibration_id=<id>/calibration.parquet`` (the ``calibrations`` table:
 one row per set, judge, judge model, prompt version and metric, :data:`CALIBRATIONS_SCHEMA`),
