@@ -204,7 +204,6 @@ def calibration_rows(
     *,
     calibration_id: str,
     calibrated_at: dt.datetime,
-    set_uri: str | None = None,
 ) -> pl.DataFrame:
     """``calibrations`` rows: one per (judge, metric) of the spec, over the set's judged rows
     (``evaluations`` columns plus ``forced_fail``) and its labels (:data:`LABELS_SCHEMA`)."""
@@ -214,7 +213,7 @@ def calibration_rows(
         judged = rows.filter(pl.col("judge") == judge)
         versions = sorted(set(judged["prompt_version"].drop_nulls()))
         base = {
-            "calibration_id": calibration_id, "set_name": spec.set_name, "set_uri": set_uri or spec.golden_uri,
+            "calibration_id": calibration_id, "set_name": spec.set_name, "set_uri": spec.golden_uri,
             "judge": judge, "judge_model": spec.judge_model, "prompt_version": ",".join(versions) or None,
             "rules_version": RULES_VERSION, "seed": spec.seed, "bootstrap": spec.bootstrap,
             "calibrated_at": calibrated_at, **_status_rates(judged),

@@ -157,8 +157,7 @@ def calibrate(
         raise CalibrationError(f"calibration {calibration}: the set was judged for another spec; judge it again")
     evaluations = storage.read_parquet(store, keys["evaluations.parquet"])
     labels = storage.read_parquet(store, keys["labels.parquet"])
-    table = calibration_rows(evaluations, labels, spec, calibration_id=calibration, calibrated_at=calibrated_at,
-                             set_uri=spec.golden_uri)
+    table = calibration_rows(evaluations, labels, spec, calibration_id=calibration, calibrated_at=calibrated_at)
     storage.write_parquet(store, _key(calibration, "calibration.parquet"), table)
     page = render_page(table, roc_curves(evaluations, labels, list(spec.judges)), spec, calibration, judging)
     store.write_bytes(_key(calibration, "report.html"), page.encode())
