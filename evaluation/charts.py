@@ -243,13 +243,11 @@ def line_chart(
     y_range: tuple[float, float] | None = (0.0, 1.0),
     value_format: Formatter = fmt_decimal,
     tick_format: Formatter | None = None,
-    width: float = 560,
-    height: float = 250,
 ) -> str:
     """Several series over shared x labels (days), with gaps at ``None`` and optional shaded bands
     (95% intervals)."""
     tick_format = tick_format or value_format
-    height += TITLE_H
+    width, height = 560, 250 + TITLE_H
     fills = [s.colour or colour(i) for i, s in enumerate(series)]
     keys = [(s.name, "line", fills[i], dash(i)) for i, s in enumerate(series)]
     legend, legend_h = _legend(keys, 56, 8 + TITLE_H, width - 64)
@@ -519,12 +517,11 @@ class HistogramSeries:
     colour: str | None = None
 
 
-def histogram(series: Sequence[HistogramSeries], *, title: str, x_label: str, width: float = 380,
-              height: float = 220) -> str:
+def histogram(series: Sequence[HistogramSeries], *, title: str, x_label: str, width: float = 380) -> str:
     """Histogram of equal bins over ``[0, 1]``; several series are drawn as grouped bars and
     scaled to their share of the series (so groups of different sizes compare)."""
     bins = len(series[0].counts) if series else 10
-    height += TITLE_H
+    height = 220 + TITLE_H
     fills = [s.colour or colour(i) for i, s in enumerate(series)]
     legend, legend_h = _legend([(f"{s.name} ({sum(s.counts)})", "box", fills[i], "") for i, s in enumerate(series)], 40,
                                8 + TITLE_H, width - 48)
