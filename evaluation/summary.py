@@ -8,7 +8,7 @@ The summary is a query over the day's scored rows as a lazy table, never the day
 is kept as it is; a DataFrame has the columns the summary reads written to a temporary Parquet
 file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming engine:
 
-- counts, token and cost sums in one pass, whose memory is the groups;
+- counts and token sums in one pass, whose memory is the groups;
 - then one measure at a time (each metric over ``ok`` rows, and the latency of calls that reached
   the judge), that measure's values per (model, judge) — 8 bytes a value, never whole rows nor
   two measures at once:
@@ -18,7 +18,8 @@ file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming e
     ``quantile_cont`` agrees to float rounding;
   - means from the correctly rounded sum of the values (:func:`exact_sum`) over n, and sample
     standard deviations (ddof 1) from the correctly rounded sum of squared deviations from that
-    mean: the digits do not depend on the order of the rows nor on how the day was split.
+    mean: the digits do not depend on the order of the rows nor on how the day was split;
+  - the cost, likewise the correctly rounded sum of the rows' costs.
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ def _sums() -> list[pl.Expr]:
     exprs += [
         pl.col("input_tokens").sum().cast(pl.Int64).alias("input_tokens"),
         pl.col("output_tokens").sum().cast(pl.Int64).alias("output_tokens"),
-        pl.col("cost_usd").sum().cast(pl.Float64).alias("cost_usd"),
         pl.col("cached").sum().cast(pl.Int64).alias("n_cached"),
     ]
     return exprs
@@ -131,6 +131,13 @@ def _measure(rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...]) -> di
     return out
 
 
+def _costs(rows: pl.LazyFrame) -> dict[tuple[str, str], float]:
+    """(model, judge) → the correctly rounded sum of its rows' ``cost_usd`` (a float sum by the
+    streaming engine would depend on the order in which it met the rows)."""
+    groups = rows.group_by("model", "judge").agg(pl.col("cost_usd").drop_nulls()).collect(engine="streaming")
+    return {(model, judge): exact_sum(np.asarray(costs, dtype=np.float64)) for model, judge, costs in groups.iter_rows()}
+
+
 def exact_sum(values: np.ndarray) -> float:
     """The sum of ``values`` correctly rounded (as :func:`math.fsum`), whatever their order, and
     vectorised: every float is an integer mantissa times a power of two; the mantissas are added up
@@ -160,10 +167,11 @@ def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
         return pl.DataFrame(schema=summary_schema())
     metrics = {metric: _measure(rows, metric, _QUANTILES) for metric in METRICS}
     latency = _measure(rows, _LATENCY, _LATENCY_QUANTILES)
+    costs = _costs(rows)
     out: list[dict[str, Any]] = []
     for group in sums.iter_rows(named=True):
         key = (group["model"], group["judge"])
-        row: dict[str, Any] = {"run_id": run_id, **group}
+        row: dict[str, Any] = {"run_id": run_id, **group, "cost_usd": costs[key]}
         row["pass_rate"] = group["n_pass"] / group["n_ok"] if group["n_ok"] else None
         for metric in METRICS:
             figures = metrics[metric].get(key, {})
