@@ -126,7 +126,7 @@ def render_report(
     """The comparison's self-contained HTML page."""
     tested = metrics.filter(pl.col("p_adjusted").is_not_null())
     method = tested["p_adjust_method"][0] if tested.height else None
-    adjustment = _ADJUSTMENT_NAMES.get(method or "", method or "")
+    adjustment = html.escape(_ADJUSTMENT_NAMES.get(method or "", method or ""))
     controls = _ADJUSTMENT_CONTROLS.get(method or "")
     multiplicity = (
         f" p-values are adjusted for the {tested.height} tests of this comparison with the {adjustment} method "
@@ -174,7 +174,7 @@ def render_report(
         "and works on per-question differences (sign-flip permutation p-value); an <i>unpaired</i> test compares the "
         "two samples (two-sample permutation p-value). The effect size is Cohen's d (d<sub>z</sub>, the mean over "
         "the standard deviation of the per-question differences, for a paired test) with a bootstrap interval."
-        f"{html.escape(multiplicity)} A bold label, a green or red delta: significant after the adjustment.</p></div>"
+        f"{multiplicity} A bold label, a green or red delta: significant after the adjustment.</p></div>"
         + "".join(sections)
         + "<section class='card'><h2>Judge statuses</h2><table><tr><th>model</th><th>judge</th>"
         + "".join(f"<th>{s}</th>" for s in JUDGE_STATUSES) + "</tr>"

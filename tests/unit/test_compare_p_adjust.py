@@ -115,6 +115,7 @@ def test_a_bh_comparison_adjusts_lands_and_names_its_method(landed: storage.Stor
     assert spec_json["p_adjust"] == "bh" and spec_json["spec"]["p_adjust"] == "bh"
     page = landed.read_bytes(storage.comparison_key("adjust-bh", "report.html")).decode()
     assert "p (Benjamini–Hochberg)" in page and "p_adjust=bh" in page and "false discovery rate" in page
+    assert "<code>p_adjust=bh</code>" in page  # markup, not escaped text
     page = landed.read_bytes(storage.comparison_key("adjust-holm", "report.html")).decode()
     assert "p (Holm)" in page and "p_adjust=holm" in page and "family-wise error rate" in page
 
