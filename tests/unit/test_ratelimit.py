@@ -24,7 +24,7 @@ import pytest
 from evaluation import stages, storage, synthetic
 from evaluation.client import JudgeClient
 from evaluation.judges import RenderedPrompt
-from evaluation.ratelimit import AdaptiveLimit, RateBudget, TokenBucket, estimate_tokens
+from evaluation.ratelimit import DEFAULT_BURST_S, AdaptiveLimit, RateBudget, TokenBucket, estimate_tokens
 from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens, count_tokens
 from tests.reliability.helpers import DAY, config, judge_reply
 
@@ -102,10 +102,12 @@ def test_adaptive_limit_halves_once_per_round_and_grows_back_by_one_per_window()
         seen.append(limit.limit)
         started = time.monotonic()
         await limit.acquire()  # waits for the pause
-        seen.append(round(time.monotonic() - started, 1))
+        seen.append(time.monotonic() - started)
         return seen
 
-    assert asyncio.run(scenario()) == [4, 5, 6, 3, 0.2]
+    *limits, paused = asyncio.run(scenario())
+    assert limits == [4, 5, 6, 3]
+    assert 0.19 <= paused < 1.0, paused  # waited out the 0.2 s pause (later only by a loaded machine)
 
 
 def test_adaptive_limit_never_lets_more_than_its_limit_in_flight() -> None:
@@ -194,8 +196,12 @@ def test_a_tokens_budget_holds_too(tmp_path: Path) -> None:
         used = sum(count_prompt_tokens(r.body) + count_tokens(judge_reply(r.body)) for r in server.requests)
         throttled = server.throttled_count
     assert result["statuses"].get("call_error", 0) == 0 and result["statuses"]["ok"] > 0
-    rate = used / (times[-1] - times[0])
-    assert 0.8 * tpm / 60 <= rate <= 1.2 * tpm / 60, f"{rate:.0f} tokens/s against {tpm / 60:.0f}"
+    elapsed = times[-1] - times[0]
+    rate = used / elapsed
+    assert 0.8 * tpm / 60 <= rate, f"{rate:.0f} tokens/s against {tpm / 60:.0f}"
+    # The bucket starts full (DEFAULT_BURST_S of the rate); past that burst the calls keep to the rate.
+    beyond_burst = (used - DEFAULT_BURST_S * tpm / 60) / elapsed
+    assert beyond_burst <= 1.1 * tpm / 60, f"{beyond_burst:.0f} tokens/s past the burst against {tpm / 60:.0f}"
     assert throttled <= 2, throttled
 
 
