@@ -6,7 +6,7 @@ or, as :class:`S3FaultPlan` decides, answered by the proxy before the upstream s
 SlowDown`` (S3's throttling), ``500 InternalError``, or a reset connection (TCP RST, no answer).
 A request's draw is a hash of the seed, the request (method, path, query, ``Range``, a digest of
 the body) and how many times that request was seen, so an identical retry draws afresh; faults are
-bounded per request (keep ``max_faults_per_request`` below the client's attempts) and in all.
+bounded per request (keep ``max_faults_per_request`` below the client's attempts).
 Requests whose URLs carry random parts (multipart upload ids, random names) draw differently from
 one run to the next. Everything listens on 127.0.0.1 and is closed by :meth:`FaultyProxy.stop`.
 """
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from evaluation.testing.replies import check_shares, draw_fault
 
 logger = logging.getLogger(__name__)
 
@@ -44,25 +46,16 @@ class S3FaultPlan:
     reset: float = 0.03
     seed: int = 0
     max_faults_per_request: int = 2
-    max_faults: int | None = None
 
     def __post_init__(self) -> None:
-        """Check the shares and bounds."""
-        shares = [getattr(self, kind) for kind in FAULT_KINDS]
-        if any(not 0.0 <= p <= 1.0 for p in shares) or sum(shares) > 1.0 + 1e-9:
-            raise ValueError(f"S3FaultPlan shares must be in [0, 1] and sum to at most 1, got {shares}")
-        if self.max_faults_per_request < 0 or (self.max_faults or 0) < 0:
-            raise ValueError("S3FaultPlan bounds must be >= 0")
+        """Check the shares and the bound."""
+        check_shares(self, FAULT_KINDS)
+        if self.max_faults_per_request < 0:
+            raise ValueError("S3FaultPlan.max_faults_per_request must be >= 0")
 
     def decide(self, request_key: str, attempt: int) -> FaultKind | None:
-        """The fault for this attempt of this request (bounds aside), or None to forward it."""
-        token = f"{self.seed}:{attempt}:{request_key}".encode()
-        u, edge = int.from_bytes(hashlib.blake2b(token, digest_size=8).digest(), "big") / 2.0**64, 0.0
-        for kind in FAULT_KINDS:
-            edge += getattr(self, kind)
-            if u < edge:
-                return kind
-        return None
+        """The fault for this attempt of this request (the bound aside), or None to forward it."""
+        return draw_fault(self, FAULT_KINDS, f"{self.seed}:{attempt}:{request_key}")
 
 
 @dataclass(frozen=True)
@@ -77,13 +70,12 @@ class ProxiedRequest:
 class FaultyProxy:
     """``with FaultyProxy(upstream_url, S3FaultPlan(seed=1)) as proxy: proxy.endpoint_url``."""
 
-    def __init__(self, upstream_url: str, plan: S3FaultPlan | None = None, *, timeout_s: float = 60.0) -> None:
+    def __init__(self, upstream_url: str, plan: S3FaultPlan | None = None) -> None:
         upstream = urlsplit(upstream_url)
         if upstream.scheme != "http" or not upstream.hostname:
             raise ValueError(f"upstream must be an http:// URL, got {upstream_url!r}")
         self.upstream = (upstream.hostname, upstream.port or 80)
         self.plan = plan or S3FaultPlan()
-        self.timeout_s = timeout_s
         self.endpoint_url = ""
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
@@ -134,8 +126,7 @@ class FaultyProxy:
         with self._lock:
             attempt = self._seen[key]
             self._seen[key] += 1
-            capped = self.plan.max_faults is not None and sum(self._faulted.values()) >= self.plan.max_faults
-            if capped or self._faulted[key] >= self.plan.max_faults_per_request:
+            if self._faulted[key] >= self.plan.max_faults_per_request:
                 return None
             kind = self.plan.decide(key, attempt)
             if kind is not None:
@@ -206,7 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         if body or self.command in ("PUT", "POST"):
             headers["Content-Length"] = str(len(body))
-        upstream = http.client.HTTPConnection(*proxy.upstream, timeout=proxy.timeout_s)
+        upstream = http.client.HTTPConnection(*proxy.upstream, timeout=60)
         try:
             upstream.request(self.command, self.path, body=body or None, headers=headers)
             response = upstream.getresponse()

@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 #: Assistant content used when no responder (or no ``--reply-file``) is given.
 DEFAULT_REPLY_CONTENT = json.dumps({"score": 1.0, "hits": [], "misses": [], "reasoning": "ok"})
@@ -24,6 +24,7 @@ MALFORMED_CONTENT = "I think the answer is good"
 FaultKind = Literal["rate_limit", "server_error", "hang", "malformed"]
 #: Fault kinds a :class:`FaultPlan` can inject, in the order their probability bands are laid out.
 FAULT_KINDS: tuple[FaultKind, ...] = ("rate_limit", "server_error", "hang", "malformed")
+K = TypeVar("K", bound=str)
 
 
 # --------------------------------------------------------------------------------------------- tokens
@@ -69,9 +70,9 @@ def count_prompt_tokens(body: Mapping[str, Any]) -> int:
 # ---------------------------------------------------------------------------------------------- Reply
 
 
-def error_body(message: str, type_: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+def error_body(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
     """An OpenAI-style ``{"error": {...}}`` body."""
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
 class _HangFlag:
@@ -128,12 +129,12 @@ class Reply:
         return cls(status=status, headers=dict(headers or {}), body=error_body(message, type_, code))
 
     @classmethod
-    def rate_limited(cls, retry_after: float = 1, message: str | None = None) -> Reply:
+    def rate_limited(cls, retry_after: float = 1) -> Reply:
         """429 ``rate_limit_error`` / ``rate_limit_exceeded`` with a ``Retry-After`` header (seconds)."""
         seconds = int(retry_after) if float(retry_after).is_integer() else retry_after
         return cls.error(
             429,
-            message or f"Rate limit reached for requests. Please try again in {seconds}s.",
+            f"Rate limit reached for requests. Please try again in {seconds}s.",
             "rate_limit_error",
             "rate_limit_exceeded",
             headers={"Retry-After": str(seconds)},
@@ -142,7 +143,7 @@ class Reply:
     @classmethod
     def server_error(cls, message: str = "The server had an error while processing your request.") -> Reply:
         """500 ``server_error``."""
-        return cls.error(500, message, "server_error", None)
+        return cls.error(500, message, "server_error")
 
     @classmethod
     def bad_request(cls, message: str = "Invalid request.", code: str | None = None) -> Reply:
@@ -150,19 +151,19 @@ class Reply:
         return cls.error(400, message, "invalid_request_error", code)
 
     @classmethod
-    def quota(cls, message: str | None = None) -> Reply:
+    def quota(cls) -> Reply:
         """429 ``insufficient_quota`` (type and code): out of credit, not worth retrying."""
         return cls.error(
             429,
-            message or "You exceeded your current quota, please check your plan and billing details.",
+            "You exceeded your current quota, please check your plan and billing details.",
             "insufficient_quota",
             "insufficient_quota",
         )
 
     @classmethod
-    def malformed(cls, text: str = MALFORMED_CONTENT) -> Reply:
+    def malformed(cls) -> Reply:
         """A 200 whose assistant content is not JSON."""
-        return cls(content=text)
+        return cls(content=MALFORMED_CONTENT)
 
     @classmethod
     def _hanging(cls) -> Reply:
@@ -187,6 +188,7 @@ def as_reply(value: Any) -> Reply:
     if isinstance(value, str):
         return Reply(content=value)
     raise TypeError(f"responder must return Reply or str, got {type(value).__name__}")
+
 
 def default_responder(body: dict[str, Any]) -> Reply | str:
     """Answer every request with :data:`DEFAULT_REPLY_CONTENT`."""
@@ -221,32 +223,16 @@ class ScriptedResponder:
             )
         return self._replies[index]
 
-    @property
-    def used(self) -> int:
-        """How many requests the responder has been called for (including ones past the end)."""
-        with self._lock:
-            return self._next
-
-    @property
-    def remaining(self) -> int:
-        """How many scripted replies are left."""
-        with self._lock:
-            return max(0, len(self._replies) - self._next)
-
 
 class KeyedResponder:
     """Picks a reply from the prompt text (all message contents joined with newlines).
 
-    ``table`` is either a callable ``prompt_text -> Reply | str | None`` or a mapping whose keys are
-    substrings of the prompt: the first key (in mapping order) found in the prompt wins. When nothing
-    matches, ``default`` is returned; with no default the request fails with a 500 (``KeyError``).
+    The keys of ``table`` are substrings of the prompt: the first key (in mapping order) found in the
+    prompt wins. When nothing matches, ``default`` is returned; with no default the request fails with
+    a 500 (``KeyError``).
     """
 
-    def __init__(
-        self,
-        table: Callable[[str], ReplyLike | None] | Mapping[str, ReplyLike],
-        default: ReplyLike | None = None,
-    ) -> None:
+    def __init__(self, table: Mapping[str, ReplyLike], default: ReplyLike | None = None) -> None:
         """Route by ``table``, falling back to ``default``."""
         self._table = table
         self._default = default
@@ -254,22 +240,34 @@ class KeyedResponder:
     def __call__(self, body: dict[str, Any]) -> Reply:
         """The reply for this request's prompt."""
         text = prompt_text(body, sep="\n")
-        found: ReplyLike | None = None
-        if callable(self._table):
-            found = self._table(text)
-        else:
-            for key, value in self._table.items():
-                if key in text:
-                    found = value
-                    break
-        if found is None:
-            found = self._default
+        found = next((value for key, value in self._table.items() if key in text), self._default)
         if found is None:
             raise KeyError(f"KeyedResponder: no reply for prompt starting {text[:80]!r}")
         return as_reply(found)
 
 
 # ------------------------------------------------------------------------------------------ FaultPlan
+
+
+def check_shares(plan: object, kinds: Iterable[str]) -> None:
+    """Check that the fault shares of ``plan`` (its attributes named by ``kinds``) are probabilities
+    summing to at most 1."""
+    shares = {kind: getattr(plan, kind) for kind in kinds}
+    if any(not 0.0 <= p <= 1.0 for p in shares.values()) or sum(shares.values()) > 1.0 + 1e-9:
+        raise ValueError(f"{type(plan).__name__} shares must be in [0, 1] and sum to at most 1, got {shares}")
+
+
+def draw_fault(plan: object, kinds: tuple[K, ...], token: str) -> K | None:
+    """The fault for ``token``: a hash of it into ``[0, 1)`` falls in the band of one kind (bands of
+    the shares ``plan.<kind>``, laid out in ``kinds`` order) or past them all (None)."""
+    u = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "big") / 2.0**64
+    edge = 0.0
+    for kind in kinds:
+        edge += getattr(plan, kind)
+        if u < edge:
+            return kind
+    return None
+
 
 
 @dataclass(frozen=True)
@@ -293,14 +291,7 @@ class FaultPlan:
 
     def __post_init__(self) -> None:
         """Check the probabilities."""
-        total = 0.0
-        for kind in FAULT_KINDS:
-            p = getattr(self, kind)
-            if not 0.0 <= p <= 1.0:
-                raise ValueError(f"FaultPlan.{kind} must be in [0, 1], got {p}")
-            total += p
-        if total > 1.0 + 1e-9:
-            raise ValueError(f"FaultPlan probabilities sum to {total} > 1")
+        check_shares(self, FAULT_KINDS)
         if self.retry_after < 0:
             raise ValueError("FaultPlan.retry_after must be >= 0")
 
@@ -310,22 +301,11 @@ class FaultPlan:
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).hexdigest()
 
-    def draw(self, body_key: str, attempt: int, server_seed: int = 0) -> float:
-        """The deterministic number in ``[0, 1)`` for this body and attempt."""
-        token = f"{self.seed}:{server_seed}:{attempt}:{body_key}".encode()
-        return int.from_bytes(hashlib.blake2b(token, digest_size=8).digest(), "big") / 2.0**64
-
     def decide(self, body_key: str, attempt: int, server_seed: int = 0, faults_so_far: int = 0) -> FaultKind | None:
         """The fault to inject for this attempt of this body, or None to let the responder answer."""
         if self.max_faults_per_body is not None and faults_so_far >= self.max_faults_per_body:
             return None
-        u = self.draw(body_key, attempt, server_seed)
-        edge = 0.0
-        for kind in FAULT_KINDS:
-            edge += getattr(self, kind)
-            if u < edge:
-                return kind
-        return None
+        return draw_fault(self, FAULT_KINDS, f"{self.seed}:{server_seed}:{attempt}:{body_key}")
 
     def reply_for(self, kind: FaultKind) -> Reply:
         """The :class:`Reply` that expresses a fault kind."""
