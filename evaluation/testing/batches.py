@@ -11,7 +11,7 @@ any time):
 
 * ``delay_s``: seconds a batch stays ``in_progress`` before its lines are run;
 * ``fail_ids`` / ``fail_fraction``: lines (by ``custom_id``, or a deterministic share of them)
-  answered with ``fail_status`` (500 by default) in the error file;
+  answered with a 500 in the error file;
 * ``expire_batches`` / ``expire_after``: the next ``expire_batches`` batches expire after running
   ``expire_after`` of their lines (an int, or a fraction of the lines); the rest land in the error
   file with code ``batch_expired``, as OpenAI does.
@@ -56,7 +56,6 @@ class BatchEndpoints:
         self.delay_s = 0.0
         self.fail_ids: set[str] = set()
         self.fail_fraction = 0.0
-        self.fail_status = 500
         self.expire_batches = 0
         self.expire_after: float = 0.5
         self._lock = threading.Lock()
@@ -197,22 +196,13 @@ class BatchEndpoints:
     async def _answer(self, body: dict[str, Any], custom_id: str) -> tuple[int, Any]:
         """Run one line as the server runs a chat request: recorded, counted, the same responder."""
         server = self.server
-        with server._cond:
-            server._count += 1
-            if server.record_requests:
-                server._requests.append(RecordedRequest(body, received_at=time.time(), path="/v1/batches"))
-            server._cond.notify_all()
+        server._record(RecordedRequest(body, received_at=time.time(), path="/v1/batches"))
         with self._lock:
             self.counts["lines"] += 1
             self.line_ids.append(custom_id)
         if custom_id in self.fail_ids or (self.fail_fraction > 0 and _share(custom_id) < self.fail_fraction):
-            reply = Reply.error(self.fail_status, "injected batch line failure", "server_error"
-                                if self.fail_status >= 500 else "invalid_request_error")
+            reply = Reply.server_error("injected batch line failure")
         else:
             reply = await server._call_responder(body)
-        if reply.body is not None:
-            return reply.status, reply.body if not isinstance(reply.body, bytes) else reply.body.decode()
-        if reply.status == 200:
-            return 200, server._completion(body, reply.content)
-        kind = "server_error" if reply.status >= 500 else "invalid_request_error"
-        return reply.status, error_body(f"HTTP {reply.status}", kind, None)
+        payload = server._payload(body, reply)
+        return reply.status, payload.decode() if isinstance(payload, bytes) else payload

@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, Self
 
 from aiohttp import web
@@ -57,32 +57,24 @@ from evaluation.testing.replies import (
     KeyedResponder,
     RecordedRequest,
     Reply,
-    ReplyLike,
     Responder,
     ScriptedResponder,
-    ScriptExhaustedError,
     as_reply,
     count_prompt_tokens,
     count_tokens,
     default_responder,
     error_body,
-    message_text,
-    prompt_text,
 )
 
 __all__ = [
-    "DEFAULT_MODELS", "DEFAULT_REPLY_CONTENT", "FAULT_KINDS", "MALFORMED_CONTENT", "FaultKind", "FaultPlan",
-    "KeyedResponder", "OpenAIServer", "RecordedRequest", "Reply", "ReplyLike", "Responder", "ScriptExhaustedError",
-    "ScriptedResponder", "count_prompt_tokens", "count_tokens", "default_responder", "main", "message_text",
-    "prompt_text",
+    "DEFAULT_REPLY_CONTENT", "FAULT_KINDS", "MALFORMED_CONTENT", "FaultPlan", "KeyedResponder", "OpenAIServer",
+    "RecordedRequest", "Reply", "ScriptedResponder", "count_prompt_tokens", "count_tokens", "main",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: Model ids listed by ``GET /v1/models`` unless told otherwise.
 DEFAULT_MODELS: tuple[str, ...] = ("mock-judge",)
-
-_JSON_CONTENT_TYPE = "application/json"
 
 
 def _is_probe(body: Mapping[str, Any]) -> bool:
@@ -118,13 +110,11 @@ class OpenAIServer:
         latency_s: float = 0.0,
         faults: FaultPlan | None = None,
         seed: int = 0,
-        host: str = "127.0.0.1",
         port: int = 0,
         models: Sequence[str] = DEFAULT_MODELS,
         record_requests: bool = True,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
         shutdown_timeout: float = 2.0,
-        backlog: int = 2048,
         answer_probes: bool = True,
         rpm: float | None = None,
         tpm: float | None = None,
@@ -141,7 +131,6 @@ class OpenAIServer:
         self.latency_s = float(latency_s)
         self.faults = faults
         self.seed = seed
-        self.host = host
         self.models = tuple(models)
         self.record_requests = record_requests
         self.answer_probes = answer_probes
@@ -150,7 +139,6 @@ class OpenAIServer:
         self._requested_port = port
         self._loop_factory = loop_factory or asyncio.new_event_loop
         self._shutdown_timeout = shutdown_timeout
-        self._backlog = backlog
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -178,11 +166,10 @@ class OpenAIServer:
         """Bind the port and start serving in a background thread; returns ``self`` once listening."""
         if self._thread is not None:
             raise RuntimeError("OpenAIServer already started")
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self._requested_port))
+            sock.bind(("127.0.0.1", self._requested_port))
         except BaseException:
             sock.close()
             raise
@@ -221,16 +208,9 @@ class OpenAIServer:
         self._thread = None
 
     def __enter__(self) -> Self:
-        """Start the server."""
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Stop the server."""
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _thread_main(self, sock: socket.socket) -> None:
@@ -276,7 +256,7 @@ class OpenAIServer:
         )
         await runner.setup()
         self._runner = runner
-        site = web.SockSite(runner, sock, backlog=self._backlog)
+        site = web.SockSite(runner, sock, backlog=2048)
         await site.start()
 
     async def _ashutdown(self) -> None:
@@ -297,9 +277,8 @@ class OpenAIServer:
 
     @property
     def url(self) -> str:
-        """``http://HOST:PORT`` (no ``/v1``)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        """``http://127.0.0.1:PORT`` (no ``/v1``)."""
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -383,11 +362,9 @@ class OpenAIServer:
         try:
             body = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError) as exc:
-            return _json_response(400, error_body(f"Invalid JSON body: {exc}", "invalid_request_error", None))
+            return _json_response(400, error_body(f"Invalid JSON body: {exc}", "invalid_request_error"))
         if not isinstance(body, dict):
-            return _json_response(
-                400, error_body("Request body must be a JSON object.", "invalid_request_error", None)
-            )
+            return _json_response(400, error_body("Request body must be a JSON object.", "invalid_request_error"))
 
         if self.answer_probes and _is_probe(body):
             with self._lock:
@@ -402,23 +379,18 @@ class OpenAIServer:
                     return self._render(body, _throttled(wait, which, limits))
 
         plan = self.faults
-        key = FaultPlan.body_key(body) if plan is not None else ""
         fault: FaultKind | None = None
         attempt = 0
-        with self._cond:
-            if plan is not None:
+        if plan is not None:
+            key = FaultPlan.body_key(body)
+            with self._lock:
                 attempt = self._attempts.get(key, 0)
                 self._attempts[key] = attempt + 1
                 fault = plan.decide(key, attempt, self.seed, self._body_faults.get(key, 0))
                 if fault is not None:
                     self._fault_counts[fault] += 1
                     self._body_faults[key] = self._body_faults.get(key, 0) + 1
-            self._count += 1
-            if self.record_requests:
-                self._requests.append(
-                    RecordedRequest(body, received_at=received_at, path=request.path, attempt=attempt, fault=fault)
-                )
-            self._cond.notify_all()
+        self._record(RecordedRequest(body, received_at=received_at, path=request.path, attempt=attempt, fault=fault))
 
         if plan is not None and fault is not None:
             reply = plan.reply_for(fault)
@@ -436,6 +408,14 @@ class OpenAIServer:
         if reply.body is None and reply.status == 200 and body.get("stream"):
             return await self._stream(request, body, reply)
         return self._render(body, reply)
+
+    def _record(self, request: RecordedRequest) -> None:
+        """Count a chat request (a batch line is one too) and keep it if ``record_requests``."""
+        with self._cond:
+            self._count += 1
+            if self.record_requests:
+                self._requests.append(request)
+            self._cond.notify_all()
 
     async def _call_responder(self, body: dict[str, Any]) -> Reply:
         try:
@@ -482,15 +462,17 @@ class OpenAIServer:
             },
         }
 
-    def _render(self, body: Mapping[str, Any], reply: Reply) -> web.Response:
+    def _payload(self, body: Mapping[str, Any], reply: Reply) -> dict[str, Any] | list[Any] | str | bytes:
+        """The response body of ``reply`` to ``body`` (online or as a batch line)."""
         if reply.body is not None:
-            payload = reply.body
-        elif reply.status == 200:
-            payload = self._completion(body, reply.content)
-        else:
-            type_ = "server_error" if reply.status >= 500 else "invalid_request_error"
-            payload = error_body(f"HTTP {reply.status}", type_, None)
-        return _json_response(reply.status, payload, reply.headers)
+            return reply.body
+        if reply.status == 200:
+            return self._completion(body, reply.content)
+        type_ = "server_error" if reply.status >= 500 else "invalid_request_error"
+        return error_body(f"HTTP {reply.status}", type_)
+
+    def _render(self, body: Mapping[str, Any], reply: Reply) -> web.Response:
+        return _json_response(reply.status, self._payload(body, reply), reply.headers)
 
     async def _stream(self, request: web.Request, body: Mapping[str, Any], reply: Reply) -> web.StreamResponse:
         """Server-sent events for ``"stream": true``: one content chunk, a stop chunk, optional usage."""
@@ -548,7 +530,7 @@ def _json_response(
         data = json.dumps(payload).encode("utf-8")
     out = dict(headers or {})
     if not any(k.lower() == "content-type" for k in out):
-        out["Content-Type"] = _JSON_CONTENT_TYPE
+        out["Content-Type"] = "application/json"
     return web.Response(status=status, body=data, headers=out)
 
 
@@ -560,19 +542,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m evaluation.testing.openai_server",
         description="Local OpenAI-compatible chat-completions server for benchmarks.",
     )
-    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds slept before every reply")
     parser.add_argument("--reply-file", type=Path, default=None, help="assistant content for every reply")
-    parser.add_argument("--seed", type=int, default=0, help="fault-injection seed")
-    parser.add_argument("--rate-limit", type=float, default=0.0, help="probability of a 429")
-    parser.add_argument("--server-error", type=float, default=0.0, help="probability of a 500")
-    parser.add_argument("--hang", type=float, default=0.0, help="probability of a hanging request")
-    parser.add_argument("--malformed", type=float, default=0.0, help="probability of non-JSON content")
-    parser.add_argument("--retry-after", type=float, default=0, help="Retry-After seconds on injected 429s")
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     parser.add_argument("--rpm", type=float, default=0.0, help="enforced requests per minute (0: none)")
-    parser.add_argument("--tpm", type=float, default=0.0, help="enforced tokens per minute (0: none)")
     parser.add_argument("--rate-burst", type=float, default=1.0, help="seconds of each enforced rate a burst may use")
     return parser.parse_args(argv)
 
@@ -581,22 +555,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGTERM/SIGINT; print ``READY <base_url>`` then ``REQUESTS <n>``."""
     args = _parse_args(argv)
     content = args.reply_file.read_text(encoding="utf-8") if args.reply_file else DEFAULT_REPLY_CONTENT
-    reply = Reply(content=content)
-
-    def responder(body: dict[str, Any]) -> Reply:
-        return reply
-
-    faults: FaultPlan | None = None
-    if any(p > 0 for p in (args.rate_limit, args.server_error, args.hang, args.malformed)):
-        faults = FaultPlan(
-            rate_limit=args.rate_limit,
-            server_error=args.server_error,
-            hang=args.hang,
-            malformed=args.malformed,
-            retry_after=args.retry_after,
-            seed=args.seed,
-        )
-
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
     if not args.no_uvloop:
         try:
@@ -604,7 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             loop_factory = uvloop.new_event_loop
         except ImportError:
-            loop_factory = None
+            pass
 
     stop = threading.Event()
 
@@ -615,17 +573,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     server = OpenAIServer(
-        responder,
+        lambda body: content,
         latency_s=args.latency,
-        faults=faults,
-        seed=args.seed,
-        host=args.host,
         port=args.port,
         record_requests=False,
         loop_factory=loop_factory,
         shutdown_timeout=1.0,
         rpm=args.rpm or None,
-        tpm=args.tpm or None,
         rate_burst_s=args.rate_burst,
     )
     with server:
@@ -635,9 +589,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"REQUESTS {server.request_count}", flush=True)
     if server.rate_limits is not None:
         print(f"THROTTLED {server.throttled_count}", flush=True)
-    if faults is not None:
-        counts = " ".join(f"{k}={v}" for k, v in server.fault_counts.items())
-        print(f"FAULTS {counts}", flush=True)
     return 0
 
 
