@@ -244,22 +244,17 @@ def test_the_trigger_fires_once_every_batch_has_ended() -> None:
     with OpenAIServer() as server:
         server.batches.delay_s = 0.6
 
-        async def submit() -> str:
+        async def submit_then_wait() -> tuple[str, str, dict, object, float]:  # one event loop, as a triggerer's
             api = BatchApi(MODEL, api_base=server.base_url, api_key="k")
             file_id = await api.upload("in.jsonl", (json.dumps(_line("a", "x")) + "\n").encode())
-            return str((await api.create(file_id, {}))["id"])
+            batch_id = str((await api.create(file_id, {}))["id"])
+            classpath, kwargs = BatchTrigger([batch_id], MODEL, server.base_url, poll_s=0.1).serialize()
+            started = time.monotonic()
+            event = await anext(BatchTrigger(**kwargs).run())
+            return batch_id, classpath, kwargs, event, time.monotonic() - started
 
-        batch_id = asyncio.run(submit())
-        trigger = BatchTrigger([batch_id], MODEL, server.base_url, poll_s=0.1)
-        classpath, kwargs = trigger.serialize()
+        batch_id, classpath, kwargs, event, waited = asyncio.run(submit_then_wait())
         assert classpath == "evaluation_batch.BatchTrigger" and "api_key" not in kwargs
-        started = time.monotonic()
-
-        async def first_event() -> object:
-            return await anext(BatchTrigger(**kwargs).run())
-
-        event = asyncio.run(first_event())
-        waited = time.monotonic() - started
         assert event.payload == {"status": "ended", "batch_ids": [batch_id]}  # type: ignore[attr-defined]
         assert waited >= 0.5 and server.batches.counts["batch_reads"] >= 3
         assert server.batches.batches[batch_id]["status"] == "completed"
