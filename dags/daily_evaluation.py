@@ -40,9 +40,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import evaluation_airflow as glue
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 from evaluation_batch import JudgeChunkOperator
-from evaluation_notifications import LANDED_ASSETS, RunFailureNotifier
+from evaluation_notifications import LANDED_ASSETS, QualityFlagNotifier, RunFailureNotifier
 from evaluation_wait import WaitForDayOperator
 
 from evaluation.options import OPTIONS, param_schema
@@ -76,33 +77,23 @@ def _params() -> dict[str, Param]:
 def daily_evaluation() -> None:
     @task(retries=2)
     def check_run() -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation import stages
 
         cfg = glue.run_config(get_current_context())
         api_key, _ = glue.judge_credentials(cfg.api_base)
-        try:
+        with glue.fail_without_retry(stages.RunFailed):
             return stages.check_run(cfg, glue.stores(cfg), api_key=api_key).model_dump(mode="json")
-        except stages.RunFailed as exc:
-            raise glue.fail_without_retry(exc) from exc
 
     @task(retries=2)
     def ingest_validate() -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation import stages
 
         cfg = glue.run_config(get_current_context())
-        try:
+        with glue.fail_without_retry(stages.RunFailed):
             return stages.ingest_and_validate(cfg, glue.stores(cfg)).model_dump(mode="json")
-        except stages.RunFailed as exc:
-            raise glue.fail_without_retry(exc) from exc
 
     @task(retries=2)
     def plan(counts: dict[str, Any]) -> list[dict[str, Any]]:
-        import evaluation_airflow as glue
-
         from evaluation import stages
 
         cfg = glue.run_config(get_current_context())
@@ -115,17 +106,13 @@ def daily_evaluation() -> None:
 
     @task(retries=2, outlets=list(LANDED_ASSETS))
     def score_land(judged: list[dict[str, Any]], waited: dict[str, Any] | None = None) -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation import stages
 
         context = get_current_context()
         cfg = glue.run_config(context)
-        try:
+        with glue.fail_without_retry(stages.RunFailed):
             landed = stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date,
                                            waited_s=(waited or {}).get("waited_s")).model_dump(mode="json")
-        except stages.RunFailed as exc:
-            raise glue.fail_without_retry(exc) from exc
         for asset in LANDED_ASSETS:  # an event per landed table: downstream DAGs schedule on them
             table = asset.name.rsplit(".", 1)[1]
             context["outlet_events"][asset].extra = {"dt": cfg.date.isoformat(), "run_id": cfg.run_id,
@@ -134,8 +121,6 @@ def daily_evaluation() -> None:
 
     @task(retries=2)
     def report(landed: dict[str, Any]) -> dict[str, str]:
-        import evaluation_airflow as glue
-        from evaluation_notifications import QualityFlagNotifier
 
         from evaluation.report import write_daily_report
         from evaluation.storage import read_json, report_key

@@ -28,7 +28,9 @@ import datetime as dt
 import os
 from typing import Any
 
+import evaluation_airflow as glue
 from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
 
 from evaluation.calibration.spec import CalibrationSpec
 from evaluation.options import form_fields
@@ -47,11 +49,7 @@ def _params() -> dict[str, Param]:
                             description="Where golden sets live (s3://bucket/prefix or a directory); empty: "
                                         "$EVALUATION_GOLDEN_URI."),
     }
-    params.update({
-        name: Param(*([field["default"]] if "default" in field else []), title=field["title"],
-                    description=field["description"], **field["schema"])
-        for name, field in SPEC_FIELDS.items()
-    })
+    params.update(glue.form_params(SPEC_FIELDS))
     params["pass_threshold"] = Param(0.8, type="number", minimum=0, maximum=1, title="Pass threshold",
                                      description="score >= this is pass (the thresholds the judges are measured at).")
     params["borderline_threshold"] = Param(0.6, type="number", minimum=0, maximum=1, title="Borderline threshold",
@@ -60,17 +58,6 @@ def _params() -> dict[str, Param]:
                                  description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI. The "
                                              "calibration lands under calibrations/.")
     return params
-
-
-def _stores(plan: dict[str, Any]) -> tuple[Any, Any]:
-    """The output store and the golden set's store, S3 through the Airflow connection."""
-    import evaluation_airflow as glue
-
-    from evaluation import storage
-
-    uris = (plan["output_uri"], plan["spec"]["golden_uri"])
-    client = glue.s3_client() if any(u.startswith("s3://") for u in uris) else None
-    return storage.open_store(uris[0], client), storage.open_store(uris[1], client)
 
 
 @dag(
@@ -87,8 +74,6 @@ def _stores(plan: dict[str, Any]) -> tuple[Any, Any]:
 def judge_calibration() -> None:
     @task(retries=1)
     def build_spec() -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation.calibration.run import calibration_id
 
         context = get_current_context()
@@ -97,8 +82,8 @@ def judge_calibration() -> None:
         root = (params.get("golden_uri") or os.environ.get("EVALUATION_GOLDEN_URI", "")).rstrip("/")
         output_uri = params.get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", "")
         if not root or not output_uri:
-            raise glue.fail_without_retry(ValueError("set golden_uri and output_uri (or EVALUATION_GOLDEN_URI and "
-                                                     "EVALUATION_OUTPUT_URI)"))
+            raise AirflowFailException("set golden_uri and output_uri (or EVALUATION_GOLDEN_URI and "
+                                       "EVALUATION_OUTPUT_URI)")
         values = {name: params.get(name) for name in SPEC_FIELDS}
         if not values.get("judge_model"):
             values["judge_model"] = os.environ.get("EVALUATION_JUDGE_MODEL") or "offline/lexical"
@@ -106,42 +91,32 @@ def judge_calibration() -> None:
             values["api_base"] = glue.judge_credentials()[1]
         values.update(golden_uri=f"{root}/{params['golden_set']}",
                       thresholds={"pass": params["pass_threshold"], "borderline": params["borderline_threshold"]})
-        try:
+        with glue.fail_without_retry(ValueError, prefix="invalid calibration: "):
             spec = CalibrationSpec.model_validate(values)
-        except ValueError as exc:
-            raise glue.fail_without_retry(ValueError(f"invalid calibration: {exc}")) from exc
         return {"calibration_id": calibration_id(spec), "spec": spec.model_dump(mode="json"), "output_uri": output_uri}
 
     @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
     def judge(plan: dict[str, Any]) -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation.calibration.run import judge_golden_set
         from evaluation.calibration.spec import CalibrationError
 
-        out, golden = _stores(plan)
+        out, golden = glue.open_stores(plan["output_uri"], plan["spec"]["golden_uri"])
         spec = CalibrationSpec.model_validate(plan["spec"])
         api_key, _ = glue.judge_credentials(spec.api_base)
-        try:
+        with glue.fail_without_retry(CalibrationError):
             return judge_golden_set(out, golden, spec, calibration=plan["calibration_id"], api_key=api_key)
-        except CalibrationError as exc:
-            raise glue.fail_without_retry(exc) from exc
 
     @task(retries=2)
     def calibrate(plan: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation.calibration.run import calibrate as measure
         from evaluation.calibration.spec import CalibrationError
 
         context = get_current_context()
-        out, _ = _stores(plan)
+        out, _ = glue.open_stores(plan["output_uri"], plan["spec"]["golden_uri"])
         spec = CalibrationSpec.model_validate(plan["spec"])
-        try:
+        with glue.fail_without_retry(CalibrationError):
             result = measure(out, spec, calibration=plan["calibration_id"],
                              calibrated_at=context["dag_run"].run_after)
-        except CalibrationError as exc:
-            raise glue.fail_without_retry(exc) from exc
         return {k: result[k] for k in ("calibration_id", "uri", "table_uri", "report_uri", "set", "judge_model",
                                        "records", "rejected", "calls_made", "calls_reused")}
 

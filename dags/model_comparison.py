@@ -26,7 +26,9 @@ import datetime as dt
 import os
 from typing import Any
 
+import evaluation_airflow as glue
 from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
 
 from evaluation.contract import ComparisonSpec
 from evaluation.options import OPTIONS, form_fields
@@ -39,28 +41,11 @@ _URIS = {o.name: o for o in OPTIONS if o.name in ("input_uri", "output_uri")}
 
 
 def _params() -> dict[str, Param]:
-    params = {
-        name: Param(*([field["default"]] if "default" in field else []), title=field["title"],
-                    description=field["description"], **field["schema"])
-        for name, field in SPEC_FIELDS.items()
-    }
+    params = glue.form_params(SPEC_FIELDS)
     for name, purpose in (("input_uri", "needed to re-judge"), ("output_uri", "the comparison lands under comparisons/")):
         option = _URIS[name]
         params[name] = Param("", type="string", title=option.title, description=f"{option.help} ({purpose})")
     return params
-
-
-def _stores(plan: dict[str, Any]) -> tuple[Any, Any]:
-    """The output and raw-input stores of a comparison, S3 through the Airflow connection."""
-    import evaluation_airflow as glue
-
-    from evaluation import storage
-
-    uris = (plan["output_uri"], plan["input_uri"])
-    client = glue.s3_client() if any(u.startswith("s3://") for u in uris if u) else None
-    out = storage.open_store(plan["output_uri"], client)
-    raw = storage.open_store(plan["input_uri"], client) if plan["input_uri"] else None
-    return out, raw
 
 
 @dag(
@@ -77,24 +62,20 @@ def _stores(plan: dict[str, Any]) -> tuple[Any, Any]:
 def model_comparison() -> None:
     @task(retries=1)
     def build_spec() -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         context = get_current_context()
         glue.check_conf(context)
         params = context["params"]
         values = {name: params.get(name) for name in SPEC_FIELDS}
         if values["judge_model"] and not values["api_base"]:
             values["api_base"] = glue.judge_credentials()[1]
-        try:
+        with glue.fail_without_retry(ValueError, prefix="invalid comparison: "):
             spec = ComparisonSpec.model_validate(values)
-        except ValueError as exc:
-            raise glue.fail_without_retry(ValueError(f"invalid comparison: {exc}")) from exc
         # Empty URIs come from the worker's environment, as the daily DAG's do.
         uris = {name: params.get(name) or os.environ.get(option.env or "", "") for name, option in _URIS.items()}
         if not uris["output_uri"]:
-            raise glue.fail_without_retry(ValueError("set output_uri (or EVALUATION_OUTPUT_URI)"))
+            raise AirflowFailException("set output_uri (or EVALUATION_OUTPUT_URI)")
         if spec.judge_model is not None and not uris["input_uri"]:
-            raise glue.fail_without_retry(ValueError("re-judging reads the raw logs: set input_uri"))
+            raise AirflowFailException("re-judging reads the raw logs: set input_uri")
         return {"comparison_id": spec.default_id(), "spec": spec.model_dump(mode="json"), **uris}
 
     @task.short_circuit(retries=1, ignore_downstream_trigger_rules=False)
@@ -103,30 +84,23 @@ def model_comparison() -> None:
 
     @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
     def rejudge(plan: dict[str, Any]) -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation import compare
 
-        out, raw = _stores(plan)
+        out, raw = glue.open_stores(plan["output_uri"], plan["input_uri"])
         api_key, _ = glue.judge_credentials()
         spec = compare.ComparisonSpec.model_validate(plan["spec"])
-        try:
+        with glue.fail_without_retry(compare.ComparisonError):
             return compare.judge_sample(out, spec, comparison_id=plan["comparison_id"], raw_store=raw, api_key=api_key)
-        except compare.ComparisonError as exc:
-            raise glue.fail_without_retry(exc) from exc
 
     @task(retries=2, trigger_rule="none_failed")
     def compare(plan: dict[str, Any]) -> dict[str, Any]:
-        import evaluation_airflow as glue
-
         from evaluation import compare as comparison
 
-        out, _ = _stores(plan)
+        out, _ = glue.open_stores(plan["output_uri"], plan["input_uri"])
         spec = comparison.ComparisonSpec.model_validate(plan["spec"])
-        try:  # no raw store: judging happens in `rejudge`, inside the pool, never here
+        # no raw store: judging happens in `rejudge`, inside the pool, never here
+        with glue.fail_without_retry(comparison.ComparisonError):
             result = comparison.run_comparison(out, spec, comparison_id=plan["comparison_id"])
-        except comparison.ComparisonError as exc:
-            raise glue.fail_without_retry(exc) from exc
         return {
             **{k: result[k] for k in ("comparison_id", "source", "uri", "metrics_uri", "verdicts_uri", "spec_uri",
                                       "report_uri", "records_per_model", "rows")},

@@ -47,18 +47,12 @@ class BatchTrigger(BaseTrigger):
 
     async def _api_key(self) -> tuple[str | None, str | None]:
         from airflow.sdk import BaseHook
-        from evaluation_airflow import JUDGE_CONN_ID
-
-        from evaluation.cli import api_key_from_env
 
         try:
-            conn = await BaseHook.aget_connection(JUDGE_CONN_ID)
+            conn = await BaseHook.aget_connection(glue.JUDGE_CONN_ID)
         except Exception:  # no such Connection: the environment's key, as in the task
             conn = None
-        api_base = self.api_base or (conn.host if conn is not None else None) or None
-        if conn is not None and conn.password:
-            return conn.password, api_base
-        return api_key_from_env(api_base), api_base
+        return glue.credentials_of(conn, self.api_base)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll every ``poll_s`` until every batch has ended."""
