@@ -16,7 +16,7 @@ from evaluation.contract import CitationAudit, InputRecord
 from evaluation.judges.extract import Number, Strings
 from evaluation.judges.rendering import DATA_RULES, RenderedPrompt, context_blocks, fill, prompt_version
 from evaluation.judges.rounding import round_like_python
-from evaluation.judges.row import ParsedRow
+from evaluation.judges.row import ParsedRow, parse_error
 from evaluation.judges.table import TableRules, divide, outside_unit
 from evaluation.judges.verdicts import scored_rows
 
@@ -132,10 +132,6 @@ def render(record: InputRecord) -> RenderedPrompt:
     return RenderedPrompt("masis", PROMPT_VERSION, _MASIS_SYSTEM, user, ("faithfulness",))
 
 
-# --------------------------------------------------------------------------------------------
-# The reply and the parsed row
-
-
 class MasisReply(BaseModel):
     """Seed 001's Evaluator output as CONTRACT §2.3 reads it. Only a dimension can fail validation;
     the judge's own ``overall_score`` is ignored."""
@@ -160,24 +156,18 @@ def parse(row: ParsedRow, reply: dict[str, Any] | None, record: InputRecord) -> 
     """CONTRACT §2.3 (1)–(2), object and types; scaling and clamps are :func:`table_rules`."""
     # CONTRACT §2.3 (1): no object → parse_error, all null
     if reply is None:
-        row.update({"judge_status": "parse_error", "reason": "no judge JSON object"})
-        return row
+        return parse_error(row, "no judge JSON object")
     # CONTRACT §2.3 (2): a dimension that is not a number → parse_error
     try:
         judged = MasisReply.model_validate(reply)
     except ValidationError as error:
         failed = {str(detail["loc"][0]) for detail in error.errors()}
         bad = [dimension for dimension in MASIS_DIMENSIONS if dimension in failed]
-        row.update({"judge_status": "parse_error", "reason": "not a number: " + ", ".join(bad)})
-        return row
+        return parse_error(row, "not a number: " + ", ".join(bad))
     row.update({"faithfulness": judged.faithfulness, "relevance": judged.relevance,
                 "completeness": judged.completeness, "reasoning_quality": judged.reasoning_quality,
                 "improvement_suggestions": judged.improvement_suggestions})
     return row
-
-
-# --------------------------------------------------------------------------------------------
-# Post-processing over the parsed table
 
 
 def table_rules() -> TableRules:

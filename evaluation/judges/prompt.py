@@ -107,9 +107,6 @@ def render(record: InputRecord) -> RenderedPrompt | None:
     return RenderedPrompt("prompt", PROMPT_VERSION, _FREEFORM_SYSTEM, user, ("score",), extra={"mode": "freeform"})
 
 
-# --------------------------------------------------------------------------------------------
-# The replies and the parsed row
-
 _FirstFour = Annotated[list[str], PlainValidator(lambda value: strings(value, 4))]
 
 
@@ -207,10 +204,6 @@ def grade_rubrics(row: ParsedRow, rubrics: list[Rubric], checks: list[RubricChec
     row.update({"rubric_weight_satisfied": satisfied_weight, "rubric_weight_total": total, "hits": hits,
                 "misses": misses, "required_unsatisfied": required_unsatisfied})
     return row
-
-
-# --------------------------------------------------------------------------------------------
-# Post-processing over the parsed table
 
 
 def table_rules() -> TableRules:

@@ -20,7 +20,7 @@ from evaluation.contract import InputRecord
 from evaluation.judges.extract import Number, Text
 from evaluation.judges.rendering import DATA_RULES, RenderedPrompt, context_blocks, fill, prompt_version
 from evaluation.judges.rounding import round_like_python
-from evaluation.judges.row import ParsedRow
+from evaluation.judges.row import ParsedRow, parse_error
 from evaluation.judges.table import TableRules, outside_unit
 from evaluation.judges.verdicts import scored_rows
 
@@ -125,10 +125,6 @@ def render(record: InputRecord) -> RenderedPrompt:
                           extra={"evaluation_goal": goal})
 
 
-# --------------------------------------------------------------------------------------------
-# The reply and the parsed row
-
-
 class RagReply(BaseModel):
     """Seed 003's output format as CONTRACT §2.2 reads it: only a metric can fail validation."""
 
@@ -154,38 +150,29 @@ def parse(row: ParsedRow, reply: dict[str, Any] | None, record: InputRecord) -> 
     """CONTRACT §2.2 (1)–(3), types and status; the values stay unclamped for :func:`table_rules`."""
     # CONTRACT §2.2 (1): no object, or a metric that is not a number or null → parse_error, all metrics null
     if reply is None:
-        row.update({"judge_status": "parse_error", "reason": "no judge JSON object"})
-        return row
+        return parse_error(row, "no judge JSON object")
     try:
         judged = RagReply.model_validate(reply)
     except ValidationError:
-        row.update({"judge_status": "parse_error", "reason": "a metric is not a number or null"})
-        return row
+        return parse_error(row, "a metric is not a number or null")
     # CONTRACT §2.2 (2): "failed" → judge_failed, its reason and error kept; any other status, or none → parse_error
     status = judged.evaluation_status
     if status == "failed":
         row.update({"judge_status": "judge_failed", "reason": judged.reason, "error": judged.error})
         return row
     if status != "success":
-        row.update({"judge_status": "parse_error",
-                    "reason": f"evaluation_status is {status!r}, not 'success' or 'failed'"})
-        return row
+        return parse_error(row, f"evaluation_status is {status!r}, not 'success' or 'failed'")
     # CONTRACT §2.2 (3): on success faithfulness, context_relevance and answer_relevance must be present
     values = judged.model_dump()
     missing = [metric for metric in RAG_REQUIRED if values[metric] is None]
     if missing:
-        row.update({"judge_status": "parse_error", "reason": "missing required metrics: " + ", ".join(missing)})
-        return row
+        return parse_error(row, "missing required metrics: " + ", ".join(missing))
     explanations = {m: values[f"{m}_explanation"] for m in RAG_METRICS if values[f"{m}_explanation"] is not None}
     row.update({"faithfulness": judged.faithfulness, "context_relevance": judged.context_relevance,
                 "answer_relevance": judged.answer_relevance, "semantic_similarity": judged.semantic_similarity,
                 "reason": judged.reason, "error": judged.error,
                 "explanations": json.dumps(explanations, ensure_ascii=False, sort_keys=True)})
     return row
-
-
-# --------------------------------------------------------------------------------------------
-# Post-processing over the parsed table
 
 
 def table_rules() -> TableRules:

@@ -66,3 +66,10 @@ class ParsedRow(TypedDict):
     required_unsatisfied: bool
     rubric_weight_satisfied: float | None
     rubric_weight_total: float | None
+
+
+def parse_error(row: ParsedRow, reason: str) -> ParsedRow:
+    """``row`` as a ``parse_error`` for ``reason``, its metrics left null (CONTRACT §2.2 (1)–(3),
+    §2.3 (1)–(2))."""
+    row.update({"judge_status": "parse_error", "reason": reason})
+    return row
