@@ -315,10 +315,6 @@ class JudgeClient:
     def __repr__(self) -> str:  # never show the key
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
 
-    def prices(self) -> tuple[float, float]:
-        """(input, output) USD per token of the judge model; zeros when litellm has no price."""
-        return price_per_token(self.model)
-
     def call_parameters(self) -> dict[str, Any]:
         """See :func:`call_parameters`."""
         return {"temperature": self.temperature, "json_mode": self.json_mode, "api_base": self.api_base}

@@ -59,13 +59,17 @@ class PreparedChunk:
     pending: list[_Pending]
     cached: dict[str, dict[str, Any]]
     unique: dict[str, _Pending]
-    to_call: list[_Pending]
     parameters: dict[str, Any]
     ledger: Any
     client: Any
     started: float
     chunk_count: int
     recorded: set[str] = field(default_factory=set)
+
+    @property
+    def to_call(self) -> list[_Pending]:
+        """One request per distinct prompt the ledger does not hold."""
+        return list(self.unique.values())
 
     @property
     def budget(self) -> float | None:
@@ -121,22 +125,18 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
     for item in pending:
         if item.request_hash not in cached:
             unique.setdefault(item.request_hash, item)
-    to_call = list(unique.values())
     logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
-                where(cfg), index, frame.height, len(to_call), len(pending) - len(to_call))
-    return PreparedChunk(cfg, index, frame, rows, pending, cached, unique, to_call, parameters, ledger, client,
-                         started, chunk_count)
+                where(cfg), index, frame.height, len(unique), len(pending) - len(unique))
+    return PreparedChunk(cfg, index, frame, rows, pending, cached, unique, parameters, ledger, client, started,
+                         chunk_count)
 
 
-def record_outcome(prepared: PreparedChunk, item: _Pending, outcome: Any) -> None:
-    """Keep a successful reply in the ledger (once per request)."""
-    if not outcome.ok or item.request_hash in prepared.recorded:
-        return
-    prepared.recorded.add(item.request_hash)
-    prepared.ledger.record({
+def _ledger_entry(cfg: RunConfig, item: _Pending, outcome: Any) -> dict[str, Any]:
+    """A successful reply as the ledger keeps it (``LEDGER_SCHEMA``)."""
+    return {
         "request_hash": item.request_hash,
         "judge": item.judge,
-        "judge_model": prepared.cfg.judge_model,
+        "judge_model": cfg.judge_model,
         "prompt_version": item.prompt.prompt_version,
         "raw_response": outcome.raw_text,
         "input_tokens": outcome.input_tokens,
@@ -145,18 +145,29 @@ def record_outcome(prepared: PreparedChunk, item: _Pending, outcome: Any) -> Non
         "latency_ms": outcome.latency_ms,
         "attempts": outcome.attempts,
         "judged_at": outcome.judged_at,
-    })
+    }
+
+
+def record_outcome(prepared: PreparedChunk, item: _Pending, outcome: Any) -> None:
+    """Keep a successful reply in the ledger (once per request)."""
+    if not outcome.ok or item.request_hash in prepared.recorded:
+        return
+    prepared.recorded.add(item.request_hash)
+    prepared.ledger.record(_ledger_entry(prepared.cfg, item, outcome))
 
 
 def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
                 progress: Callable[[int], None] | None = None) -> list[Any]:
     """Send the chunk's requests through the judge client, one call each (with its retries)."""
+    from evaluation.client import price_per_token
+
     cfg, to_call = prepared.cfg, prepared.to_call
-    if to_call and prepared.client is None:
+    if not to_call:
+        return []
+    if prepared.client is None:
         prepared.client = judge_client(cfg, api_key)
-    client = prepared.client
     budget = prepared.budget
-    if budget is not None and client is not None and client.prices() == (0.0, 0.0):
+    if budget is not None and price_per_token(cfg.judge_model) == (0.0, 0.0):
         logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
                        where(cfg), cfg.budget_usd, cfg.judge_model)
     spent = 0.0
@@ -173,9 +184,7 @@ def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
 
     # Without a budget nothing can stop the calls early: no should_stop lets the client share
     # them out over worker processes ($EVALUATION_JUDGE_WORKERS).
-    if client is None or not to_call:
-        return []
-    return asyncio.run(client.call_many([p.prompt for p in to_call], on_done=on_done,
+    return asyncio.run(prepared.client.call_many([p.prompt for p in to_call], on_done=on_done,
                                         should_stop=budget_spent if budget is not None else None))
 
 
@@ -252,7 +261,7 @@ def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -
         stored = cached.get(item.request_hash)
         outcome = by_hash.get(item.request_hash)
         if stored is None and outcome is not None and outcome.ok and unique[item.request_hash] is not item:
-            stored = _as_stored(outcome)  # a repeat of a prompt judged in this chunk: not paid twice
+            stored = _ledger_entry(cfg, item, outcome)  # a repeat of a prompt judged in this chunk: not paid twice
         elif stored is None and outcome is not None and unique[item.request_hash] is not item:
             outcome = replace(outcome, attempts=0, latency_ms=0.0, cost_usd=0.0)  # its failed call is counted once
         row_out, call = _judged_row(cfg, item, outcome, stored)
@@ -289,15 +298,6 @@ def _unparsed_replies(pending: list[_Pending], cached: dict[str, dict[str, Any]]
             if row["judge_status"] == "parse_error":
                 unparsed.add(item.request_hash)
     return unparsed
-
-
-def _as_stored(outcome: Any) -> dict[str, Any]:
-    return {
-        "raw_response": outcome.raw_text,
-        "input_tokens": outcome.input_tokens,
-        "output_tokens": outcome.output_tokens,
-        "judged_at": outcome.judged_at,
-    }
 
 
 #: What a row whose call was never made spent.
