@@ -36,20 +36,16 @@ def check_run(cfg: RunConfig, stores: Stores, *, api_key: str | None = None) -> 
     good (unknown model, bad key, quota), fails the run with the provider's message and a
     ``runs`` row; an endpoint that does not answer (timeouts, 429, 5xx after the client's retries)
     raises :class:`JudgeUnreachable`, which the scheduler retries."""
+    from evaluation.batch import BatchUnsupported, require_batches
     from evaluation.calibration.daily import with_calibrated_thresholds
     from evaluation.calibration.spec import CalibrationError
 
     try:  # a calibration named for the thresholds must exist before anything is paid for
         with_calibrated_thresholds(cfg, stores.out)
-    except CalibrationError as exc:
-        raise fail_run(cfg, stores, f"{where(cfg)}: {exc}; nothing was ingested or judged") from exc
-    if cfg.batch:  # a provider without a batch API fails here, not once the day is ingested
-        from evaluation.batch import BatchUnsupported, require_batches
-
-        try:
+        if cfg.batch:  # a provider without a batch API fails here, not once the day is ingested
             require_batches(cfg.judge_model)
-        except BatchUnsupported as exc:
-            raise fail_run(cfg, stores, f"{where(cfg)}: {exc}; nothing was ingested or judged") from exc
+    except (CalibrationError, BatchUnsupported) as exc:
+        raise fail_run(cfg, stores, f"{where(cfg)}: {exc}; nothing was ingested or judged") from exc
     client = judge_client(cfg, api_key)
     try:
         latency_ms = probe_judge(client, where(cfg))
