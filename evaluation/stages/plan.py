@@ -9,7 +9,6 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -185,8 +184,8 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
         sampled = sample_mask(keys, cfg)
         total = keys.height
         del keys
-        chunk_size = max(cfg.chunk_size, math.ceil(total / cfg.max_map_length)) if total else cfg.chunk_size
-        chunk_count = math.ceil(total / chunk_size) if total else 0
+        chunk_size = max(cfg.chunk_size, math.ceil(total / cfg.max_map_length))
+        chunk_count = math.ceil(total / chunk_size)
         if chunk_size != cfg.chunk_size:
             logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
                            where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
@@ -208,7 +207,7 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
     sampled_count = int(sampled.sum())
     head = (pl.concat(first_sampled) if first_sampled
             else pl.DataFrame(schema={**RECORD_SCHEMA, "sampled": pl.Boolean}))
-    estimate = estimate_cost(cfg, head, judge_client, records=sampled_count)
+    estimate = estimate_cost(cfg, head, records=sampled_count)
     write_record(cfg, stores, "plan", PlanRecord(
         chunks=len(chunks),
         chunk_size=chunk_size,
@@ -225,16 +224,13 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
 _ESTIMATE_SAMPLE = 50
 
 
-def estimate_cost(
-    cfg: RunConfig, valid: pl.DataFrame, judge_client: Any, *, records: int | None = None
-) -> CostEstimate:
-    """Prompt tokens and cost for the day, from up to 50 rendered records scaled to the day.
+def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> CostEstimate:
+    """Prompt tokens and cost for the day's ``records``, from its first sampled records (at most
+    :data:`_ESTIMATE_SAMPLE`) rendered and scaled to the day."""
+    from evaluation import client as judge_client
 
-    ``records`` is the day's count when ``valid`` holds only the day's first records."""
-    if valid.height == 0:
+    if sample.height == 0:
         return CostEstimate(records=0, prompt_tokens=0, cost_usd=0.0, sampled_records=0)
-    records = valid.height if records is None else records
-    sample = valid.head(_ESTIMATE_SAMPLE)
     tokens = 0
     prompts = 0
     for row in sample.iter_rows(named=True):
