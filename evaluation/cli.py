@@ -77,9 +77,7 @@ def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
         statuses = ", ".join(f"{n:,} {s}" for s, n in figures["statuses"].items() if n)
         return (f"{day} landed {figures['rows']:,} rows ({statuses or 'none'}); {figures['calls_made']:,} calls made, "
                 f"{figures['calls_reused']:,} reused, ${figures['cost_usd']:.4f} {seconds}")
-    if stage == "report":
-        return f"{day} report: {figures['html']} {seconds}"
-    return f"{day} {stage} {seconds}"
+    return f"{day} report: {figures['html']} {seconds}"
 
 
 def api_key_from_env(cfg_api_base: str | None) -> str | None:
@@ -225,21 +223,17 @@ def _cmd_sql(args: argparse.Namespace) -> int:
         return 1
     if args.format == "parquet":
         result.write_parquet(args.to, compression=storage.PARQUET_COMPRESSION)
-    elif args.format == "csv":
-        text = sql.csv_ready(result).write_csv()
+    else:
+        if args.format == "csv":
+            text = sql.csv_ready(result).write_csv()
+        else:
+            with pl.Config(tbl_rows=args.max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+                text = str(result) + "\n"
         if args.to:
             with open(args.to, "w", encoding="utf-8") as handle:
                 handle.write(text)
         else:
             sys.stdout.write(text)
-    else:
-        with pl.Config(tbl_rows=args.max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-            text = str(result)
-        if args.to:
-            with open(args.to, "w", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-        else:
-            print(text)
     if args.to:
         print(f"{result.height} rows written to {args.to}", file=sys.stderr)
     return 0
@@ -291,4 +285,3 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](args)
     except ValueError as exc:  # a bad option value: say what, not a stack trace
         parser.error(str(exc))
-        return 2
