@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,7 +31,6 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     nullable: bool = False
-    schema_extra: dict[str, Any] = field(default_factory=dict)
     env: str | None = None  #: the variable an empty value is taken from when the run is configured
     fallback: Any = None  #: the value when the option and its variable are both empty
 
@@ -118,7 +117,7 @@ def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger:
     if unknown:
         raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
     merged = {o.name: o.default for o in OPTIONS}
-    merged.update({k: v for k, v in values.items() if v is not None or k == "budget_usd"})
+    merged.update({k: v for k, v in values.items() if v is not None})
     for option in OPTIONS:
         if option.env is not None and merged[option.name] in (None, ""):  # 0 and False are values
             merged[option.name] = os.environ.get(option.env) or option.fallback or option.default
@@ -144,7 +143,6 @@ def param_schema(option: Option) -> dict[str, Any]:
         schema["minimum"] = option.minimum
     if option.maximum is not None:
         schema["maximum"] = option.maximum
-    schema.update(option.schema_extra)
     return schema
 
 
