@@ -110,7 +110,7 @@ def error_class(status: int | None, code: str | None = None, message: str | None
         return "timeout"
     if status is not None and (by_status := status_error_class(status, text)) is not None:
         return by_status
-    if code in ("server_error",):
+    if code == "server_error":
         return "server_error"
     if code in ("invalid_request", "invalid_request_error", "model_not_found"):
         return "bad_request"
@@ -158,10 +158,6 @@ class BatchApi:
         response = await _litellm().afile_content(file_id=file_id, **self._kwargs)
         data = getattr(response, "content", response)
         return data if isinstance(data, bytes) else str(data).encode()
-
-    async def cancel(self, batch_id: str) -> dict[str, Any]:
-        """Ask the provider to cancel a batch."""
-        return _as_dict(await _litellm().acancel_batch(batch_id=batch_id, **self._kwargs))
 
 
 def _as_dict(batch: Any) -> dict[str, Any]:
