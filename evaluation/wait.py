@@ -88,7 +88,7 @@ def wait_for_day(
     """Block until the run's day is complete; returns the seconds waited, None when it was
     complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after landing the
     run's failed ``runs`` row) at the deadline."""
-    from evaluation.stages._run import fail_run, where
+    from evaluation.stages import fail_run, where
 
     raw = stores.raw
     if not cfg.completion_marker and cfg.quiet_period_s <= 0:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -40,10 +41,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 #: Extra time the scheduler gives the trigger past the deadline before it fails the task itself
 #: (the trigger reports the deadline first, with its own message).
 DEADLINE_GRACE_S = 120.0
-
-
-# --------------------------------------------------------------------------------------------
-# Where the day is and what is there now
 
 
 @dataclass(frozen=True)
@@ -90,32 +87,16 @@ def _s3_objects(client: Any, bucket: str, prefix: str) -> dict[str, float]:
     return found
 
 
-# --------------------------------------------------------------------------------------------
-# The provider's S3 trigger code over boto3
-
-
-class _AsyncPages:
+class _AsyncPaginator:
     """``async for page in paginator.paginate(...)`` over a boto3 paginator, a page per thread hop."""
 
-    def __init__(self, pages: Iterator[dict[str, Any]]) -> None:
-        self._pages = pages
-
-    def __aiter__(self) -> _AsyncPages:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        page = await asyncio.to_thread(next, self._pages, None)
-        if page is None:
-            raise StopAsyncIteration
-        return page
-
-
-class _AsyncPaginator:
     def __init__(self, paginator: Any) -> None:
         self._paginator = paginator
 
-    def paginate(self, **kwargs: Any) -> _AsyncPages:
-        return _AsyncPages(iter(self._paginator.paginate(**kwargs)))
+    async def paginate(self, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+        pages = iter(self._paginator.paginate(**kwargs))
+        while (page := await asyncio.to_thread(next, pages, None)) is not None:
+            yield page
 
 
 class _ThreadedS3Client:
@@ -146,10 +127,6 @@ def _threaded_hook(aws_conn_id: str | None) -> Any:
             return connection()
 
     return _ThreadedS3Hook(aws_conn_id=aws_conn_id)
-
-
-# --------------------------------------------------------------------------------------------
-# The trigger
 
 
 class DayCompleteTrigger(BaseTrigger):
@@ -189,13 +166,9 @@ class DayCompleteTrigger(BaseTrigger):
         self.aws_conn_id = aws_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {"bucket": self.bucket, "prefix": self.prefix, "marker": self.marker,
-             "quiet_period_s": self.quiet_period_s, "min_objects": self.min_objects, "started": self.started,
-             "deadline": self.deadline, "poke_interval": self.poke_interval, "known": self.known,
-             "last_activity": self.last_activity, "aws_conn_id": self.aws_conn_id},
-        )
+        """Class path and every argument of ``__init__``, as the attribute of the same name holds it."""
+        arguments = {name: getattr(self, name) for name in inspect.signature(type(self)).parameters}
+        return f"{type(self).__module__}.{type(self).__qualname__}", arguments
 
     def _provider_trigger(self) -> BaseTrigger | None:
         """The provider's trigger for this wait; None for a directory's quiet period."""
@@ -264,10 +237,6 @@ class DayCompleteTrigger(BaseTrigger):
         yield TriggerEvent(result or self._payload("error", "the trigger ended without an event"))
 
 
-# --------------------------------------------------------------------------------------------
-# The operator
-
-
 class WaitForDayOperator(BaseOperator):
     """Wait, deferred, until the run's day is complete (see the module); returns ``waited_s``."""
 
@@ -311,7 +280,7 @@ class WaitForDayOperator(BaseOperator):
 
     def _deadline_failure(self, context: Any, cfg: Any, waited_s: float) -> AirflowFailException:
         """The run fails at the deadline, without retry; its ``runs`` row says why."""
-        from evaluation.stages._run import fail_run, where
+        from evaluation.stages import fail_run, where
         from evaluation.wait import incomplete_message
 
         message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)

@@ -223,7 +223,7 @@ def judge_by_day(
     for calls not made yet. With ``call_parameters`` the plan record carries them: a chunk whose
     replies are all in the ledger then sets up no judge client (nor litellm, seconds to import)."""
     from evaluation import stages
-    from evaluation.stages._run import CostEstimate, PlanRecord, write_record
+    from evaluation.stages import CostEstimate, PlanRecord, write_record
 
     judged: list[pl.DataFrame] = []
     calls: list[pl.DataFrame] = []
