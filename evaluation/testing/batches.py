@@ -99,7 +99,7 @@ class BatchEndpoints:
         form = await request.post()
         upload, purpose = form.get("file"), str(form.get("purpose") or "")
         if upload is None or not hasattr(upload, "file"):
-            return _json(400, error_body("a file is required", "invalid_request_error", None))
+            return _json(400, error_body("a file is required", "invalid_request_error"))
         return _json(200, self._store_file(str(upload.filename or "upload.jsonl"), upload.file.read(), purpose))
 
     async def _get_file(self, request: web.Request) -> web.Response:
@@ -120,7 +120,7 @@ class BatchEndpoints:
         body = json.loads(await request.read())
         input_id = body.get("input_file_id")
         if input_id not in self._contents:
-            return _json(400, error_body(f"unknown input_file_id {input_id!r}", "invalid_request_error", None))
+            return _json(400, error_body(f"unknown input_file_id {input_id!r}", "invalid_request_error"))
         now = int(time.time())
         batch_id = f"batch_{next(self._ids):08d}"
         lines = [json.loads(raw) for raw in self._contents[input_id].decode().splitlines() if raw.strip()]
@@ -164,31 +164,26 @@ class BatchEndpoints:
         started = time.monotonic()  # delay_s is read as it goes: a test may shorten it while a batch waits
         while time.monotonic() < started + self.delay_s and batch["id"] not in self._cancel:
             await asyncio.sleep(min(0.05, max(0.0, started + self.delay_s - time.monotonic())))
-        outputs: list[str] = []
-        errors: list[str] = []
+        results: dict[str, list[str]] = {"output": [], "error": []}
         ended = "completed"
         for position, line in enumerate(lines):
             custom_id = str(line.get("custom_id"))
+            record: dict[str, Any] = {"id": f"batch_req_{next(self._ids):08d}", "custom_id": custom_id,
+                                      "response": None, "error": None}
             if batch["id"] in self._cancel or (expire_after is not None and position >= expire_after):
                 ended = "cancelled" if batch["id"] in self._cancel else "expired"
-                code = "batch_cancelled" if ended == "cancelled" else "batch_expired"
-                errors.append(json.dumps({"id": f"batch_req_{next(self._ids):08d}", "custom_id": custom_id,
-                                          "response": None,
-                                          "error": {"code": code, "message": f"This request was not run: {code}"}}))
+                record["error"] = {"code": f"batch_{ended}", "message": f"This request was not run: batch_{ended}"}
+                results["error"].append(json.dumps(record))
                 continue
             status, payload = await self._answer(line.get("body") or {}, custom_id)
-            record = {"id": f"batch_req_{next(self._ids):08d}", "custom_id": custom_id,
-                      "response": {"status_code": status, "request_id": f"req_{next(self._ids):08d}", "body": payload},
-                      "error": None}
-            (outputs if status == 200 else errors).append(json.dumps(record))
+            record["response"] = {"status_code": status, "request_id": f"req_{next(self._ids):08d}", "body": payload}
+            results["output" if status == 200 else "error"].append(json.dumps(record))
             batch["request_counts"]["completed" if status == 200 else "failed"] += 1
         now = int(time.time())
-        if outputs:
-            batch["output_file_id"] = self._store_file(f"{batch['id']}_output.jsonl",
-                                                       ("\n".join(outputs) + "\n").encode(), "batch_output")["id"]
-        if errors:
-            batch["error_file_id"] = self._store_file(f"{batch['id']}_error.jsonl",
-                                                      ("\n".join(errors) + "\n").encode(), "batch_output")["id"]
+        for kind, records in results.items():
+            if records:
+                data = ("\n".join(records) + "\n").encode()
+                batch[f"{kind}_file_id"] = self._store_file(f"{batch['id']}_{kind}.jsonl", data, "batch_output")["id"]
         batch["finalizing_at"] = now
         batch[f"{ended}_at"] = now
         batch["status"] = ended

@@ -41,7 +41,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any, Self
 
 from aiohttp import web
@@ -89,12 +88,8 @@ def _is_probe(body: Mapping[str, Any]) -> bool:
 
 
 class OpenAIServer:
-    """An OpenAI-compatible HTTP server on its own event loop in a background thread.
-
-    Use it as a context manager (or call :meth:`start` / :meth:`stop`)::
-
-        with OpenAIServer(responder=..., latency_s=0.0, faults=None, seed=0) as srv:
-            srv.base_url  # "http://127.0.0.1:PORT/v1"
+    """An OpenAI-compatible HTTP server on 127.0.0.1, on its own event loop in a background thread;
+    a context manager (or call :meth:`start` / :meth:`stop`).
 
     ``responder`` answers each request (default: :data:`DEFAULT_REPLY_CONTENT`); it runs on the
     server's loop and may be a plain or an ``async`` callable. An exception from it becomes a 500
@@ -166,13 +161,7 @@ class OpenAIServer:
         """Bind the port and start serving in a background thread; returns ``self`` once listening."""
         if self._thread is not None:
             raise RuntimeError("OpenAIServer already started")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", self._requested_port))
-        except BaseException:
-            sock.close()
-            raise
+        sock = socket.create_server(("127.0.0.1", self._requested_port))
         self._port = sock.getsockname()[1]
         self._ready.clear()
         self._start_error = None
@@ -242,10 +231,9 @@ class OpenAIServer:
 
     async def _astart(self, sock: socket.socket) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._handle_chat)
-        app.router.add_post("/chat/completions", self._handle_chat)
-        app.router.add_get("/v1/models", self._handle_models)
-        app.router.add_get("/models", self._handle_models)
+        for prefix in ("/v1", ""):
+            app.router.add_post(f"{prefix}/chat/completions", self._handle_chat)
+            app.router.add_get(f"{prefix}/models", self._handle_models)
         self.batches.add_routes(app)
         runner = web.AppRunner(
             app,
@@ -486,17 +474,9 @@ class OpenAIServer:
             "created": full["created"],
             "model": full["model"],
         }
+        delta = {"role": "assistant", "content": reply.content}
         chunks: list[dict[str, Any]] = [
-            {
-                **base,
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {"role": "assistant", "content": reply.content},
-                        "finish_reason": None,
-                    }
-                ],
-            },
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
             {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
         ]
         options = body.get("stream_options")
@@ -564,14 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError:
             pass
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # before the server's thread starts: it inherits the mask
     server = OpenAIServer(
         lambda body: content,
         latency_s=args.latency,
@@ -584,8 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with server:
         print(f"READY {server.base_url}", flush=True)
-        while not stop.wait(0.5):
-            pass
+        signal.sigwait(stop_signals)
     print(f"REQUESTS {server.request_count}", flush=True)
     if server.rate_limits is not None:
         print(f"THROTTLED {server.throttled_count}", flush=True)

@@ -18,7 +18,6 @@ class EnforcedRate:
         self.tpm = float(tpm) if tpm else None
         self.requests = TokenBucket(self.rpm / 60.0, self.rpm / 60.0 * burst_s) if self.rpm else None
         self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s) if self.tpm else None
-        self.admitted = 0
         self.refused = 0
 
     def admit(self, prompt_tokens: int) -> tuple[float, str]:
@@ -42,7 +41,6 @@ class EnforcedRate:
             self.requests.level -= 1.0
         if self.tokens is not None:
             self.tokens.level -= float(prompt_tokens)
-        self.admitted += 1
         return 0.0, ""
 
     def charge(self, tokens: int) -> None:

@@ -42,15 +42,8 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if isinstance(part, Mapping):
-                text = part.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
+        texts = (part.get("text") if isinstance(part, Mapping) else part for part in content)
+        return "".join(text for text in texts if isinstance(text, str))
     return str(content)
 
 
@@ -311,13 +304,7 @@ class FaultPlan:
         """The :class:`Reply` that expresses a fault kind."""
         if kind == "rate_limit":
             return Reply.rate_limited(retry_after=self.retry_after)
-        if kind == "server_error":
-            return Reply.server_error()
-        if kind == "hang":
-            return Reply(hang=True)
-        if kind == "malformed":
-            return Reply.malformed()
-        raise ValueError(f"unknown fault kind {kind!r}")
+        return {"server_error": Reply.server_error, "hang": Reply.hang, "malformed": Reply.malformed}[kind]()
 
 
 # ------------------------------------------------------------------------------------ recorded requests
