@@ -112,21 +112,19 @@ def score_and_land(
             *[pl.col(f"n_{s}").sum().alias(s) for s in JUDGE_STATUSES],
             pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
         ).row(0, named=True)
-        rows = tally.rows
-        call_totals = tally.call_totals
         statuses: dict[str, int] = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
-        attempted = rows - statuses["skipped"]
+        attempted = tally.rows - statuses["skipped"]
         call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
         result = DayResult(
             run_id=cfg.run_id,
             dt=cfg.date.isoformat(),
             **counts.model_dump(),
             judges=list(cfg.judges),
-            rows=rows,
+            rows=tally.rows,
             statuses=statuses,
-            verdicts={v: int(tally.verdicts[v]) for v in ("pass", "borderline", "fail")},
-            calls_made=int(call_totals["made"] or 0),
-            calls_reused=int(call_totals["reused"] or 0),
+            verdicts=dict(tally.verdicts),
+            calls_made=tally.call_totals["made"],
+            calls_reused=tally.call_totals["reused"],
             input_tokens=int(totals["input_tokens"] or 0),
             output_tokens=int(totals["output_tokens"] or 0),
             cost_usd=round(float(totals["cost_usd"] or 0.0), 6),
@@ -136,14 +134,12 @@ def score_and_land(
         evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
         try:
             result.reconciled = reconcile(cfg, counts, tally, scored_paths)
+            if call_error_ratio > cfg.max_call_error_ratio:
+                raise RunFailed(f"{where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
+                                f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}")
         except RunFailed as exc:
             raise fail_run(cfg, stores, f"{exc}; the day's landed tables were kept, this run's rows are at {evidence}",
                            scored=tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s) from exc
-        if call_error_ratio > cfg.max_call_error_ratio:
-            raise fail_run(cfg, stores, f"{where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
-                           f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}; "
-                           f"the day's landed tables were kept, this run's rows are at {evidence}",
-                           scored=tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s)
 
         check_claim(cfg, stores)
         for name in STAGED:
@@ -202,9 +198,8 @@ def reconcile(cfg: RunConfig, counts: IngestCounts, tally: DayTally, scored_path
     if counts.input != counts.valid + counts.rejected:
         problems.append(f"input {counts.input} != valid {counts.valid} + rejected {counts.rejected}")
     expected = counts.valid * len(cfg.judges)
-    height = tally.rows
-    if height != expected:
-        problems.append(f"{height} evaluation rows, expected {counts.valid} × {len(cfg.judges)} = {expected}")
+    if tally.rows != expected:
+        problems.append(f"{tally.rows} evaluation rows, expected {counts.valid} × {len(cfg.judges)} = {expected}")
     suspects = tally.repeated_hashes()
     if suspects.len():  # confirm on the ids: two different pairs may share a hash
         frame = pl.scan_parquet(scored_paths).select("record_id", "judge")
@@ -217,5 +212,5 @@ def reconcile(cfg: RunConfig, counts: IngestCounts, tally: DayTally, scored_path
     if problems:
         raise RunFailed(f"{where(cfg)}: counts do not reconcile: " + "; ".join(problems))
     return {"input": counts.input, "valid": counts.valid, "rejected": counts.rejected,
-            "rows": height, "expected_rows": expected}
+            "rows": tally.rows, "expected_rows": expected}
 
