@@ -63,18 +63,13 @@ class PreparedChunk:
     ledger: Any
     client: Any
     started: float
-    chunk_count: int
+    budget: float | None  #: this chunk's share of ``budget_usd``
     recorded: set[str] = field(default_factory=set)
 
     @property
     def to_call(self) -> list[_Pending]:
         """One request per distinct prompt the ledger does not hold."""
         return list(self.unique.values())
-
-    @property
-    def budget(self) -> float | None:
-        """This chunk's share of ``budget_usd``."""
-        return None if self.cfg.budget_usd is None else self.cfg.budget_usd / self.chunk_count
 
 
 def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None) -> PreparedChunk:
@@ -127,8 +122,8 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
             unique.setdefault(item.request_hash, item)
     logger.info("%s chunk %d: %d records, %d calls to make, %d reused from the ledger",
                 where(cfg), index, frame.height, len(unique), len(pending) - len(unique))
-    return PreparedChunk(cfg, index, frame, rows, pending, cached, unique, parameters, ledger, client, started,
-                         chunk_count)
+    budget = None if cfg.budget_usd is None else cfg.budget_usd / chunk_count
+    return PreparedChunk(cfg, index, frame, rows, pending, cached, unique, parameters, ledger, client, started, budget)
 
 
 def _ledger_entry(cfg: RunConfig, item: _Pending, outcome: Any) -> dict[str, Any]:
