@@ -139,8 +139,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
             bar.close()
         print(json.dumps({"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}, indent=2))
         return 1
-    if bar is not None:
-        bar.close()
     print(json.dumps({"status": "success", **result.model_dump(mode="json")}, indent=2))
     return 0
 

@@ -108,9 +108,8 @@ def wait_for_day(
         known = set(objects)
         looks += 1
         quiet_since = max([*objects.values(), last_new]) if objects else started_at
-        complete = is_complete(cfg, objects, marker, quiet_since, now)
         waited = time.monotonic() - started
-        if complete:
+        if is_complete(cfg, objects, marker, quiet_since, now):
             return None if looks == 1 else round(waited, 3)
         if waited >= cfg.wait_deadline_s:
             raise fail_run(cfg, stores, incomplete_message(where(cfg), raw.uri(prefix), cfg, waited),
