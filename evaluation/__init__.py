@@ -2,18 +2,8 @@
 
 The library behind the Airflow DAGs and ``python -m evaluation``; it never imports Airflow. The
 public API is :data:`__all__`, loaded on first use (``from evaluation import run_day``), so that
-importing a light module (``evaluation.options`` at DAG-parse time) pulls in nothing heavy:
-
-* run configuration and contract models: :class:`RunConfig`, :class:`InputRecord`,
-  :class:`ComparisonSpec`, :data:`OPTIONS`, :func:`build_config`, :func:`question_key`;
-* the stages of a day (:mod:`evaluation.stages`): :func:`check_run`, :func:`ingest_and_validate`,
-  :func:`plan_chunks`, :func:`judge_chunk`, :func:`score_and_land`, :func:`run_day`, :class:`Stores`,
-  :class:`RunFailed`;
-* the judges (:mod:`evaluation.judges`): :func:`render`, :func:`parse_reply`, :func:`score_table`;
-* the judge client (:mod:`evaluation.client`, the one module that imports litellm):
-  :class:`JudgeClient`;
-* storage and outputs: :func:`open_store`, :func:`write_daily_report`, :func:`run_comparison`,
-  :func:`run_sql`.
+importing a light module (``evaluation.options`` at DAG-parse time) pulls in nothing heavy. Each
+public name's module is in ``_EXPORTS`` below; :mod:`evaluation.client` is the one that imports litellm.
 """
 
 from __future__ import annotations
