@@ -37,10 +37,6 @@ class JudgeUnusable(ValueError):
     probe call for good (unknown model, bad key, quota)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Stores and claims
-
-
 @dataclass
 class Stores:
     """The input and output stores of a run."""
@@ -73,10 +69,6 @@ def check_claim(cfg: RunConfig, stores: Stores) -> None:
     owner = storage.read_json(stores.out, key).get("run_id") if stores.out.exists(key) else None
     if owner not in (None, cfg.run_id):
         raise StaleRun(f"{where(cfg)}: run {owner} has claimed the day since; this run may not land")
-
-
-# --------------------------------------------------------------------------------------------
-# Typed results and manifest
 
 
 class StageResult(BaseModel):

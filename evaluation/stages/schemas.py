@@ -153,7 +153,6 @@ def summary_schema() -> dict[str, Any]:
     return schema
 
 
-
 def runs_schema() -> dict[str, Any]:
     """The ``runs`` table (without ``dt``): one row per run, its status, counts, cost and timings."""
     return {
@@ -167,6 +166,7 @@ def runs_schema() -> dict[str, Any]:
         "timings": pl.String, "waited_s": pl.Float64, "versions": pl.String,
         "started_at": pl.Datetime("us", "UTC"), "finished_at": pl.Datetime("us", "UTC"),
     }
+
 
 #: The content-addressed ledger of paid replies (``_ledger/``).
 LEDGER_SCHEMA: dict[str, Any] = {
