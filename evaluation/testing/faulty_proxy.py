@@ -13,6 +13,7 @@ one run to the next. Everything listens on 127.0.0.1 and is closed by :meth:`Fau
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import logging
@@ -100,10 +101,8 @@ class FaultyProxy:
         with self._lock:
             connections = list(self._connections)
         for connection in connections:
-            try:
+            with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def __enter__(self) -> FaultyProxy:
         return self.start()
@@ -158,10 +157,8 @@ class _Handler(BaseHTTPRequestHandler):
     def finish(self) -> None:
         with self.server.proxy._lock:
             self.server.proxy._connections.discard(self.connection)
-        try:
+        with contextlib.suppress(OSError):  # a connection reset on purpose
             super().finish()
-        except OSError:  # a connection reset on purpose
-            pass
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         logger.debug("%s " + format, self.address_string(), *args)

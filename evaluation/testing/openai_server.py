@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import inspect
 import itertools
 import json
@@ -72,9 +73,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Model ids listed by ``GET /v1/models`` unless told otherwise.
-DEFAULT_MODELS: tuple[str, ...] = ("mock-judge",)
-
 
 def _is_probe(body: Mapping[str, Any]) -> bool:
     from evaluation.judges import PROBE_PROMPT
@@ -96,6 +94,7 @@ class OpenAIServer:
     whose message names the exception, and is appended to :attr:`errors`. ``latency_s`` is slept
     (``asyncio.sleep``) before every reply. ``faults`` injects faults per :class:`FaultPlan`;
     ``seed`` is mixed into its draws. ``latency_s`` and ``responder`` may be reassigned while running.
+    ``models`` are the ids ``GET /v1/models`` lists.
     """
 
     def __init__(
@@ -106,7 +105,7 @@ class OpenAIServer:
         faults: FaultPlan | None = None,
         seed: int = 0,
         port: int = 0,
-        models: Sequence[str] = DEFAULT_MODELS,
+        models: Sequence[str] = ("mock-judge",),
         record_requests: bool = True,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
         shutdown_timeout: float = 2.0,
@@ -187,10 +186,8 @@ class OpenAIServer:
         if thread is None:
             return
         if loop is not None and thread.is_alive():
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop already closed
                 loop.call_soon_threadsafe(loop.stop)
-            except RuntimeError:  # loop already closed
-                pass
         thread.join(timeout)
         if thread.is_alive():
             logger.warning("OpenAIServer thread did not stop within %ss", timeout)
@@ -537,12 +534,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     content = args.reply_file.read_text(encoding="utf-8") if args.reply_file else DEFAULT_REPLY_CONTENT
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
     if not args.no_uvloop:
-        try:
+        with contextlib.suppress(ImportError):
             import uvloop
 
             loop_factory = uvloop.new_event_loop
-        except ImportError:
-            pass
 
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # before the server's thread starts: it inherits the mask
