@@ -1,10 +1,5 @@
 """What takes a judge's name: its prompt for a record, the parsed row of its reply (or of a call
-that never returned), and the scoring of a table of parsed rows of every judge.
-
-A parsed row (:class:`~evaluation.judges.row.ParsedRow`) holds a reply's values checked for type
-but not yet clamped, scaled or rounded; :func:`score_table` applies each judge's rules to a whole
-table of them.
-"""
+that never returned), and the scoring of a table of parsed rows of every judge."""
 
 from __future__ import annotations
 

@@ -190,12 +190,8 @@ def grade_rubrics(row: ParsedRow, rubrics: list[Rubric], checks: list[RubricChec
     for rubric in rubrics:
         total += rubric.weight
         check = first_checks.get(rubric.id)
-        if check is None:
-            misses.append(f"[{rubric.id}] {rubric.description}: not evaluated")
-            required_unsatisfied = required_unsatisfied or rubric.required
-            continue
-        item = f"[{rubric.id}] {rubric.description}: {check.reasoning}"
-        if check.satisfied:
+        item = f"[{rubric.id}] {rubric.description}: {'not evaluated' if check is None else check.reasoning}"
+        if check is not None and check.satisfied:
             satisfied_weight += rubric.weight
             hits.append(item)
         else:

@@ -15,9 +15,6 @@ from typing import Any
 
 from evaluation.contract import InputRecord, JudgeName
 
-_FENCE_BEGIN = "<<<BEGIN {name} {nonce}>>>"
-_FENCE_END = "<<<END {name} {nonce}>>>"
-
 
 def fence_nonce(texts: list[str]) -> str:
     """A nonce for this prompt's fences: a hash of the texts they enclose (so none can hold it)."""
@@ -30,16 +27,12 @@ def fence_nonce(texts: list[str]) -> str:
     return nonce
 
 
-def fence(name: str, text: str, nonce: str) -> str:
-    """Render ``text`` as the data block ``name``."""
-    return f"{_FENCE_BEGIN.format(name=name, nonce=nonce)}\n{text}\n{_FENCE_END.format(name=name, nonce=nonce)}"
-
-
 def fill(template: str, blocks: dict[str, str], **values: object) -> str:
     """``template`` with each of ``blocks`` fenced under its own name (one nonce for all of them,
     from their texts in order) and ``values`` as they are."""
     nonce = fence_nonce(list(blocks.values()))
-    return template.format(**{name: fence(name, text, nonce) for name, text in blocks.items()}, **values)
+    fenced = {name: f"<<<BEGIN {name} {nonce}>>>\n{text}\n<<<END {name} {nonce}>>>" for name, text in blocks.items()}
+    return template.format(**fenced, **values)
 
 
 _FENCED_BLOCK = re.compile(r"<<<BEGIN (?P<name>\w+) (?P<nonce>[0-9a-f]{16})>>>\n(?P<body>.*?)\n<<<END (?P=name) (?P=nonce)>>>", re.S)
