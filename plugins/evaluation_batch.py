@@ -89,8 +89,7 @@ class JudgeChunkOperator(BaseOperator):
         cfg = glue.run_config(context)
         api_key, _ = glue.judge_credentials(cfg.api_base)
         if not cfg.batch:
-            return dict(stages.judge_chunk(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)
-                        .model_dump(mode="json"))
+            return stages.judge_chunk(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key).model_dump(mode="json")
         return self._step(cfg, api_key)
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -106,7 +105,7 @@ class JudgeChunkOperator(BaseOperator):
 
         result, waiting = judge_batch_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)
         if result is not None:
-            return dict(result.model_dump(mode="json"))
+            return result.model_dump(mode="json")
         self.log.info("chunk %s: deferring until batch %s has ended", self.chunk["index"], ", ".join(waiting))
         self.defer(
             trigger=BatchTrigger(waiting, cfg.judge_model, cfg.api_base, cfg.batch_poll_s),

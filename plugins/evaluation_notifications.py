@@ -34,16 +34,10 @@ WEBHOOK_CONN_ID = os.environ.get("EVALUATION_WEBHOOK_CONN_ID", "evaluation_webho
 
 #: The tables a successful landing replaces for the day, one Asset each (CONTRACT §3).
 LANDED_TABLES = ("evaluations", "judge_calls", "rejects", "daily_summary", "runs")
-
-
-def table_asset(table: str) -> Asset:
-    """The Asset of a landed table: what a downstream DAG schedules on (``schedule=[...]``). Named,
-    not addressed: the output root is a run option, and a URI scheme would load every provider's
-    URI handlers (boto3 among them) when the DAG file is parsed."""
-    return Asset(name=f"llm_evaluation.{table}", group="llm_evaluation")
-
-
-LANDED_ASSETS = tuple(table_asset(t) for t in LANDED_TABLES)
+#: What a downstream DAG schedules on (``schedule=[...]``). Named, not addressed: the output root
+#: is a run option, and a URI scheme would load every provider's URI handlers (boto3 among them)
+#: when the DAG file is parsed.
+LANDED_ASSETS = tuple(Asset(name=f"llm_evaluation.{table}", group="llm_evaluation") for table in LANDED_TABLES)
 
 
 @dataclass(frozen=True)
@@ -167,14 +161,13 @@ class QualityFlagNotifier(_UntemplatedNotifier):
         super().__init__(**kwargs)
         self.summary = summary
         self.report_url = report_url
-        self.delivered: list[str] = []
 
     def notify(self, context: Any) -> None:
         message = flags_message(self.summary, self.report_url)
         if message is None:
             logger.info("no quality flag on %s: nothing to send", self.summary.get("dt"))
             return
-        self.delivered = deliver(message)
+        deliver(message)
 
 
 class RunFailureNotifier(_UntemplatedNotifier):
