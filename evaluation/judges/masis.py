@@ -41,14 +41,10 @@ def citation_audit(answer: str, context_ids: list[str]) -> CitationAudit:
     citations = _CITATION.findall(answer)
     valid = set(context_ids)
     invalid = [c for c in citations if c not in valid]
-    uncited = 0
-    for sentence in _SENTENCE_SPLIT.split(answer):
-        if not sentence.strip() or "[" in sentence:
-            continue
-        lowered = sentence.lower()
-        if any(phrase in lowered for phrase in HEDGE_PHRASES):
-            continue
-        uncited += 1
+    uncited = sum(
+        1 for sentence in _SENTENCE_SPLIT.split(answer)
+        if sentence.strip() and "[" not in sentence and not any(p in sentence.lower() for p in HEDGE_PHRASES)
+    )
     return CitationAudit(citations=citations, invalid_citations=invalid, uncited_claim_count=uncited,
                          hallucination_detected=bool(invalid))
 

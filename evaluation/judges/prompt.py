@@ -72,20 +72,15 @@ def prompt_mode(record: InputRecord) -> str | None:
     return None
 
 
-def _format_weight(weight: float) -> str:
-    """The weight itself: ``2`` for 2.0, the shortest exact repr otherwise (``0.123456789``)."""
-    value = float(weight)
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
 def rubric_line(rubric_id: str, description: str, weight: float, required: bool) -> str:
     """CONTRACT §2.4: ``- [id] (REQUIRED) (weight: w): description``, REQUIRED only when required,
-    the weight only when not 1."""
+    the weight only when not 1, as itself: ``2`` for 2.0, the shortest exact repr otherwise."""
     parts = [f"- [{rubric_id}]"]
     if required:
         parts.append("(REQUIRED)")
     if weight != 1:
-        parts.append(f"(weight: {_format_weight(weight)})")
+        value = float(weight)
+        parts.append(f"(weight: {int(value) if value.is_integer() else repr(value)})")
     return " ".join(parts) + f": {description}"
 
 
