@@ -29,6 +29,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
@@ -36,12 +37,25 @@ from aiohttp import web
 from evaluation.testing.replies import RecordedRequest, Reply, error_body
 
 
-def _json(status: int, payload: Any) -> web.Response:
-    return web.Response(status=status, body=json.dumps(payload).encode(), content_type="application/json")
+def json_response(
+    status: int, payload: dict[str, Any] | list[Any] | str | bytes, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """A response of ``payload``: a dict or list as JSON, ``str`` or ``bytes`` verbatim (also sent as
+    ``application/json`` unless ``headers`` name another content type)."""
+    if isinstance(payload, bytes):
+        data = payload
+    elif isinstance(payload, str):
+        data = payload.encode("utf-8")
+    else:
+        data = json.dumps(payload).encode("utf-8")
+    out = dict(headers or {})
+    if not any(k.lower() == "content-type" for k in out):
+        out["Content-Type"] = "application/json"
+    return web.Response(status=status, body=data, headers=out)
 
 
 def _not_found(what: str) -> web.Response:
-    return _json(404, error_body(f"No such {what}", "invalid_request_error", "not_found"))
+    return json_response(404, error_body(f"No such {what}", "invalid_request_error", "not_found"))
 
 
 def _share(custom_id: str) -> float:
@@ -70,7 +84,6 @@ class BatchEndpoints:
         self.line_ids: list[str] = []
 
     def add_routes(self, app: web.Application) -> None:
-        """Register the endpoints on the server's application."""
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/files", self._create_file)
             app.router.add_get(f"{prefix}/files/{{file_id}}", self._get_file)
@@ -99,12 +112,12 @@ class BatchEndpoints:
         form = await request.post()
         upload, purpose = form.get("file"), str(form.get("purpose") or "")
         if upload is None or not hasattr(upload, "file"):
-            return _json(400, error_body("a file is required", "invalid_request_error"))
-        return _json(200, self._store_file(str(upload.filename or "upload.jsonl"), upload.file.read(), purpose))
+            return json_response(400, error_body("a file is required", "invalid_request_error"))
+        return json_response(200, self._store_file(str(upload.filename or "upload.jsonl"), upload.file.read(), purpose))
 
     async def _get_file(self, request: web.Request) -> web.Response:
         info = self.files.get(request.match_info["file_id"])
-        return _json(200, info) if info is not None else _not_found("file")
+        return json_response(200, info) if info is not None else _not_found("file")
 
     async def _file_content(self, request: web.Request) -> web.Response:
         self._count("file_reads")
@@ -120,7 +133,7 @@ class BatchEndpoints:
         body = json.loads(await request.read())
         input_id = body.get("input_file_id")
         if input_id not in self._contents:
-            return _json(400, error_body(f"unknown input_file_id {input_id!r}", "invalid_request_error"))
+            return json_response(400, error_body(f"unknown input_file_id {input_id!r}", "invalid_request_error"))
         now = int(time.time())
         batch_id = f"batch_{next(self._ids):08d}"
         lines = [json.loads(raw) for raw in self._contents[input_id].decode().splitlines() if raw.strip()]
@@ -143,12 +156,12 @@ class BatchEndpoints:
         task = asyncio.get_running_loop().create_task(self._run(batch, lines, expire_after))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return _json(200, batch)
+        return json_response(200, batch)
 
     async def _get_batch(self, request: web.Request) -> web.Response:
         self._count("batch_reads")
         batch = self.batches.get(request.match_info["batch_id"])
-        return _json(200, batch) if batch is not None else _not_found("batch")
+        return json_response(200, batch) if batch is not None else _not_found("batch")
 
     async def _cancel_batch(self, request: web.Request) -> web.Response:
         self._count("cancels")
@@ -158,7 +171,7 @@ class BatchEndpoints:
         if batch["status"] not in ("completed", "failed", "expired", "cancelled"):
             self._cancel.add(batch["id"])
             batch["status"], batch["cancelling_at"] = "cancelling", int(time.time())
-        return _json(200, batch)
+        return json_response(200, batch)
 
     async def _run(self, batch: dict[str, Any], lines: list[dict[str, Any]], expire_after: int | None) -> None:
         started = time.monotonic()  # delay_s is read as it goes: a test may shorten it while a batch waits

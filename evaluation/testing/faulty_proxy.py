@@ -49,7 +49,6 @@ class S3FaultPlan:
     max_faults_per_request: int = 2
 
     def __post_init__(self) -> None:
-        """Check the shares and the bound."""
         check_shares(self, FAULT_KINDS)
         if self.max_faults_per_request < 0:
             raise ValueError("S3FaultPlan.max_faults_per_request must be >= 0")

@@ -6,13 +6,11 @@ drive LLM judges against it::
     with OpenAIServer(responder=ScriptedResponder(['{"score": 1.0}', Reply.rate_limited()])) as srv:
         await litellm.acompletion(model="openai/judge", api_base=srv.base_url, api_key="x", ...)
 
-Endpoints: ``POST /v1/chat/completions`` (also ``/chat/completions``) and ``GET /v1/models``
-(also ``/models``). Replies have the exact OpenAI ``chat.completion`` shape, with deterministic
-token usage (:func:`count_tokens`). A *responder* decides each reply; a :class:`Reply` can also
-express a fault (429 with ``Retry-After``, 500, 400, quota, hang, malformed content), and a
-:class:`FaultPlan` injects faults deterministically so that a retried identical request can
-succeed on a later attempt (those pieces live in :mod:`evaluation.testing.replies` and are
-importable from here).
+Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models`` and the batch API
+(:mod:`evaluation.testing.batches`), each also without ``/v1``. Replies have the exact OpenAI
+``chat.completion`` shape, with deterministic token usage (:func:`count_tokens`). A *responder*
+decides each reply, which can be a fault, and a :class:`FaultPlan` injects faults (both in
+:mod:`evaluation.testing.replies`, importable from here).
 
 The server runs on its own event loop in a background thread, so it can serve synchronous and
 asynchronous test code alike, and hundreds of concurrent requests (latency is an ``asyncio.sleep``).
@@ -46,7 +44,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from evaluation.testing.batches import BatchEndpoints
+from evaluation.testing.batches import BatchEndpoints, json_response
 from evaluation.testing.ratelimit import EnforcedRate
 from evaluation.testing.replies import (
     DEFAULT_REPLY_CONTENT,
@@ -326,30 +324,24 @@ class OpenAIServer:
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         """Block until at least ``n`` requests arrived (since the last reset); False on timeout."""
-        deadline = time.monotonic() + timeout
         with self._cond:
-            while self._count < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
+            return self._cond.wait_for(lambda: self._count >= n, timeout)
 
     # ----------------------------------------------------------------------------------- handlers
 
     async def _handle_models(self, request: web.Request) -> web.Response:
         created = int(time.time())
         data = [{"id": m, "object": "model", "created": created, "owned_by": "local"} for m in self.models]
-        return _json_response(200, {"object": "list", "data": data})
+        return json_response(200, {"object": "list", "data": data})
 
     async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
         received_at = time.time()
         try:
             body = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError) as exc:
-            return _json_response(400, error_body(f"Invalid JSON body: {exc}", "invalid_request_error"))
+            return json_response(400, error_body(f"Invalid JSON body: {exc}", "invalid_request_error"))
         if not isinstance(body, dict):
-            return _json_response(400, error_body("Request body must be a JSON object.", "invalid_request_error"))
+            return json_response(400, error_body("Request body must be a JSON object.", "invalid_request_error"))
 
         if self.answer_probes and _is_probe(body):
             with self._lock:
@@ -457,7 +449,7 @@ class OpenAIServer:
         return error_body(f"HTTP {reply.status}", type_)
 
     def _render(self, body: Mapping[str, Any], reply: Reply) -> web.Response:
-        return _json_response(reply.status, self._payload(body, reply), reply.headers)
+        return json_response(reply.status, self._payload(body, reply), reply.headers)
 
     async def _stream(self, request: web.Request, body: Mapping[str, Any], reply: Reply) -> web.StreamResponse:
         """Server-sent events for ``"stream": true``: one content chunk, a stop chunk, optional usage."""
@@ -496,25 +488,11 @@ def _throttled(wait_s: float, which: str, limits: EnforcedRate) -> Reply:
     return Reply.error(429, message, which, "rate_limit_exceeded", headers=headers)
 
 
-def _json_response(
-    status: int, payload: dict[str, Any] | list[Any] | str | bytes, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    if isinstance(payload, bytes):
-        data = payload
-    elif isinstance(payload, str):
-        data = payload.encode("utf-8")
-    else:
-        data = json.dumps(payload).encode("utf-8")
-    out = dict(headers or {})
-    if not any(k.lower() == "content-type" for k in out):
-        out["Content-Type"] = "application/json"
-    return web.Response(status=status, body=data, headers=out)
-
-
 # ------------------------------------------------------------------------------------------------- CLI
 
 
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until SIGTERM/SIGINT; print ``READY <base_url>`` then ``REQUESTS <n>``."""
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.testing.openai_server",
         description="Local OpenAI-compatible chat-completions server for benchmarks.",
@@ -525,12 +503,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     parser.add_argument("--rpm", type=float, default=0.0, help="enforced requests per minute (0: none)")
     parser.add_argument("--rate-burst", type=float, default=1.0, help="seconds of each enforced rate a burst may use")
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server until SIGTERM/SIGINT; print ``READY <base_url>`` then ``REQUESTS <n>``."""
-    args = _parse_args(argv)
+    args = parser.parse_args(argv)
     content = args.reply_file.read_text(encoding="utf-8") if args.reply_file else DEFAULT_REPLY_CONTENT
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
     if not args.no_uvloop:

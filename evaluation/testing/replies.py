@@ -184,7 +184,6 @@ def as_reply(value: Any) -> Reply:
 
 
 def default_responder(body: dict[str, Any]) -> Reply | str:
-    """Answer every request with :data:`DEFAULT_REPLY_CONTENT`."""
     return DEFAULT_REPLY_CONTENT
 
 
@@ -206,7 +205,6 @@ class ScriptedResponder:
         self._lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any]) -> Reply:
-        """The next scripted reply."""
         with self._lock:
             index = self._next
             self._next += 1
@@ -226,12 +224,10 @@ class KeyedResponder:
     """
 
     def __init__(self, table: Mapping[str, ReplyLike], default: ReplyLike | None = None) -> None:
-        """Route by ``table``, falling back to ``default``."""
         self._table = table
         self._default = default
 
     def __call__(self, body: dict[str, Any]) -> Reply:
-        """The reply for this request's prompt."""
         text = prompt_text(body, sep="\n")
         found = next((value for key, value in self._table.items() if key in text), self._default)
         if found is None:
@@ -283,7 +279,6 @@ class FaultPlan:
     max_faults_per_body: int | None = None
 
     def __post_init__(self) -> None:
-        """Check the probabilities."""
         check_shares(self, FAULT_KINDS)
         if self.retry_after < 0:
             raise ValueError("FaultPlan.retry_after must be >= 0")
@@ -329,7 +324,6 @@ class RecordedRequest(dict[str, Any]):
         attempt: int = 0,
         fault: FaultKind | None = None,
     ) -> None:
-        """Wrap ``body`` with its arrival metadata."""
         super().__init__(body)
         self.received_at = received_at
         self.path = path
@@ -338,7 +332,6 @@ class RecordedRequest(dict[str, Any]):
 
     @property
     def body(self) -> dict[str, Any]:
-        """The request body as a plain dict."""
         return dict(self)
 
     @property
@@ -348,7 +341,6 @@ class RecordedRequest(dict[str, Any]):
         return messages if isinstance(messages, list) else []
 
     def __repr__(self) -> str:
-        """Body plus metadata."""
         return (
             f"RecordedRequest({dict.__repr__(self)}, received_at={self.received_at!r}, "
             f"path={self.path!r}, attempt={self.attempt}, fault={self.fault!r})"

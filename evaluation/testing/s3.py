@@ -29,14 +29,12 @@ class LocalS3:
         self.endpoint_url = ""
 
     def start(self) -> LocalS3:
-        """Start serving; returns self."""
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint_url = f"http://{host}:{port}"
         return self
 
     def stop(self) -> None:
-        """Stop serving."""
         self._server.stop()
 
     def __enter__(self) -> LocalS3:
@@ -46,7 +44,6 @@ class LocalS3:
         self.stop()
 
     def client(self) -> Any:
-        """A boto3 client for this server."""
         from evaluation.storage import s3_client
 
         return s3_client(self.endpoint_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION)
