@@ -181,15 +181,15 @@ def table_rules() -> TableRules:
     # ≤ 0.3 if uncited ≥ 10, else ≤ 0.5 if uncited ≥ 5
     flagged = pl.col("hallucination_detected").fill_null(False) | (pl.col("invalid_citations").list.len() > 0)
     uncited = pl.col("uncited_claim_count")
-    faithfulness = values["faithfulness"]
-    capped = pl.when(flagged & (faithfulness > 0.4)).then(pl.lit(0.4)).otherwise(faithfulness)
-    clamps.append((flagged & (faithfulness > 0.4), "invalid_citation_cap_0.4:faithfulness"))
-    clamps.append(((uncited >= 10) & (capped > 0.3), "uncited_ge_10_cap_0.3:faithfulness"))
-    clamps.append(((uncited >= 5) & (uncited < 10) & (capped > 0.5), "uncited_ge_5_cap_0.5:faithfulness"))
+    over_citation_cap = flagged & (values["faithfulness"] > 0.4)
+    capped = pl.when(over_citation_cap).then(pl.lit(0.4)).otherwise(values["faithfulness"])
+    over_10_cap = (uncited >= 10) & (capped > 0.3)
+    over_5_cap = (uncited >= 5) & (uncited < 10) & (capped > 0.5)
+    clamps.append((over_citation_cap, "invalid_citation_cap_0.4:faithfulness"))
+    clamps.append((over_10_cap, "uncited_ge_10_cap_0.3:faithfulness"))
+    clamps.append((over_5_cap, "uncited_ge_5_cap_0.5:faithfulness"))
     values["faithfulness"] = (
-        pl.when((uncited >= 10) & (capped > 0.3)).then(pl.lit(0.3))
-        .when((uncited >= 5) & (uncited < 10) & (capped > 0.5)).then(pl.lit(0.5))
-        .otherwise(capped)
+        pl.when(over_10_cap).then(pl.lit(0.3)).when(over_5_cap).then(pl.lit(0.5)).otherwise(capped)
     )
     # CONTRACT §2.3 (4): score = round(0.35·faithfulness + 0.25·relevance + 0.25·completeness
     # + 0.15·reasoning_quality, 3); the judge's own overall_score is ignored
