@@ -355,9 +355,7 @@ def _failure(kind: str, message: str, latency_ms: float) -> CallOutcome:
 
 
 def _counts(info: dict[str, Any]) -> dict[str, int]:
-    counts = info.get("request_counts") or {}
-    if not isinstance(counts, dict):
-        counts = _as_dict(counts)
+    counts = _as_dict(info.get("request_counts") or {})
     return {k: int(counts.get(k) or 0) for k in ("total", "completed", "failed")}
 
 
