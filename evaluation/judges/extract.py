@@ -1,11 +1,11 @@
 """JSON extraction from a judge's raw reply (CONTRACT §2.1), and the value rules every judge's reply
 model shares (numbers, free text, lists of strings).
 
-The reply yields the **first JSON object that carries the judge's key field**: the whole stripped
-text is tried first, then every ``{`` from left to right is handed to a real JSON decoder, so
-strings holding braces or backticks, nested objects, code fences and prose around the object all
-work. Nested objects count: ``{"result": {"score": 1}}`` yields the inner object for a key field
-``score``, because its ``{`` is scanned like any other.
+The reply yields the **first JSON object that carries the judge's key field**: every ``{`` from
+left to right is handed to a real JSON decoder, so strings holding braces or backticks, nested
+objects, code fences and prose around the object all work. Nested objects count:
+``{"result": {"score": 1}}`` yields the inner object for a key field ``score``, because its ``{``
+is scanned like any other.
 
 Injection defence: a candidate whose exact text also occurs in the record's own untrusted text
 (question, answer, contexts, reference, expected outcome, rubric descriptions) is a quote of the
@@ -91,11 +91,6 @@ def extract_json_object(
     if not text:
         return None
     keys = tuple(key_fields)
-    stripped = text.strip()
-    whole = _decode_at(stripped, 0)
-    if whole is not None and whole[1] == len(stripped) and _qualifies(whole[0], keys):
-        if not _is_quote(stripped, untrusted):
-            return dict(whole[0])
     position = text.find("{")
     while position != -1:
         decoded = _decode_at(text, position)
