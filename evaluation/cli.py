@@ -38,7 +38,7 @@ def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
     kinds: dict[str, Any] = {"integer": int, "number": float, "string": str, "judges": str}
     required = option.name in ("input_uri", "output_uri") and not os.environ.get(option.env or "")
     parser.add_argument(
-        option.flag.replace("_uri", ""),  # --input / --output, as CONTRACT §6 spells them
+        option.flag.removesuffix("-uri"),  # --input / --output, as CONTRACT §6 spells them
         *([option.flag] if option.name in ("input_uri", "output_uri") else []),
         dest=option.name,
         type=kinds[option.kind],
