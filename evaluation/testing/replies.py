@@ -24,7 +24,7 @@ MALFORMED_CONTENT = "I think the answer is good"
 FaultKind = Literal["rate_limit", "server_error", "hang", "malformed"]
 #: Fault kinds a :class:`FaultPlan` can inject, in the order their probability bands are laid out.
 FAULT_KINDS: tuple[FaultKind, ...] = ("rate_limit", "server_error", "hang", "malformed")
-K = TypeVar("K", bound=str)
+_Kind = TypeVar("_Kind", bound=str)
 
 
 # --------------------------------------------------------------------------------------------- tokens
@@ -246,7 +246,7 @@ def check_shares(plan: object, kinds: Iterable[str]) -> None:
         raise ValueError(f"{type(plan).__name__} shares must be in [0, 1] and sum to at most 1, got {shares}")
 
 
-def draw_fault(plan: object, kinds: tuple[K, ...], token: str) -> K | None:
+def draw_fault(plan: object, kinds: tuple[_Kind, ...], token: str) -> _Kind | None:
     """The fault for ``token``: a hash of it into ``[0, 1)`` falls in the band of one kind (bands of
     the shares ``plan.<kind>``, laid out in ``kinds`` order) or past them all (None)."""
     u = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "big") / 2.0**64
