@@ -15,8 +15,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from evaluation import sql, stages, storage, synthetic
-from evaluation.testing.faulty_proxy import FaultyProxy, S3FaultPlan
 from evaluation.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
+from tests.reliability.faulty_proxy import FaultyProxy, S3FaultPlan
 from tests.reliability.helpers import DAY, config
 
 RECORDS = 60
