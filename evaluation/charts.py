@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -565,5 +565,53 @@ def histogram(series: Sequence[HistogramSeries], *, title: str, x_label: str, wi
     parts.append(_line(left, top + plot_h, left + plot_w, top + plot_h, AXIS))
     parts.append(_text(left + plot_w / 2, height - 6, x_label, anchor="middle"))
     parts.append(_y_title(12, top + plot_h / 2, "share of rows"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# ROC curves (calibration)
+
+
+def roc_chart(curves: Mapping[str, Sequence[tuple[float, float, float]]], *, title: str,
+              marks: Sequence[tuple[str, float, float]] = (), width: float = 420, height: float = 400) -> str:
+    """ROC curves (false positive rate → true positive rate) of several metrics on one square plot,
+    with the diagonal of chance and optional marked operating points ``(label, fpr, tpr)``; each
+    curve's points are ``(threshold, fpr, tpr)``."""
+    keys = [(name, "line", colour(i), dash(i)) for i, name in enumerate(curves)]
+    legend, legend_h = _legend(keys, 52, 8 + TITLE_H, width - 60)
+    top, left, right, bottom = 14 + TITLE_H + legend_h, 52.0, 16.0, 44.0
+    size = min(width - left - right, height - top - bottom)
+    height = top + size + bottom
+
+    def px(fpr: float) -> float:
+        return left + fpr * size
+
+    def py(tpr: float) -> float:
+        return top + size - tpr * size
+
+    def stroke(index: int) -> str:  # the first curve drawn wider
+        return f' stroke="{colour(index)}" stroke-width="{3 if index == 0 else 2}"{_dash_attr(dash(index))}'
+
+    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
+    parts = _open(width, height, title, f"ROC curves of {', '.join(curves)}")
+    parts += legend
+    parts += _y_grid(ticks, py, left, size, fmt_decimal)
+    for t in ticks:
+        parts.append(_line(px(t), top, px(t), top + size, GRID))
+        parts.append(_text(px(t), top + size + 14, fmt_decimal(t), anchor="middle"))
+    parts.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(size)}" height="{_n(size)}" fill="none" stroke="{AXIS}"/>')
+    parts.append(f'<line x1="{_n(px(0))}" y1="{_n(py(0))}" x2="{_n(px(1))}" y2="{_n(py(1))}" stroke="{AXIS}"'
+                 ' stroke-dasharray="3 3"><title>chance (AUROC 0.5)</title></line>')
+    parts.append(_text(left + size / 2, top + size + 32, "false positive rate (faithful answers flagged)", anchor="middle"))
+    parts.append(_y_title(14, top + size / 2, "true positive rate (hallucinations flagged)"))
+    for index, (name, points) in enumerate(curves.items()):
+        d = " ".join(("M" if i == 0 else "L") + f"{_n(px(fpr))},{_n(py(tpr))}" for i, (_, fpr, tpr) in enumerate(points))
+        parts.append(f'<path d="{d}" fill="none"{stroke(index)}><title>{esc(name)}</title></path>')
+    for name, fpr, tpr in marks:
+        parts.append(
+            f'<circle cx="{_n(px(fpr))}" cy="{_n(py(tpr))}" r="5" fill="#FFFFFF" stroke="{TEXT}" stroke-width="2">'
+            f"<title>{esc(name)}: false positive rate {fpr:.3f}, true positive rate {tpr:.3f}</title></circle>"
+        )
     parts.append("</svg>")
     return "".join(parts)

@@ -18,11 +18,6 @@ from evaluation.report.render import page  # the daily report's, so both pages r
 Curve = list[tuple[float, float, float]]
 
 
-def _n(value: float) -> str:
-    text = f"{value:.1f}"
-    return "0.0" if text == "-0.0" else text
-
-
 def _fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "–"
@@ -35,67 +30,10 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f}%"
 
 
-def _stroke(index: int) -> str:
-    """The stroke of the ``index``-th curve: its colour, the first drawn wider, and its dash pattern."""
-    pattern = charts.dash(index)
-    dash_attr = f' stroke-dasharray="{pattern}"' if pattern else ""
-    return f' stroke="{charts.colour(index)}" stroke-width="{3 if index == 0 else 2}"{dash_attr}'
-
-
 def _cards(cards: list[tuple[str, str]]) -> str:
     """Headline figures: label and HTML value."""
     return "<div class='cards'>" + "".join(
         f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{v}</div></div>" for k, v in cards) + "</div>"
-
-
-def roc_chart(curves: dict[str, Curve], *, title: str, marks: list[tuple[str, float, float]] | None = None,
-              width: float = 420, height: float = 400) -> str:
-    """ROC curves (false positive rate → true positive rate) of several metrics on one square plot,
-    with the diagonal of chance and optional marked operating points ``(label, fpr, tpr)``."""
-    top, left, right, bottom = 34.0 + 16.0 * ((len(curves) + 1) // 2), 52.0, 16.0, 44.0
-    size = min(width - left - right, height - top - bottom)
-    height = top + size + bottom
-
-    def px(fpr: float) -> float:
-        return left + fpr * size
-
-    def py(tpr: float) -> float:
-        return top + size - tpr * size
-
-    label = f"{title}: ROC curves of {', '.join(curves)}"
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" height="{_n(height)}" role="img"'
-        f' aria-label="{esc(label)}" font-family="{esc(charts.FONT)}" font-size="11"><title>{esc(title)}</title>',
-        f'<text x="4" y="16" font-size="13" font-weight="600" fill="{charts.TEXT}" aria-hidden="true">{esc(title)}</text>',
-    ]
-    for index, name in enumerate(curves):  # legend, two columns
-        x = left + (index % 2) * size / 2
-        y = 32 + 16 * (index // 2)
-        parts.append(f'<line x1="{_n(x)}" y1="{_n(y - 4)}" x2="{_n(x + 18)}" y2="{_n(y - 4)}"{_stroke(index)}/>')
-        parts.append(f'<text x="{_n(x + 24)}" y="{_n(y)}" fill="{charts.TEXT}">{esc(name)}</text>')
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{_n(px(tick))}" y1="{_n(top)}" x2="{_n(px(tick))}" y2="{_n(top + size)}" stroke="{charts.GRID}"/>')
-        parts.append(f'<line x1="{_n(left)}" y1="{_n(py(tick))}" x2="{_n(left + size)}" y2="{_n(py(tick))}" stroke="{charts.GRID}"/>')
-        parts.append(f'<text x="{_n(px(tick))}" y="{_n(top + size + 14)}" text-anchor="middle" fill="{charts.MUTED}">'
-                     f'{charts.fmt_decimal(tick)}</text>')
-        parts.append(f'<text x="{_n(left - 6)}" y="{_n(py(tick) + 4)}" text-anchor="end" fill="{charts.MUTED}">'
-                     f'{charts.fmt_decimal(tick)}</text>')
-    parts.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(size)}" height="{_n(size)}" fill="none" stroke="{charts.AXIS}"/>')
-    parts.append(f'<line x1="{_n(px(0))}" y1="{_n(py(0))}" x2="{_n(px(1))}" y2="{_n(py(1))}" stroke="{charts.AXIS}"'
-                 f' stroke-dasharray="3 3"><title>chance (AUROC 0.5)</title></line>')
-    parts.append(f'<text x="{_n(left + size / 2)}" y="{_n(top + size + 32)}" text-anchor="middle" fill="{charts.MUTED}">'
-                 "false positive rate (faithful answers flagged)</text>")
-    middle = top + size / 2
-    parts.append(f'<text x="14" y="{_n(middle)}" text-anchor="middle" fill="{charts.MUTED}" transform="rotate(-90 14 {_n(middle)})">'
-                 "true positive rate (hallucinations flagged)</text>")
-    for index, (name, points) in enumerate(curves.items()):
-        path = " ".join(("M" if i == 0 else "L") + f"{_n(px(f))},{_n(py(t))}" for i, (_, f, t) in enumerate(points))
-        parts.append(f'<path d="{path}" fill="none"{_stroke(index)}><title>{esc(name)}</title></path>')
-    for name, fpr, tpr in marks or []:
-        parts.append(f'<circle cx="{_n(px(fpr))}" cy="{_n(py(tpr))}" r="5" fill="#FFFFFF" stroke="{charts.TEXT}" stroke-width="2">'
-                     f"<title>{esc(name)}: false positive rate {fpr:.3f}, true positive rate {tpr:.3f}</title></circle>")
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def _operating_point(points: Curve, cut: float | None) -> tuple[float, float] | None:
@@ -176,7 +114,7 @@ def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Cur
     suggested = _operating_point(points, score["suggested_borderline"])
     if suggested is not None and score["suggested_borderline"] != score["borderline_threshold"]:
         marks.append((f"score < {score['suggested_borderline']} (suggested)", *suggested))
-    chart = roc_chart(curves, title=f"ROC — {judge}", marks=marks) if curves else "<p class='note'>No ROC curve.</p>"
+    chart = charts.roc_chart(curves, title=f"ROC — {judge}", marks=marks) if curves else "<p class='note'>No ROC curve.</p>"
     parts.append(f"<div class='charts'><figure>{chart}<figcaption>A record is flagged when the value is below a cut; "
                  "circles: the score at the current and the suggested borderline threshold.</figcaption></figure>"
                  f"<div><h3>Verdicts against the labels</h3>{_confusion_table(score)}</div></div>")
