@@ -1,35 +1,26 @@
-"""A model comparison's page: self-contained HTML (inline CSS and SVG, nothing fetched) drawn from
-the landed ``metrics`` and ``verdicts`` tables — the deltas as intervals around zero, the verdict
-mixes and their shifts, the metrics table and the judge statuses."""
+"""A model comparison's page in the daily report's style (its ``page``): self-contained HTML drawn
+from the landed ``metrics`` and ``verdicts`` tables — the deltas as intervals around zero, the
+verdict mixes and their shifts, the metrics table and the judge statuses."""
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
 
 import polars as pl
 
 from evaluation import charts
+from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS, ComparisonSpec
+from evaluation.report.render import page  # the daily report's, so the pages read alike
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
-main{max-width:1100px;margin:0 auto;padding:24px}
-h1{font-size:1.6rem;margin:0 0 4px}h2{font-size:1.2rem;margin:28px 0 8px}h3{font-size:1rem;margin:18px 0 6px}
-.meta{color:#57606a;font-size:.9rem}.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:16px;margin:12px 0}
-table{border-collapse:collapse;width:100%;font-size:.85rem}th,td{padding:4px 8px;border-bottom:1px solid #eaeef2;text-align:right}
-th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}th{background:#f6f8fa}
-.pos{color:#1a7f37;font-weight:600}.neg{color:#cf222e;font-weight:600}.ns{color:#57606a}
-svg{max-width:100%;height:auto}svg text{font-family:inherit}
-"""
 
 def _fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
-    return html.escape(str(value))
+    return esc(value)
 
 
 def _delta_chart(judge: str, baseline: str, rows: list[dict[str, Any]]) -> str:
@@ -37,7 +28,7 @@ def _delta_chart(judge: str, baseline: str, rows: list[dict[str, Any]]) -> str:
     diamond at zero on every row (bold label when the interval excludes zero)."""
     rows = [r for r in rows if r["delta"] is not None]
     if not rows:
-        return "<p class='meta'>No deltas: a model or the baseline has no ok rows.</p>"
+        return "<p class='note'>No deltas: a model or the baseline has no ok rows.</p>"
     limit = max(max(abs(r["delta_ci_low"]), abs(r["delta_ci_high"])) for r in rows)
     limit = max(limit * 1.1, 0.02)
     intervals = [
@@ -58,9 +49,15 @@ def _verdict_chart(judge: str, rows: list[dict[str, Any]], models: list[str]) ->
     return charts.stacked_bar_chart(bars, segments, title=f"Verdict mix of ok rows — {judge}", width=820)
 
 
+def _table(head: str, rows: list[str]) -> str:
+    """A compact table in the report's style: ``head`` holds the header cells, ``rows`` the body's rows."""
+    return (f"<div class='table-wrap'><table class='compact'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
 def _verdict_table(rows: list[dict[str, Any]], models: list[str]) -> str:
-    head = "<tr><th>model</th><th>ok rows</th>" + "".join(
-        f"<th>{v} %</th><th>shift (pp)</th>" for v in VERDICTS) + "</tr>"
+    head = "<th>model</th><th class='num'>ok rows</th>" + "".join(
+        f"<th class='num'>{v} %</th><th class='num'>shift (pp)</th>" for v in VERDICTS)
     body = []
     for model in models:
         mine = {r["verdict"]: r for r in rows if r["model"] == model}
@@ -68,11 +65,11 @@ def _verdict_table(rows: list[dict[str, Any]], models: list[str]) -> str:
         for verdict in VERDICTS:
             row = mine.get(verdict, {})
             shift = row.get("shift_pp")
-            cells.append(f"<td>{_fmt(row.get('share_pct'), 1)}</td>"
-                         f"<td>{'–' if shift is None or row.get('model') == row.get('baseline') else f'{shift:+.1f}'}</td>")
+            cells.append(f"<td class='num'>{_fmt(row.get('share_pct'), 1)}</td><td class='num'>"
+                         f"{'–' if shift is None or row.get('model') == row.get('baseline') else f'{shift:+.1f}'}</td>")
         n_ok = next(iter(mine.values()), {}).get("n_ok", 0)
-        body.append(f"<tr><td>{html.escape(model)}</td><td>{n_ok}</td>{''.join(cells)}</tr>")
-    return f"<table>{head}{''.join(body)}</table>"
+        body.append(f"<tr><td>{esc(model)}</td><td class='num'>{n_ok}</td>{''.join(cells)}</tr>")
+    return _table(head, body)
 
 
 _ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
@@ -90,27 +87,28 @@ def _effect(row: dict[str, Any]) -> str:
 def _metrics_table(rows: list[dict[str, Any]]) -> str:
     method = next((r["p_adjust_method"] for r in rows if r.get("p_adjust_method")), None)
     adjusted = _ADJUSTMENT_NAMES.get(method or "", method or "adjusted")
-    head = ("<tr><th>metric</th><th>model</th><th>n</th><th>mean</th><th>95% CI</th><th>delta</th>"
-            "<th>95% CI of delta</th><th>p (raw)</th>"
-            f"<th>p ({html.escape(adjusted)})</th><th>effect size d [95% CI]</th>"
-            "<th>test</th><th>pairs</th><th>W / T / L</th></tr>")
+    head = ("<th>metric</th><th>model</th><th class='num'>n</th><th class='num'>mean</th><th class='num'>95% CI</th>"
+            "<th class='num'>delta</th><th class='num'>95% CI of delta</th><th class='num'>p (raw)</th>"
+            f"<th class='num'>p ({esc(adjusted)})</th><th class='num'>effect size d [95% CI]</th>"
+            "<th>test</th><th class='num'>pairs</th><th class='num'>W / T / L</th>")
     body = []
     for r in rows:
-        cls = "ns"
+        cls = "muted"
         if r["significant"]:
-            cls = "pos" if r["delta"] > 0 else "neg"
+            cls = "flag better" if r["delta"] > 0 else "flag worse"
         wtl = "–" if r["is_baseline"] else f"{r['wins']} / {r['ties']} / {r['losses']}"
         delta = "–" if r["delta"] is None else f"{r['delta']:+.3f}"
         delta_ci = "–" if r["delta"] is None else f"[{_fmt(r['delta_ci_low'])}, {_fmt(r['delta_ci_high'])}]"
         body.append(
-            f"<tr><td>{html.escape(r['metric'])}</td><td>{html.escape(r['model'])}{' (baseline)' if r['is_baseline'] else ''}"
-            f"</td><td>{r['n']}</td><td>{_fmt(r['mean'])}</td><td>[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]</td>"
-            f"<td class='{cls}'>{delta}</td><td>{delta_ci}</td>"
-            f"<td>{_fmt(r['p_value'], 4)}</td><td class='{cls}'>{_fmt(r.get('p_adjusted'), 4)}</td>"
-            f"<td>{_effect(r)}</td><td>{_fmt(r['test'])}</td>"
-            f"<td>{'–' if r['is_baseline'] else _fmt(r.get('n_pairs'))}</td><td>{wtl}</td></tr>"
+            f"<tr><td>{esc(r['metric'])}</td><td>{esc(r['model'])}{' (baseline)' if r['is_baseline'] else ''}</td>"
+            f"<td class='num'>{r['n']}</td><td class='num'>{_fmt(r['mean'])}</td>"
+            f"<td class='num'>[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]</td>"
+            f"<td class='num {cls}'>{delta}</td><td class='num'>{delta_ci}</td>"
+            f"<td class='num'>{_fmt(r['p_value'], 4)}</td><td class='num {cls}'>{_fmt(r.get('p_adjusted'), 4)}</td>"
+            f"<td class='num'>{_effect(r)}</td><td>{_fmt(r['test'])}</td>"
+            f"<td class='num'>{'–' if r['is_baseline'] else _fmt(r.get('n_pairs'))}</td><td class='num'>{wtl}</td></tr>"
         )
-    return f"<table>{head}{''.join(body)}</table>"
+    return _table(head, body)
 
 
 def render_report(
@@ -126,11 +124,11 @@ def render_report(
     """The comparison's self-contained HTML page."""
     tested = metrics.filter(pl.col("p_adjusted").is_not_null())
     method = tested["p_adjust_method"][0] if tested.height else None
-    adjustment = html.escape(_ADJUSTMENT_NAMES.get(method or "", method or ""))
+    adjustment = esc(_ADJUSTMENT_NAMES.get(method or "", method or ""))
     controls = _ADJUSTMENT_CONTROLS.get(method or "")
     multiplicity = (
         f" p-values are adjusted for the {tested.height} tests of this comparison with the {adjustment} method "
-        f"(<code>p_adjust={html.escape(method or '')}</code>{', controlling ' + controls if controls else ''}; both the raw and the adjusted value are shown); a delta is marked significant when its adjusted p-value "
+        f"(<code>p_adjust={esc(method or '')}</code>{', controlling ' + controls if controls else ''}; both the raw and the adjusted value are shown); a delta is marked significant when its adjusted p-value "
         "is below 0.05." if tested.height else ""
     )
     paired_line = (f" Sampled by question: {paired_questions} questions were answered by every compared model "
@@ -138,46 +136,39 @@ def render_report(
     how = ("landed scores" if source == "landed"
            else f"re-judged with {spec.judge_model}")
     sample = "all records" if spec.sample_per_model is None else f"at most {spec.sample_per_model} records per model"
-    sections = []
-    for judge in spec.judges:
-        judge_rows = metrics.filter(pl.col("judge") == judge).to_dicts()
-        deltas = [r for r in judge_rows if not r["is_baseline"]]
-        verdict_rows = verdicts.filter(pl.col("judge") == judge).to_dicts()
-        sections.append(
-            f"<section class='card'><h2>Judge <code>{html.escape(judge)}</code></h2>"
-            f"{_delta_chart(judge, spec.baseline_model, deltas)}"
-            f"<h3>Verdict mix and shift from {html.escape(spec.baseline_model)}</h3>"
-            f"{_verdict_chart(judge, verdict_rows, spec.models)}{_verdict_table(verdict_rows, spec.models)}"
-            f"<h3>Metrics</h3>{_metrics_table(judge_rows)}</section>"
-        )
-    status_rows = []
-    for model in spec.models:
-        for judge in spec.judges:
-            counts = statuses.get(model, {}).get(judge, {})
-            status_rows.append(
-                f"<tr><td>{html.escape(model)}</td><td>{html.escape(judge)}</td>"
-                + "".join(f"<td>{counts.get(s, 0)}</td>" for s in JUDGE_STATUSES)
-                + "</tr>"
-            )
-    records_line = ", ".join(f"{html.escape(m)}: {records.get(m, 0)}" for m in spec.models)
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>Model comparison {html.escape(comparison_id)}</title><style>{_CSS}</style></head><body><main>"
-        f"<h1>Model comparison</h1><p class='meta'>{html.escape(comparison_id)} · {spec.start_date} to {spec.end_date} · "
-        f"baseline <b>{html.escape(spec.baseline_model)}</b> · {html.escape(how)} · {html.escape(sample)} · "
-        f"seed {spec.seed}</p>"
-        f"<div class='card'><p>Records per model: {records_line}.{html.escape(paired_line)}</p>"
-        "<p class='meta'>Means and verdict mixes use <code>ok</code> rows only; other statuses are counted at the end. "
+    records_line = ", ".join(f"{esc(m)}: {records.get(m, 0)}" for m in spec.models)
+    sections = [
+        f"<section id='overview'><h2>Overview</h2><p>Records per model: {records_line}.{esc(paired_line)}</p>"
+        "<p class='note'>Means and verdict mixes use <code>ok</code> rows only; other statuses are counted at the end. "
         "Intervals are 95% percentile "
         f"bootstraps ({spec.bootstrap} resamples). A <i>paired</i> test matches records on the normalised question "
         "and works on per-question differences (sign-flip permutation p-value); an <i>unpaired</i> test compares the "
         "two samples (two-sample permutation p-value). The effect size is Cohen's d (d<sub>z</sub>, the mean over "
         "the standard deviation of the per-question differences, for a paired test) with a bootstrap interval."
-        f"{multiplicity} A bold label, a green or red delta: significant after the adjustment.</p></div>"
-        + "".join(sections)
-        + "<section class='card'><h2>Judge statuses</h2><table><tr><th>model</th><th>judge</th>"
-        + "".join(f"<th>{s}</th>" for s in JUDGE_STATUSES) + "</tr>"
-        + "".join(status_rows)
-        + "</table></section></main></body></html>"
-    )
+        f"{multiplicity} A bold label, a blue or vermillion delta: significant after the adjustment.</p></section>"
+    ]
+    for judge in spec.judges:
+        judge_rows = metrics.filter(pl.col("judge") == judge).to_dicts()
+        deltas = [r for r in judge_rows if not r["is_baseline"]]
+        verdict_rows = verdicts.filter(pl.col("judge") == judge).to_dicts()
+        sections.append(
+            f"<section id='judge-{esc(judge)}'><h2>Judge <code>{esc(judge)}</code></h2>"
+            f"{_delta_chart(judge, spec.baseline_model, deltas)}"
+            f"<h3>Verdict mix and shift from {esc(spec.baseline_model)}</h3>"
+            f"{_verdict_chart(judge, verdict_rows, spec.models)}{_verdict_table(verdict_rows, spec.models)}"
+            f"<h3>Metrics</h3>{_metrics_table(judge_rows)}</section>"
+        )
+    status_rows = [
+        f"<tr><td>{esc(model)}</td><td>{esc(judge)}</td>"
+        + "".join(f"<td class='num'>{statuses.get(model, {}).get(judge, {}).get(s, 0)}</td>" for s in JUDGE_STATUSES)
+        + "</tr>"
+        for model in spec.models for judge in spec.judges
+    ]
+    status_head = "<th>model</th><th>judge</th>" + "".join(f"<th class='num'>{s}</th>" for s in JUDGE_STATUSES)
+    sections.append(f"<section id='statuses'><h2>Judge statuses</h2>{_table(status_head, status_rows)}</section>")
+    meta = [esc(comparison_id), f"{spec.start_date} to {spec.end_date}", f"baseline <b>{esc(spec.baseline_model)}</b>",
+            esc(how), esc(sample), f"seed {spec.seed}"]
+    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in
+                  [("overview", "Overview"), *((f"judge-{j}", f"Judge {j}") for j in spec.judges),
+                   ("statuses", "Judge statuses")])
+    return page(f"Model comparison {comparison_id}", "Model comparison", meta, nav, sections)

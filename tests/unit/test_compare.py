@@ -133,7 +133,7 @@ def test_verdict_shifts_sum_to_zero(landed) -> None:
 def test_report_is_a_self_contained_page(landed) -> None:
     result = run_comparison(landed["out"], _spec(), comparison_id="page")
     page = Path(result["report_uri"]).read_text()
-    assert page.startswith("<!doctype html>") and "<style>" in page
+    assert page.lower().startswith("<!doctype html>") and "<style>" in page
     assert page.count("<svg") >= 4  # a delta chart and a verdict chart per judge
     assert "<script" not in page and "<link" not in page and "src=" not in page
     assert "http://" not in page and "https://" not in page
