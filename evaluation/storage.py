@@ -170,6 +170,7 @@ class ObjectInfo:
 
     key: str
     size: int
+    modified: float  #: when it was last modified (epoch seconds)
 
 
 class Store(Protocol):
@@ -205,10 +206,11 @@ class LocalStore:
             return []
         found = []
         for item in sorted(folder.rglob("*")):
-            if item.is_file() and not item.name.startswith(".tmp-"):
-                key = item.relative_to(self.path).as_posix()
-                if key.startswith(prefix):
-                    found.append(ObjectInfo(key, item.stat().st_size))
+            key = item.relative_to(self.path).as_posix()
+            if item.is_file() and not item.name.startswith(".tmp-") and key.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):  # removed since the listing: not listed
+                    stat = item.stat()
+                    found.append(ObjectInfo(key, stat.st_size, stat.st_mtime))
         return found
 
     def read_bytes(self, key: str) -> bytes:
@@ -278,7 +280,8 @@ class S3Store:
         with _failing(f"cannot list {self.uri(prefix)}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
                 for item in page.get("Contents", []):
-                    found.append(ObjectInfo(item["Key"][strip:], int(item["Size"])))
+                    modified = item["LastModified"].timestamp()
+                    found.append(ObjectInfo(item["Key"][strip:], int(item["Size"]), modified))
         return sorted(found, key=lambda o: o.key)
 
     def read_bytes(self, key: str) -> bytes:

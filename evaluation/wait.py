@@ -8,8 +8,6 @@ of 0 and no marker: no wait). Past ``wait_deadline_s`` the run fails, its ``runs
 
 from __future__ import annotations
 
-import datetime as dt
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -58,26 +56,6 @@ def poke_interval(deadline_s: float, quiet_period_s: float = 0.0) -> float:
     return interval
 
 
-def day_objects(store: storage.Store, day: dt.date) -> dict[str, float]:
-    """Objects under the day's prefix (keys relative to the store's root) and when each was last
-    modified (epoch seconds)."""
-    prefix = storage.raw_prefix(day)
-    found: dict[str, float] = {}
-    if isinstance(store, storage.S3Store):
-        paginator = store.client.get_paginator("list_objects_v2")
-        strip = len(store.prefix) + 1 if store.prefix else 0
-        for page in paginator.paginate(Bucket=store.bucket, Prefix=store._key(prefix)):
-            for item in page.get("Contents", []):
-                found[item["Key"][strip:]] = item["LastModified"].timestamp()
-        return found
-    for info in store.list(prefix):
-        try:
-            found[info.key] = os.stat(store.uri(info.key)).st_mtime
-        except FileNotFoundError:
-            continue
-    return found
-
-
 def wait_for_day(
     cfg: RunConfig,
     stores: Stores,
@@ -101,7 +79,7 @@ def wait_for_day(
     last_new = 0.0
     looks = 0
     while True:
-        objects = day_objects(raw, cfg.date)
+        objects = {info.key: info.modified for info in raw.list(prefix)}
         now = time.time()
         if known is not None and set(objects) - known:
             last_new = now  # a new object: the quiet period starts over

@@ -64,27 +64,15 @@ class DayPrefix:
         return cls(directory, None, directory)
 
 
-def _local_objects(directory: str) -> dict[str, float]:
-    """Files under a directory (temporary ``.tmp-`` files excepted) and their modification times."""
-    found: dict[str, float] = {}
-    for folder, _, files in os.walk(directory):
-        for name in files:
-            if not name.startswith(".tmp-"):
-                path = os.path.join(folder, name)
-                try:
-                    found[path] = os.stat(path).st_mtime
-                except FileNotFoundError:
-                    continue
-    return found
+def _day_objects(bucket: str | None, prefix: str, client: Any = None) -> dict[str, float]:
+    """Objects under the day's prefix and their modification times, named as the provider's
+    triggers name them: full S3 keys, or a directory's file paths (``.tmp-`` files excepted)."""
+    from evaluation import storage
 
-
-def _s3_objects(client: Any, bucket: str, prefix: str) -> dict[str, float]:
-    """Keys under an S3 prefix and their LastModified (epoch seconds)."""
-    found: dict[str, float] = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            found[item["Key"]] = item["LastModified"].timestamp()
-    return found
+    if bucket is not None:
+        return {info.key: info.modified for info in storage.S3Store(f"s3://{bucket}", client).list(prefix)}
+    root, partition = os.path.split(prefix.rstrip("/"))
+    return {os.path.join(root, info.key): info.modified for info in storage.LocalStore(root).list(partition + "/")}
 
 
 class _AsyncPaginator:
@@ -201,7 +189,7 @@ class DayCompleteTrigger(BaseTrigger):
         known = set(self.known)
         last = dt.datetime.fromisoformat(self.last_activity).timestamp() if self.last_activity else time.time()
         while True:
-            found = await asyncio.to_thread(_local_objects, self.prefix)
+            found = await asyncio.to_thread(_day_objects, None, self.prefix)
             if set(found) - known:
                 known, last = set(found), max(time.time(), *found.values())
             elif len(found) >= self.min_objects and time.time() - last >= self.quiet_period_s:
@@ -250,8 +238,7 @@ class WaitForDayOperator(BaseOperator):
         if not cfg.completion_marker and cfg.quiet_period_s <= 0:
             self.log.info("no completion marker and no quiet period: %s is taken as it is", day.uri)
             return {"waited_s": None, "prefix": day.uri, "complete_by": None}
-        client = glue.s3_client() if day.bucket is not None else None
-        objects = _s3_objects(client, day.bucket, day.prefix) if day.bucket is not None else _local_objects(day.prefix)
+        objects = _day_objects(day.bucket, day.prefix, glue.s3_client() if day.bucket is not None else None)
         marker_key = (day.prefix + cfg.completion_marker if day.bucket is not None
                       else os.path.join(day.prefix, cfg.completion_marker))
         now = time.time()
