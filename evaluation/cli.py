@@ -179,10 +179,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     spec = compare.ComparisonSpec.model_validate(values)
     if spec.judge_model is not None and not args.input_uri:
         raise ValueError("--judge-model re-judges records from the raw logs: give --input")
-    needs_s3 = args.output_uri.startswith("s3://") or (args.input_uri or "").startswith("s3://")
-    client = storage.s3_client() if needs_s3 else None
-    store = storage.open_store(args.output_uri, client)
-    raw_store = storage.open_store(args.input_uri, client) if args.input_uri else None
+    store, raw_store = storage.open_stores(args.output_uri, args.input_uri)
     try:
         result = compare.run_comparison(store, spec, comparison_id=args.comparison_id, raw_store=raw_store,
                                         api_key=api_key_from_env(spec.api_base))
@@ -250,10 +247,7 @@ def _report_parser(sub: Any) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     from evaluation import report, storage
 
-    needs_s3 = args.output_uri.startswith("s3://") or (args.report_output or "").startswith("s3://")
-    client = storage.s3_client() if needs_s3 else None
-    store = storage.open_store(args.output_uri, client)
-    target = storage.open_store(args.report_output, client) if args.report_output else None
+    store, target = storage.open_stores(args.output_uri, args.report_output)
     try:
         uris = report.write_daily_report(store, args.date, history_days=args.history_days, report_store=target)
     except report.ReportError as exc:

@@ -402,6 +402,14 @@ def open_store(uri: str, client: Any | None = None) -> Store:
     return LocalStore(uri)
 
 
+def open_stores(*uris: str | None, client: Any | None = None, make_client: Callable[[], Any] = s3_client) -> list[Any]:
+    """A store for each URI (None for an empty one), all sharing one S3 client: ``client``, else
+    one from ``make_client``, made only when a URI is on S3."""
+    if client is None and any((uri or "").startswith("s3://") for uri in uris):
+        client = make_client()
+    return [open_store(uri, client) if uri else None for uri in uris]
+
+
 # --------------------------------------------------------------------------------------------
 # Tables
 

@@ -140,16 +140,14 @@ def stores(cfg: Any) -> Any:
     """The run's input and output stores, S3 through the Airflow connection."""
     from evaluation.stages import Stores
 
-    needs_s3 = cfg.input_uri.startswith("s3://") or cfg.output_uri.startswith("s3://")
-    return Stores.open(cfg, s3_client() if needs_s3 else None)
+    return Stores(*open_stores(cfg.input_uri, cfg.output_uri))
 
 
 def open_stores(*uris: str) -> list[Any]:
     """A store for each URI (None for an empty one), S3 through the Airflow connection."""
     from evaluation import storage
 
-    client = s3_client() if any(uri.startswith("s3://") for uri in uris) else None
-    return [storage.open_store(uri, client) if uri else None for uri in uris]
+    return storage.open_stores(*uris, make_client=s3_client)
 
 
 @contextmanager

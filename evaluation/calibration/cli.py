@@ -70,10 +70,7 @@ def command(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     output_uri = args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI") or _parent(spec.golden_uri)
-    needs_s3 = any(uri.startswith("s3://") for uri in (spec.golden_uri, output_uri))
-    client = storage.s3_client() if needs_s3 else None
-    store = storage.open_store(output_uri, client)
-    golden = storage.open_store(spec.golden_uri, client)
+    store, golden = storage.open_stores(output_uri, spec.golden_uri)
     try:
         result = calibration.run_calibration(store, golden, spec, calibration=args.calibration_id,
                                              api_key=api_key_from_env(spec.api_base))

@@ -47,10 +47,7 @@ class Stores:
     @classmethod
     def open(cls, cfg: RunConfig, client: Any | None = None) -> Stores:
         """Stores for the config's URIs (one boto3 client shared when both are on S3)."""
-        needs_s3 = cfg.input_uri.startswith("s3://") or cfg.output_uri.startswith("s3://")
-        if needs_s3 and client is None:
-            client = storage.s3_client()
-        return cls(storage.open_store(cfg.input_uri, client), storage.open_store(cfg.output_uri, client))
+        return cls(*storage.open_stores(cfg.input_uri, cfg.output_uri, client=client))
 
 
 def where(cfg: RunConfig) -> str:
