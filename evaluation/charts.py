@@ -590,9 +590,6 @@ def roc_chart(curves: Mapping[str, Sequence[tuple[float, float, float]]], *, tit
     def py(tpr: float) -> float:
         return top + size - tpr * size
 
-    def stroke(index: int) -> str:  # the first curve drawn wider
-        return f' stroke="{colour(index)}" stroke-width="{3 if index == 0 else 2}"{_dash_attr(dash(index))}'
-
     ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
     parts = _open(width, height, title, f"ROC curves of {', '.join(curves)}")
     parts += legend
@@ -607,7 +604,8 @@ def roc_chart(curves: Mapping[str, Sequence[tuple[float, float, float]]], *, tit
     parts.append(_y_title(14, top + size / 2, "true positive rate (hallucinations flagged)"))
     for index, (name, points) in enumerate(curves.items()):
         d = " ".join(("M" if i == 0 else "L") + f"{_n(px(fpr))},{_n(py(tpr))}" for i, (_, fpr, tpr) in enumerate(points))
-        parts.append(f'<path d="{d}" fill="none"{stroke(index)}><title>{esc(name)}</title></path>')
+        stroke = f'stroke="{colour(index)}" stroke-width="{3 if index == 0 else 2}"{_dash_attr(dash(index))}'  # the first wider
+        parts.append(f'<path d="{d}" fill="none" {stroke}><title>{esc(name)}</title></path>')
     for name, fpr, tpr in marks:
         parts.append(
             f'<circle cx="{_n(px(fpr))}" cy="{_n(py(tpr))}" r="5" fill="#FFFFFF" stroke="{TEXT}" stroke-width="2">'
