@@ -8,7 +8,8 @@ The summary is a query over the day's scored rows as a lazy table, never the day
 is kept as it is; a DataFrame has the columns the summary reads written to a temporary Parquet
 file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming engine:
 
-- counts and token sums in one pass, whose memory is the groups;
+- counts, token and cost sums in one pass, whose memory is the groups; the cost is summed exactly,
+  as integers (:data:`_COST_UNIT`), so its digits do not depend on the order of the rows either;
 - then one measure at a time (each metric over ``ok`` rows, and the latency of calls that reached
   the judge), that measure's values per (model, judge) — 8 bytes a value, never whole rows nor
   two measures at once:
@@ -18,8 +19,7 @@ file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming e
     ``quantile_cont`` agrees to float rounding;
   - means from the correctly rounded sum of the values (:func:`exact_sum`) over n, and sample
     standard deviations (ddof 1) from the correctly rounded sum of squared deviations from that
-    mean: the digits do not depend on the order of the rows nor on how the day was split;
-  - the cost, likewise the correctly rounded sum of the rows' costs.
+    mean: the digits do not depend on the order of the rows nor on how the day was split.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ _COLUMNS: dict[str, Any] = {
 }
 
 
+#: Costs are summed as integer multiples of 2**-100 USD (Int128): exact for every cost of at least
+#: 2**-48 USD (about 4e-15) and below 2**27 USD, whatever the order; the total is then correctly rounded.
+_COST_UNIT = 2**100
+
+
 def _typed(frame: pl.LazyFrame) -> pl.LazyFrame:
     return frame.select(pl.col(name).cast(dtype) for name, dtype in _COLUMNS.items())
 
@@ -62,6 +67,7 @@ def _sums() -> list[pl.Expr]:
     exprs += [
         pl.col("input_tokens").sum().cast(pl.Int64).alias("input_tokens"),
         pl.col("output_tokens").sum().cast(pl.Int64).alias("output_tokens"),
+        (pl.col("cost_usd") * float(_COST_UNIT)).cast(pl.Int128).sum().alias("cost_usd"),
         pl.col("cached").sum().cast(pl.Int64).alias("n_cached"),
     ]
     return exprs
@@ -131,13 +137,6 @@ def _measure(rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...]) -> di
     return out
 
 
-def _costs(rows: pl.LazyFrame) -> dict[tuple[str, str], float]:
-    """(model, judge) → the correctly rounded sum of its rows' ``cost_usd`` (a float sum by the
-    streaming engine would depend on the order in which it met the rows)."""
-    groups = rows.group_by("model", "judge").agg(pl.col("cost_usd").drop_nulls()).collect(engine="streaming")
-    return {(model, judge): exact_sum(np.asarray(costs, dtype=np.float64)) for model, judge, costs in groups.iter_rows()}
-
-
 def exact_sum(values: np.ndarray) -> float:
     """The sum of ``values`` correctly rounded (as :func:`math.fsum`), whatever their order, and
     vectorised: every float is an integer mantissa times a power of two; the mantissas are added up
@@ -167,11 +166,10 @@ def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
         return pl.DataFrame(schema=summary_schema())
     metrics = {metric: _measure(rows, metric, _QUANTILES) for metric in METRICS}
     latency = _measure(rows, _LATENCY, _LATENCY_QUANTILES)
-    costs = _costs(rows)
     out: list[dict[str, Any]] = []
     for group in sums.iter_rows(named=True):
         key = (group["model"], group["judge"])
-        row: dict[str, Any] = {"run_id": run_id, **group, "cost_usd": costs[key]}
+        row: dict[str, Any] = {"run_id": run_id, **group, "cost_usd": group["cost_usd"] / _COST_UNIT}
         row["pass_rate"] = group["n_pass"] / group["n_ok"] if group["n_ok"] else None
         for metric in METRICS:
             figures = metrics[metric].get(key, {})
