@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import unicodedata
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 JudgeName = Literal["rag", "masis", "prompt"]
 JUDGES: tuple[JudgeName, ...] = ("rag", "masis", "prompt")
@@ -22,6 +22,30 @@ JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "judge_failed", 
 
 Verdict = Literal["pass", "borderline", "fail"]
 VERDICTS: tuple[Verdict, ...] = ("pass", "borderline", "fail")
+
+
+def comma_list(value: object) -> object:
+    """A comma-separated string as the list of its non-blank parts (forms and flags give strings)."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _judge_list(value: object) -> object:
+    value = comma_list(value)
+    if isinstance(value, list):  # the first of equal items kept (they need not be hashable yet)
+        return [item for index, item in enumerate(value) if item not in value[:index]]
+    return value
+
+
+def _blank_is_none(value: object) -> object:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+#: Judges as a list or a comma-separated string; a judge named twice counts once.
+JudgeList = Annotated[list[JudgeName], BeforeValidator(_judge_list)]
+#: Text that may be left blank in a form: blank is None.
+OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
 #: Version of the deterministic rules (parsing, clamps, scores, verdicts). Bump on any change.
 RULES_VERSION = "rules-2026.11.1"
@@ -194,16 +218,16 @@ class RunConfig(BaseModel):
     output_uri: str = Field(description="Root of the landed tables: `s3://bucket/prefix` or a directory.")
     run_id: str = Field(default="manual", description="Id of this run; names its work files.")
     trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
-    judges: list[JudgeName] = Field(default_factory=lambda: list(JUDGES), min_length=1)
+    judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1)
     judge_model: str = Field(default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
-    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible server.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight per chunk.")
     chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk (mapped task).")
     timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one HTTP attempt.")
     max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts per call, first included.")
     retry_budget_s: float = Field(default=120.0, gt=0, description="Cap on time spent on one call.")
     thresholds: Thresholds = Field(default_factory=Thresholds)
-    thresholds_from: str | None = Field(
+    thresholds_from: OptionalText = Field(
         default=None, description="`<calibration id>/<judge>`: use that calibration's suggested thresholds instead."
     )
     max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
@@ -233,26 +257,12 @@ class RunConfig(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
 
-    @field_validator("judges", mode="before")
-    @classmethod
-    def _split_judges(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        if isinstance(value, list):  # the first of equal items kept (they need not be hashable yet)
-            return [item for index, item in enumerate(value) if item not in value[:index]]
-        return value
-
     @field_validator("sample", mode="before")
     @classmethod
     def _parse_sample(cls, value: object) -> object:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return Sample.parse(value)
         return value
-
-    @field_validator("api_base", "thresholds_from", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if value == "" else value
 
 
 def question_key(question: str) -> str:
@@ -301,17 +311,18 @@ class ComparisonSpec(BaseModel):
 
     start_date: dt.date = Field(description="First day (dt) of the range, inclusive.")
     end_date: dt.date = Field(description="Last day (dt) of the range, inclusive.")
-    models: list[str] = Field(min_length=2, description="The models (the `model` column) to compare.")
-    baseline: str | None = Field(default=None, description="The model the others are compared to; default the first.")
-    judges: list[JudgeName] = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges compared.")
+    models: Annotated[list[str], BeforeValidator(comma_list)] = Field(
+        min_length=2, description="The models (the `model` column) to compare.")
+    baseline: OptionalText = Field(default=None, description="The model the others are compared to; default the first.")
+    judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges compared.")
     sample_per_model: int | None = Field(
         default=None, ge=1, description="At most this many records per model, a seeded sample; None for all."
     )
     seed: int = Field(default=0, ge=0, description="Seeds the sample, the bootstrap and the permutations.")
-    judge_model: str | None = Field(
+    judge_model: OptionalText = Field(
         default=None, description="Re-judge the sample with this litellm model; None compares the landed scores."
     )
-    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
+    api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight when re-judging.")
     bootstrap: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples and permutations.")
     thresholds: Thresholds = Field(
@@ -324,18 +335,6 @@ class ComparisonSpec(BaseModel):
         "family-wise error rate) or bh (Benjamini–Hochberg, false discovery rate).",
     )
 
-    @field_validator("models", "judges", mode="before")
-    @classmethod
-    def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
-
-    @field_validator("judges")
-    @classmethod
-    def _unique_judges(cls, value: list[JudgeName]) -> list[JudgeName]:
-        return list(dict.fromkeys(value))
-
     @field_validator("models")
     @classmethod
     def _unique_models(cls, value: list[str]) -> list[str]:
@@ -346,11 +345,6 @@ class ComparisonSpec(BaseModel):
         if repeated:
             raise ValueError(f"models are repeated: {', '.join(repeated)}")
         return models
-
-    @field_validator("baseline", "judge_model", "api_base", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _check(self) -> ComparisonSpec:

@@ -6,7 +6,7 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RULES_VERSION, JudgeName, Thresholds
+from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RULES_VERSION, JudgeList, OptionalText, Thresholds
 
 
 class CalibrationError(RuntimeError):
@@ -20,10 +20,10 @@ class CalibrationSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     golden_uri: str = Field(description="The golden set's folder: `s3://bucket/prefix/<set name>` or a directory.")
-    judges: list[JudgeName] = Field(default_factory=lambda: list(JUDGES), min_length=1,
+    judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1,
                                     description="Judges to calibrate.")
     judge_model: str = Field(default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
-    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
+    api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight.")
     seed: int = Field(default=0, ge=0, description="Seeds the held-out split and the bootstrap.")
     bootstrap: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples of the AUROC interval.")
@@ -36,13 +36,6 @@ class CalibrationSpec(BaseModel):
     max_record_chars: int = Field(default=200_000, ge=1, description="Reject records whose texts exceed this.")
     chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk.")
 
-    @field_validator("judges", mode="before")
-    @classmethod
-    def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        return list(dict.fromkeys(value)) if isinstance(value, list) else value
-
     @field_validator("golden_uri")
     @classmethod
     def _folder(cls, value: str) -> str:
@@ -50,11 +43,6 @@ class CalibrationSpec(BaseModel):
         if not value or value.endswith(("s3:/", "s3:")):
             raise ValueError("golden_uri is blank: give the golden set's folder")
         return value
-
-    @field_validator("api_base", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def set_name(self) -> str:
