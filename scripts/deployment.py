@@ -186,9 +186,6 @@ class Component:
     def pid(self) -> int:
         return self.process.pid
 
-    def exited(self) -> int | None:
-        return self.process.poll()
-
     def log_tail(self, lines: int = 40) -> str:
         """The last `lines` lines of the component's log ('' when it does not exist)."""
         try:
@@ -292,8 +289,8 @@ class LocalDeployment:
         self._started_at = time.monotonic()
         deadline = self._started_at + STARTUP_TIMEOUT_S
         self.home.mkdir(parents=True, exist_ok=True)
-        self._ensure_postgres()
-        self._ensure_redis()
+        self._ensure_listening(POSTGRES_PORT, "PostgreSQL", self._start_postgres)
+        self._ensure_listening(REDIS_PORT, "Redis", self._start_redis)
         self._start_s3()
         self._create_database()
         self._claim_redis_db()
@@ -316,7 +313,8 @@ class LocalDeployment:
             "celery-worker": ["celery", "worker", "--skip-serve-logs", "--concurrency", str(self.worker_concurrency)],
         }
         pending = list(COMPONENTS)
-        while pending:
+
+        def start_ready_components() -> str:
             for name in [n for n in pending if self._dependencies_met(n)]:
                 env = {**self.env, **self._service_env[name]}
                 if name == "celery-worker":
@@ -324,16 +322,13 @@ class LocalDeployment:
                 self.components[name] = self._spawn(name, argv[name], env)
                 pending.remove(name)
                 self._mark(f"started {name} (pid {self.components[name].pid})")
-            if pending:
-                self._check_components()
-                if time.monotonic() > deadline:
-                    raise DeploymentError(f"{', '.join(pending)} never had their dependencies ready\n"
-                                          + self._component_tails())
-                time.sleep(0.3)
+            return f"the dependencies of {', '.join(pending)}" if pending else ""
+
+        self._wait_until(start_ready_components, deadline)
         self._wait_exit(pool, deadline)
         self._mark(f"pool {self.pool_name} set to {self.pool_slots} slots")
-        self.api = ApiClient(self.api_url, self.username, self.password, deployment=self)
-        self._wait_ready(deadline)
+        self.api = ApiClient(self)
+        self._wait_until(self._not_ready, deadline)
         self._mark(f"ready: API on {self.api_url}")
 
     def _mark(self, event: str) -> None:
@@ -360,7 +355,7 @@ class LocalDeployment:
         if survivors:
             errors.append(f"processes survived: {survivors}")
         self._mark("processes stopped: " + ", ".join(
-            f"{c.name} exited {c.exited()}" for c in self.components.values()))
+            f"{c.name} exited {c.process.poll()}" for c in self.components.values()))
         for step in (self._stop_s3, self._drop_database, self._flush_redis):
             try:
                 step()
@@ -375,7 +370,7 @@ class LocalDeployment:
         """SIGTERM to every process started, SIGKILL to what is left of their sessions after the
         grace period; reaps them."""
         for component in self._spawned:
-            if component.exited() is None:
+            if component.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(component.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_grace
@@ -441,33 +436,31 @@ class LocalDeployment:
 
     def _check_components(self) -> None:
         for component in self.components.values():
-            code = component.exited()
+            code = component.process.poll()
             if code is not None:
                 raise DeploymentError(
                     f"{component.name} exited with {code}; the end of {component.log_path}:\n{component.log_tail()}"
                 )
 
-    def _wait_ready(self, deadline: float) -> None:
-        import httpx
-
-        waiting_for = "the API"
-        while True:
+    def _wait_until(self, waiting_for: Callable[[], str], deadline: float) -> None:
+        """Poll `waiting_for` (what is not ready yet, '' once everything is) until it answers '';
+        DeploymentError with the ends of the components' logs when one dies or at `deadline`."""
+        while what := waiting_for():
             self._check_components()
-            try:
-                waiting_for = self._not_ready()
-            except (httpx.TransportError, ApiError) as exc:  # not listening yet, or not yet able to answer
-                waiting_for = f"the API ({exc})"
-            if not waiting_for:
-                return
             if time.monotonic() > deadline:
-                raise DeploymentError(f"not ready after {STARTUP_TIMEOUT_S:.0f}s: waiting for {waiting_for}\n"
-                                      + self._component_tails())
+                tails = "\n".join(f"--- {c.name}\n{c.log_tail(15)}" for c in self.components.values())
+                raise DeploymentError(f"not ready after {STARTUP_TIMEOUT_S:.0f}s: waiting for {what}\n{tails}")
             time.sleep(0.5)
 
     def _not_ready(self) -> str:
         """What is not ready yet ('' when everything is)."""
+        import httpx
+
         assert self.api is not None
-        health = self.api.health()
+        try:
+            health = self.api.health()
+        except (httpx.TransportError, ApiError) as exc:  # not listening yet, or not yet able to answer
+            return f"the API ({exc})"
         unhealthy = [name for name in ("metadatabase", "scheduler", "triggerer", "dag_processor")
                      if (health.get(name) or {}).get("status") != "healthy"]
         if unhealthy:
@@ -500,7 +493,7 @@ class LocalDeployment:
             "scheduler": self._scheduler_health,
             "celery-worker": self._worker_ready,
         }
-        return name in self.components and self.components[name].exited() is None and checks.get(name, lambda: True)()
+        return name in self.components and self.components[name].process.poll() is None and checks.get(name, lambda: True)()
 
     def _dependencies_met(self, name: str) -> bool:
         """Every component that `name`'s compose service depends on is started, or healthy when
@@ -516,37 +509,34 @@ class LocalDeployment:
                 return False
         return True
 
-    def _component_tails(self, lines: int = 15) -> str:
-        return "\n".join(f"--- {c.name}\n{c.log_tail(lines)}" for c in self.components.values())
-
     # --- services -----------------------------------------------------------------------------
 
-    def _ensure_postgres(self) -> None:
-        if _port_open(POSTGRES_PORT):
-            return
-        versions = sorted(os.listdir("/etc/postgresql")) if Path("/etc/postgresql").is_dir() else []
-        if not versions:
-            raise DeploymentError(f"no PostgreSQL on 127.0.0.1:{POSTGRES_PORT} and none installed to start")
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", "start"], check=True)
-        self._wait_port(POSTGRES_PORT, "PostgreSQL")
-
-    def _ensure_redis(self) -> None:
-        if _port_open(REDIS_PORT):
-            return
-        for folder in ("/var/lib/redis", "/var/log/redis"):
-            Path(folder).mkdir(parents=True, exist_ok=True)
-        subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1",
-                        "--port", str(REDIS_PORT), "--save", "", "--appendonly", "no",
-                        "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"], check=True)
-        self._wait_port(REDIS_PORT, "Redis")
-
     @staticmethod
-    def _wait_port(port: int, what: str, timeout: float = 30.0) -> None:
+    def _ensure_listening(port: int, what: str, start: Callable[[], None], timeout: float = 30.0) -> None:
+        """Unless something listens on 127.0.0.1:`port`, `start` the local `what` and wait until it does."""
+        if _port_open(port):
+            return
+        start()
         end = time.monotonic() + timeout
         while not _port_open(port):
             if time.monotonic() > end:
                 raise DeploymentError(f"{what} does not listen on 127.0.0.1:{port}")
             time.sleep(0.2)
+
+    @staticmethod
+    def _start_postgres() -> None:
+        versions = sorted(os.listdir("/etc/postgresql")) if Path("/etc/postgresql").is_dir() else []
+        if not versions:
+            raise DeploymentError(f"no PostgreSQL on 127.0.0.1:{POSTGRES_PORT} and none installed to start")
+        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", "start"], check=True)
+
+    @staticmethod
+    def _start_redis() -> None:
+        for folder in ("/var/lib/redis", "/var/log/redis"):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1",
+                        "--port", str(REDIS_PORT), "--save", "", "--appendonly", "no",
+                        "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"], check=True)
 
     def _admin_connection(self) -> Any:
         import psycopg
@@ -710,14 +700,11 @@ class ApiError(RuntimeError):
 class ApiClient:
     """A small client of Airflow's REST API v2 with the SimpleAuthManager's JWT."""
 
-    def __init__(self, base_url: str, username: str, password: str, *, deployment: LocalDeployment | None = None) -> None:
+    def __init__(self, deployment: LocalDeployment) -> None:
         import httpx
 
-        self.base_url = base_url.rstrip("/")
-        self.username = username
-        self.password = password
         self.deployment = deployment
-        self._http = httpx.Client(base_url=self.base_url, timeout=30.0)
+        self._http = httpx.Client(base_url=deployment.api_url, timeout=30.0)
         self._token: str | None = None
 
     def close(self) -> None:
@@ -728,7 +715,8 @@ class ApiClient:
     def token(self) -> str:
         """A JWT from ``POST /auth/token`` with the user's password (cached)."""
         if self._token is None:
-            response = self._http.post("/auth/token", json={"username": self.username, "password": self.password})
+            credentials = {"username": self.deployment.username, "password": self.deployment.password}
+            response = self._http.post("/auth/token", json=credentials)
             if response.status_code not in (200, 201):
                 raise ApiError("POST", "/auth/token", response.status_code, response.text)
             self._token = response.json()["access_token"]
@@ -827,8 +815,7 @@ class ApiClient:
             run = self.dag_run(dag_id, run_id)
             if run["state"] in ("success", "failed"):
                 return run
-            if self.deployment is not None:
-                self.deployment._check_components()
+            self.deployment._check_components()
             if fail_on_retry and polls % 3 == 2:
                 # Task instances of the DAG, in any run, that failed a try and wait for the next one.
                 retrying = self._pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances",
@@ -873,9 +860,8 @@ class ApiClient:
                 text = f"(log unavailable: {exc!r})"
             parts.append(f"--- log of {_ti_label(ti)} ({ti['state']}), try {ti['try_number']}:\n"
                          + "\n".join(text.splitlines()[-lines:]))
-        if self.deployment is not None:
-            for component in self.deployment.components.values():
-                parts.append(f"--- {component.log_path.name}:\n{component.log_tail(lines)}")
+        for component in self.deployment.components.values():
+            parts.append(f"--- {component.log_path.name}:\n{component.log_tail(lines)}")
         return "\n".join(parts)
 
 
