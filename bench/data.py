@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -60,14 +60,11 @@ def raw_day(records: int, *, unique: bool = False, bad: bool = True) -> Path:
     base = synthetic.generate_day(DAY, block, bad=bad)
     if unique:
         base = _unique(base)
-    lines: list[str] = []
+    lines = list(base)
     prefix = f'"record_id": "{DAY:%Y%m%d}-'
-    for copy in range((records + block - 1) // block):
-        if copy == 0:
-            lines.extend(base)
-        else:
-            # The same records again, ids unique per block (the planted bad ones stay bad).
-            lines.extend(line.replace(prefix, f'{prefix}b{copy}-', 1) for line in base)
+    for copy in range(1, (records + block - 1) // block):
+        # The same records again, ids unique per block (the planted bad ones stay bad).
+        lines.extend(line.replace(prefix, f'{prefix}b{copy}-', 1) for line in base)
     count = 2 if records <= _BLOCK else (records + _BLOCK - 1) // _BLOCK
     size = (len(lines) + count - 1) // count
     for part in range(count):
@@ -178,24 +175,26 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
     return frame.select([pl.col(c).cast(t) for c, t in PARSED_SCHEMA.items()])
 
 
-def _columns_tag(columns: Iterable[str]) -> str:
-    """A short hash of a table's columns: a cached file of another schema is never reused."""
+def _cached_parquet(name: str, columns: Iterable[str], make: Callable[[], pl.DataFrame]) -> Path:
+    """``<CACHE>/<name>-<hash of columns>.parquet``, written by `make` when missing: a cached file
+    of another schema is never reused."""
     import hashlib
 
-    return hashlib.sha256("\x1f".join(columns).encode()).hexdigest()[:8]
+    tag = hashlib.sha256("\x1f".join(columns).encode()).hexdigest()[:8]
+    path = CACHE / f"{name}-{tag}.parquet"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        make().write_parquet(tmp)
+        tmp.rename(path)
+    return path
 
 
 def parsed_file(rows: int) -> Path:
     """``rows`` judged rows as one cached Parquet file."""
     from evaluation.stages import PARSED_SCHEMA
 
-    path = CACHE / f"parsed-{rows}-{_columns_tag(PARSED_SCHEMA)}.parquet"
-    if not path.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        parsed_rows(rows).write_parquet(tmp)
-        tmp.rename(path)
-    return path
+    return _cached_parquet(f"parsed-{rows}", PARSED_SCHEMA, lambda: parsed_rows(rows))
 
 
 def scored_file(rows: int) -> Path:
@@ -203,10 +202,8 @@ def scored_file(rows: int) -> Path:
     from evaluation.contract import EVALUATION_COLUMNS
     from evaluation.judges import score_table
 
-    path = CACHE / f"scored-{rows}-{_columns_tag(EVALUATION_COLUMNS)}.parquet"
-    if not path.exists():
-        scored = score_table(pl.read_parquet(parsed_file(rows))).with_columns(run_id=pl.lit("bench"))
-        tmp = path.with_suffix(".tmp")
-        scored.select([c for c in EVALUATION_COLUMNS if c != "dt"]).write_parquet(tmp)
-        tmp.rename(path)
-    return path
+    def scored() -> pl.DataFrame:
+        table = score_table(pl.read_parquet(parsed_file(rows))).with_columns(run_id=pl.lit("bench"))
+        return table.select([c for c in EVALUATION_COLUMNS if c != "dt"])
+
+    return _cached_parquet(f"scored-{rows}", EVALUATION_COLUMNS, scored)
