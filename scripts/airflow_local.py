@@ -31,12 +31,11 @@ def configure(home: Path = DEFAULT_HOME) -> Path:
     os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home / 'airflow.db'}"
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    for path in (str(REPO), str(REPO / "plugins")):
+    paths = [str(REPO), str(REPO / "plugins")]
+    for path in paths:
         if path not in sys.path:
             sys.path.insert(0, path)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO), str(REPO / "plugins"), os.environ.get("PYTHONPATH", "")) if p
-    )
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (*paths, os.environ.get("PYTHONPATH", "")) if p)
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     return home
 
