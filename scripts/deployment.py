@@ -195,17 +195,6 @@ class Component:
         return "\n".join(text.splitlines()[-lines:])
 
 
-@dataclass
-class Services:
-    """Where the mapped compose services ended up on this machine."""
-
-    database: str = ""
-    created_role: str | None = None
-    redis_db: int | None = None
-    s3_server: Any = None
-    s3_endpoint: str = ""
-
-
 class LocalDeployment:
     """docker-compose.yml's Airflow stack as native processes on loopback.
 
@@ -255,7 +244,12 @@ class LocalDeployment:
         self.api_port = free_port()
         self.health_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
-        self.services = Services()
+        #: Where the mapped compose services end up on this machine.
+        self.database = ""
+        self.created_role: str | None = None
+        self.redis_db: int | None = None
+        self.s3_server: Any = None
+        self.s3_endpoint = ""
         self.components: dict[str, Component] = {}
         self.env: dict[str, str] = {}
         self.api: ApiClient | None = None
@@ -296,8 +290,7 @@ class LocalDeployment:
         self._claim_redis_db()
         self.env = self._environment()
         self._write_passwords_file()
-        self._mark(f"services: database {self.services.database}, Redis DB {self.services.redis_db}, "
-                   f"S3 {self.services.s3_endpoint}")
+        self._mark(f"services: database {self.database}, Redis DB {self.redis_db}, S3 {self.s3_endpoint}")
         migrate = self._spawn("db-migrate", ["db", "migrate"])
         if self.prepare is not None:  # while the database migrates
             self.prepare(self)
@@ -459,17 +452,17 @@ class LocalDeployment:
         assert self.api is not None
         try:
             health = self.api.health()
+            unhealthy = [name for name in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+                         if (health.get(name) or {}).get("status") != "healthy"]
+            if unhealthy:
+                return "healthy " + ", ".join(unhealthy)
+            errors = self.api.import_errors()
+            if errors:
+                raise DeploymentError("DAG import errors:\n" + "\n".join(
+                    f"{e.get('filename')}: {e.get('stack_trace')}" for e in errors))
+            missing = sorted(set(self.expected_dags) - {d["dag_id"] for d in self.api.dags()})
         except (httpx.TransportError, ApiError) as exc:  # not listening yet, or not yet able to answer
             return f"the API ({exc})"
-        unhealthy = [name for name in ("metadatabase", "scheduler", "triggerer", "dag_processor")
-                     if (health.get(name) or {}).get("status") != "healthy"]
-        if unhealthy:
-            return "healthy " + ", ".join(unhealthy)
-        errors = self.api.import_errors()
-        if errors:
-            raise DeploymentError("DAG import errors:\n" + "\n".join(
-                f"{e.get('filename')}: {e.get('stack_trace')}" for e in errors))
-        missing = sorted(set(self.expected_dags) - {d["dag_id"] for d in self.api.dags()})
         if missing:
             return f"parsed DAGs {missing}"
         if not self._worker_ready():
@@ -556,26 +549,25 @@ class LocalDeployment:
                 try:
                     conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
                         sql.Identifier(role), sql.Literal(url.password or "")))
-                    self.services.created_role = role
+                    self.created_role = role
                 except errors.DuplicateObject:  # created meanwhile by someone else
                     pass
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(role)))
-        self.services.database = name
+        self.database = name
 
     def _drop_database(self) -> None:
         from psycopg import errors, sql
 
-        if not self.services.database:
+        if not self.database:
             return
         with self._admin_connection() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(self.services.database)))
-            self.services.database = ""
-            if self.services.created_role:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.database)))
+            self.database = ""
+            if self.created_role:
                 # Another deployment may own a database with it meanwhile: then the role stays.
                 with contextlib.suppress(errors.DependentObjectsStillExist, errors.ObjectInUse):
-                    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(self.services.created_role)))
-                self.services.created_role = None
+                    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(self.created_role)))
+                self.created_role = None
 
     def _redis(self, db: int) -> Any:
         import redis
@@ -589,17 +581,17 @@ class LocalDeployment:
             with self._redis(db) as client:
                 if client.dbsize() == 0 and client.set(_CLAIM_KEY, token, nx=True):
                     if client.dbsize() == 1:
-                        self.services.redis_db = db
+                        self.redis_db = db
                         return
                     client.delete(_CLAIM_KEY)
         raise DeploymentError("no unused Redis database index (1-15)")
 
     def _flush_redis(self) -> None:
-        if self.services.redis_db is None:
+        if self.redis_db is None:
             return
-        with self._redis(self.services.redis_db) as client:
+        with self._redis(self.redis_db) as client:
             client.flushdb()
-        self.services.redis_db = None
+        self.redis_db = None
 
     def _start_s3(self) -> None:
         import logging
@@ -609,22 +601,22 @@ class LocalDeployment:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         server.start()
-        self.services.s3_server = server
+        self.s3_server = server
         host, port = server.get_host_and_port()
-        self.services.s3_endpoint = f"http://{host}:{port}"
+        self.s3_endpoint = f"http://{host}:{port}"
         client = self.s3_client()
         for bucket in self.buckets:
             client.create_bucket(Bucket=bucket)
 
     def _stop_s3(self) -> None:
-        if self.services.s3_server is not None:
-            self.services.s3_server.stop()
-            self.services.s3_server = None
+        if self.s3_server is not None:
+            self.s3_server.stop()
+            self.s3_server = None
 
     def aws_connection(self) -> dict[str, Any]:
         """The compose file's ``aws_default`` connection, its endpoint mapped to the local S3 API."""
         connection = json.loads(self.compose_env["AIRFLOW_CONN_AWS_DEFAULT"])
-        connection.setdefault("extra", {})["endpoint_url"] = self.services.s3_endpoint
+        connection.setdefault("extra", {})["endpoint_url"] = self.s3_endpoint
         return connection
 
     def s3_client(self) -> Any:
@@ -635,7 +627,7 @@ class LocalDeployment:
         connection = self.aws_connection()
         return boto3.client(
             "s3",
-            endpoint_url=self.services.s3_endpoint,
+            endpoint_url=self.s3_endpoint,
             aws_access_key_id=connection.get("login"),
             aws_secret_access_key=connection.get("password"),
             region_name=connection["extra"].get("region_name") or "us-east-1",
@@ -650,11 +642,11 @@ class LocalDeployment:
         env.update(self.compose_env)
         # postgres -> the deployment's database on the local server (same role, password, driver),
         # redis -> the claimed index of the local Redis, airflow-apiserver -> the local api-server.
-        database = f"/{self.services.database}"
+        database = f"/{self.database}"
         on_loopback = {  # variable: (port, path; None keeps the URL's)
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (POSTGRES_PORT, database),
             "AIRFLOW__CELERY__RESULT_BACKEND": (POSTGRES_PORT, database),
-            "AIRFLOW__CELERY__BROKER_URL": (REDIS_PORT, f"/{self.services.redis_db}"),
+            "AIRFLOW__CELERY__BROKER_URL": (REDIS_PORT, f"/{self.redis_db}"),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": (self.api_port, None),
         }
         env.update({key: _on_loopback(env[key], port, path) for key, (port, path) in on_loopback.items()})
@@ -907,7 +899,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     variables = dict(item.split("=", 1) for item in args.variables)
     with LocalDeployment(variables) as deployment:
-        print(f"API {deployment.api_url} (user {deployment.username!r}), S3 {deployment.services.s3_endpoint}, "
+        print(f"API {deployment.api_url} (user {deployment.username!r}), S3 {deployment.s3_endpoint}, "
               f"logs in {deployment.folder}; Ctrl-C stops everything", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while True:
