@@ -455,11 +455,7 @@ def ingest_batches(
     )
 
 
-def ingest_objects(
-    objects: Iterable[tuple[str, ObjectSource]], day: dt.date, *, max_record_chars: int = 200_000
-) -> IngestResult:
-    """Read and normalise every object in one batch (see :func:`ingest_batches`; ``max_record_chars``
-    is accepted like :func:`normalise` accepts it: the validation suite applies it)."""
-    del max_record_chars
+def ingest_objects(objects: Iterable[tuple[str, ObjectSource]], day: dt.date) -> IngestResult:
+    """Read and normalise every object in one batch (see :func:`ingest_batches`)."""
     batches = list(ingest_batches(objects, day, batch_rows=sys.maxsize))
     return batches[0] if batches else IngestResult(rows=pl.DataFrame(schema=ROW_SCHEMA), rejects=[])

@@ -229,9 +229,7 @@ def _metadata(value: Any, problems: list[str]) -> str | None:
     return None
 
 
-def normalise(
-    obj: dict[str, Any], day: dt.date | None = None, max_record_chars: int | None = None
-) -> dict[str, Any]:
+def normalise(obj: dict[str, Any]) -> dict[str, Any]:
     """Flatten one parsed record into typed-or-null columns plus ``problems``.
 
     A required text field (record_id, model, question) that is missing, blank or not a string is
@@ -239,12 +237,11 @@ def normalise(
     broken contexts / rubrics / metadata add a message to ``problems``; a value that is simply
     missing or blank only shows as null, for the suite's not-null rules to report.
 
-    ``day`` and ``max_record_chars`` are not applied here: whether the timestamp falls on the day
-    and whether ``text_chars`` fits are expectations of the suite
-    (:func:`evaluation.validation.build_suite`), which alone decides. ``text_chars`` counts
-    question, answer, context texts, reference, expected_outcome and rubric descriptions.
+    Whether the timestamp falls on the day and whether ``text_chars`` fits ``max_record_chars``
+    are expectations of the suite (:func:`evaluation.validation.build_suite`), which alone decides.
+    ``text_chars`` counts question, answer, context texts, reference, expected_outcome and rubric
+    descriptions.
     """
-    del day, max_record_chars
     return dict(zip(NORMALISED_COLUMNS, normalised_values(obj), strict=True))
 
 

@@ -287,7 +287,7 @@ def test_parquet_timestamps_naive_is_utc_and_zoned_is_converted() -> None:
 
 
 def test_a_valid_record_normalises_without_problems() -> None:
-    row = normalise(record(metadata={"app": "web", "n": 2}), DAY, 200_000)
+    row = normalise(record(metadata={"app": "web", "n": 2}))
     assert row == {
         "record_id": "r-1",
         "conversation_id": "c-1",
@@ -358,7 +358,7 @@ def test_field_types(fields: dict[str, Any], column: str, value: Any, problems: 
     for name, given in fields.items():
         if given is None:
             obj.pop(name, None)
-    row = normalise(obj, DAY, 200_000)
+    row = normalise(obj)
     assert (row[column], row["problems"]) == (value, problems)
 
 

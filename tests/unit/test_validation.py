@@ -42,7 +42,7 @@ def run(
     objects: list[tuple[str, bytes]], *, max_record_chars: int = 200_000, **options: Any
 ) -> tuple[IngestResult, ValidationOutcome]:
     """Ingest and validate, and check the counts reconcile (CONTRACT §4) whatever the scenario."""
-    ingested = ingest_objects(objects, DAY, max_record_chars=max_record_chars)
+    ingested = ingest_objects(objects, DAY)
     outcome = validate(
         ingested.rows,
         day=DAY,
