@@ -13,7 +13,7 @@ from evaluation import charts
 from evaluation.calibration.spec import CalibrationSpec
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.report.render import page  # the daily report's, so both pages read alike
+from evaluation.report.render import page, table  # the daily report's, so both pages read alike
 
 Curve = list[tuple[float, float, float]]
 
@@ -46,12 +46,12 @@ def _operating_point(points: Curve, cut: float | None) -> tuple[float, float] | 
 
 
 def _metrics_table(rows: list[dict[str, Any]]) -> str:
-    head = ("<tr><th>metric</th><th class='num'>n (good / bad)</th><th class='num'>mean</th><th class='num'>AUROC</th>"
+    head = ("<th>metric</th><th class='num'>n (good / bad)</th><th class='num'>mean</th><th class='num'>AUROC</th>"
             "<th class='num'>95% CI</th><th class='num'>Spearman</th><th>against</th><th class='num'>κ of fail</th>"
             "<th class='num'>F1</th><th class='num'>precision</th><th class='num'>recall</th>"
             "<th class='num'>best on the whole set: borderline / pass (κ)</th>"
             "<th class='num'>suggested borderline / pass</th><th class='num'>κ fit / held out</th>"
-            "<th class='num'>κ held out, current</th></tr>")
+            "<th class='num'>κ held out, current</th>")
     body = []
     for r in rows:
         ci = "–" if r["auroc_ci_low"] is None else f"{_fmt(r['auroc_ci_low'])} – {_fmt(r['auroc_ci_high'])}"
@@ -68,7 +68,7 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
             f"<td class='num'>{_fmt(r['precision'])}</td><td class='num'>{_fmt(r['recall'])}</td>"
             f"<td class='num'>{best}</td><td class='num'>{suggested}</td><td class='num'>{fitted}</td><td class='num'>{_fmt(r['current_kappa_holdout'])}</td></tr>"
         )
-    return f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
+    return table([head], body, compact=True)
 
 
 def _confusion_table(row: dict[str, Any]) -> str:
@@ -78,16 +78,16 @@ def _confusion_table(row: dict[str, Any]) -> str:
     head = "<tr><th>verdict</th><th class='num'>labelled faithful</th><th class='num'>labelled not faithful</th></tr>"
     body = "".join(f"<tr><td>{esc(v)}</td><td class='num'>{counts[v]['good']}</td><td class='num'>{counts[v]['bad']}</td></tr>"
                    for v in VERDICTS)
-    table = f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>"
+    tables = f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>"
     if row.get("verdict_confusion"):
         expected = json.loads(row["verdict_confusion"])
         head = "<tr><th>verdict \\ expected</th>" + "".join(f"<th class='num'>{esc(e)}</th>" for e in VERDICTS) + "</tr>"
         body = "".join("<tr><td>" + esc(p) + "</td>" + "".join(f"<td class='num'>{expected[p][e]}</td>" for e in VERDICTS)
                        + "</tr>" for p in VERDICTS)
-        table += (f"<p class='note'>Against the expected verdicts ({row['n_expected']} records): κ "
+        tables += (f"<p class='note'>Against the expected verdicts ({row['n_expected']} records): κ "
                   f"{_fmt(row['verdict_kappa'])}, accuracy {_pct(row['verdict_accuracy'])}.</p>"
                   f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>")
-    return table
+    return tables
 
 
 def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Curve]) -> str:

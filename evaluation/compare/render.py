@@ -12,7 +12,7 @@ import polars as pl
 from evaluation import charts
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS, ComparisonSpec
-from evaluation.report.render import page  # the daily report's, so the pages read alike
+from evaluation.report.render import page, table  # the daily report's, so the pages read alike
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -49,12 +49,6 @@ def _verdict_chart(judge: str, rows: list[dict[str, Any]], models: list[str]) ->
     return charts.stacked_bar_chart(bars, segments, title=f"Verdict mix of ok rows — {judge}", width=820)
 
 
-def _table(head: str, rows: list[str]) -> str:
-    """A compact table in the report's style: ``head`` holds the header cells, ``rows`` the body's rows."""
-    return (f"<div class='table-wrap'><table class='compact'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
-
-
 def _verdict_table(rows: list[dict[str, Any]], models: list[str]) -> str:
     head = "<th>model</th><th class='num'>ok rows</th>" + "".join(
         f"<th class='num'>{v} %</th><th class='num'>shift (pp)</th>" for v in VERDICTS)
@@ -69,7 +63,7 @@ def _verdict_table(rows: list[dict[str, Any]], models: list[str]) -> str:
                          f"{'–' if shift is None or row.get('model') == row.get('baseline') else f'{shift:+.1f}'}</td>")
         n_ok = next(iter(mine.values()), {}).get("n_ok", 0)
         body.append(f"<tr><td>{esc(model)}</td><td class='num'>{n_ok}</td>{''.join(cells)}</tr>")
-    return _table(head, body)
+    return table([head], body, compact=True)
 
 
 _ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
@@ -108,7 +102,7 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
             f"<td class='num'>{_effect(r)}</td><td>{_fmt(r['test'])}</td>"
             f"<td class='num'>{'–' if r['is_baseline'] else _fmt(r.get('n_pairs'))}</td><td class='num'>{wtl}</td></tr>"
         )
-    return _table(head, body)
+    return table([head], body, compact=True)
 
 
 def render_report(
@@ -165,7 +159,7 @@ def render_report(
         for model in spec.models for judge in spec.judges
     ]
     status_head = "<th>model</th><th>judge</th>" + "".join(f"<th class='num'>{s}</th>" for s in JUDGE_STATUSES)
-    sections.append(f"<section id='statuses'><h2>Judge statuses</h2>{_table(status_head, status_rows)}</section>")
+    sections.append(f"<section id='statuses'><h2>Judge statuses</h2>{table([status_head], status_rows, compact=True)}</section>")
     meta = [esc(comparison_id), f"{spec.start_date} to {spec.end_date}", f"baseline <b>{esc(spec.baseline_model)}</b>",
             esc(how), esc(sample), f"seed {spec.seed}"]
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in

@@ -140,7 +140,7 @@ def _row(cells: Iterable[str], cls: str = "") -> str:
     return f"<tr{attrs}>{''.join(cells)}</tr>"
 
 
-def _table(header: Iterable[str], rows: Iterable[str], *, compact: bool = False) -> str:
+def table(header: Iterable[str], rows: Iterable[str], *, compact: bool = False) -> str:
     """A table that scrolls sideways on a narrow page: ``header`` holds ``<th>`` cells, ``rows`` whole rows."""
     cls = ' class="compact"' if compact else ""
     return (f'<div class="table-wrap"><table{cls}><thead><tr>{"".join(header)}</tr></thead>'
@@ -257,7 +257,7 @@ def _quality_section(summary: dict[str, Any]) -> str:
             if any(g["metrics"][metric]["n"] or g["metrics"][metric]["previous"] or g["metrics"][metric]["trailing_7d"] for g in groups):
                 body += _measure_rows("metric", metric, groups)
         parts.append(f'<h3 id="quality-{esc(judge)}">Judge <code>{esc(judge)}</code></h3>')
-        parts += [_figures(figures), _table(header, body)]
+        parts += [_figures(figures), table(header, body)]
     return _section("quality", title, *parts)
 
 
@@ -298,7 +298,7 @@ def _flags_section(summary: dict[str, Any]) -> str:
             _cell(f'<span class="flag {assessment}">{esc(_fmt_delta(kind, flag["delta"]))}</span>', num=True),
         ]))
     note = f"{len(flags)} comparison(s) where the baseline lies outside today’s 95% interval ({tally}); worse first."
-    return _section("flags", "Flags", _note(note), _table(header, body, compact=True))
+    return _section("flags", "Flags", _note(note), table(header, body, compact=True))
 
 
 def _mix_section(summary: dict[str, Any]) -> str:
@@ -406,7 +406,7 @@ def _health_section(summary: dict[str, Any]) -> str:
         _cell(_num(t["input_tokens"]), num=True), _cell(_num(t["output_tokens"]), num=True),
         _cell(_num(t["cost_usd"], 4), num=True), _cell(""), _cell(""),
     ], "group-start"))
-    return _section("health", "Judge health", _table(header, body, compact=True), _note(
+    return _section("health", "Judge health", table(header, body, compact=True), _note(
         "Status rates are shares of all rows; hover a rate for its count. Latency counts calls that "
         "reached the judge (replies reused from the ledger are left out)."
     ))
@@ -436,9 +436,9 @@ def _rejects_section(summary: dict[str, Any]) -> str:
     return _section(
         "rejects", title,
         _note(f'{rejects["total"]} record(s) rejected, {rejects["distinct_reasons"]} distinct reason(s).'), by_rule,
-        "<h3>By reason</h3>", _table([_th("Reason"), _th("Count", True)], by_reason),
+        "<h3>By reason</h3>", table([_th("Reason"), _th("Count", True)], by_reason),
         f"<h3>Records{' (first ' + str(shown) + ')' if shown < rejects['total'] else ''}</h3>",
-        _table([_th("Object"), _th("Line", True), _th("Record id"), _th("Reasons"), _th("Raw (cut)")], samples),
+        table([_th("Object"), _th("Line", True), _th("Record id"), _th("Reasons"), _th("Raw (cut)")], samples),
     )
 
 
@@ -481,7 +481,7 @@ def _worst_section(summary: dict[str, Any]) -> str:
                 _cell(_list(reasoning), cls="text"), _cell(_list(r.get("invalid_citations")), cls="text"),
                 _cell(_list(r.get("clamps_applied")), cls="text"),
             ]))
-        parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", _table(header, body)]
+        parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", table(header, body)]
     return _section("worst", title, *parts)
 
 
