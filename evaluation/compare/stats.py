@@ -11,6 +11,14 @@ from typing import Any
 
 import numpy as np
 
+# The multiplicity adjustments live in a module of their own (the daily report's flags use them
+# too); they are part of this module's interface as before.
+from evaluation.multiplicity import P_ADJUST as P_ADJUST
+from evaluation.multiplicity import P_ADJUSTMENTS as P_ADJUSTMENTS
+from evaluation.multiplicity import adjust_p_values as adjust_p_values
+from evaluation.multiplicity import benjamini_hochberg as benjamini_hochberg
+from evaluation.multiplicity import holm as holm
+
 #: Differences smaller than this count as a tie.
 TIE_TOLERANCE = 1e-9
 #: Cells (resamples x sample size) drawn at once; bounds memory on large samples.
@@ -138,39 +146,5 @@ def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Gener
     return DeltaEstimate("unpaired", observed, low, high, (extreme + 1) / (resamples + 1), *effect)
 
 
-def holm(p_values: np.ndarray) -> np.ndarray:
-    """Holm's step-down adjustment (controls the family-wise error rate): the i-th smallest of m
-    p-values becomes max over j <= i of min(1, (m - j + 1) * p_(j))."""
-    p = np.asarray(p_values, dtype=np.float64)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    return adjusted
-
-
-def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
-    """Benjamini–Hochberg step-up adjustment (controls the false discovery rate): the i-th
-    smallest of m p-values becomes min over j >= i of min(1, m * p_(j) / j)."""
-    p = np.asarray(p_values, dtype=np.float64)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    scaled = p[order] * m / np.arange(1, m + 1)
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
-    return adjusted
-
-
-#: The multiplicity adjustments a comparison can apply, by the name the table and page show.
-P_ADJUSTMENTS = {"holm": holm, "bh": benjamini_hochberg}
-#: The default adjustment of a comparison's p-values (over all its tests); ``ComparisonSpec.p_adjust`` picks one.
-P_ADJUST = "holm"
 #: Adjusted p-values below this mark a delta significant.
 ALPHA = 0.05
-
-
-def adjust_p_values(p_values: np.ndarray, method: str = P_ADJUST) -> np.ndarray:
-    """``p_values`` adjusted for their number with ``method`` (a key of :data:`P_ADJUSTMENTS`)."""
-    if method not in P_ADJUSTMENTS:
-        raise ValueError(f"unknown p-value adjustment {method!r}; one of {', '.join(P_ADJUSTMENTS)}")
-    return P_ADJUSTMENTS[method](p_values) if np.size(p_values) else np.asarray(p_values, dtype=np.float64)

@@ -13,18 +13,18 @@ import datetime as dt
 import math
 from typing import Any
 
+from evaluation.report.alerts import AlertPolicy, t_quantile_975
 from evaluation.report.compute import (
     ReportError,
     compute_summary,
     load_inputs,
     mean_interval,
-    t_quantile_975,
     wilson_interval,
 )
 from evaluation.report.render import render_html
 from evaluation.storage import Store, report_key, write_json
 
-__all__ = ["ReportError", "build_daily_report", "compute_summary", "load_inputs", "mean_interval", "render_html",
+__all__ = ["AlertPolicy", "ReportError", "build_daily_report", "compute_summary", "load_inputs", "mean_interval", "render_html",
            "t_quantile_975", "wilson_interval", "write_daily_report"]
 
 
@@ -41,13 +41,14 @@ def _json_safe(value: Any) -> Any:
 
 
 def build_daily_report(
-    store: Store, day: dt.date, *, history_days: int = 30, worst_per_judge: int = 10
+    store: Store, day: dt.date, *, history_days: int = 30, worst_per_judge: int = 10, policy: AlertPolicy | None = None
 ) -> tuple[str, dict[str, Any]]:
-    """The day's page and its summary (the content of ``summary.json``), without landing them."""
+    """The day's page and its summary (the content of ``summary.json``), without landing them;
+    ``policy`` decides the flags (:mod:`evaluation.report.alerts`, its defaults when None)."""
     from evaluation.calibration.daily import calibration_summary
 
     inputs = load_inputs(store, day, history_days=history_days)
-    summary = compute_summary(inputs, worst_per_judge=worst_per_judge)
+    summary = compute_summary(inputs, worst_per_judge=worst_per_judge, policy=policy)
     # agreement with people: the latest calibration of the day's judge model and prompt versions
     summary["calibration"] = calibration_summary(store, summary["run"]["judge_models"], summary["run"]["prompt_versions"])
     summary = _json_safe(summary)
@@ -61,11 +62,13 @@ def write_daily_report(
     history_days: int = 30,
     report_store: Store | None = None,
     worst_per_judge: int = 10,
+    policy: AlertPolicy | None = None,
 ) -> dict[str, str]:
     """Build and land the day's report: ``reports/dt=D/index.html`` and ``summary.json`` under the
     output root, or ``index.html`` and ``summary.json`` at the root of ``report_store`` when given.
     Returns their URIs as ``{"html": ..., "summary": ...}``."""
-    page, summary = build_daily_report(store, day, history_days=history_days, worst_per_judge=worst_per_judge)
+    page, summary = build_daily_report(store, day, history_days=history_days, worst_per_judge=worst_per_judge,
+                                       policy=policy)
     target = report_store if report_store is not None else store
     html_key = "index.html" if report_store is not None else report_key(day, "index.html")
     json_key = "summary.json" if report_store is not None else report_key(day, "summary.json")

@@ -15,7 +15,9 @@ Statistics (all at 95%):
   (none for n < 2);
 * each is compared with the previous landed day (at most 7 days back) and with the trailing
   7-day value (days ``D-7 … D-1``, pooled: rows of all days together, i.e. the n-weighted mean);
-  a comparison is **flagged** when the baseline lies outside the day's interval.
+  a comparison is tested, adjusted for the day's number of tests and **flagged** as
+  :mod:`evaluation.report.alerts` says (which also documents the ``flags`` and ``headline``
+  structures of ``summary.json``).
 """
 
 from __future__ import annotations
@@ -32,30 +34,27 @@ import polars as pl
 
 from evaluation import charts
 from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS
+from evaluation.report.alerts import (
+    Z_95,
+    AlertPolicy,
+    Daily,
+    build_headline,
+    compare,
+    day_variance,
+    decide_flags,
+    pool,
+    t_quantile_975,
+)
 from evaluation.storage import Store, scan_parquet, scan_table, table_key
 from evaluation.summary import METRICS, build_daily_summary
 
 REPORT_VERSION = 1
 CONFIDENCE = 0.95
-#: The 0.975 quantile of the standard normal distribution.
-Z_95 = 1.959963984540054
-#: The 0.975 quantiles of Student's t for 1 … 30 degrees of freedom.
-_T_975 = (
-    12.7062047362, 4.3026527297, 3.1824463053, 2.7764451052, 2.5705818356, 2.4469118511,
-    2.3646242516, 2.3060041352, 2.2621571628, 2.2281388520, 2.2009851601, 2.1788128297,
-    2.1603686565, 2.1447866879, 2.1314495456, 2.1199052992, 2.1098155778, 2.1009220402,
-    2.0930240544, 2.0859634473, 2.0796138447, 2.0738730679, 2.0686576104, 2.0638985616,
-    2.0595385528, 2.0555294386, 2.0518305165, 2.0484071418, 2.0452296421, 2.0422724563,
-)
 BASELINE_DAYS = 7
 HISTOGRAM_BINS = 10
 TEXT_LIMIT = 400
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
-
-#: Which direction of change is an improvement, per measure (None: neither).
-BETTER_WHEN = {"pass": "up", "borderline": None, "fail": "down"}
-
 
 class ReportError(RuntimeError):
     """The report cannot be built (nothing landed for the day); the message says where."""
@@ -63,23 +62,6 @@ class ReportError(RuntimeError):
 
 # --------------------------------------------------------------------------------------------
 # Statistics
-
-
-def t_quantile_975(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (table up to 30, then a
-    Cornish–Fisher expansion, within 5e-8 of the exact value)."""
-    if df < 1:
-        raise ValueError("t quantile needs at least one degree of freedom")
-    if df <= len(_T_975):
-        return _T_975[df - 1]
-    z, v = Z_95, float(df)
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
-    )
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
@@ -179,14 +161,6 @@ def judge_order(judge: str) -> tuple[int, str]:
     return (order.index(judge) if judge in order else len(order), judge)
 
 
-def _comparison(value: float | None, interval: tuple[float, float] | None, baseline: float | None) -> dict[str, Any]:
-    delta = None if value is None or baseline is None else value - baseline
-    outside = None
-    if interval is not None and baseline is not None:
-        outside = bool(baseline < interval[0] or baseline > interval[1])
-    return {"value": baseline, "delta": delta, "outside_ci": outside}
-
-
 def _estimate(kind: str, key: str, row: dict[str, Any]) -> tuple[dict[str, Any], tuple[float, float] | None]:
     """One measure of a ``daily_summary`` row: its n and value (with a rate's count or a mean's
     std), and the value's 95% interval. A rate is a verdict's share of the ``ok`` rows."""
@@ -199,39 +173,68 @@ def _estimate(kind: str, key: str, row: dict[str, Any]) -> tuple[dict[str, Any],
     return {"n": n, "value": value, "std": std}, mean_interval(value, std, n)
 
 
-def _measure(kind: str, key: str, today: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+def _daily(kind: str, key: str, row: dict[str, Any]) -> Daily | None:
+    """One day's estimate of a measure as a side of a comparison (None: no value that day)."""
+    estimate, _ = _estimate(kind, key, row)
+    if estimate["value"] is None or not estimate["n"]:
+        return None
+    if kind == "rate":
+        p = estimate["value"]
+        return Daily(p, estimate["n"], p * (1 - p), estimate["count"])
+    std = estimate["std"] or 0.0
+    return Daily(estimate["value"], estimate["n"], std * std)
+
+
+def _comparison(kind: str, today: Daily | None, interval: tuple[float, float] | None, baseline: Daily,
+                day: tuple[float, int], weight: float) -> dict[str, Any]:
+    """Today against one baseline: the difference, whether the baseline lies outside today's
+    interval (descriptive), and the test that decides a flag (:func:`evaluation.report.alerts.compare`;
+    ``p_adjusted`` and ``flagged`` are set once the day's tests are all known)."""
+    outside = None if interval is None else bool(baseline.value < interval[0] or baseline.value > interval[1])
+    test = None if today is None else compare(kind, today, baseline, day[0], day[1], weight)
+    return {
+        "value": baseline.value,
+        "delta": None if today is None else today.value - baseline.value,
+        "outside_ci": outside,
+        "se": test.se if test else None,
+        "df": test.df if test else None,
+        "delta_ci_low": test.ci_low if test else None,
+        "delta_ci_high": test.ci_high if test else None,
+        "p_value": test.p_value if test else None,
+        "p_adjusted": None,
+        "flagged": False,
+    }
+
+
+def _measure(kind: str, key: str, today: dict[str, Any], earlier: list[dict[str, Any]], policy: AlertPolicy) -> dict[str, Any]:
     """One measure of one group: the day's value and interval, compared with the previous landed
-    day and with the trailing days pooled (``earlier``: the group's rows of the baseline days, by day)."""
+    day and with the trailing days pooled (``earlier``: the group's rows of the baseline days, by
+    day), with the day-to-day variance those days show."""
     out, interval = _estimate(kind, key, today)
     if kind == "metric":
         for q in (10, 50, 90):
             out[f"p{q}"] = _finite(today.get(f"{key}_p{q}")) if out["n"] else None
     out["ci_low"], out["ci_high"] = interval if interval is not None else (None, None)
     out["interval"] = "wilson" if kind == "rate" else "student_t"
-    bases = [(row, _estimate(kind, key, row)[0]) for row in earlier]
-    known = [(row, base) for row, base in bases if base["value"] is not None]
+    current = _daily(kind, key, today)
+    bases = [(row, _daily(kind, key, row)) for row in earlier]
+    known = [(row, base) for row, base in bases if base is not None]
+    tau2, tau_days = day_variance([base for _, base in known], policy.min_history_days)
+    out["day_to_day"] = {"sd": math.sqrt(tau2), "days": tau_days, "estimated": tau_days >= policy.min_history_days}
     out["previous"] = None
-    if bases and bases[-1][1]["value"] is not None:
-        row, base = bases[-1]
-        out["previous"] = {"dt": row["dt"].isoformat(), "n": base["n"], **_comparison(out["value"], interval, base["value"])}
-    total = sum(base["n"] for _, base in known)
-    if kind == "rate":
-        pooled = sum(base["count"] for _, base in known) / total if total else None
-    else:
-        pooled = sum(base["value"] * base["n"] for _, base in known) / total if total else None
+    row, last = bases[-1] if bases else ({}, None)
+    if last is not None:
+        base = last
+        out["previous"] = {"dt": row["dt"].isoformat(), "n": base.n,
+                           **_comparison(kind, current, interval, base, (tau2, tau_days), 1.0)}
+    pooled = pool([base for _, base in known])
     out["trailing_7d"] = None
     if pooled is not None:
         used = sorted(row["dt"].isoformat() for row, _ in known)
-        out["trailing_7d"] = {"days": used, "n": total, **_comparison(out["value"], interval, pooled)}
+        weight = sum((base.n / pooled.n) ** 2 for _, base in known)
+        out["trailing_7d"] = {"days": used, "n": pooled.n,
+                              **_comparison(kind, current, interval, pooled, (tau2, tau_days), weight)}
     return out
-
-
-def assess(kind: str, name: str, delta: float) -> tuple[str, str]:
-    """The direction of a flagged change and whether it is ``better``, ``worse`` or, for a measure
-    with no better direction (:data:`BETTER_WHEN`), only ``changed``; a mean is better up."""
-    direction = "up" if delta > 0 else "down"
-    better = BETTER_WHEN.get(name, "up") if kind == "rate" else "up"
-    return direction, "changed" if better is None else ("better" if direction == better else "worse")
 
 
 def _trend_point(row: dict[str, Any]) -> dict[str, Any]:
@@ -424,17 +427,56 @@ def _run_info(inputs: ReportInputs, facts: dict[str, Any] | None) -> dict[str, A
         info.update({key: facts[key] for key in _RUN_COLUMNS if key in facts})
     elif "run_id" in inputs.history.columns:
         info["run_ids"] = sorted(str(v) for v in inputs.history.filter(pl.col("dt") == inputs.day)["run_id"].unique().to_list())
-    runs = inputs.runs
-    if runs is not None and runs.height:
-        order = "finished_at" if "finished_at" in runs.columns else "run_id"
-        candidates = runs.filter(pl.col("run_id").is_in(info["run_ids"])) if info["run_ids"] else runs
-        latest = (candidates if candidates.height else runs).sort(order, nulls_last=True).row(-1, named=True)
+    latest = _latest_run(inputs, info["run_ids"])
+    if latest is not None:
         info["run"] = {k: latest.get(k) for k in ("run_id", "trigger", "status", "input_records", "valid_records", "rejected_records") if k in latest}
     return info
 
 
-def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[str, Any]:
-    """Every number of the report, as it lands in ``summary.json``."""
+def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | None:
+    """The ``runs`` row of the day's landed run: the latest among ``run_ids`` (any run of the
+    day when none of them has a row)."""
+    runs = inputs.runs
+    if runs is None or not runs.height:
+        return None
+    order = "finished_at" if "finished_at" in runs.columns else "run_id"
+    candidates = runs.filter(pl.col("run_id").is_in(run_ids)) if run_ids else runs
+    row: dict[str, Any] = (candidates if candidates.height else runs).sort(order, nulls_last=True).row(-1, named=True)
+    return row
+
+
+def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[str, dict[str, Any]]:
+    """Per judge, the verdict thresholds the day's run applied and where they came from: the run
+    config's ``thresholds_in_force`` when it has one; else (older runs) the run's ``thresholds``
+    for every judge, from its ``thresholds_from`` calibration when it names one, else the options
+    (the contract's defaults when no run row is landed)."""
+    config: dict[str, Any] = {}
+    if run is not None and run.get("config"):
+        try:
+            parsed = json.loads(run["config"])
+        except ValueError:
+            parsed = {}
+        config = parsed if isinstance(parsed, dict) else {}
+    in_force = config.get("thresholds_in_force")
+    if isinstance(in_force, dict) and in_force:
+        return {judge: {"pass": _finite(v.get("pass")), "borderline": _finite(v.get("borderline")),
+                        "source": str(v.get("source") or "options")}
+                for judge, v in sorted(in_force.items(), key=lambda kv: judge_order(kv[0])) if isinstance(v, dict)}
+    given = config.get("thresholds") if isinstance(config.get("thresholds"), dict) else {}
+    pass_ = _finite(given.get("pass", given.get("pass_"))) if given else None
+    borderline = _finite(given.get("borderline")) if given else None
+    if pass_ is None and run is not None:
+        pass_, borderline = _finite(run.get("pass_threshold")), _finite(run.get("borderline_threshold"))
+    if pass_ is None:
+        pass_, borderline = 0.8, 0.6
+    source = str((run or {}).get("thresholds_from") or config.get("thresholds_from") or "options")
+    return {judge: {"pass": pass_, "borderline": borderline, "source": source} for judge in judges}
+
+
+def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: AlertPolicy | None = None) -> dict[str, Any]:
+    """Every number of the report, as it lands in ``summary.json``; ``policy`` decides the flags
+    (the defaults of :class:`evaluation.report.alerts.AlertPolicy` when None)."""
+    policy = policy or AlertPolicy()
     day = inputs.day
     history = inputs.history
     rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
@@ -448,7 +490,6 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
     missing = [d for d in missing if d not in trend_days]
 
     groups: list[dict[str, Any]] = []
-    flags: list[dict[str, Any]] = []
     today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
                         key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))
     for today in today_rows:
@@ -464,33 +505,13 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
             "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
             "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
             "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
-            "rates": {v: _measure("rate", v, today, earlier) for v in VERDICTS},
-            "metrics": {m: _measure("metric", m, today, earlier) for m in METRICS},
+            "rates": {v: _measure("rate", v, today, earlier, policy) for v in VERDICTS},
+            "metrics": {m: _measure("metric", m, today, earlier, policy) for m in METRICS},
             "health": _health(today),
             "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
         }
         groups.append(group)
-        measures = [("rate", v, group["rates"][v]) for v in VERDICTS] + [("metric", m, group["metrics"][m]) for m in METRICS]
-        for kind, name, measure in measures:
-            for baseline in ("previous", "trailing_7d"):
-                comparison = measure[baseline]
-                if not comparison or not comparison["outside_ci"]:
-                    continue
-                direction, assessment = assess(kind, name, comparison["delta"])
-                flags.append({
-                    "model": key[0],
-                    "judge": key[1],
-                    "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-                    "baseline": baseline,
-                    "baseline_dt": comparison.get("dt"),
-                    "value": measure["value"],
-                    "baseline_value": comparison["value"],
-                    "delta": comparison["delta"],
-                    "ci_low": measure["ci_low"],
-                    "ci_high": measure["ci_high"],
-                    "direction": direction,
-                    "assessment": assessment,
-                })
+    flags = decide_flags(groups, policy)
 
     totals: dict[str, Any] = {"rows": sum(g["rows"] for g in groups)}
     totals["status_counts"] = {s: sum(g["status_counts"][s] for g in groups) for s in JUDGE_STATUSES}
@@ -503,6 +524,9 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
         models = sorted(set(models) | set(facts["models"]))
     rejects = _rejects(inputs.rejects)
     totals["rejected"] = rejects["total"]
+    info = _run_info(inputs, facts)
+    judges = sorted({g["judge"] for g in groups}, key=judge_order)
+    headline = build_headline(models, flags)
     return {
         "report_version": REPORT_VERSION,
         "dt": day.isoformat(),
@@ -521,11 +545,17 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10) -> dict[
             "mean_interval": "Student-t interval over ok rows (n >= 2)",
             "previous": f"latest landed day within {BASELINE_DAYS} days before dt",
             "trailing_7d": f"days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted)",
-            "flag": "the baseline lies outside the day's 95% interval",
+            "flag": (f"{policy.adjustment_name()}-adjusted p-value below {policy.alpha:g} over the day's tests "
+                     f"and a change of at least {policy.min_rate_effect * 100:g} pp (rates) or "
+                     f"{policy.min_metric_effect:g} (means)"),
+            "alerts": policy.describe(),
         },
-        "run": _run_info(inputs, facts),
+        "run": info,
+        "thresholds": thresholds_in_force(_latest_run(inputs, info["run_ids"]), judges),
         "models": models,
-        "judges": sorted({g["judge"] for g in groups}, key=judge_order),
+        "judges": judges,
+        "headline": headline,
+        "alerting": [line["model"] for line in headline if line["status"] == "regressed"],
         "totals": totals,
         "groups": groups,
         "flags": flags,

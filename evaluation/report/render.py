@@ -18,7 +18,8 @@ from evaluation import charts
 from evaluation.calibration.daily import calibration_section
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.report.compute import assess, judge_order
+from evaluation.report.alerts import assess
+from evaluation.report.compute import judge_order
 from evaluation.summary import METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
@@ -176,11 +177,20 @@ def _delta_cell(kind: str, name: str, measure: dict[str, Any], baseline: str) ->
     if not comparison:
         return _cell('<span class="muted">–</span>', num=True)
     text = esc(_fmt_delta(kind, comparison["delta"]))
-    if not comparison["outside_ci"]:
-        return _cell(text, num=True, title="within the day's 95% interval" if comparison["outside_ci"] is False else "no interval")
+    p_adjusted = comparison.get("p_adjusted")
+    if not comparison.get("flagged"):
+        tip = "no test (too few rows)" if p_adjusted is None else f"not flagged (adjusted p = {_fmt_p(p_adjusted)})"
+        return _cell(text, num=True, title=tip)
     direction, assessment = assess(kind, name, comparison["delta"])
-    tip = f"flag: {_fmt(kind, comparison['value'])} is outside today's 95% interval ({assessment})"
+    tip = f"flag ({assessment}): adjusted p = {_fmt_p(p_adjusted)}"
     return _cell(f'<span class="flag {assessment}">{_ARROWS[direction]} {text}</span>', num=True, title=tip)
+
+
+def _fmt_p(value: float | None) -> str:
+    """A p-value: three significant digits, below 0.0001 as such."""
+    if value is None:
+        return "–"
+    return "< 0.0001" if value < 1e-4 else f"{value:.3g}"
 
 
 def _label(kind: str, name: str) -> str:
@@ -224,7 +234,7 @@ def _intervals(groups: list[dict[str, Any]], kind: str, name: str, colours: dict
         measure = g["rates" if kind == "rate" else "metrics"][name]
         trailing = measure["trailing_7d"] or {}
         rows.append(charts.Interval(g["model"], measure["value"], measure["ci_low"], measure["ci_high"],
-                                    trailing.get("value"), bool(trailing.get("outside_ci")), colours[g["model"]]))
+                                    trailing.get("value"), bool(trailing.get("flagged")), colours[g["model"]]))
     return rows
 
 
