@@ -22,6 +22,10 @@
    and 128 calls in flight against the same server (share of the limit, and judge ÷ bare), and a
    rate-limited day (a server enforcing requests per minute, with and without ``judge_rpm``):
    achieved rate, 429s, rows lost.
+9. Alerts (``bench.alerts``): steady days and planted regressions of several sizes and daily
+   volumes, each day through the real stages (offline judge) and the real report: the share of
+   steady days on which the report alerts, and the share of regression days on which it alerts on
+   the regressed model.
 
 Each measurement runs in a child process; the load that other processes put on the machine
 during it is recorded with it (``cores_others``), and judge runs are repeated once when others
@@ -258,12 +262,33 @@ def print_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def alert_items(bench: Bench) -> None:
+    quick = bench.args.quick
+    params = {"volumes": [150] if quick else [50, 150, 300, 600], "sizes": [0.1, 0.2] if quick else [0.05, 0.1, 0.2],
+              "steady_days": 15 if quick else 40, "trials": 10 if quick else 20}
+    result = bench.child("alerts", "simulate", params, timeout_s=7200)
+    bench.details["alerts"] = result
+    for row in result["steady"]:
+        rate = row["alert_days"] / row["days"]
+        bench.row(9, f"steady days, {row['volume']} records/model/day: days with an alert",
+                  f"{row['alert_days']}/{row['days']} = {rate:.0%} (any flag on {row['flag_days']} days, "
+                  f"{row['flags']} flags)", "≤ 5%", rate <= 0.05)
+    for row in result["regressions"]:
+        rate = row["detected"] / row["trials"]
+        target = row["size"] >= 0.2 and row["volume"] == 150
+        bench.row(9, f"{row['size'] * 100:.0f} pp rag pass-rate drop of {result['model']}, {row['volume']} "
+                     f"records/model/day: days it alerts on it",
+                  f"{row['detected']}/{row['trials']} = {rate:.0%} (observed drop {row['mean_observed_drop'] * 100:.1f} pp; "
+                  f"another model alerted on {row['other_models_alerted']} days)",
+                  "≥ 80%" if target else "none set (reported)", rate >= 0.8 if target else None)
+
+
 def e2e_and_batch_items(bench: Bench) -> None:
     e2e_items(bench)
     batch_items(bench)
 
 
-ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items}  # 2 runs with 1, 5 with 4, 6 with 3
+ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items, 9: alert_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the benchmark itself")
     parser.add_argument("--only", default="",
                         help="comma-separated groups to run: 1 (items 1-2), 3 (3 and 6), 4 (4-5), 7 (the topology), "
-                             "8 (calling: bare litellm beside the judge stage, a rate-limited day)")
+                             "8 (calling: bare litellm beside the judge stage, a rate-limited day), 9 (alerts: false alarms "
+                             "and detection)")
     parser.add_argument("--judge-workers", default="auto",
                         help="EVALUATION_JUDGE_WORKERS for the split judge runs and the end-to-end run")
     args = parser.parse_args(argv)

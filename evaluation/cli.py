@@ -20,6 +20,8 @@ import os
 import sys
 from typing import Any
 
+from pydantic import ValidationError
+
 from evaluation.calibration import cli as calibration_cli
 from evaluation.options import OPTIONS, Option, build_config
 
@@ -242,14 +244,29 @@ def _report_parser(sub: Any) -> None:
     parser.add_argument("--report-output", default=None,
                         help="directory or s3:// URI for index.html and summary.json (default: reports/dt=D/ under --output)")
     parser.add_argument("--history-days", type=int, default=30, help="days of daily_summary shown in the trends")
+    parser.add_argument("--alpha", type=float, default=0.05, help="flag when the adjusted p-value is below this")
+    parser.add_argument("--p-adjust", choices=("holm", "bh"), default="holm",
+                        help="multiplicity adjustment across the day's tests: holm or bh (Benjamini-Hochberg)")
+    parser.add_argument("--min-rate-effect", type=float, default=0.05,
+                        help="smallest change of a pass/borderline/fail rate that can flag (0.05: 5 percentage points)")
+    parser.add_argument("--min-metric-effect", type=float, default=0.05,
+                        help="smallest change of a metric mean (score, faithfulness, ...) that can flag")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from evaluation import report, storage
 
+    try:
+        policy = report.AlertPolicy(alpha=args.alpha, p_adjust=args.p_adjust, min_rate_effect=args.min_rate_effect,
+                                    min_metric_effect=args.min_metric_effect)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        print(f"error: {problems}", file=sys.stderr)
+        return 2
     store, target = storage.open_stores(args.output_uri, args.report_output)
     try:
-        uris = report.write_daily_report(store, args.date, history_days=args.history_days, report_store=target)
+        uris = report.write_daily_report(store, args.date, history_days=args.history_days, report_store=target,
+                                         policy=policy)
     except report.ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

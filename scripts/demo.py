@@ -7,8 +7,9 @@ answers lose their grounding, :data:`evaluation.synthetic.UNGROUNDED`). The six 
 evaluated in-process by the pipeline's own stages (:func:`evaluation.stages.run_day`, what
 ``python -m evaluation run`` does), the last one by ``daily_evaluation`` under Airflow
 (``dag.test()`` with a SQLite metadata DB in ``.airflow/``), all with the built-in offline judge.
-It prints what landed, the report's seven-day trends and its flags (the regression among them),
-and copies the last day's tables and report to ``demo-output/``. No network, no key.
+It prints what landed, the report's seven-day trends, how many flags and alerts each steady day's
+report raised, the last day's headline (which model regressed, by how much) and its flags, and
+copies the last day's tables and report to ``demo-output/``. No network, no key.
 """
 
 from __future__ import annotations
@@ -87,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         print_summary(out, args.date)
         summary = storage.read_json(out, storage.report_key(args.date, "summary.json"))
         print_trends(summary)
-        print_flags(report_flags(summary))
+        print_steady_days([storage.read_json(out, storage.report_key(day, "summary.json")) for day in days[:-1]])
+        print_headline(summary)
+        print_flags(summary["flags"])
         copy_day(out, args.date, args.output)
         report = args.output / storage.report_key(args.date)
         print(f"daily quality report: {report} (landed at {out.uri(storage.report_key(args.date))})")
@@ -95,21 +98,56 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report_flags(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The flags of a day's report (``summary.json``), worse first and the largest change first
-    within each assessment: what a notification would send."""
-    order = {"worse": 0, "changed": 1, "better": 2}
-    return sorted(summary.get("flags", []), key=lambda f: (
-        order.get(f["assessment"], 3), -abs(f["delta"]), f["model"], f["judge"], f["measure"], f["baseline"]))
+def steady_day_lines(summaries: list[dict[str, Any]]) -> list[str]:
+    """One line per steady day's report: its flags and the models it alerted on (none, when the
+    method holds its false-alarm rate), and a closing count."""
+    lines, alerted = [], 0
+    for summary in summaries:
+        flags, alerting = summary.get("flags", []), summary.get("alerting", [])
+        alerted += bool(alerting)
+        compared = any(m.get("trailing_7d") for g in summary.get("groups", []) for m in g["rates"].values())
+        state = f"alerts on {', '.join(alerting)}" if alerting else "no alert"
+        lines.append(f"  {summary['dt']}  {len(flags)} flag(s), {state}" + ("" if compared else " (no earlier day yet)"))
+    lines.append(f"  {alerted} of {len(summaries)} steady day(s) alerted")
+    return lines
 
 
-def print_flags(flags: list[dict[str, Any]]) -> None:
-    """One line per flag: model, judge, measure, today's value against the baseline."""
-    print(f"\nflags: {len(flags)} (a measure whose baseline lies outside today's 95% interval)")
-    for flag in flags:
+def headline_lines(summary: dict[str, Any]) -> list[str]:
+    """The report's headline: one line per model, regressed first, with its largest changes."""
+    lines = []
+    for line in summary.get("headline", []):
+        changes = "; ".join(
+            f"{c['judge']} {c['measure']} {c['before']:.3f} -> {c['after']:.3f} ({c['delta']:+.3f})"
+            for c in line["changes"][:4])
+        more = f"; +{len(line['changes']) - 4} more" if len(line["changes"]) > 4 else ""
+        lines.append(f"  {line['model']:<15} {line['status']:<9} {changes}{more}")
+    return lines
+
+
+def print_steady_days(summaries: list[dict[str, Any]]) -> None:
+    """What the reports of the steady days (no model changed) raised."""
+    print("\nsteady days (no model changed): what their reports raised")
+    print("\n".join(steady_day_lines(summaries)))
+
+
+def print_headline(summary: dict[str, Any]) -> None:
+    alerting = summary.get("alerting", [])
+    print(f"\n{summary['dt']} headline: {', '.join(alerting) + ' regressed' if alerting else 'no model regressed'}")
+    print("\n".join(headline_lines(summary)))
+
+
+def print_flags(flags: list[dict[str, Any]], limit: int = 12) -> None:
+    """The most severe flags, one line each: model, judge, measure, today against the baseline."""
+    alerting = sum(1 for f in flags if f["alerts"])
+    print(f"\nflags: {len(flags)}, {alerting} alerting (most severe first; only worse changes of headline "
+          "measures alert)")
+    for flag in flags[:limit]:
         base = f"previous day {flag['baseline_dt']}" if flag["baseline"] == "previous" else "trailing 7 days"
-        print(f"  {flag['assessment']:<7} {flag['model']:<15} {flag['judge']:<6} {flag['measure']:<22} "
-              f"{flag['value']:.3f} vs {flag['baseline_value']:.3f} ({base}, delta {flag['delta']:+.3f})")
+        print(f"  {flag['assessment']:<7} {flag['model']:<15} {flag['judge']:<6} {flag['measure']:<24} "
+              f"{flag['value']:.3f} vs {flag['baseline_value']:.3f} ({base}, delta {flag['delta']:+.3f}, "
+              f"adjusted p {flag['p_adjusted']:.1g}){' ALERT' if flag['alerts'] else ''}")
+    if len(flags) > limit:
+        print(f"  ... and {len(flags) - limit} more in the report")
 
 
 def print_trends(summary: dict[str, Any]) -> None:

@@ -18,8 +18,7 @@ from evaluation import charts
 from evaluation.calibration.daily import calibration_section
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.report.alerts import assess
-from evaluation.report.compute import judge_order
+from evaluation.report.alerts import HEADLINE_METRICS, assess
 from evaluation.summary import METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
@@ -245,7 +244,7 @@ def _quality_section(summary: dict[str, Any]) -> str:
     parts = [_note(
         "Rates are shares of the <code>ok</code> rows; means are over <code>ok</code> rows. "
         "Intervals are 95% (Wilson for rates, Student-t for means). Δ is today minus the baseline; "
-        "▲/▼ in bold marks a baseline outside today’s interval (blue: better, vermillion: worse)."
+        "▲/▼ in bold marks a flag (see Flags; blue: better, vermillion: worse)."
     )]
     colours = _model_colours(summary)
     header = [
@@ -271,44 +270,103 @@ def _quality_section(summary: dict[str, Any]) -> str:
     return _section("quality", title, *parts)
 
 
-_ASSESSMENT_ORDER = {"worse": 0, "changed": 1, "better": 2}
-_MEASURE_ORDER = [f"{v}_rate" for v in VERDICTS] + [f"{m}_mean" for m in METRICS]
+def _measure_label(measure: str) -> tuple[str, str]:
+    """(kind, label) of a flag's measure name (``pass_rate``, ``score_mean``, …)."""
+    name, suffix = measure.rsplit("_", 1)
+    kind = "rate" if suffix == "rate" else "metric"
+    return kind, _label(kind, name)
+
+
+def _change_text(change: dict[str, Any]) -> str:
+    """``rag pass rate 85.0% → 64.0% (−21.0 pp)``."""
+    kind, label = _measure_label(change["measure"])
+    label = label.replace(" (mean)", "").lower()
+    return (f"{change['judge']} {label} {_fmt(kind, change['before'])} → {_fmt(kind, change['after'])} "
+            f"({_fmt_delta(kind, change['delta'])})")
+
+
+_HEADLINE_WORDS = {"regressed": "regressed", "improved": "improved", "steady": "steady"}
+_HEADLINE_CLASS = {"regressed": "worse", "improved": "better", "steady": "muted"}
+_MAX_CHANGES = 4
+
+
+def _headline_section(summary: dict[str, Any]) -> str:
+    """One line per model: regressed (its alerting changes), improved, or steady."""
+    lines = summary.get("headline") or []
+    if not lines:
+        return _section("headline", "What changed", _note("No model was evaluated this day."))
+    items = []
+    for line in lines:
+        status = line["status"]
+        changes = line["changes"]
+        text = "; ".join(esc(_change_text(c)) for c in changes[:_MAX_CHANGES])
+        if len(changes) > _MAX_CHANGES:
+            text += f"; and {len(changes) - _MAX_CHANGES} more"
+        items.append(f'<li><code>{esc(line["model"])}</code> <span class="flag {_HEADLINE_CLASS[status]}">'
+                     f'{_HEADLINE_WORDS[status]}</span>{": " + text if text else ""}</li>')
+    regressed = [line["model"] for line in lines if line["status"] == "regressed"]
+    method = summary["method"].get("alerts") or {}
+    lead = (f"{len(regressed)} model(s) regressed: {esc(', '.join(regressed))}." if regressed
+            else "No model regressed: nothing alerts today.")
+    return _section("headline", "What changed", _note(lead), f'<ul class="plain">{"".join(items)}</ul>', _note(
+        "A model regressed when a headline measure (pass or fail rate, score, "
+        f"{esc('; '.join(f'{j}: ' + ', '.join(m) for j, m in HEADLINE_METRICS.items() if m))}) "
+        "got worse by more than sampling and its own day-to-day variation explain, after "
+        f"{esc(method.get('adjustment', 'a multiplicity adjustment'))} across the day's tests, "
+        "and by at least the minimum effect (see Flags)."))
+
+
+def _thresholds_section(summary: dict[str, Any]) -> str:
+    """The verdict thresholds in force per judge, and where they came from."""
+    thresholds = summary.get("thresholds") or {}
+    if not thresholds:
+        return ""
+    body = [_row([_cell(f"<code>{esc(judge)}</code>"), _cell(esc(fmt_mean(t.get("pass"))), num=True),
+                  _cell(esc(fmt_mean(t.get("borderline"))), num=True), _cell(f"<code>{esc(t.get('source') or '–')}</code>")])
+            for judge, t in thresholds.items()]
+    return ("<h3>Verdict thresholds in force</h3>"
+            + table([_th("Judge"), _th("Pass ≥", True), _th("Borderline ≥", True), _th("Source")], body, compact=True))
 
 
 def _flags_section(summary: dict[str, Any]) -> str:
     flags = summary["flags"]
+    method = summary["method"].get("alerts") or {}
+    rule = _note(f"Flag rule: {esc(summary['method']['flag'])}. Only <strong>worse</strong> flags on headline "
+                 "measures alert; the others are shown, not sent.")
     if not flags:
         has_baseline = any(
             m.get("previous") or m.get("trailing_7d")
             for g in summary["groups"] for m in [*g["rates"].values(), *g["metrics"].values()]
         )
-        note = ("No measure moved outside its 95% interval against the previous day or the trailing 7 days."
-                if has_baseline else "No earlier day within 7 days to compare with yet.")
-        return _section("flags", "Flags", _note(note))
+        note = ("No measure moved by more than sampling, day-to-day variation and the minimum effect allow, "
+                "against the previous day or the trailing 7 days." if has_baseline
+                else "No earlier day within 7 days to compare with yet.")
+        return _section("flags", "Flags", _note(note), rule, _thresholds_section(summary))
     counts = Counter(f["assessment"] for f in flags)
-    tally = ", ".join(f"{counts[a]} {a}" for a in _ASSESSMENT_ORDER if counts[a])
-    ordered = sorted(flags, key=lambda f: (
-        _ASSESSMENT_ORDER.get(f["assessment"], 3), judge_order(f["judge"]), f["model"],
-        _MEASURE_ORDER.index(f["measure"]) if f["measure"] in _MEASURE_ORDER else len(_MEASURE_ORDER), f["baseline"] != "previous",
-    ))
-    header = [_th(""), _th("Model"), _th("Judge"), _th("Measure"), _th("Today", True), _th("95% interval", True),
-              _th("Baseline"), _th("Baseline value", True), _th("Δ", True)]
+    tally = ", ".join(f"{counts[a]} {a}" for a in ("worse", "changed", "better") if counts[a])
+    alerting = sum(1 for f in flags if f["alerts"])
+    header = [_th(""), _th("Model"), _th("Judge"), _th("Measure"), _th("Today", True), _th("Baseline"),
+              _th("Baseline value", True), _th("Δ", True), _th("95% interval of Δ", True, "day-to-day variation included"),
+              _th(f"p ({method.get('p_adjust', 'adj.')})", True, "adjusted across the day's tests"), _th("Alerts")]
     body = []
-    for flag in ordered:
-        name, suffix = flag["measure"].rsplit("_", 1)
-        kind = "rate" if suffix == "rate" else "metric"
+    for flag in flags:
+        kind, label = _measure_label(flag["measure"])
         base = f"previous day {flag['baseline_dt']}" if flag["baseline"] == "previous" else "trailing 7 days"
         assessment, arrow = flag["assessment"], _ARROWS[flag["direction"]]
         body.append(_row([
             _cell(f'<span class="flag {assessment}">{arrow} {esc(assessment)}</span>', cls="nowrap"),
             _cell(f"<code>{esc(flag['model'])}</code>", cls="nowrap"), _cell(f"<code>{esc(flag['judge'])}</code>"),
-            _cell(esc(_label(kind, name))), _cell(esc(_fmt(kind, flag["value"])), num=True),
-            _cell(esc(_fmt_ci(kind, flag["ci_low"], flag["ci_high"])), num=True), _cell(esc(base), cls="nowrap"),
+            _cell(esc(label)), _cell(esc(_fmt(kind, flag["value"])), num=True), _cell(esc(base), cls="nowrap"),
             _cell(esc(_fmt(kind, flag["baseline_value"])), num=True),
             _cell(f'<span class="flag {assessment}">{esc(_fmt_delta(kind, flag["delta"]))}</span>', num=True),
+            _cell(esc(_fmt_ci(kind, flag["delta_ci_low"], flag["delta_ci_high"]).replace("%", " pp")
+                      if kind == "rate" else _fmt_ci(kind, flag["delta_ci_low"], flag["delta_ci_high"])), num=True),
+            _cell(esc(_fmt_p(flag["p_adjusted"])), num=True),
+            _cell("yes" if flag["alerts"] else '<span class="muted">no</span>'),
         ]))
-    note = f"{len(flags)} comparison(s) where the baseline lies outside today’s 95% interval ({tally}); worse first."
-    return _section("flags", "Flags", _note(note), table(header, body, compact=True))
+    note = (f"{len(flags)} flag(s) ({tally}), {alerting} alerting; most severe first (adjusted p-value, "
+            "then the change in units of its minimum effect).")
+    return _section("flags", "Flags", _note(note), rule, table(header, body, compact=True), _thresholds_section(summary))
 
 
 def _mix_section(summary: dict[str, Any]) -> str:
@@ -505,6 +563,7 @@ def _overview(summary: dict[str, Any]) -> str:
         ("Judge rows", _num(t["rows"])),
         ("ok rows", fmt_rate(t["status_counts"]["ok"] / t["rows"]) if t["rows"] else "–"),
         ("Flags", _num(len(summary["flags"]))),
+        ("Alerting models", _num(len(summary.get("alerting") or []))),
         ("Cost (USD)", _num(t["cost_usd"], 4)),
     ]
     body = "".join(f'<div class="card"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>' for k, v in cards)
@@ -528,19 +587,20 @@ def render_html(summary: dict[str, Any]) -> str:
         meta.append("daily summary recomputed from evaluations (daily_summary not landed)")
     nav = "".join(
         f'<a href="#{a}">{esc(t)}</a>'
-        for a, t in (("overview", "Overview"), ("flags", "Flags"), ("quality", "Quality"), ("mix", "Verdict mix"),
+        for a, t in (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("quality", "Quality"), ("mix", "Verdict mix"),
                      ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
                      ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"))
     )
     sections = [
-        _overview(summary), _flags_section(summary), _quality_section(summary), _mix_section(summary),
+        _headline_section(summary), _overview(summary), _flags_section(summary), _quality_section(summary), _mix_section(summary),
         _trend_section(summary), _distribution_section(summary), _health_section(summary),
         _rejects_section(summary), _worst_section(summary), calibration_section(summary),
     ]
     method = summary["method"]
     footer = (
         f"<footer>Method: rates — {esc(method['rate_interval'])}; means — {esc(method['mean_interval'])}; "
-        f"previous — {esc(method['previous'])}; trailing 7-day — {esc(method['trailing_7d'])}; flag — {esc(method['flag'])}. "
+        f"previous — {esc(method['previous'])}; trailing 7-day — {esc(method['trailing_7d'])}; flag — {esc(method['flag'])}; "
+        f"tests — rates: {esc(method['alerts']['rate_test'])}, means: {esc(method['alerts']['mean_test'])}. "
         f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']}).</footer>"
     )
     title = f"LLM evaluation — daily report {summary['dt']}"

@@ -1,5 +1,6 @@
 """The week ``make demo`` evaluates (scripts/demo.py): seven generated days, one model losing its
-grounding on the last; the last day's report has seven-day trends and flags that regression."""
+grounding on the last; the steady days' reports alert nobody, the last day's report has seven-day
+trends and leads with that regression, on that model alone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from evaluation import storage, synthetic
 from evaluation.contract import RunConfig
 from evaluation.stages import Stores, run_day
-from scripts.demo import REGRESSING_MODEL, RUN_CONF, report_flags
+from scripts.demo import REGRESSING_MODEL, RUN_CONF, headline_lines, steady_day_lines
 
 LAST = dt.date(2026, 11, 7)
 DAYS = [LAST - dt.timedelta(days=i) for i in range(6, -1, -1)]
@@ -29,6 +30,7 @@ def week(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         run_day(cfg, Stores.open(cfg))
     out = storage.open_store(out_uri)
     return {"summary": storage.read_json(out, storage.report_key(LAST, "summary.json")),
+            "steady": [storage.read_json(out, storage.report_key(day, "summary.json")) for day in DAYS[:-1]],
             "page": out.read_bytes(storage.report_key(LAST)).decode()}
 
 
@@ -38,16 +40,31 @@ def test_the_last_day_has_seven_day_trends(week: dict[str, Any]) -> None:
     assert "No earlier day" not in week["page"]
 
 
-def test_the_regression_is_flagged_worse_against_both_baselines(week: dict[str, Any]) -> None:
-    flags = report_flags(week["summary"])
-    regressed = {(f["judge"], f["measure"], f["baseline"]) for f in flags
-                 if f["model"] == REGRESSING_MODEL and f["assessment"] == "worse"}
+def test_a_steady_week_raises_no_flag(week: dict[str, Any]) -> None:
+    last_steady = week["steady"][-1]
+    assert any(m["trailing_7d"] for g in last_steady["groups"] for m in g["rates"].values())  # it was compared
+    assert last_steady["flags"] == [] and last_steady["alerting"] == []
+    assert all(line["status"] == "steady" and not line["changes"] for line in last_steady["headline"])
+    assert all(summary["alerting"] == [] for summary in week["steady"])
+    assert steady_day_lines(week["steady"])[-1] == f"  0 of {len(DAYS) - 1} steady day(s) alerted"
+
+
+def test_the_regression_alerts_on_that_model_alone_and_leads(week: dict[str, Any]) -> None:
+    summary = week["summary"]
+    assert summary["alerting"] == [REGRESSING_MODEL]
+    assert [(line["model"], line["status"]) for line in summary["headline"]][0] == (REGRESSING_MODEL, "regressed")
+    assert all(line["status"] != "regressed" for line in summary["headline"][1:])
+    changes = {(c["judge"], c["measure"]) for c in summary["headline"][0]["changes"]}
     for judge in ("rag", "masis"):
-        assert {(judge, "pass_rate", "previous"), (judge, "pass_rate", "trailing_7d"),
-                (judge, "faithfulness_mean", "trailing_7d")} <= regressed
-    assert flags[0]["assessment"] == "worse"  # worse first: what a notification leads with
-    assert not [f for f in flags if f["model"] != REGRESSING_MODEL and f["measure"] == "pass_rate"
-                and f["assessment"] == "worse" and f["judge"] == "rag" and f["baseline"] == "trailing_7d"]
+        assert {(judge, "pass_rate"), (judge, "faithfulness_mean"), (judge, "score_mean")} <= changes
+    assert all(c["delta"] < 0 or c["measure"] == "fail_rate" for c in summary["headline"][0]["changes"])
+    assert summary["flags"][0]["model"] == REGRESSING_MODEL and summary["flags"][0]["alerts"]
+    assert not [f for f in summary["flags"] if f["alerts"] and f["model"] != REGRESSING_MODEL]
+    lines = headline_lines(summary)
+    assert lines[0].split()[:2] == [REGRESSING_MODEL, "regressed"] and "rag pass_rate" in lines[0]
+    page = week["page"]
+    assert page.index('id="headline"') < page.index('id="overview"') < page.index('id="flags"')
+    assert f"1 model(s) regressed: {REGRESSING_MODEL}." in page
 
 
 def test_a_behaviour_override_keeps_the_days_questions() -> None:

@@ -1,0 +1,158 @@
+"""Flags and alerts of the daily report (evaluation.report.alerts, CONTRACT §7): the test's
+p-values, the day-to-day variance, the minimum effect, which flags alert, the severity order, the
+headline, and the thresholds in force with their source."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from evaluation import storage
+from evaluation.cli import main as cli_main
+from evaluation.report import AlertPolicy, build_daily_report
+from evaluation.report.alerts import Daily, compare, day_variance, severity_key, two_sided_p
+from tests.unit.test_report import DAY, land_day, row
+
+WEEK = [DAY - dt.timedelta(days=i) for i in range(7, -1, -1)]
+
+
+def scores(rng: random.Random, centre: float, n: int) -> list[float]:
+    return [round(min(1.0, max(0.0, rng.gauss(centre, 0.12))), 3) for _ in range(n)]
+
+
+def land_week(store: storage.Store, centres: dict[str, list[float]], n: int = 120, seed: int = 1) -> None:
+    """Eight days of prompt-judge rows per model, the model's daily centre given per day."""
+    for index, day in enumerate(WEEK):
+        rng = random.Random(f"{seed}-{day}")
+        rows = [row(day, model, "prompt", i, score=v)
+                for model, days in centres.items() for i, v in enumerate(scores(rng, days[index], n))]
+        land_day(store, day, rows)
+
+
+def test_two_sided_p_matches_the_t_and_normal_distributions() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 5, 29, 30, 120, 5000):
+        for t in (0.0, 0.5, 1.96, 3.0, 8.0):
+            assert math.isclose(two_sided_p(t, df), 2 * float(scipy_stats.t.sf(t, df)), rel_tol=1e-8, abs_tol=1e-15)
+    assert math.isclose(two_sided_p(1.959963984540054), 0.05, rel_tol=1e-9)
+
+
+def test_day_to_day_variance_widens_the_test() -> None:
+    quiet = [Daily(v, 200, 0.0225) for v in (0.70, 0.71, 0.70, 0.69, 0.70, 0.71, 0.70)]
+    wobbly = [Daily(v, 200, 0.0225) for v in (0.62, 0.78, 0.66, 0.75, 0.60, 0.80, 0.69)]
+    tau_quiet, _ = day_variance(quiet, 3)
+    tau_wobbly, days = day_variance(wobbly, 3)
+    assert tau_quiet == 0.0 and days == 7
+    assert math.isclose(tau_wobbly, statistics.variance(d.value for d in wobbly) - 0.0225 / 200, rel_tol=1e-9)
+    assert day_variance(wobbly[:2], 3) == (0.0, 2)  # too few days to estimate
+    today, baseline = Daily(0.62, 200, 0.0225), Daily(0.70, 1400, 0.0225)
+    narrow = compare("metric", today, baseline, tau_quiet, 7, 1 / 7)
+    wide = compare("metric", today, baseline, tau_wobbly, 7, 1 / 7)
+    assert narrow is not None and wide is not None
+    assert narrow.p_value < 1e-10 and wide.p_value > 0.05 and wide.se > 5 * narrow.se
+    rate = compare("rate", Daily(0.6, 150, 0.24, 90), Daily(0.8, 1000, 0.16, 800), 0.0, 7, 1 / 7)
+    pooled = 890 / 1150
+    assert rate is not None and math.isclose(rate.se, math.sqrt(pooled * (1 - pooled) * (1 / 150 + 1 / 1000)))
+    assert compare("rate", Daily(1.0, 1, 0.0, 1), Daily(0.8, 1000, 0.16, 800), 0.0, 7, 1.0) is None
+
+
+def test_a_model_varying_day_to_day_does_not_flag_within_its_usual_range(tmp_path: Path) -> None:
+    """The same drop today: flagged for a model whose days are alike, not for one whose days swing
+    as much every week."""
+    store = storage.open_store(str(tmp_path / "out"))
+    land_week(store, {"quiet": [0.75] * 7 + [0.66], "wobbly": [0.65, 0.85, 0.68, 0.84, 0.64, 0.86, 0.75, 0.66]})
+    _, summary = build_daily_report(store, DAY)
+    flagged = {(f["model"], f["measure"]) for f in summary["flags"]}
+    assert ("quiet", "score_mean") in flagged and ("wobbly", "score_mean") not in flagged
+    wobbly = next(g for g in summary["groups"] if g["model"] == "wobbly")["metrics"]["score"]
+    assert wobbly["day_to_day"]["estimated"] and wobbly["day_to_day"]["sd"] > 0.05
+    assert [line["model"] for line in summary["headline"] if line["status"] == "regressed"] == ["quiet"]
+
+
+def test_minimum_effect_and_headline_measures(tmp_path: Path) -> None:
+    """A significant change below the minimum effect is no flag; a flag on a non-headline metric
+    never alerts; lowering the minimum effect through the policy flags the small change."""
+    store = storage.open_store(str(tmp_path / "out"))
+    for day in WEEK:
+        rng = random.Random(str(day))
+        shift = 0.015 if day == DAY else 0.0  # small, on a large day: significant, not practical
+        rows = []
+        for i in range(1500):
+            base = min(1.0, max(0.0, rng.gauss(0.7, 0.1)))
+            context = 0.3 if day == DAY else 0.8  # a non-headline rag metric collapses
+            rows.append(row(day, "big", "rag", i, score=round(base - shift, 3), faithfulness=round(base - shift, 2),
+                            answer_relevance=round(base - shift, 2), context_relevance=context))
+        land_day(store, day, rows)
+    _, summary = build_daily_report(store, DAY)
+    assert {f["measure"] for f in summary["flags"]} == {"context_relevance_mean"}
+    assert all(not f["alerts"] and not f["headline"] and f["assessment"] == "worse" for f in summary["flags"])
+    assert summary["alerting"] == [] and summary["headline"][0]["status"] == "steady"
+    score = summary["groups"][0]["metrics"]["score"]["trailing_7d"]
+    assert score["p_adjusted"] < 0.05 and not score["flagged"]
+    _, strict = build_daily_report(store, DAY, policy=AlertPolicy(min_metric_effect=0.01))
+    assert strict["alerting"] == ["big"] and ("rag", "score_mean") in {
+        (c["judge"], c["measure"]) for c in strict["headline"][0]["changes"]}
+    assert strict["method"]["alerts"]["min_metric_effect"] == 0.01
+
+
+def test_flags_are_sorted_by_severity_and_the_worst_regression_leads(tmp_path: Path) -> None:
+    store = storage.open_store(str(tmp_path / "out"))
+    land_week(store, {"a-small": [0.75] * 7 + [0.67], "b-large": [0.75] * 7 + [0.45], "c-steady": [0.75] * 8,
+                      "d-better": [0.6] * 7 + [0.8]})
+    page, summary = build_daily_report(store, DAY)
+    flags = summary["flags"]
+    assert flags == sorted(flags, key=severity_key)
+    assert [f["p_adjusted"] for f in flags] == sorted(f["p_adjusted"] for f in flags)
+    assert flags[0]["model"] == "b-large"
+    statuses = [(line["model"], line["status"]) for line in summary["headline"]]
+    assert statuses == [("b-large", "regressed"), ("a-small", "regressed"), ("d-better", "improved"),
+                        ("c-steady", "steady")]
+    assert summary["alerting"] == ["b-large", "a-small"]
+    assert page.index("<code>b-large</code>") < page.index("<code>a-small</code>") < page.index("<code>c-steady</code>")
+    assert "Holm" in summary["method"]["flag"] and "Holm" in page
+    _, bh = build_daily_report(store, DAY, policy=AlertPolicy(p_adjust="bh"))
+    assert len(bh["flags"]) >= len(flags) and "Benjamini" in bh["method"]["flag"]
+
+
+def land_run(store: storage.Store, config: dict[str, Any], thresholds_from: str | None = None) -> None:
+    run = pl.DataFrame([{"run_id": f"run-{DAY.isoformat()}", "trigger": "test", "status": "success",
+                         "config": json.dumps(config), "pass_threshold": 0.7, "borderline_threshold": 0.5,
+                         "thresholds_from": thresholds_from,
+                         "finished_at": dt.datetime(DAY.year, DAY.month, DAY.day, 13, tzinfo=dt.UTC)}])
+    storage.write_parquet(store, storage.run_key(DAY, f"run-{DAY.isoformat()}"), run)
+
+
+def test_thresholds_in_force_and_their_source(tmp_path: Path) -> None:
+    store = storage.open_store(str(tmp_path / "out"))
+    land_day(store, DAY, [row(DAY, "m", judge, i, score=0.5 + i / 40) for judge in ("rag", "prompt") for i in range(20)])
+    _, summary = build_daily_report(store, DAY)  # no runs row: the contract's defaults
+    assert summary["thresholds"] == {j: {"pass": 0.8, "borderline": 0.6, "source": "options"} for j in ("rag", "prompt")}
+    land_run(store, {"thresholds": {"pass_": 0.7, "borderline": 0.5}})  # an older run: one pair for all judges
+    _, summary = build_daily_report(store, DAY)
+    assert summary["thresholds"] == {j: {"pass": 0.7, "borderline": 0.5, "source": "options"} for j in ("rag", "prompt")}
+    land_run(store, {"thresholds": {"pass_": 0.7, "borderline": 0.5}, "thresholds_in_force": {
+        "rag": {"pass": 0.905, "borderline": 0.6, "source": "cal-1/rag"},
+        "prompt": {"pass": 0.8, "borderline": 0.6, "source": "options"}}})
+    page, summary = build_daily_report(store, DAY)
+    assert summary["thresholds"] == {"rag": {"pass": 0.905, "borderline": 0.6, "source": "cal-1/rag"},
+                                     "prompt": {"pass": 0.8, "borderline": 0.6, "source": "options"}}
+    assert "Verdict thresholds in force" in page and "<code>cal-1/rag</code>" in page and "0.905" in page
+
+
+def test_report_command_takes_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = storage.open_store(str(tmp_path / "out"))
+    land_week(store, {"m": [0.75] * 7 + [0.71]}, n=400)
+    base = ["report", "--date", DAY.isoformat(), "--output", str(tmp_path / "out")]
+    assert cli_main([*base, "--min-metric-effect", "0.03", "--p-adjust", "bh"]) == 0
+    summary = storage.read_json(store, storage.report_key(DAY, "summary.json"))
+    assert summary["method"]["alerts"]["p_adjust"] == "bh" and summary["method"]["alerts"]["min_metric_effect"] == 0.03
+    assert cli_main([*base, "--min-rate-effect", "1.5"]) == 2
+    assert "--min-rate-effect" in capsys.readouterr().err
