@@ -345,7 +345,7 @@ def test_interval_formulas() -> None:
 
 def test_flags_fire_when_a_mean_moves_well_outside(tmp_path: Path) -> None:
     """A steady model (the same rows every day) never flags; a model whose scores collapse on the
-    last day flags against both baselines, downwards, as worse."""
+    last day flags against both baselines, downwards, as worse, and alerts."""
     store = storage.open_store(str(tmp_path / "out"))
     days = [DAY - dt.timedelta(days=i) for i in range(8, -1, -1)]
     steady = [0.62, 0.71, 0.8, 0.84, 0.9, 0.66, 0.77, 0.93, 0.88, 0.81] * 4
@@ -368,8 +368,11 @@ def test_flags_fire_when_a_mean_moves_well_outside(tmp_path: Path) -> None:
     assert fail_flag["direction"] == "up" and fail_flag["assessment"] == "worse"
     steady_score = next(g for g in summary["groups"] if g["model"] == "steady")["metrics"]["score"]
     assert steady_score["trailing_7d"]["outside_ci"] is False and close(steady_score["trailing_7d"]["delta"], 0.0)
+    assert flag["alerts"] and flag["p_adjusted"] < 0.05 and flag["delta_ci_high"] < 0
+    assert summary["alerting"] == ["drifting"]
+    assert [(line["model"], line["status"]) for line in summary["headline"]] == [("drifting", "regressed"), ("steady", "steady")]
     assert 'class="flag worse">▼' in html_page
-    assert "comparison(s) where the baseline lies outside" in html_page
+    assert "flag(s) (" in html_page and "alerting; most severe first" in html_page
 
 
 def test_hostile_logged_text_is_escaped(built: tuple[str, dict[str, Any]], tmp_path: Path) -> None:
