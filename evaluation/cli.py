@@ -6,6 +6,8 @@
   ``comparisons/`` and a report page, print a JSON summary of the deltas.
 * ``sql``: run SQL over the landed tables (Polars SQL, dt partitions pruned) and print or save it.
 * ``report``: build a day's HTML report and ``summary.json`` from the landed tables, print the page's URI.
+* ``gc``: apply the retention of working data (``_work/``, ``_failed/``, the ledger); a dry run
+  unless ``--apply``.
 * ``calibrate``: judge a golden set (human-labelled records) and land the judges' agreement with the
   labels under ``calibrations/`` with a page; print a JSON summary of the figures.
 """
@@ -274,6 +276,38 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gc_parser(sub: Any) -> None:
+    from evaluation.contract import Retention
+
+    parser = sub.add_parser("gc", help="delete working data past its retention (a dry run unless --apply)",
+                            description="Lists the working data (_work/, _failed/, the ledger and claims) that the "
+                                        "retention lets go, with objects and bytes; deletes exactly those objects "
+                                        "with --apply. Landed tables, reports and runs are never deleted.")
+    parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
+                        required=not os.environ.get("EVALUATION_OUTPUT_URI"),
+                        help="root of the landed tables (s3://bucket/prefix or a directory; default $EVALUATION_OUTPUT_URI)")
+    for name, field in Retention.model_fields.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=field.default,
+                            help=f"{(field.description or '').replace('`', '')} (default {field.default})")
+    parser.add_argument("--apply", action="store_true", help="delete what is listed (default: only list it)")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON instead of lines")
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    from evaluation import retention, storage
+
+    policy = retention.Retention.model_validate({k: getattr(args, k) for k in retention.Retention.model_fields})
+    store = storage.open_store(args.output_uri)
+    plan = retention.collect(store, policy, now=dt.datetime.now(dt.UTC))
+    if args.apply:
+        retention.apply(store, plan)
+    if args.json:
+        print(json.dumps({**plan.to_dict(), "applied": args.apply}, indent=2))
+    else:
+        print("\n".join(retention.describe(plan, applied=args.apply)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m evaluation``."""
     parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__,
@@ -284,11 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     _compare_parser(sub)
     _sql_parser(sub)
     _report_parser(sub)
+    _gc_parser(sub)
     calibration_cli.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    commands = {"run": _cmd_run, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,
+    commands = {"run": _cmd_run, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report, "gc": _cmd_gc,
                 "calibrate": calibration_cli.command}
     try:
         return commands[args.command](args)

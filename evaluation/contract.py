@@ -378,3 +378,16 @@ class ComparisonSpec(BaseModel):
     def describe(self) -> str:
         """The range and the models, for messages."""
         return f"{self.start_date}..{self.end_date}, models {', '.join(self.models)}"
+
+
+class Retention(BaseModel):
+    """How long working data is kept, in days (0 deletes everything that is not in use)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    work_days: int = Field(default=3, ge=0, description="Days a failed or dead run's `_work/` folder is kept.")
+    failed_days: int = Field(default=30, ge=0, description="Days a failed run's evidence under `_failed/` is kept.")
+    ledger_days: int = Field(
+        default=35, ge=0,
+        description="Days after `dt` that a day's ledger (and claim) is kept; a re-run after that pays again.",
+    )

@@ -44,7 +44,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -187,6 +187,7 @@ class Store(Protocol):
     def exists(self, key: str) -> bool: ...
     def copy(self, source: str, target: str) -> None: ...
     def delete_prefix(self, prefix: str) -> int: ...
+    def delete_keys(self, keys: Sequence[str]) -> None: ...
 
 
 class LocalStore:
@@ -250,9 +251,22 @@ class LocalStore:
 
     def delete_prefix(self, prefix: str) -> int:
         objects = self.list(prefix)
-        for info in objects:
-            (self.path / info.key).unlink(missing_ok=True)
+        self.delete_keys([o.key for o in objects])
         return len(objects)
+
+    def delete_keys(self, keys: Sequence[str]) -> None:
+        """Delete these objects; one already gone is no error."""
+        for key in keys:
+            (self.path / key).unlink(missing_ok=True)
+
+    def prune(self, prefix: str) -> None:
+        """Remove the empty folders under ``prefix`` (a directory store's folders are not objects)."""
+        base = self.path / prefix
+        if base.is_dir():
+            for folder in sorted([p for p in base.rglob("*") if p.is_dir()] + [base], key=lambda p: len(p.parts),
+                                 reverse=True):
+                with contextlib.suppress(OSError):  # not empty (written meanwhile): kept
+                    folder.rmdir()
 
 
 class S3Store:
@@ -320,13 +334,18 @@ class S3Store:
 
     def delete_prefix(self, prefix: str) -> int:
         objects = self.list(prefix)
-        for start in range(0, len(objects), 1000):
-            batch = [{"Key": self._key(o.key)} for o in objects[start : start + 1000]]
-            with _failing(f"cannot delete under {self.uri(prefix)}"):
+        self.delete_keys([o.key for o in objects])
+        return len(objects)
+
+    def delete_keys(self, keys: Sequence[str]) -> None:
+        """Delete these objects, 1,000 a request (S3's limit); one already gone is no error."""
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": self._key(key)} for key in keys[start : start + 1000]]
+            where = self.uri(keys[start])
+            with _failing(f"cannot delete {where} and {len(batch) - 1} more"):
                 response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
             if response.get("Errors"):  # a quiet delete answers 200 and lists the keys it could not delete
-                raise StorageError(f"cannot delete under {self.uri(prefix)}: {response['Errors'][:3]}")
-        return len(objects)
+                raise StorageError(f"cannot delete {where} and {len(batch) - 1} more: {response['Errors'][:3]}")
 
     def storage_options(self) -> dict[str, Any]:
         """Polars' ``storage_options`` for this bucket, from the boto3 client: its endpoint (unless

@@ -1,0 +1,78 @@
+"""
+### evaluation_maintenance
+
+Every day, applies the retention of working data under the output root (CONTRACT §3):
+
+**apply_retention** lists what the retention lets go: a failed or dead run's `_work/` folder
+after `work_days`, a failed run's evidence under `_failed/` after `failed_days`, a day's ledger
+and claim once `dt` is more than `ledger_days` old. It deletes exactly the listed objects (never a
+whole prefix, so what a run writes meanwhile stays), unless `dry_run` is on, and logs every folder
+with its objects and bytes. One task: the list of keys never travels through XCom.
+
+Landed tables, reports, comparisons, calibrations and `runs` are never deleted. The same
+collection runs without Airflow as `python -m evaluation gc` (a dry run unless `--apply`).
+S3 is reached through the `aws_default` connection.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from typing import Any
+
+import evaluation_airflow as glue
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from evaluation.contract import Retention
+from evaluation.options import form_fields
+
+logger = logging.getLogger(__name__)
+
+
+def _params() -> dict[str, Param]:
+    params = glue.form_params(form_fields(Retention))
+    params["output_uri"] = Param("", type="string", title="Output URI",
+                                 description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI.")
+    params["dry_run"] = Param(False, type="boolean", title="Dry run", description="List what would go; delete nothing.")
+    return params
+
+
+@dag(
+    dag_id="evaluation_maintenance",
+    schedule="@daily",
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["llm-evaluation", "maintenance"],
+    doc_md=__doc__,
+    params=_params(),
+    default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=5)},
+)
+def evaluation_maintenance() -> None:
+    @task
+    def apply_retention() -> dict[str, Any]:
+        from evaluation import retention
+
+        context = get_current_context()
+        glue.check_conf(context)
+        params = context["params"]
+        output_uri = params.get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", "")
+        if not output_uri:
+            raise AirflowFailException("set output_uri (or EVALUATION_OUTPUT_URI)")
+        with glue.fail_without_retry(ValueError, prefix="invalid retention: "):
+            policy = Retention.model_validate({k: params.get(k) for k in Retention.model_fields})
+        (store,) = glue.open_stores(output_uri)
+        plan = retention.collect(store, policy, now=dt.datetime.now(dt.UTC))
+        if not params.get("dry_run"):
+            retention.apply(store, plan)
+        for line in retention.describe(plan, applied=not params.get("dry_run")):
+            logger.info("%s", line)
+        return {"output_uri": output_uri, "dry_run": bool(params.get("dry_run")), "objects": plan.objects,
+                "bytes": plan.bytes, "areas": plan.by_area()}
+
+    apply_retention()
+
+
+evaluation_maintenance()

@@ -1,0 +1,156 @@
+"""Retention of working data (CONTRACT §3): what ``python -m evaluation gc`` and the
+``evaluation_maintenance`` DAG delete.
+
+Working data holds users' conversations (staged records, rendered prompts, replies), so it is kept
+only as long as it is useful:
+
+* ``_work/dt=.../run=<id>/``: a run's staged chunks. A run that lands deletes its own; what stays
+  belongs to runs that failed or died. A run's folder goes once its newest object is older than
+  ``work_days`` (so a run still writing is never touched).
+* ``_failed/dt=.../run=<id>/``: the evidence of a failed run (its rejects, its validation
+  result). Same rule, with ``failed_days``.
+* ``_ledger/dt=YYYY-MM-DD/``: replies kept so that a re-run of the day pays nothing. A day's ledger
+  goes once the day (``dt``) is more than ``ledger_days`` old: a re-run after that pays again.
+* ``_claims/dt=YYYY-MM-DD.json``: which run owns a day; kept as long as that day's ledger.
+
+Landed tables, reports, comparisons and calibrations are never deleted here: a table holds one
+object per day, replaced whole by a re-run, so older runs' versions do not accumulate, and the
+``runs`` table is the audit log of every run.
+
+A collection is a plan: :func:`collect` lists the objects it would delete (nothing is deleted),
+and :func:`apply` deletes exactly the listed keys, no prefix, so an object written after the
+listing is left alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from evaluation import storage
+from evaluation.contract import Retention
+
+_RUN_FOLDER = re.compile(r"^(?P<area>_work|_failed)/dt=(?P<day>\d{4}-\d{2}-\d{2})/run=(?P<run>[^/]+)/")
+_DAY_FOLDER = re.compile(r"^_ledger/dt=(?P<day>\d{4}-\d{2}-\d{2})/")
+_CLAIM = re.compile(r"^_claims/dt=(?P<day>\d{4}-\d{2}-\d{2})\.json$")
+
+
+@dataclass(frozen=True)
+class Group:
+    """One folder to delete: a run's working data or a day's ledger."""
+
+    area: str  #: _work, _failed, _ledger or _claims
+    prefix: str
+    objects: tuple[storage.ObjectInfo, ...]
+    age_days: float  #: how old the newest object (or, for the ledger, the day) is
+
+    @property
+    def bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+
+@dataclass
+class Plan:
+    """What a collection would delete."""
+
+    root: str
+    retention: Retention
+    groups: list[Group] = field(default_factory=list)
+
+    @property
+    def objects(self) -> int:
+        return sum(len(g.objects) for g in self.groups)
+
+    @property
+    def bytes(self) -> int:
+        return sum(g.bytes for g in self.groups)
+
+    def by_area(self) -> dict[str, dict[str, int]]:
+        """Folders, objects and bytes per area."""
+        out: dict[str, dict[str, int]] = {}
+        for group in self.groups:
+            entry = out.setdefault(group.area, {"folders": 0, "objects": 0, "bytes": 0})
+            entry["folders"] += 1
+            entry["objects"] += len(group.objects)
+            entry["bytes"] += group.bytes
+        return out
+
+    def keys(self) -> list[str]:
+        return [o.key for g in self.groups for o in g.objects]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "root": self.root,
+            "retention": self.retention.model_dump(),
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "areas": self.by_area(),
+            "folders": [{"prefix": g.prefix, "objects": len(g.objects), "bytes": g.bytes,
+                         "age_days": round(g.age_days, 1)} for g in self.groups],
+        }
+
+
+def _grouped(objects: Iterable[storage.ObjectInfo], pattern: re.Pattern[str]) -> dict[str, list[storage.ObjectInfo]]:
+    groups: dict[str, list[storage.ObjectInfo]] = {}
+    for info in objects:
+        match = pattern.match(info.key)
+        if match is not None:
+            groups.setdefault(match.group(0), []).append(info)
+    return groups
+
+
+def collect(store: storage.Store, retention: Retention, *, now: dt.datetime) -> Plan:
+    """The working data under ``store`` that ``retention`` lets go, as of ``now`` (UTC)."""
+    plan = Plan(store.uri(""), retention)
+    now_s = now.timestamp()
+    for area, days in (("_work", retention.work_days), ("_failed", retention.failed_days)):
+        for prefix, objects in sorted(_grouped(store.list(f"{area}/"), _RUN_FOLDER).items()):
+            age = (now_s - max(o.modified for o in objects)) / 86400
+            if age > days:
+                plan.groups.append(Group(area, prefix, tuple(objects), age))
+    today = now.astimezone(dt.UTC).date()
+    for prefix, objects in sorted(_grouped(store.list("_ledger/"), _DAY_FOLDER).items()):
+        age = (today - dt.date.fromisoformat(prefix.split("dt=")[1].rstrip("/"))).days
+        if age > retention.ledger_days:
+            plan.groups.append(Group("_ledger", prefix, tuple(objects), float(age)))
+    for info in store.list("_claims/"):
+        match = _CLAIM.match(info.key)
+        if match is None:
+            continue
+        age = (today - dt.date.fromisoformat(match.group("day"))).days
+        if age > retention.ledger_days:
+            plan.groups.append(Group("_claims", info.key, (info,), float(age)))
+    return plan
+
+
+def apply(store: storage.Store, plan: Plan) -> int:
+    """Delete exactly the objects ``plan`` lists; the number deleted."""
+    keys = plan.keys()
+    store.delete_keys(keys)
+    if isinstance(store, storage.LocalStore):
+        for area in {g.area for g in plan.groups}:
+            store.prune(f"{area}/")
+    return len(keys)
+
+
+def describe(plan: Plan, *, applied: bool) -> list[str]:
+    """Lines for a person: each folder, then the totals."""
+    verb = "deleted" if applied else "would delete"
+    lines = [f"{g.prefix}  {len(g.objects)} objects, {_size(g.bytes)}, {g.age_days:.1f} days old" for g in plan.groups]
+    areas = ", ".join(f"{area} {e['folders']} folders / {_size(e['bytes'])}" for area, e in plan.by_area().items())
+    lines.append(f"{verb} {plan.objects} objects, {_size(plan.bytes)} under {plan.root}"
+                 + (f" ({areas})" if areas else ""))
+    if not applied and plan.objects:
+        lines.append("dry run: nothing was deleted; run again with --apply to delete these objects")
+    return lines
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
