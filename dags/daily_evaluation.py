@@ -27,9 +27,10 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
 
 On success `score_land` emits an Asset event per landed table (`llm_evaluation.evaluations`,
 `...judge_calls`, `...rejects`, `...daily_summary`, `...runs`; `extra`: dt, run_id, uri), which
-downstream DAGs can be scheduled on. The report's quality flags, and a failed run, are sent by
-e-mail (`evaluation_smtp`) and to a Slack-compatible webhook (`evaluation_webhook`), each only
-when its Connection exists.
+downstream DAGs can be scheduled on. A day on which a model regressed (the report's headline),
+and a failed run, are sent by e-mail (`evaluation_smtp`) and to a Slack-compatible webhook
+(`evaluation_webhook`), each only when its Connection exists; a steady day sends nothing. The
+message links the report over HTTPS when `EVALUATION_REPORT_BASE_URL` is set.
 
 Secrets come from the `aws_default` and `llm_judge` Connections. Params are the run's options
 (the same as `python -m evaluation run`); `date` overrides the logical date's day.
@@ -43,7 +44,7 @@ from typing import Any
 import evaluation_airflow as glue
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 from evaluation_batch import JudgeChunkOperator
-from evaluation_notifications import LANDED_ASSETS, QualityFlagNotifier, RunFailureNotifier
+from evaluation_notifications import LANDED_ASSETS, RegressionNotifier, RunFailureNotifier
 from evaluation_wait import WaitForDayOperator
 
 from evaluation.options import OPTIONS, param_schema
@@ -129,7 +130,7 @@ def daily_evaluation() -> None:
         cfg = glue.run_config(context)
         store = glue.stores(cfg).out
         written = write_daily_report(store, cfg.date)
-        QualityFlagNotifier(read_json(store, report_key(cfg.date, "summary.json")), written["html"])(context)
+        RegressionNotifier(read_json(store, report_key(cfg.date, "summary.json")), written["html"])(context)
         return written
 
     # Deferred until the day is complete (marker or quiet period): no worker slot while it waits.

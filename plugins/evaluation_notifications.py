@@ -9,14 +9,19 @@ Two channels, each configured by a Connection and off when that Connection does 
   the whole URL (``https://hooks.slack.com/services/...``), or host, port and ``schema`` with
   ``extra.endpoint`` the path. The message is posted as ``{"text": ...}``.
 
-:class:`QualityFlagNotifier` sends the daily report's quality flags (one message per day listing
-every flag: day, model, judge, metric, the change against its baseline and the report's link);
-:class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. A channel that cannot deliver is
+:class:`RegressionNotifier` sends a message only on a day when a model regressed (the report's
+``headline``, :mod:`evaluation.report.alerts`): the subject names the regressed models alone, the
+body gives each one's few largest changes (before → after) and one link to the report; a steady
+day sends nothing. :class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. Every message
+stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
+when that environment variable holds the HTTPS address the output root is served under (a CDN or
+a static site in front of the bucket), else the report's URI. A channel that cannot deliver is
 logged, never raised: a notification must not fail, or re-run, the evaluation.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from collections.abc import Sequence
@@ -99,47 +104,133 @@ def deliver(message: Message) -> list[str]:
     return delivered
 
 
-def _number(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+#: The longest message (subject and body) a notification sends: a person reads it on a phone.
+MAX_MESSAGE_CHARS = 2000
+#: The changes listed per regressed model (its largest, by absolute change).
+MAX_CHANGES = 3
+#: A model name longer than this is cut in a message (names come from the logs).
+MAX_NAME_CHARS = 80
+#: A model name longer than this is cut in a subject (which names at most three).
+MAX_SUBJECT_NAME_CHARS = 40
+#: The reason of a failed run is cut to this many characters.
+MAX_REASON_CHARS = 400
+#: The environment variable with the HTTPS address the output root's reports are served under.
+REPORT_BASE_URL_ENV = "EVALUATION_REPORT_BASE_URL"
+
+_MINUS = "\u2212"
+_BASELINES = {"previous": "the previous day", "trailing_7d": "the trailing 7 days"}
 
 
-def flag_line(day: str, flag: dict[str, Any], report_url: str) -> str:
-    """One flag as a line: day, model, judge, metric, the change and its baseline, the report."""
-    delta = flag.get("delta")
-    change = "n/a" if delta is None else f"{delta:+.3f}"
-    baseline = "the trailing 7 days" if flag.get("baseline") == "trailing_7d" else f"{flag.get('baseline_dt')}"
-    return (f"day {day} | model {flag['model']} | judge {flag['judge']} | metric {flag['measure']} | "
-            f"change {change} ({_number(flag.get('baseline_value'))} on {baseline} -> {_number(flag.get('value'))}, "
-            f"95% interval {_number(flag.get('ci_low'))}-{_number(flag.get('ci_high'))}; {flag.get('assessment')}) | "
-            f"report {report_url}")
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def flags_message(summary: dict[str, Any], report_url: str) -> Message | None:
-    """The message of a day's quality flags (``summary.json``'s ``flags``); None without any."""
-    flags = summary.get("flags") or []
-    if not flags:
+def report_base_url() -> str | None:
+    """The HTTPS address the reports are served under (``EVALUATION_REPORT_BASE_URL``), or None
+    when it is unset; an address that is not ``https://`` is ignored with a warning."""
+    base = os.environ.get(REPORT_BASE_URL_ENV, "").strip()
+    if not base:
         return None
+    if not base.lower().startswith("https://"):
+        logger.warning("%s=%r is not an https:// address: notifications link the report's URI instead",
+                       REPORT_BASE_URL_ENV, base)
+        return None
+    return base.rstrip("/")
+
+
+def report_link(day: str, report_uri: str, base_url: str | None) -> str:
+    """The one link a message gives: ``{base_url}/reports/dt=D/index.html`` (the report's key under
+    the output root, served over HTTPS) when a base URL is configured, else the report's URI."""
+    if not base_url:
+        return report_uri
+    # evaluation.storage imports Polars: only this path needs it, not the parsing of the DAG file
+    from evaluation.storage import report_key
+
+    return f"{base_url}/{report_key(dt.date.fromisoformat(day), 'index.html')}"
+
+
+def _value(measure: str, value: Any) -> str:
+    if value is None:
+        return "n/a"
+    text = f"{value * 100:.1f}%" if measure.endswith("_rate") else f"{value:.3f}"
+    return text.replace("-", _MINUS)
+
+
+def _delta(measure: str, delta: Any) -> str:
+    if delta is None:
+        return "n/a"
+    text = f"{delta * 100:+.1f} pp" if measure.endswith("_rate") else f"{delta:+.3f}"
+    return text.replace("-", _MINUS)
+
+
+def change_line(change: dict[str, Any]) -> str:
+    """One change of the headline: ``rag pass rate 85.0% → 34.4% (−50.6 pp vs the trailing 7 days)``."""
+    measure = str(change["measure"])
+    name = measure.rsplit("_", 1)[0].replace("_", " ") + (" rate" if measure.endswith("_rate") else "")
+    against = _BASELINES.get(str(change.get("baseline")), str(change.get("baseline") or "the baseline"))
+    return (f"{change['judge']} {name} {_value(measure, change.get('before'))} → {_value(measure, change.get('after'))} "
+            f"({_delta(measure, change.get('delta'))} vs {against})")
+
+
+def largest_changes(changes: list[dict[str, Any]], limit: int = MAX_CHANGES) -> list[dict[str, Any]]:
+    """The ``limit`` changes with the largest absolute change (rates and means are both on 0–1)."""
+    return sorted(changes, key=lambda c: -abs(c.get("delta") or 0.0))[:limit]
+
+
+def _fit(subject: str, lines: list[str], tail: list[str]) -> Message:
+    """A message of ``subject``, as many of ``lines`` as fit, then ``tail`` (kept whole), within
+    :data:`MAX_MESSAGE_CHARS` for subject and body together."""
+    subject = _cut(subject, 200)
+    marker = "… (cut: the report has the rest)"
+    budget = MAX_MESSAGE_CHARS - len(subject) - 1 - sum(len(line) + 1 for line in tail) - len(marker) - 1
+    kept: list[str] = []
+    for line in lines:
+        if len(line) + 1 > budget:
+            kept.append(marker)
+            break
+        kept.append(line)
+        budget -= len(line) + 1
+    return Message(subject, "\n".join(kept + tail))
+
+
+def regression_message(summary: dict[str, Any], report_uri: str, base_url: str | None = None) -> Message | None:
+    """The message of a day on which a model regressed (``summary.json``'s ``headline``); None on
+    a day with no regressed model: a steady or improved day sends nothing.
+
+    The subject names the regressed models only; the body gives each one's largest changes
+    (before → after, against which baseline) and one link to the report."""
     day = str(summary["dt"])
-    worse = sorted({f["model"] for f in flags if f.get("assessment") == "worse"})
-    models = worse or sorted({f["model"] for f in flags})
-    subject = (f"LLM evaluation {day}: {len(flags)} quality flag{'s' if len(flags) > 1 else ''}"
-               f" ({'worse' if worse else 'changed'}: {', '.join(models)})")
-    lines = [f"The daily report of {day} flags {len(flags)} measure(s) whose baseline lies outside "
-             f"the day's 95% interval.", ""]
-    lines += [flag_line(day, f, report_url) for f in flags]
-    lines += ["", f"Report: {report_url}"]
-    return Message(subject, "\n".join(lines))
+    lines_of_day = summary.get("headline")
+    if lines_of_day is None:
+        logger.warning("the summary of %s has no headline: no notification sent", day)
+        return None
+    regressed = [line for line in lines_of_day if line.get("status") == "regressed"]
+    if not regressed:
+        return None
+    names = [_cut(str(line["model"]), MAX_SUBJECT_NAME_CHARS) for line in regressed]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    subject = f"LLM evaluation {day}: {shown} regressed"
+    others = len(lines_of_day) - len(regressed)
+    lines = [f"{len(regressed)} of {len(lines_of_day)} model(s) regressed on {day}"
+             + (f"; the other {others} are steady or improved." if others else "."), ""]
+    for line in regressed:
+        changes = line.get("changes") or []
+        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)}:")
+        lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
+        if len(changes) > MAX_CHANGES:
+            lines.append(f"  - and {len(changes) - MAX_CHANGES} more change(s) in the report")
+    return _fit(subject, lines, ["", f"Report: {report_link(day, report_uri, base_url)}"])
 
 
 def failure_message(*, dag_id: str, run_id: str, day: str, task_id: str | None, reason: str | None,
                     report_url: str | None = None) -> Message:
-    """The message of a failed run."""
-    lines = [f"day {day} | DAG {dag_id} | run {run_id} | failed task {task_id or 'unknown'} | reason {reason or 'unknown'}",
+    """The message of a failed run; ``report_url`` the day's report link (the last landed one)."""
+    lines = [f"day {day} | DAG {dag_id} | run {run_id} | failed task {task_id or 'unknown'} | "
+             f"reason {_cut(reason, MAX_REASON_CHARS) if reason else 'unknown'}",
              "The day's tables and report were left as they were; the run's evidence is under _failed/ "
              "and its row in the runs table gives the cause."]
-    if report_url:
-        lines.append(f"Report (last landed): {report_url}")
-    return Message(f"LLM evaluation {day}: run {run_id} of {dag_id} failed", "\n".join(lines))
+    tail = [f"Report (last landed): {report_url}"] if report_url else []
+    return _fit(f"LLM evaluation {day}: run {run_id} of {dag_id} failed", lines, tail)
 
 
 class _UntemplatedNotifier(BaseNotifier):
@@ -152,20 +243,21 @@ class _UntemplatedNotifier(BaseNotifier):
         return None
 
 
-class QualityFlagNotifier(_UntemplatedNotifier):
-    """Sends the daily report's quality flags on every configured channel.
+class RegressionNotifier(_UntemplatedNotifier):
+    """Sends the day's regressions on every configured channel, and nothing on a day without one.
 
-    ``summary`` is the report's ``summary.json`` content, ``report_url`` the page's address."""
+    ``summary`` is the report's ``summary.json`` content, ``report_uri`` the page's URI; the link
+    is an HTTPS address when ``EVALUATION_REPORT_BASE_URL`` is set (:func:`report_link`)."""
 
-    def __init__(self, summary: dict[str, Any], report_url: str, **kwargs: Any) -> None:
+    def __init__(self, summary: dict[str, Any], report_uri: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.summary = summary
-        self.report_url = report_url
+        self.report_uri = report_uri
 
     def notify(self, context: Any) -> None:
-        message = flags_message(self.summary, self.report_url)
+        message = regression_message(self.summary, self.report_uri, report_base_url())
         if message is None:
-            logger.info("no quality flag on %s: nothing to send", self.summary.get("dt"))
+            logger.info("no model regressed on %s: nothing to send", self.summary.get("dt"))
             return
         deliver(message)
 
@@ -182,7 +274,13 @@ class RunFailureNotifier(_UntemplatedNotifier):
             day = "unknown"
         dag = context.get("dag")
         output_uri = str((context.get("params") or {}).get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", ""))
-        report_url = f"{output_uri.rstrip('/')}/reports/dt={day}/index.html" if output_uri and day != "unknown" else None
+        report_url = None
+        if output_uri and day != "unknown":
+            # evaluation.storage imports Polars: only this path needs it, not the parsing of the DAG file
+            from evaluation.storage import report_key
+
+            uri = f"{output_uri.rstrip('/')}/{report_key(dt.date.fromisoformat(day), 'index.html')}"
+            report_url = report_link(day, uri, report_base_url())
         message = failure_message(
             dag_id=getattr(dag, "dag_id", None) or getattr(dag_run, "dag_id", "unknown"),
             run_id=getattr(dag_run, "run_id", None) or str(context.get("run_id")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import email
 import json
+import re
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -29,6 +30,10 @@ OUTPUT_URI = "s3://llm-evaluation/notify"
 DAYS = (dt.date(2026, 10, 5), dt.date(2026, 10, 6), dt.date(2026, 10, 7))
 DEGRADED_MODEL = "assistant-v2"
 RECORDS = 120
+BASE_URL = "https://reports.example.org/llm-evaluation"
+#: A change line of a regression message: judge, measure, before → after (change vs baseline).
+CHANGE = re.compile(r"^  - (?:rag|masis|prompt) [a-z ]+ \S+ → \S+ \((?P<delta>[+\u2212][0-9.]+)(?P<pp> pp)? "
+                    r"vs the (?:previous day|trailing 7 days)\)$")
 
 
 class _SmtpHandler(socketserver.StreamRequestHandler):
@@ -219,9 +224,10 @@ def _start_asset_triggered_run(dag_id: str) -> dict[str, list[dict[str, Any]]]:
         return consumed
 
 
-def test_a_regression_flag_reaches_email_and_webhook_and_assets_are_emitted(
-        airflow_db, local_s3, channels, tmp_path) -> None:
+def test_only_the_regression_day_reaches_email_and_webhook_and_assets_are_emitted(
+        airflow_db, local_s3, channels, tmp_path, monkeypatch) -> None:
     smtp, webhook = channels
+    monkeypatch.setenv("EVALUATION_REPORT_BASE_URL", BASE_URL)
     _write_days(local_s3)
     downstream = _readme_downstream_dag(tmp_path)
     _queued_for(downstream, clear=True)
@@ -243,26 +249,30 @@ def test_a_regression_flag_reaches_email_and_webhook_and_assets_are_emitted(
             table = name.rsplit(".", 1)[1]
             assert extra == {"dt": day.isoformat(), "run_id": dag_run.run_id, "uri": f"{OUTPUT_URI}/{table}/"}
 
-    report_url = f"{OUTPUT_URI}/reports/dt={DAYS[-1].isoformat()}/index.html"
-    day = DAYS[-1].isoformat()
-    flagged = [(m, b) for m, b in ((m, _body(m)) for _, _, m in smtp.received) if f"day {day}" in b]
-    assert len(flagged) == 1, [m["Subject"] for _, _, m in smtp.received]
-    sender, recipients, message = next(r for r in smtp.received if r[2] is flagged[0][0])
-    assert recipients == ["platform@example.org", "oncall@example.org"]
-    assert DEGRADED_MODEL in message["Subject"] and day in message["Subject"] and "worse" in message["Subject"]
-    body = flagged[0][1]
-    # a line per flag naming the day, the model, the judge, the metric, the change and the report
-    line = next(line for line in body.splitlines()
-                if f"model {DEGRADED_MODEL}" in line and "judge rag" in line and "metric faithfulness_mean" in line)
-    assert f"day {day} |" in line and f"report {report_url}" in line
-    change = float(line.split("| change ", 1)[1].split(" ", 1)[0])
-    assert change < -0.2
+        if day < DAYS[-1]:  # a steady day: no model regressed, nothing is sent
+            assert smtp.received == [] and webhook.received == [], (day, smtp.received, webhook.received)
 
-    posts = [payload["text"] for path, payload in webhook.received if f"day {day}" in payload["text"]]
-    assert [path for path, _ in webhook.received] == ["/services/T000/B000/secret"] * len(webhook.received)
-    assert len(posts) == 1
-    assert all(f"model {DEGRADED_MODEL} | judge {judge}" in posts[0] for judge in ("rag", "masis"))
-    assert "metric pass_rate" in posts[0] and report_url in posts[0]
+    day = DAYS[-1].isoformat()
+    link = f"{BASE_URL}/reports/dt={day}/index.html"
+    assert len(smtp.received) == 1 and len(webhook.received) == 1
+    sender, recipients, message = smtp.received[0]
+    assert recipients == ["platform@example.org", "oncall@example.org"]
+    # the subject names the regressed model alone
+    assert message["Subject"] == f"LLM evaluation {day}: {DEGRADED_MODEL} regressed"
+    path, payload = webhook.received[0]
+    assert path == "/services/T000/B000/secret"
+    text = payload["text"]
+    assert text.startswith(f"*{message['Subject']}*\n")
+    for body in (_body(message), text):
+        assert len(body) <= 2000 and body.count(link) == 1 and OUTPUT_URI not in body
+        assert all(model not in body for model in synthetic.MODELS if model != DEGRADED_MODEL)
+        changes = [CHANGE.match(line) for line in body.splitlines() if line.startswith("  - ") and " → " in line]
+        assert 1 <= len(changes) <= 3 and all(changes), body
+        # the first listed change is the largest: the planted drop, well over 20 points (or 0.2)
+        first = changes[0]
+        assert first is not None
+        size = abs(float(first["delta"].replace("\u2212", "-")))
+        assert size >= (20 if first["pp"] else 0.2), first.group(0)
 
 
 def test_a_failed_run_sends_a_failure_message(airflow_db, local_s3, channels) -> None:

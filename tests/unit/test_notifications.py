@@ -6,47 +6,139 @@ import pytest
 from evaluation_notifications import (
     LANDED_ASSETS,
     LANDED_TABLES,
+    MAX_MESSAGE_CHARS,
+    REPORT_BASE_URL_ENV,
+    change_line,
     deliver,
     failure_message,
-    flag_line,
-    flags_message,
+    largest_changes,
+    regression_message,
+    report_base_url,
+    report_link,
 )
 
 from evaluation import storage
+from evaluation.report.alerts import build_headline
 
-REPORT = "s3://out/reports/dt=2026-10-07/index.html"
-FLAG = {"model": "assistant-v2", "judge": "rag", "measure": "faithfulness_mean", "baseline": "trailing_7d",
-        "baseline_dt": None, "value": 0.112, "baseline_value": 0.861, "delta": -0.749, "ci_low": 0.08,
-        "ci_high": 0.14, "direction": "down", "assessment": "worse"}
+DAY = "2026-10-07"
+REPORT = f"s3://out/reports/dt={DAY}/index.html"
+BASE = "https://reports.example.org/llm"
 
 
-@pytest.mark.parametrize(("flag", "expected"), [
-    (FLAG, "day 2026-10-07 | model assistant-v2 | judge rag | metric faithfulness_mean | change -0.749 "
-           "(0.861 on the trailing 7 days -> 0.112, 95% interval 0.080-0.140; worse) | report " + REPORT),
-    ({**FLAG, "measure": "fail_rate", "baseline": "previous", "baseline_dt": "2026-10-06", "delta": 0.25,
-      "value": 0.5, "baseline_value": 0.25, "assessment": "worse"},
-     "day 2026-10-07 | model assistant-v2 | judge rag | metric fail_rate | change +0.250 "
-     "(0.250 on 2026-10-06 -> 0.500, 95% interval 0.080-0.140; worse) | report " + REPORT),
+def _change(judge: str, measure: str, before: float, after: float, baseline: str = "trailing_7d") -> dict:
+    return {"judge": judge, "measure": measure, "baseline": baseline, "before": before, "after": after,
+            "delta": after - before, "p_adjusted": 1e-6, "assessment": "worse"}
+
+
+REGRESSED = {"model": "assistant-v2", "status": "regressed", "other_flags": 2, "changes": [
+    _change("rag", "faithfulness_mean", 0.861, 0.712),
+    _change("rag", "pass_rate", 0.85, 0.344),
+    _change("masis", "score_mean", 0.80, 0.75, "previous"),
+    _change("rag", "score_mean", 0.82, 0.41),
+    _change("masis", "fail_rate", 0.10, 0.60),
+]}
+IMPROVED = {"model": "assistant-lite", "status": "improved", "other_flags": 0,
+            "changes": [{**_change("rag", "pass_rate", 0.5, 0.7), "assessment": "better"}]}
+STEADY = {"model": "assistant-v1", "status": "steady", "changes": [], "other_flags": 1}
+
+
+def _summary(*lines: dict) -> dict:
+    return {"dt": DAY, "headline": list(lines), "alerting": [x["model"] for x in lines if x["status"] == "regressed"]}
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (_change("rag", "pass_rate", 0.85, 0.344), "rag pass rate 85.0% → 34.4% (−50.6 pp vs the trailing 7 days)"),
+    (_change("masis", "score_mean", 0.8, 0.75, "previous"), "masis score 0.800 → 0.750 (−0.050 vs the previous day)"),
+    (_change("rag", "answer_relevance_mean", 0.9, 0.2), "rag answer relevance 0.900 → 0.200 (−0.700 vs the trailing 7 days)"),
+    ({**_change("rag", "fail_rate", 0.1, 0.35), "before": None, "delta": None}, "rag fail rate n/a → 35.0% (n/a vs the trailing 7 days)"),
 ])
-def test_flag_line_names_day_model_judge_metric_change_and_report(flag, expected) -> None:
-    assert flag_line("2026-10-07", flag, REPORT) == expected
+def test_change_line_says_judge_measure_before_after_and_baseline(change, expected) -> None:
+    assert change_line(change) == expected
 
 
-def test_flags_message_lists_every_flag_and_names_the_worse_models() -> None:
-    better = {**FLAG, "model": "assistant-lite", "delta": 0.2, "assessment": "better"}
-    message = flags_message({"dt": "2026-10-07", "flags": [FLAG, better]}, REPORT)
+def test_largest_changes_are_the_three_largest_absolute_changes() -> None:
+    assert [c["measure"] for c in largest_changes(REGRESSED["changes"])] == ["pass_rate", "fail_rate", "score_mean"]
+    assert [c["judge"] for c in largest_changes(REGRESSED["changes"])] == ["rag", "masis", "rag"]
+
+
+def test_a_regression_names_only_the_regressed_model_with_its_largest_changes_and_one_link() -> None:
+    message = regression_message(_summary(REGRESSED, IMPROVED, STEADY), REPORT)
     assert message is not None
-    assert message.subject == "LLM evaluation 2026-10-07: 2 quality flags (worse: assistant-v2)"
-    assert "model assistant-v2 | judge rag" in message.body and "model assistant-lite | judge rag" in message.body
-    assert message.body.endswith(f"Report: {REPORT}")
-    assert flags_message({"dt": "2026-10-07", "flags": []}, REPORT) is None
+    assert message.subject == f"LLM evaluation {DAY}: assistant-v2 regressed"
+    assert "assistant-lite" not in message.body and "assistant-v1" not in message.body
+    assert message.body.splitlines() == [
+        f"1 of 3 model(s) regressed on {DAY}; the other 2 are steady or improved.",
+        "",
+        "assistant-v2:",
+        "  - rag pass rate 85.0% → 34.4% (−50.6 pp vs the trailing 7 days)",
+        "  - masis fail rate 10.0% → 60.0% (+50.0 pp vs the trailing 7 days)",
+        "  - rag score 0.820 → 0.410 (−0.410 vs the trailing 7 days)",
+        "  - and 2 more change(s) in the report",
+        "",
+        f"Report: {REPORT}",
+    ]
+    assert message.body.count("s3://") == 1
+
+
+def test_the_link_is_https_under_the_configured_base_url() -> None:
+    message = regression_message(_summary(REGRESSED), REPORT, BASE)
+    assert message is not None
+    assert message.body.endswith(f"Report: {BASE}/reports/dt={DAY}/index.html")
+    assert "s3://" not in message.body and message.body.count("https://") == 1
+    assert report_link(DAY, REPORT, None) == REPORT
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, None), ("", None), ("  ", None), ("https://reports.example.org/llm/", BASE),
+    ("http://reports.example.org/llm", None), ("s3://out", None),
+])
+def test_the_base_url_setting_is_an_https_address(monkeypatch, value, expected) -> None:
+    if value is None:
+        monkeypatch.delenv(REPORT_BASE_URL_ENV, raising=False)
+    else:
+        monkeypatch.setenv(REPORT_BASE_URL_ENV, value)
+    assert report_base_url() == expected
+
+
+@pytest.mark.parametrize("lines", [(STEADY,), (IMPROVED, STEADY), ()])
+def test_a_day_without_a_regressed_model_sends_nothing(lines) -> None:
+    assert regression_message(_summary(*lines), REPORT) is None
+
+
+def test_the_headline_the_report_builds_drives_the_message() -> None:
+    """Flags as the report decides them: an alerting flag regresses its model, a better one does not."""
+    def flag(model: str, measure: str, before: float, after: float, assessment: str, alerts: bool) -> dict:
+        return {"model": model, "judge": "rag", "measure": measure, "baseline": "previous", "baseline_value": before,
+                "value": after, "delta": after - before, "p_adjusted": 0.001, "min_effect": 0.05,
+                "assessment": assessment, "headline": True, "alerts": alerts}
+
+    flags = [flag("b", "pass_rate", 0.8, 0.5, "worse", True), flag("a", "pass_rate", 0.5, 0.8, "better", False)]
+    message = regression_message({"dt": DAY, "headline": build_headline(["a", "b", "c"], flags)}, REPORT)
+    assert message is not None and message.subject == f"LLM evaluation {DAY}: b regressed"
+    assert "rag pass rate 80.0% → 50.0% (−30.0 pp vs the previous day)" in message.body
+    assert regression_message({"dt": DAY, "headline": build_headline(["a", "c"], flags[1:])}, REPORT) is None
+
+
+def test_a_day_of_many_regressions_stays_within_the_limit_and_keeps_its_link() -> None:
+    lines = [{**REGRESSED, "model": f"assistant-{i:02d}-" + "x" * 200} for i in range(40)]
+    message = regression_message(_summary(*lines), REPORT, BASE)
+    assert message is not None
+    assert len(message.subject) + 1 + len(message.body) <= MAX_MESSAGE_CHARS
+    assert message.subject.startswith(f"LLM evaluation {DAY}: assistant-00-") and message.subject.endswith(
+        "and 37 more regressed")
+    assert "… (cut: the report has the rest)" in message.body
+    assert message.body.endswith(f"Report: {BASE}/reports/dt={DAY}/index.html")
+    assert "x" * 81 not in message.body  # long model names are cut
 
 
 def test_failure_message() -> None:
     message = failure_message(dag_id="daily_evaluation", run_id="r1", day="2026-10-12", task_id="ingest_validate",
-                              reason="task_failure")
+                              reason="task_failure", report_url=f"{BASE}/reports/dt=2026-10-12/index.html")
     assert message.subject == "LLM evaluation 2026-10-12: run r1 of daily_evaluation failed"
     assert message.body.startswith("day 2026-10-12 | DAG daily_evaluation | run r1 | failed task ingest_validate")
+    assert message.body.endswith(f"Report (last landed): {BASE}/reports/dt=2026-10-12/index.html")
+    long = failure_message(dag_id="d", run_id="r", day="2026-10-12", task_id=None, reason="boom " * 2000)
+    assert len(long.subject) + 1 + len(long.body) <= MAX_MESSAGE_CHARS and "reason boom" in long.body
 
 
 def test_channels_are_off_without_their_connections(monkeypatch) -> None:
