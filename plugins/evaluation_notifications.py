@@ -282,7 +282,7 @@ class RunFailureNotifier(_UntemplatedNotifier):
             uri = f"{output_uri.rstrip('/')}/{report_key(dt.date.fromisoformat(day), 'index.html')}"
             report_url = report_link(day, uri, report_base_url())
         message = failure_message(
-            dag_id=getattr(dag, "dag_id", None) or getattr(dag_run, "dag_id", "unknown"),
+            dag_id=str(getattr(dag, "dag_id", None) or getattr(dag_run, "dag_id", "unknown")),
             run_id=getattr(dag_run, "run_id", None) or str(context.get("run_id")),
             day=day,
             task_id=getattr(ti, "task_id", None),

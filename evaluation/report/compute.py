@@ -5,8 +5,9 @@ Reads the landed tables of an output root where they live (lazily, only the colu
 ``history_days`` before it (trends, baselines; a ``dt`` filter reads only those days), the day's
 ``runs`` rows, and the day's ``evaluations`` and ``rejects`` as lazy tables that are aggregated
 by Polars' streaming engine — per-bin counts of the distributions, the lowest scores per judge
-(a bottom-k, then only those rows' texts), distinct run ids and versions — so memory follows the
-groups and the few rows shown, not the day.
+(a bottom-k, then only those rows' texts, and their question and answer from the day's
+``judge_calls`` prompts), distinct run ids and versions — so memory follows the groups and the
+few rows shown, not the day.
 
 Statistics (all at 95%):
 
@@ -34,6 +35,7 @@ import polars as pl
 
 from evaluation import charts
 from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS
+from evaluation.judges import read_fenced_blocks
 from evaluation.report.alerts import (
     Z_95,
     AlertPolicy,
@@ -112,6 +114,7 @@ class ReportInputs:
     rejects: pl.LazyFrame | None
     runs: pl.DataFrame | None
     summary_source: str  # "daily_summary" or "evaluations"
+    judge_calls: pl.LazyFrame | None = None  # the day's judge calls: the worst records' question and answer
 
 
 def _scan_day(store: Store, table: str, day: dt.date) -> pl.LazyFrame | None:
@@ -147,6 +150,7 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> Report
         history=history,
         evaluations=evaluations,
         rejects=_scan_day(store, "rejects", day),
+        judge_calls=_scan_day(store, "judge_calls", day),
         runs=None if runs is None else runs.filter(pl.col("dt") == day).collect(),
         summary_source=source,
     )
@@ -321,6 +325,11 @@ _WORST_COLUMNS = (
     "hallucination_detected", "uncited_claim_count", "improvement_suggestions",
 )
 _WORST_ORDER = ["score", "model", "record_id"]
+#: The clamp an empty answer lands with (CONTRACT §2.5).
+EMPTY_ANSWER = "empty_answer"
+QUESTION_LIMIT = 300
+#: Record ids of a judge's empty answers named in the report (the count covers them all).
+EMPTY_IDS_SHOWN = 10
 
 
 def _explanations(text: str | None) -> dict[str, str] | str | None:
@@ -337,19 +346,65 @@ def _explanations(text: str | None) -> dict[str, str] | str | None:
     return {str(k): _truncate(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) or "" for k, v in parsed.items()}
 
 
-def _worst_records(evaluations: pl.LazyFrame, judges: list[str], per_judge: int) -> list[dict[str, Any]]:
-    """The ``per_judge`` lowest-scored ok rows of each judge: a bottom-k over four narrow columns
-    finds them, then only those rows' texts are read."""
+def _asked(judge_calls: pl.LazyFrame | None, record_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """(question, answer) of each record, read from its judge calls' prompts: every judge fences
+    the question as ``question`` and the answer as ``answer`` (rag, masis) or ``candidate_answer``
+    (prompt), so any judge's call of the record will do. Records without a call are absent."""
+    if judge_calls is None or not record_ids or "user_prompt" not in judge_calls.collect_schema():
+        return {}
+    prompts = (judge_calls.filter(pl.col("record_id").is_in(record_ids) & pl.col("user_prompt").is_not_null())
+               .select("record_id", "judge", "user_prompt").sort("record_id", "judge")
+               .unique("record_id", keep="first", maintain_order=True).collect(engine="streaming"))
+    out = {}
+    for record_id, _, prompt in prompts.iter_rows():
+        blocks = read_fenced_blocks(prompt)
+        out[record_id] = (blocks.get("question"), blocks.get("answer", blocks.get("candidate_answer")))
+    return out
+
+
+def _worst_records(evaluations: pl.LazyFrame, judge_calls: pl.LazyFrame | None, judges: list[str],
+                   per_judge: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``per_judge`` lowest-scored ok rows of each judge whose answer is not empty, each with
+    the question and the answer it was judged on; and per judge the empty answers, counted once.
+
+    The texts come from the day's ``judge_calls``: the prompts the judges were sent hold the
+    question and the answer as the judge saw them (redacted when the run redacted), and they are
+    landed, and kept, with the day's other tables, unlike the staged records under ``_work/``
+    (working data, deleted by the retention job). A record no judge was called for (an empty
+    answer, which no judge is sent) has no prompt: its question and answer are None.
+
+    An empty answer is a row with the ``empty_answer`` clamp, or (days landed before that rule)
+    one whose prompt holds a blank answer; the latter are found among the lowest rows read, so
+    the bottom-k widens until ``per_judge`` non-empty rows are found or the judge's rows run out.
+    A bottom-k over four narrow columns finds the rows; only those rows' texts are read."""
+    schema = evaluations.collect_schema()
     ok = evaluations.filter((pl.col("judge_status") == "ok") & pl.col("score").is_not_null())
-    lowest = [ok.filter(pl.col("judge") == judge).select("judge", *_WORST_ORDER).bottom_k(per_judge, by=_WORST_ORDER)
-              for judge in judges]
-    keys = pl.concat(pl.collect_all(lowest, engine="streaming")) if lowest else pl.DataFrame()
-    if keys.is_empty():
-        return []
-    columns = [c for c in _WORST_COLUMNS if c in evaluations.collect_schema()]
-    rows = ok.join(keys.lazy().select("judge", "record_id"), on=["judge", "record_id"], how="semi").select(columns).collect()
+    clamped = pl.col("clamps_applied").list.contains(EMPTY_ANSWER) if "clamps_applied" in schema else pl.lit(False)
+    empty_ids = (ok.filter(clamped).select("judge", *_WORST_ORDER).sort("judge", "model", "record_id")
+                 .group_by("judge", maintain_order=True).agg(pl.col("record_id")).collect(engine="streaming"))
+    empties: dict[str, list[str]] = dict(empty_ids.iter_rows())
+    candidates = ok.filter(~clamped)
+    chosen: list[tuple[str, str]] = []
+    texts: dict[str, tuple[str | None, str | None]] = {}
+    for judge in judges:
+        k = 2 * per_judge
+        while True:
+            keys = candidates.filter(pl.col("judge") == judge).select(*_WORST_ORDER).bottom_k(k, by=_WORST_ORDER).collect()
+            ids = keys["record_id"].to_list()
+            texts.update(_asked(judge_calls, [i for i in ids if i not in texts]))
+            blank = [i for i in ids if i in texts and not (texts[i][1] or "").strip()]
+            kept = [i for i in ids if i not in blank]
+            if len(kept) >= per_judge or keys.height < k:
+                break
+            k *= 4
+        chosen += [(judge, i) for i in kept[:per_judge]]
+        empties[judge] = sorted(set(empties.get(judge, [])) | set(blank))
+    columns = [c for c in _WORST_COLUMNS if c in schema]
+    wanted = pl.DataFrame(chosen, schema={"judge": pl.String, "record_id": pl.String}, orient="row")
+    rows = ok.join(wanted.lazy(), on=["judge", "record_id"], how="semi").select(columns).collect() if chosen else None
     out = []
-    for row in sorted(rows.iter_rows(named=True), key=lambda r: (judge_order(r["judge"]), *(r[c] for c in _WORST_ORDER))):
+    for row in sorted(rows.iter_rows(named=True) if rows is not None else [],
+                      key=lambda r: (judge_order(r["judge"]), *(r[c] for c in _WORST_ORDER))):
         record: dict[str, Any] = {}
         for name in columns:
             value = row[name]
@@ -362,8 +417,12 @@ def _worst_records(evaluations: pl.LazyFrame, judges: list[str], per_judge: int)
             elif isinstance(value, float):
                 value = _finite(value)
             record[name] = value
+        question, answer = texts.get(row["record_id"], (None, None))
+        record["question"], record["answer"] = _truncate(question, QUESTION_LIMIT), _truncate(answer)
         out.append(record)
-    return out
+    empty = [{"judge": judge, "count": len(ids), "record_ids": ids[:EMPTY_IDS_SHOWN]}
+             for judge, ids in sorted(empties.items(), key=lambda kv: judge_order(kv[0])) if ids]
+    return out, empty
 
 
 def _rejects(rejects: pl.LazyFrame | None) -> dict[str, Any]:
@@ -527,6 +586,8 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     info = _run_info(inputs, facts)
     judges = sorted({g["judge"] for g in groups}, key=judge_order)
     headline = build_headline(models, flags)
+    worst, empty_answers = (_worst_records(inputs.evaluations, inputs.judge_calls, facts["judges"], worst_per_judge)
+                            if inputs.evaluations is not None and facts and facts["rows"] else ([], []))
     return {
         "report_version": REPORT_VERSION,
         "dt": day.isoformat(),
@@ -560,8 +621,8 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
         "groups": groups,
         "flags": flags,
         "distributions": _distributions(inputs.evaluations, models) if inputs.evaluations is not None and facts and facts["rows"] else [],
-        "worst_records": (_worst_records(inputs.evaluations, facts["judges"], worst_per_judge)
-                          if inputs.evaluations is not None and facts and facts["rows"] else []),
+        "worst_records": worst,
+        "empty_answers": empty_answers,
         "rejects": rejects,
     }
 

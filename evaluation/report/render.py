@@ -516,18 +516,36 @@ def _list(items: Sequence[str] | None) -> str:
     return '<ul class="plain">' + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
 
 
+def _asked_cell(r: dict[str, Any]) -> str:
+    """The question and the answer a worst record was judged on (cut), or why they are not shown."""
+    if r.get("question") is None and r.get("answer") is None:
+        return _cell('<span class="muted">no judge call kept this record\'s prompt</span>', cls="text")
+    answer = r.get("answer") or ""
+    answer_html = f"<q>{esc(answer)}</q>" if answer.strip() else '<span class="flag worse">empty answer</span>'
+    return _cell(f"<b>Q</b> <q>{esc(r.get('question') or '')}</q><br><b>A</b> {answer_html}", cls="text")
+
+
 def _worst_section(summary: dict[str, Any]) -> str:
     title = "Worst records (lowest scores among ok rows)"
     if not summary["source"]["evaluations_landed"]:
         return _section("worst", title, _EVALUATIONS_NOT_LANDED)
-    if not summary["worst_records"]:
+    empties = {e["judge"]: e for e in summary.get("empty_answers") or []}
+    if not summary["worst_records"] and not empties:
         return _section("worst", title, _note("No ok rows with a score."))
     header = [
-        _th("Record"), _th("Model"), _th("Score", True), _th("Verdict"), _th("Metrics"), _th("Misses"),
-        _th("Reasoning, reason, explanations"), _th("Invalid citations"), _th("Clamps applied"),
+        _th("Record"), _th("Question and answer (cut)"), _th("Score", True), _th("Verdict"), _th("Metrics"),
+        _th("Judge's reasons"), _th("Invalid citations"), _th("Clamps applied"),
     ]
     parts = []
-    for judge, records in _per_judge(summary, summary["worst_records"]):
+    judges = {r["judge"] for r in summary["worst_records"]} | set(empties)
+    for judge in sorted(judges, key=lambda j: [*summary["judges"], j].index(j)):
+        records = [r for r in summary["worst_records"] if r["judge"] == judge]
+        parts.append(f"<h3>Judge <code>{esc(judge)}</code></h3>")
+        if judge in empties:
+            e = empties[judge]
+            more = f" and {e['count'] - len(e['record_ids'])} more" if e["count"] > len(e["record_ids"]) else ""
+            parts.append(_note(f"{e['count']} empty answer(s) (score 0, verdict fail), not listed below: "
+                               f"{esc(', '.join(e['record_ids']))}{more}."))
         body = []
         for r in records:
             metrics = [f"{_SHORT_METRIC[m]} {fmt_mean(r.get(m))}" for m in METRICS[1:] if r.get(m) is not None]
@@ -535,21 +553,22 @@ def _worst_section(summary: dict[str, Any]) -> str:
                 metrics.append(f"uncited claims {r['uncited_claim_count']}")
             if r.get("hallucination_detected"):
                 metrics.append("hallucination detected")
-            reasoning = [t for t in (r.get("reasoning"), r.get("reason")) if t]
+            reasons = [t for t in (r.get("reasoning"), r.get("reason")) if t]
             explanations = r.get("explanations")
             if isinstance(explanations, dict):
-                reasoning += [f"{k.replace('_', ' ')}: {v}" for k, v in explanations.items()]
+                reasons += [f"{k.replace('_', ' ')}: {v}" for k, v in explanations.items()]
             elif explanations:
-                reasoning.append(str(explanations))
-            reasoning += [f"suggestion: {t}" for t in r.get("improvement_suggestions") or []]
+                reasons.append(str(explanations))
+            reasons += [f"miss: {t}" for t in r.get("misses") or []]
+            reasons += [f"suggestion: {t}" for t in r.get("improvement_suggestions") or []]
             body.append(_row([
-                _cell(f"<code>{esc(r['record_id'])}</code>", cls="text"), _cell(f"<code>{esc(r['model'])}</code>", cls="nowrap"),
-                _cell(esc(fmt_mean(r["score"])), num=True), _cell(esc(r.get("verdict") or "–")),
-                _cell(_list(metrics), cls="nowrap"), _cell(_list(r.get("misses")), cls="text"),
-                _cell(_list(reasoning), cls="text"), _cell(_list(r.get("invalid_citations")), cls="text"),
-                _cell(_list(r.get("clamps_applied")), cls="text"),
+                _cell(f"<code>{esc(r['record_id'])}</code><br><code>{esc(r['model'])}</code>", cls="text"),
+                _asked_cell(r), _cell(esc(fmt_mean(r["score"])), num=True), _cell(esc(r.get("verdict") or "–")),
+                _cell(_list(metrics), cls="nowrap"), _cell(_list(reasons), cls="text"),
+                _cell(_list(r.get("invalid_citations")), cls="text"), _cell(_list(r.get("clamps_applied")), cls="text"),
             ]))
-        parts += [f"<h3>Judge <code>{esc(judge)}</code></h3>", table(header, body)]
+        if body:
+            parts.append(table(header, body))
     return _section("worst", title, *parts)
 
 
