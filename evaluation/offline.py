@@ -24,6 +24,9 @@ BEGIN, are in the README.
   the share of the question's content words found in them (recall), blended by the evaluation
   goal with the share of context sentences that share a word with the question (precision).
 * **Semantic similarity** — token F1 between answer and reference (null without a reference).
+* **Explanations** — each is derived from the value returned beside it: the value, then the text
+  of its band (:func:`band`: high ≥ 0.8, partial ≥ 0.5, low, none at 0), so an explanation never
+  contradicts its number (no "addresses the question's terms" next to a relevance of 0.2).
 * **MASIS** — faithfulness as above; relevance is the answer relevance; completeness is the part
   of the question answered with supported content (relevance × faithfulness); reasoning quality
   is 0.4 for a coherent answer plus 0.6 × faithfulness (claims that follow from the evidence).
@@ -204,6 +207,60 @@ def _round(value: float) -> float:
     return round(min(max(value, 0.0), 1.0), 2)
 
 
+#: The lowest value of the high and the partial band; any other value above 0 is low, 0 is none.
+#: Every explanation is derived from the value returned beside it, so the two cannot disagree.
+HIGH_BAND, PARTIAL_BAND = 0.8, 0.5
+_EXPLANATIONS = {
+    "faithfulness": {
+        "high": "the context holds the answer's content",
+        "partial": "the context holds part of the answer's content",
+        "low": "the context holds little of the answer: unsupported claims or figures",
+        "none": "the context does not hold the answer: unsupported claims or figures",
+    },
+    "answer_relevance": {
+        "high": "the answer addresses the question's terms",
+        "partial": "some of the answer's sentences address the question's terms",
+        "low": "little of the answer addresses the question",
+        "none": "the answer does not address the question",
+    },
+    "context_relevance": {
+        "high": "the context holds what the question asks",
+        "partial": "the context holds part of what the question asks",
+        "low": "the context holds little of what the question asks",
+        "none": "the context holds nothing the question asks",
+    },
+    "semantic_similarity": {
+        "high": "the answer says what the reference says",
+        "partial": "the answer shares part of the reference's words",
+        "low": "the answer shares few of the reference's words",
+        "none": "the answer shares no word with the reference",
+    },
+}
+_REFUSAL_EXPLANATIONS = {
+    "faithfulness": {"high": "a refusal for lack of evidence claims nothing unsupported"},
+    "answer_relevance": {"high": "a refusal, and the context does not cover the question",
+                         "low": "a refusal although the context covers the question"},
+}
+
+
+def band(value: float) -> str:
+    """The band of a metric value: high (≥ :data:`HIGH_BAND`), partial (≥ :data:`PARTIAL_BAND`),
+    low (above 0) or none."""
+    if value >= HIGH_BAND:
+        return "high"
+    if value >= PARTIAL_BAND:
+        return "partial"
+    return "low" if value > 0 else "none"
+
+
+def explain(metric: str, value: float, *, refusal: bool = False, detail: str = "") -> str:
+    """The explanation of a returned metric value: the value, then the text of its band (a refusal's
+    own text where it has one), then ``detail`` (how it was measured)."""
+    name = band(value)
+    text = (_REFUSAL_EXPLANATIONS.get(metric, {}).get(name) if refusal else None) or _EXPLANATIONS[metric][name]
+    return f"{value:.2f}: {text}" + (f" ({detail})" if detail else "")
+
+
 def _rag(blocks: dict[str, str], user: str) -> dict[str, Any]:
     question, answer = blocks.get("question", ""), blocks.get("answer", "")
     context = blocks.get("context", "")
@@ -220,16 +277,18 @@ def _rag(blocks: dict[str, str], user: str) -> dict[str, Any]:
     similarity = None if missing_reference else _round(_f1(answer_words, content_words(reference)))
     faith = _round(faithfulness(answer, context, question))
     relevance = _round(answer_relevance(question, answer, context))
+    coverage = _round(context_relevance(question, context, goal))
+    refusal = is_refusal(answer)
     return {
         "faithfulness": faith,
-        "faithfulness_explanation": ("refusal: declines for lack of evidence" if is_refusal(answer)
-                                     else f"lexical support of the answer by the context: {faith}"),
-        "context_relevance": _round(context_relevance(question, context, goal)),
-        "context_relevance_explanation": f"question words found in the context ({goal} goal)",
+        "faithfulness_explanation": explain("faithfulness", faith, refusal=refusal, detail="lexical support"),
+        "context_relevance": coverage,
+        "context_relevance_explanation": explain("context_relevance", coverage, detail=f"{goal} goal"),
         "answer_relevance": relevance,
-        "answer_relevance_explanation": "refusal" if is_refusal(answer) else "the answer addresses the question's terms",
+        "answer_relevance_explanation": explain("answer_relevance", relevance, refusal=refusal),
         "semantic_similarity": similarity,
-        "semantic_similarity_explanation": "No reference answer provided." if similarity is None else "token F1",
+        "semantic_similarity_explanation": ("No reference answer provided." if similarity is None
+                                            else explain("semantic_similarity", similarity, detail="token F1")),
         "evaluation_status": "success",
         "reason": None,
         "error": None,
@@ -251,12 +310,13 @@ def _masis(blocks: dict[str, str]) -> dict[str, Any]:
     faith = faithfulness(answer, evidence, question)
     relevance = answer_relevance(question, answer, evidence) if answer.strip() else 0.0
     coherent = bool(_sentences(answer)) or is_polar_answer(question, answer) or is_refusal(answer)
+    # the suggestions follow the values returned (rounded), as every explanation does
     suggestions = []
     if not _CITATION.search(answer):
         suggestions.append("Cite the evidence ids that support each claim.")
-    if faith < 1.0:
+    if _round(faith) < 1.0:
         suggestions.append("Keep to what the evidence says.")
-    if relevance < 0.5:
+    if band(_round(relevance)) in ("low", "none"):
         suggestions.append("Address the question's key terms directly.")
     return {
         "faithfulness": _round(faith),
