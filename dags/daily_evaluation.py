@@ -14,6 +14,9 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
    validates every record with the Great Expectations suite, stages the rejects and the validation
    result; fails (without retry) when a table rule breaks, with the evidence under `_failed/`.
 3. **plan** — samples (optional), splits the valid records into chunks, estimates tokens and cost.
+   With `dry_run` on, it logs the day's size instead (calls, tokens, cost online and batch,
+   judging time: what `python -m evaluation plan` prints), removes the run's work files and
+   plans no chunk, so nothing is judged or landed (check_run sends no probe either).
 4. **judge** — one mapped task per chunk, in the `llm_judge` pool: runs the judges (rag, masis,
    prompt) through litellm; retried on its own, reusing the replies already paid for. With `batch`
    on, a chunk's calls go to the provider as one batch and the task defers until it has ended.
@@ -82,7 +85,8 @@ def daily_evaluation() -> None:
         cfg = glue.run_config(get_current_context())
         api_key, _ = glue.judge_credentials(cfg.api_base)
         with glue.fail_without_retry(stages.RunFailed):
-            return stages.check_run(cfg, glue.stores(cfg), api_key=api_key).model_dump(mode="json")
+            return stages.check_run(cfg, glue.stores(cfg), api_key=api_key,
+                                    key_hint=glue.judge_key_hint()).model_dump(mode="json")
 
     @task(retries=2)
     def ingest_validate() -> dict[str, Any]:
@@ -94,10 +98,16 @@ def daily_evaluation() -> None:
 
     @task(retries=2)
     def plan(counts: dict[str, Any]) -> list[dict[str, Any]]:
-        from evaluation import stages
+        from evaluation import stages, storage
 
         cfg = glue.run_config(get_current_context())
-        return [c.model_dump(mode="json") for c in stages.plan_chunks(cfg, glue.stores(cfg))]
+        stores = glue.stores(cfg)
+        chunks = stages.plan_chunks(cfg, stores)
+        if cfg.dry_run:  # no chunk to judge: the mapped judge task and everything after it are skipped
+            glue.log_day_size(stages.size_chunks(cfg, stores, chunks, pool_slots=glue.judge_pool_slots()))
+            stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
+            return []
+        return [c.model_dump(mode="json") for c in chunks]
 
     # One mapped task per chunk: judges online, or (batch on) submits the chunk's batch and defers
     # to the triggerer until it has ended, holding neither a worker slot nor a pool slot meanwhile.
