@@ -133,8 +133,8 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
     for chunk in chunks:
         prepared = prepare_chunk(cfg, stores, chunk.index, ledger_store=ledger_store)
         for row in prepared.rows:
-            clamps: list[str] = list(row.get("clamps_applied") or [])
-            why = row.get("reason") or (clamps[0] if clamps else "no_call")
+            clamps = row.get("clamps_applied")
+            why = row.get("reason") or (clamps[0] if isinstance(clamps, list) and clamps else "no_call")
             no_call[row["judge"]][str(why)] += 1
         to_call = {id(item) for item in prepared.to_call}
         for item in prepared.pending:
