@@ -10,9 +10,10 @@ chunks a run has already staged (the daily DAG's ``dry_run``).
 
 The figures and what they rest on:
 
-* **calls** — exactly the calls a run of the same day, options and ledger makes online (without a
-  budget that stops it early; with ``budget_usd`` the calls the budget is expected to allow are
-  given too).
+* **calls** — exactly the calls ``python -m evaluation run`` makes for the same day, options and
+  ledger, when every call succeeds (with ``budget_usd`` the calls the budget is expected to allow
+  are given too). The DAG may make a few more: chunks judged at once do not see each other's
+  replies, so a prompt repeated across a chunk boundary can be called in both.
 * **input tokens** — litellm's token counter for the judge model on up to
   :data:`TOKEN_SAMPLE` rendered prompts per judge, scaled to all of that judge's prompts by their
   characters. Checked against a real run of a generated day within :data:`TOKEN_MARGIN`.
@@ -130,6 +131,10 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
     sampled_chars: Counter[str] = Counter()
     sampled_tokens: Counter[str] = Counter()
     sampled_prompts: Counter[str] = Counter()
+    # A prompt of the chunk before (the same question and answer across a chunk boundary: chunks
+    # are in content-key order) is in the ledger by the time the next chunk is judged in one
+    # process; those before it cannot hold the same prompt.
+    before: set[str] = set()
     for chunk in chunks:
         prepared = prepare_chunk(cfg, stores, chunk.index, ledger_store=ledger_store)
         for row in prepared.rows:
@@ -143,6 +148,9 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
             no_call[item.judge]["cached" if item.request_hash in prepared.cached else "repeated"] += 1
         for item in prepared.to_call:
             judge, prompt = item.judge, item.prompt
+            if item.request_hash in before:
+                no_call[judge]["repeated"] += 1
+                continue
             size = len(prompt.system) + len(prompt.user)
             calls[judge] += 1
             chars[judge] += size
@@ -150,6 +158,7 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
                 sampled_prompts[judge] += 1
                 sampled_chars[judge] += size
                 sampled_tokens[judge] += judge_client.count_tokens(cfg.judge_model, prompt)
+        before = {item.request_hash for item in prepared.pending}
     judges = []
     for judge in cfg.judges:
         ratio = sampled_tokens[judge] / sampled_chars[judge] if sampled_chars[judge] else 0.0
