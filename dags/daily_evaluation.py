@@ -5,7 +5,9 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
 
 0. **check_run** — fails the run before anything is paid for: an unknown conf key, or a judge
    model that litellm cannot resolve or whose endpoint refuses a probe call of a few tokens
-   (unknown model, bad key), fails it without retry; an endpoint that does not answer is retried.
+   (unknown model, missing or bad key: the message names the variable or connection to set), fails
+   it without retry; an endpoint that refuses connections or does not answer within
+   `probe_timeout_s` is retried. Each failure leaves the run's `runs` row with its cause.
 1. **wait_for_day** — waits, deferred to the triggerer (no worker slot), until the day is complete:
    its `completion_marker` (e.g. `_SUCCESS`) exists under `{input_uri}/dt=YYYY-MM-DD/`, or, without
    one, no object has been added there for `quiet_period_s`; fails without retry at
