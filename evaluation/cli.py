@@ -368,8 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     commands = {"run": _cmd_run, "plan": _cmd_plan, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,
-                "gc": _cmd_gc,
-                "calibrate": calibration_cli.command}
+                "gc": _cmd_gc, "calibrate": calibration_cli.command}
     try:
         return commands[args.command](args)
     except ValueError as exc:  # a bad option value: say what, not a stack trace
