@@ -5,7 +5,9 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
 
 0. **check_run** — fails the run before anything is paid for: an unknown conf key, or a judge
    model that litellm cannot resolve or whose endpoint refuses a probe call of a few tokens
-   (unknown model, bad key), fails it without retry; an endpoint that does not answer is retried.
+   (unknown model, missing or bad key: the message names the variable or connection to set), fails
+   it without retry; an endpoint that refuses connections or does not answer within
+   `probe_timeout_s` is retried. Each failure leaves the run's `runs` row with its cause.
 1. **wait_for_day** — waits, deferred to the triggerer (no worker slot), until the day is complete:
    its `completion_marker` (e.g. `_SUCCESS`) exists under `{input_uri}/dt=YYYY-MM-DD/`, or, without
    one, no object has been added there for `quiet_period_s`; fails without retry at
@@ -14,6 +16,9 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
    validates every record with the Great Expectations suite, stages the rejects and the validation
    result; fails (without retry) when a table rule breaks, with the evidence under `_failed/`.
 3. **plan** — samples (optional), splits the valid records into chunks, estimates tokens and cost.
+   With `dry_run` on, it logs the day's size instead (calls, tokens, cost online and batch,
+   judging time: what `python -m evaluation plan` prints), removes the run's work files and
+   plans no chunk, so nothing is judged or landed (check_run sends no probe either).
 4. **judge** — one mapped task per chunk, in the `llm_judge` pool: runs the judges (rag, masis,
    prompt) through litellm; retried on its own, reusing the replies already paid for. With `batch`
    on, a chunk's calls go to the provider as one batch and the task defers until it has ended.
@@ -83,7 +88,8 @@ def daily_evaluation() -> None:
         cfg = glue.run_config(get_current_context())
         api_key, _ = glue.judge_credentials(cfg.api_base)
         with glue.fail_without_retry(stages.RunFailed):
-            return stages.check_run(cfg, glue.stores(cfg), api_key=api_key).model_dump(mode="json")
+            return stages.check_run(cfg, glue.stores(cfg), api_key=api_key,
+                                    key_hint=glue.judge_key_hint()).model_dump(mode="json")
 
     @task(retries=2)
     def ingest_validate() -> dict[str, Any]:
@@ -95,10 +101,16 @@ def daily_evaluation() -> None:
 
     @task(retries=2)
     def plan(counts: dict[str, Any]) -> list[dict[str, Any]]:
-        from evaluation import stages
+        from evaluation import stages, storage
 
         cfg = glue.run_config(get_current_context())
-        return [c.model_dump(mode="json") for c in stages.plan_chunks(cfg, glue.stores(cfg))]
+        stores = glue.stores(cfg)
+        chunks = stages.plan_chunks(cfg, stores)
+        if cfg.dry_run:  # no chunk to judge: the mapped judge task and everything after it are skipped
+            glue.log_day_size(stages.size_chunks(cfg, stores, chunks, pool_slots=glue.judge_pool_slots()))
+            stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
+            return []
+        return [c.model_dump(mode="json") for c in chunks]
 
     # One mapped task per chunk: judges online, or (batch on) submits the chunk's batch and defers
     # to the triggerer until it has ended, holding neither a worker slot nor a pool slot meanwhile.

@@ -2,6 +2,8 @@
 
 * ``run``: evaluate one day (ingest, validate, judge, score, land) and print a JSON summary
   with the counts of CONTRACT §4.
+* ``plan``: read and validate a day and print, without any judge call, its records, rejects,
+  judge calls, tokens, cost (online and batch) and judging time (``run --dry-run`` does the same).
 * ``compare``: compare models over a date range (landed scores, or a re-judged sample), land
   ``comparisons/`` and a report page, print a JSON summary of the deltas.
 * ``sql``: run SQL over the landed tables (Polars SQL, dt partitions pruned) and print or save it.
@@ -32,6 +34,8 @@ logger = logging.getLogger("evaluation")
 #: Environment variables searched, in order, for the judge's API key (litellm also reads the
 #: providers' own, such as OPENAI_API_KEY or ANTHROPIC_API_KEY, by itself).
 API_KEY_ENV = ("EVALUATION_JUDGE_API_KEY", "LLM_API_KEY")
+#: Where the command line looks for the judge's key, as messages about credentials name it.
+KEY_HINT = " / ".join(API_KEY_ENV)
 
 
 def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
@@ -60,6 +64,41 @@ def _run_parser(sub: Any) -> None:
     for option in OPTIONS:
         _add_option(parser, option)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar and no stage lines on stderr")
+
+
+def _plan_parser(sub: Any) -> None:
+    parser = sub.add_parser("plan", help="size a day before paying: calls, tokens, cost and time, no judge call")
+    parser.add_argument("--date", required=True, type=dt.date.fromisoformat, help="the day (dt) to plan")
+    for option in OPTIONS:
+        if option.name != "dry_run":
+            _add_option(parser, option)
+    parser.add_argument("--pool-slots", type=int, default=1,
+                        help="chunks judged at once (the llm_judge pool's slots; default 1, as `run` judges them)")
+    parser.add_argument("--latency-s", type=float, default=None,
+                        help="seconds one judge call takes (default 2, 0 for the offline judge)")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def _print_plan(cfg: Any, *, pool_slots: int = 1, latency_s: float | None = None, as_json: bool = False) -> int:
+    from evaluation import stages
+
+    stores = stages.Stores.open(cfg)
+    try:
+        size = stages.plan_day(cfg, stores, pool_slots=pool_slots, latency_s=latency_s)
+    except stages.RunFailed as exc:
+        print(json.dumps({"status": "failed", "dt": cfg.date.isoformat(), "error": str(exc)}, indent=2))
+        return 1
+    print(size.model_dump_json(indent=2) if as_json else stages.size_text(size))
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name, None) is not None}
+    cfg = build_config({**values, "dry_run": True}, date=args.date, run_id=f"plan-{args.date.isoformat()}",
+                       trigger="cli")
+    if args.pool_slots < 1:
+        raise ValueError("--pool-slots must be at least 1")
+    return _print_plan(cfg, pool_slots=args.pool_slots, latency_s=args.latency_s, as_json=args.json)
 
 
 def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
@@ -100,6 +139,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name) is not None}
     run_id = args.run_id or f"cli-{args.date.isoformat()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     cfg = build_config(values, date=args.date, run_id=run_id, trigger="cli")
+    if cfg.dry_run:  # stop after planning: the plan, as `plan` prints it
+        return _print_plan(cfg)
     stores = stages.Stores.open(cfg)
     bar: Any = None
 
@@ -133,6 +174,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cfg,
             stores,
             api_key=api_key_from_env(cfg.api_base),
+            key_hint=KEY_HINT,
+            on_wait=None if args.no_progress else lambda line: print(line, file=sys.stderr, flush=True),
             progress=progress,
             on_planned=planned,
             on_stage=stage,
@@ -315,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
+    _plan_parser(sub)
     _compare_parser(sub)
     _sql_parser(sub)
     _report_parser(sub)
@@ -323,8 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    commands = {"run": _cmd_run, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report, "gc": _cmd_gc,
-                "calibrate": calibration_cli.command}
+    commands = {"run": _cmd_run, "plan": _cmd_plan, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,
+                "gc": _cmd_gc, "calibrate": calibration_cli.command}
     try:
         return commands[args.command](args)
     except ValueError as exc:  # a bad option value: say what, not a stack trace

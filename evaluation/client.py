@@ -31,6 +31,7 @@ Importing this module changes nothing in the process: litellm is imported and se
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import gc
 import logging
@@ -266,8 +267,37 @@ def price_per_token(model: str) -> tuple[float, float]:
     return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
 
 
+def endpoint(model: str, api_base: str | None) -> str:
+    """The URL calls of ``model`` go to: ``api_base``, else the provider's default as litellm
+    knows it, else a description of it."""
+    if api_base:
+        return api_base
+    configure()
+    try:
+        found = litellm.get_api_base(model, {})
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:  # a model litellm cannot resolve: named as it was given
+        return f"the default endpoint of {model}"
+    return str(found) if found else f"the {provider} provider's default endpoint"
+
+
+def credential_variables(model: str) -> list[str]:
+    """The environment variables litellm reads the credentials of ``model``'s provider from, as
+    its ``validate_environment`` names them when they are not set ([] when all are set, or the
+    provider needs none)."""
+    configure()
+    try:
+        found = litellm.validate_environment(model)
+    except Exception:  # a model litellm cannot resolve has no provider to ask
+        return []
+    return [str(name) for name in found.get("missing_keys") or []]
+
+
 # --------------------------------------------------------------------------------------------
 # The client
+
+#: Error classes the probe tries again: the endpoint answered, but is busy.
+PROBE_RETRYABLE = frozenset({"rate_limit", "server_error"})
 
 
 class JudgeClient:
@@ -311,6 +341,8 @@ class JudgeClient:
         self.budget: RateBudget | None = RateBudget(rpm, tpm) if (rpm or tpm) else None
         self._budget_share = 1.0  # this process's share of a budget learned from a 429
         self.limit = AdaptiveLimit(concurrency)
+        #: error classes tried again (see :mod:`evaluation.outcome`)
+        self.retryable: frozenset[str] = RETRYABLE
 
     def __repr__(self) -> str:  # never show the key
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
@@ -352,11 +384,35 @@ class JudgeClient:
             if token is not None:
                 unlogged.reset(token)
 
-    async def probe(self) -> CallOutcome:
-        """One call of a few tokens, with the usual retries, that tells a usable judge model from
-        one that is not: a model litellm cannot resolve, an unknown model or a bad key fail it
-        with a non-retryable error class (see :func:`~evaluation.outcome.classify_error`)."""
-        return await self.call(PROBE_PROMPT, max_tokens=8)
+    async def probe(self, *, timeout_s: float | None = None, on_wait: Callable[[float], None] | None = None,
+                    every_s: float = 5.0) -> CallOutcome:
+        """One call of a few tokens that tells a usable judge model from one that is not.
+
+        A check, not a judge call: missing or refused credentials, an unknown model, a refused
+        connection and silence end it at once (whoever runs the check may try it again later);
+        only a reply saying the endpoint is busy (429, 5xx) is tried again. Every attempt and wait
+        fits in ``timeout_s`` (default: the call timeout): past it the probe ends as a ``timeout``.
+        While no answer has come, ``on_wait`` receives the seconds waited, every ``every_s``."""
+        timeout = self.timeout_s if timeout_s is None else float(timeout_s)
+        checker = copy.copy(self)
+        checker.timeout_s = timeout
+        checker.retry_budget_s = timeout
+        checker.retryable = PROBE_RETRYABLE
+        checker.limit = AdaptiveLimit(1)
+        checker.budget = None
+        started = time.monotonic()
+        call = asyncio.ensure_future(checker.call(PROBE_PROMPT, max_tokens=8))
+        while True:
+            waited = time.monotonic() - started
+            done, _ = await asyncio.wait({call}, timeout=max(0.0, min(every_s, timeout + 1.0 - waited)))
+            if done:
+                return call.result()
+            waited = time.monotonic() - started
+            if waited >= timeout + 1.0:  # a hang past the attempt's own deadline: end it here
+                call.cancel()
+                return self._failure("timeout", f"timeout (no answer within {timeout:g}s)", 1, started)
+            if on_wait is not None:
+                on_wait(waited)
 
     async def call(self, prompt: RenderedPrompt, *, max_tokens: int | None = None) -> CallOutcome:
         """One judge call with retries; never raises for a provider or network failure."""
@@ -398,7 +454,7 @@ class JudgeClient:
                         self._learn_budget(exc)
                 limit.release(False)
                 elapsed = time.monotonic() - started
-                if error_class not in RETRYABLE:
+                if error_class not in self.retryable:
                     why = "not retried"
                 elif attempts >= self.max_attempts:
                     why = f"retries exhausted after {attempts} attempts"
@@ -575,7 +631,6 @@ def _worker_main(client: JudgeClient, prompts: Sequence[RenderedPrompt], worker:
                  concurrency: int, writer: Any) -> None:
     """Body of one judge worker process (forked): its share of the prompts on its own event loop,
     each outcome sent back as it ends."""
-    import copy
     import traceback
 
     try:

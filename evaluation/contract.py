@@ -226,6 +226,7 @@ class RunConfig(BaseModel):
     timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one HTTP attempt.")
     max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts per call, first included.")
     retry_budget_s: float = Field(default=120.0, gt=0, description="Cap on time spent on one call.")
+    probe_timeout_s: float = Field(default=30.0, gt=0, description="How long the probe call before a run may take.")
     thresholds: Thresholds = Field(default_factory=Thresholds)
     thresholds_from: OptionalText = Field(
         default=None, description="`<calibration id>/<judge>`: use that calibration's suggested thresholds instead."
@@ -254,6 +255,7 @@ class RunConfig(BaseModel):
         default=48.0, gt=0.0, description="Hours after a chunk's first batch past which nothing is re-submitted."
     )
     batch_poll_s: float = Field(default=60.0, gt=0.0, description="Seconds between two looks at a batch.")
+    dry_run: bool = Field(default=False, description="Stop after planning: no judge call, nothing landed.")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
 

@@ -48,7 +48,11 @@ import re
 from collections import Counter
 from typing import Any
 
+from evaluation.contract import OFFLINE_JUDGE_MODEL
 from evaluation.judges import read_fenced_blocks
+
+#: The offline judge models there are (litellm routes any ``offline/<name>`` here).
+OFFLINE_MODELS = (OFFLINE_JUDGE_MODEL,)
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -374,6 +378,14 @@ def _rubric(blocks: dict[str, str]) -> dict[str, Any]:
         })
     satisfied = sum(1 for c in checks if c["satisfied"])
     return {"checks": checks, "overall_reasoning": f"{satisfied} of {len(checks)} items satisfied"}
+
+
+def unknown_model(model: str) -> str | None:
+    """Why ``model`` names no offline judge (``offline/lexcal``), listing the ones there are; None
+    for a model of another provider or an offline judge that exists."""
+    if not model.startswith("offline/") or model in OFFLINE_MODELS:
+        return None
+    return f"there is no offline judge model {model!r}; the offline judge models are: {', '.join(OFFLINE_MODELS)}"
 
 
 def respond(messages: list[dict[str, Any]]) -> str:

@@ -61,6 +61,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout_s", "number", 60.0, "Call timeout (s)", "Timeout of one HTTP attempt.", 1),
     Option("max_attempts", "integer", 4, "Max attempts", "Attempts per judge call, the first included.", 1, 20),
     Option("retry_budget_s", "number", 120.0, "Retry budget (s)", "Cap on the time spent on one call.", 1),
+    Option("probe_timeout_s", "number", 30.0, "Probe timeout (s)",
+           "How long the probe call sent before the run starts may take, retries of a busy endpoint included; "
+           "missing or refused credentials and a refused connection end it at once.", 0.1),
     Option("pass_threshold", "number", 0.8, "Pass threshold", "score >= this is pass.", 0, 1),
     Option("borderline_threshold", "number", 0.6, "Borderline threshold", "score >= this is borderline.", 0, 1),
     Option("thresholds_from", "string", "", "Thresholds from a calibration",
@@ -106,6 +109,9 @@ OPTIONS: tuple[Option, ...] = (
            "Hours after a chunk's first batch within which an expired or cancelled batch's missing requests "
            "are submitted again; past it they end as call_error (timeout).", 0.001),
     Option("batch_poll_s", "number", 60.0, "Batch poll interval (s)", "Seconds between two looks at a batch.", 0.01),
+    Option("dry_run", "boolean", False, "Dry run",
+           "Stop after planning: read and validate the day and estimate its calls, tokens, cost and time "
+           "(in the plan task's log and result); no judge call, nothing landed."),
 )
 
 OPTION_NAMES = tuple(o.name for o in OPTIONS)

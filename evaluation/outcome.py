@@ -1,5 +1,6 @@
 """What one judge call produced (:class:`CallOutcome`), and the class of a failed call's error
-(:data:`ERROR_CLASSES`; the client retries :data:`RETRYABLE`). A failed call is an outcome, never
+(:data:`ERROR_CLASSES`; the client retries :data:`RETRYABLE`; ``auth`` is a key that is missing or
+was refused, 401 or 403). A failed call is an outcome, never
 an exception: the caller turns it into a ``call_error`` row with its error class.
 """
 
@@ -7,11 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import re
 from dataclasses import dataclass
 from typing import Any
 
 RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection"})
-ERROR_CLASSES = ("rate_limit", "server_error", "timeout", "connection", "bad_request", "quota", "other")
+ERROR_CLASSES = ("rate_limit", "server_error", "timeout", "connection", "auth", "bad_request", "quota", "other")
 
 
 @dataclass
@@ -57,6 +59,8 @@ def classify_error(exc: BaseException) -> str:
         return "timeout"
     if any(isinstance(e, (openai.APIConnectionError, ConnectionError, httpx.ConnectError)) for e in chain[1:]):
         return "connection"
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) or _missing_credentials(exc):
+        return "auth"
     if isinstance(exc, litellm.RateLimitError):
         return "quota" if _mentions_quota(exc) else "rate_limit"
     if isinstance(exc, litellm.APIConnectionError):
@@ -80,11 +84,23 @@ def status_error_class(status: int, message: str = "") -> str | None:
         return "quota" if _mentions_quota(message) else "rate_limit"
     if status == 408:
         return "timeout"
+    if status in (401, 403):
+        return "auth"
     if status >= 500:
         return "server_error"
     if 400 <= status < 500:
         return "bad_request"
     return None
+
+
+#: How clients say that no key was given at all (the OpenAI SDK's "Missing credentials", which
+#: litellm reports as a 500, and the providers' "api_key ... must be set" / "Missing ... API Key").
+_NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be set|missing [\w ]*api[ _]key",
+                             re.IGNORECASE)
+
+
+def _missing_credentials(exc: BaseException) -> bool:
+    return any(_NO_CREDENTIALS.search(str(e)) for e in _causes(exc))
 
 
 def _mentions_quota(exc: BaseException | str) -> bool:

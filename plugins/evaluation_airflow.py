@@ -70,6 +70,30 @@ def credentials_of(conn: Any | None, api_base: str | None) -> tuple[str | None, 
     return api_key_from_env(api_base), api_base
 
 
+def judge_key_hint(conn_id: str = JUDGE_CONN_ID) -> str:
+    """Where a task looks for the judge's key, as a message about missing credentials names it."""
+    from evaluation.cli import KEY_HINT
+
+    return f"the password of the {conn_id} connection, or {KEY_HINT} in the workers' environment"
+
+
+def judge_pool_slots() -> int:
+    """Slots of the ``llm_judge`` pool as the deployment sets them (``$LLM_JUDGE_POOL_SLOTS``,
+    default 1): the chunks judged at once, for a dry run's estimate of the judging time."""
+    try:
+        return max(1, int(os.environ.get("LLM_JUDGE_POOL_SLOTS", "1")))
+    except ValueError:
+        return 1
+
+
+def log_day_size(size: Any) -> None:
+    """A dry run's plan in the task log: the lines ``python -m evaluation plan`` prints, then its JSON."""
+    from evaluation.stages import size_text
+
+    logger.info("dry run, nothing judged or landed:\n%s", size_text(size))
+    logger.info("plan: %s", size.model_dump_json())
+
+
 def judge_rate_limits(conn_id: str = JUDGE_CONN_ID) -> dict[str, float]:
     """``judge_rpm`` / ``judge_tpm`` from the judge connection's extra ``rpm`` / ``tpm`` (the ones
     it sets to a positive number)."""

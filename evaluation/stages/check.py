@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from evaluation.contract import RunConfig
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
 
 logger = logging.getLogger(__name__)
+
+#: Seconds between two "waiting for the judge" lines while a probe call has no answer.
+PROBE_REPORT_EVERY_S = 5.0
 
 
 def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
@@ -30,12 +34,23 @@ def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
     )
 
 
-def check_run(cfg: RunConfig, stores: Stores, *, api_key: str | None = None) -> CheckResult:
+def check_run(
+    cfg: RunConfig,
+    stores: Stores,
+    *,
+    api_key: str | None = None,
+    key_hint: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    every_s: float = PROBE_REPORT_EVERY_S,
+) -> CheckResult:
     """Fail before paying: send the judge model one probe call of a few tokens before anything is
-    ingested or judged. A model litellm cannot resolve, or an endpoint that refuses the call for
-    good (unknown model, bad key, quota), fails the run with the provider's message and a
-    ``runs`` row; an endpoint that does not answer (timeouts, 429, 5xx after the client's retries)
-    raises :class:`JudgeUnreachable`, which the scheduler retries."""
+    ingested or judged (see :func:`probe_judge`). Every failure leaves the run's ``runs`` row
+    (status ``failed`` and the cause): a model that does not exist or an endpoint that refuses
+    the call for good raises :class:`RunFailed`; an endpoint that cannot be reached or does not
+    answer within ``probe_timeout_s`` raises :class:`JudgeUnreachable`, which a scheduler may
+    retry (a later attempt of the run replaces its row). ``key_hint`` names where the caller
+    looks for the judge's key, for the message of missing or refused credentials; ``on_wait``
+    receives a line every ``every_s`` seconds while the probe waits for an answer."""
     from evaluation.batch import BatchUnsupported, require_batches
     from evaluation.calibration.daily import with_calibrated_thresholds
     from evaluation.calibration.spec import CalibrationError
@@ -47,26 +62,80 @@ def check_run(cfg: RunConfig, stores: Stores, *, api_key: str | None = None) -> 
     except (CalibrationError, BatchUnsupported) as exc:
         raise fail_run(cfg, stores, f"{where(cfg)}: {exc}; nothing was ingested or judged") from exc
     client = judge_client(cfg, api_key)
+    if cfg.dry_run:  # a dry run calls no judge, not even the probe; a model that cannot exist still fails
+        try:
+            refuse_unknown_offline_model(cfg.judge_model, where(cfg))
+        except JudgeUnusable as exc:
+            raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
+        return CheckResult(judge_model=cfg.judge_model, probe_latency_ms=0.0, call_parameters=client.call_parameters())
     try:
-        latency_ms = probe_judge(client, where(cfg))
+        latency_ms = probe_judge(client, where(cfg), timeout_s=cfg.probe_timeout_s, key_hint=key_hint,
+                                 on_wait=on_wait, every_s=every_s)
     except JudgeUnusable as exc:
         raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
+    except JudgeUnreachable as exc:
+        message = f"{exc}; nothing was ingested or judged"
+        fail_run(cfg, stores, message)
+        raise JudgeUnreachable(message) from exc
     return CheckResult(judge_model=cfg.judge_model, probe_latency_ms=latency_ms,
                        call_parameters=client.call_parameters())
 
 
-def probe_judge(client: Any, where: str) -> float:
-    """Send ``client``'s judge model its probe call; returns the latency (ms). Raises
-    :class:`JudgeUnusable` when it is refused for good, :class:`JudgeUnreachable` when the endpoint
-    does not answer after the client's retries."""
-    from evaluation.outcome import RETRYABLE
+def refuse_unknown_offline_model(model: str, where: str) -> None:
+    """Raise :class:`JudgeUnusable` for an ``offline/...`` model that does not exist (a typo of
+    ``offline/lexical``), listing the ones that do."""
+    from evaluation import offline
 
-    outcome = asyncio.run(client.probe())
+    unknown = offline.unknown_model(model)
+    if unknown is not None:
+        raise JudgeUnusable(f"{where}: judge model {model!r} cannot be used: {unknown}")
+
+
+def probe_judge(
+    client: Any,
+    where: str,
+    *,
+    timeout_s: float | None = None,
+    key_hint: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    every_s: float = PROBE_REPORT_EVERY_S,
+) -> float:
+    """Send ``client``'s judge model its probe call (one attempt, a busy endpoint's 429 or 5xx
+    tried again, all within ``timeout_s``, default the client's call timeout); returns the
+    latency (ms). Raises :class:`JudgeUnusable` for an offline judge that does not exist (no call
+    made), credentials missing or refused (naming the variables to set, and ``key_hint``) or any
+    other refusal; :class:`JudgeUnreachable` naming the URL for a refused connection, a probe
+    unanswered within ``timeout_s`` or an endpoint that stayed busy. While it waits, a line saying
+    what for is logged, and passed to ``on_wait``, every ``every_s`` seconds."""
+    from evaluation.client import credential_variables, endpoint
+
+    model = client.model
+    refuse_unknown_offline_model(model, where)
+    url = endpoint(model, client.api_base)
+    timeout = client.timeout_s if timeout_s is None else float(timeout_s)
+
+    def waiting(waited: float) -> None:
+        line = (f"{where}: waiting for judge model {model} at {url} to answer the probe call "
+                f"({waited:.0f} s of {timeout:g} s)")
+        logger.info("%s", line)
+        if on_wait is not None:
+            on_wait(line)
+
+    outcome = asyncio.run(client.probe(timeout_s=timeout, on_wait=waiting, every_s=every_s))
     if outcome.ok:
-        logger.info("%s: judge model %s answered the probe in %.0f ms", where, client.model, outcome.latency_ms)
+        logger.info("%s: judge model %s answered the probe in %.0f ms", where, model, outcome.latency_ms)
         return float(outcome.latency_ms)
-    if outcome.error_class in RETRYABLE:
-        raise JudgeUnreachable(f"{where}: judge model {client.model!r} did not answer a probe call: {outcome.error}")
-    raise JudgeUnusable(f"{where}: judge model {client.model!r} cannot be used: the probe call failed with "
-                        f"{outcome.error}")
-
+    error, error_class = outcome.error, outcome.error_class
+    if error_class == "auth":
+        places = [" / ".join(credential_variables(model)), key_hint or ""]
+        advice = " or ".join(p for p in places if p) or f"the credentials of {model}'s provider"
+        raise JudgeUnusable(f"{where}: judge model {model!r} at {url} has no usable credentials (missing or "
+                            f"refused): set {advice}; the probe call failed with {error}")
+    if error_class == "connection":
+        raise JudgeUnreachable(f"{where}: judge model {model!r}: could not connect to {url}: {error}")
+    if error_class == "timeout":
+        raise JudgeUnreachable(f"{where}: judge model {model!r} at {url} did not answer a probe call within "
+                               f"{timeout:g} s (probe_timeout_s): {error}")
+    if error_class in ("rate_limit", "server_error"):
+        raise JudgeUnreachable(f"{where}: judge model {model!r} at {url} did not answer a probe call: {error}")
+    raise JudgeUnusable(f"{where}: judge model {model!r} cannot be used: the probe call to {url} failed with {error}")

@@ -21,6 +21,8 @@ def run_day(
     stores: Stores,
     *,
     api_key: str | None = None,
+    key_hint: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
     progress: Callable[[int], None] | None = None,
     on_planned: Callable[[int], None] | None = None,
     on_stage: Callable[[str, dict[str, Any]], None] | None = None,
@@ -29,7 +31,8 @@ def run_day(
     """Every stage of the day in one process, chunk after chunk. ``on_planned`` receives the
     number of (record, judge) rows to come, for a progress bar fed by ``progress``; ``on_stage``
     receives each finished stage's name (check, ingest, plan, land, report) with its figures and
-    ``seconds``. ``waited_s`` (how long the caller waited for a complete day) goes to ``runs``."""
+    ``seconds``. ``waited_s`` (how long the caller waited for a complete day) goes to ``runs``.
+    ``key_hint`` and ``on_wait`` are :func:`~evaluation.stages.check.check_run`'s."""
     from evaluation.report import write_daily_report
 
     started_at = dt.datetime.now(dt.UTC)
@@ -41,7 +44,7 @@ def run_day(
             on_stage(name, {**figures, "seconds": round(time.monotonic() - started, 1)})
         started = time.monotonic()
 
-    stage("check", check_run(cfg, stores, api_key=api_key).model_dump())
+    stage("check", check_run(cfg, stores, api_key=api_key, key_hint=key_hint, on_wait=on_wait).model_dump())
     stage("ingest", ingest_and_validate(cfg, stores).model_dump())
     chunks = plan_chunks(cfg, stores)
     plan = read_manifest(cfg, stores).plan

@@ -72,8 +72,10 @@ class PreparedChunk:
         return list(self.unique.values())
 
 
-def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None) -> PreparedChunk:
-    """Render the chunk's prompts and look their replies up in the ledger.
+def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None,
+                  ledger_store: storage.Store | None = None) -> PreparedChunk:
+    """Render the chunk's prompts and look their replies up in the ledger (``ledger_store``'s,
+    default the output store's: a plan stages its chunks elsewhere and asks the real ledger).
 
     The ledger is asked first what is already paid for: the judge client (and litellm, a few
     seconds to import) is set up only when there are calls to make, so a re-run of a judged day
@@ -106,7 +108,7 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
             digest = request_hash(cfg.judge_model, prompt, parameters)
             pending.append(_Pending(record, judged_record, judge, prompt, digest, redactions))
 
-    ledger = Ledger(stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}", key_range=key_range(frame))
+    ledger = Ledger(ledger_store or stores.out, cfg.date, writer=f"{cfg.run_id}-chunk{index:05d}", key_range=key_range(frame))
     cached = ledger.lookup({p.request_hash for p in pending})
     if cfg.rejudge_parse_errors:
         unparsed = _unparsed_replies(pending, cached)

@@ -251,12 +251,12 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
         prompt_tokens=day_tokens,
         output_tokens=expected_output,
         cost_usd=round(day_tokens * input_price + expected_output * output_price, 6),
-        batch_cost_usd=_batch_cost(cfg.judge_model, day_tokens, expected_output),
+        batch_cost_usd=batch_cost(cfg.judge_model, day_tokens, expected_output),
         sampled_records=sample.height,
     )
 
 
-def _batch_cost(model: str, prompt_tokens: int, output_tokens: int) -> float | None:
+def batch_cost(model: str, prompt_tokens: int, output_tokens: int) -> float | None:
     """The same calls at the provider's batch price (None when it has no batch API)."""
     from evaluation.batch import BATCH_PROVIDERS, batch_prices, provider_of
 

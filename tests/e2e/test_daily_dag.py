@@ -215,3 +215,28 @@ def test_a_bad_judge_model_fails_before_paying_and_keeps_the_landed_day(airflow_
     failed = runs.filter(pl.col("run_id") == dag_run.run_id).row(0, named=True)
     assert failed["status"] == "failed" and "judge model 'nope/not-a-model' cannot be used" in failed["message"]
     assert failed["trigger"] == "manual"
+
+
+def test_a_dry_run_stops_after_planning_and_an_offline_typo_leaves_its_runs_row(
+    airflow_db, local_s3, raw_day, caplog
+) -> None:
+    output_uri = "s3://llm-evaluation/dry-run"
+    out = storage.open_store(output_uri, local_s3.client())
+    caplog.set_level("INFO", logger="evaluation_airflow")
+    dag_run = _run({"input_uri": INPUT_URI, "output_uri": output_uri, "judge_model": "offline/lexical",
+                    "chunk_size": 40, "dry_run": True})
+    states = airflow_local.task_states(dag_run)
+    assert str(dag_run.state) == "success", states
+    assert states["plan"] == "success" and states["score_land"] == "skipped" and states["report"] == "skipped", states
+    assert not any(task.startswith("judge[") and state != "skipped" for task, state in states.items()), states
+    logged = caplog.text
+    assert "dry run, nothing judged or landed" in logged and "judge calls: " in logged
+    keys = [found.key for found in out.list("")]
+    assert all(key.startswith("_claims/") for key in keys), keys  # no table, no work files
+
+    dag_run = _run({"input_uri": INPUT_URI, "output_uri": output_uri, "judge_model": "offline/lexcal"})
+    states = airflow_local.task_states(dag_run)
+    assert str(dag_run.state) == "failed" and states["check_run"] == "failed", states
+    runs = storage.scan_table(out, "runs").filter(pl.col("run_id") == dag_run.run_id).collect()  # type: ignore[union-attr]
+    assert runs["status"].to_list() == ["failed"]
+    assert "the offline judge models are: offline/lexical" in runs["message"][0]

@@ -168,5 +168,5 @@ def test_a_planted_api_key_and_s3_secret_appear_in_no_output(tmp_path: Path) -> 
     # The echoed errors did reach the landed rows, masked.
     errors = table(out, "judge_calls").filter(pl.col("error").is_not_null())["error"]
     assert errors.len() == summary["statuses"]["call_error"] > 0
-    assert errors.str.starts_with("bad_request (not retried)").all()
+    assert errors.str.starts_with("auth (not retried)").all()  # a refused key (401)
     assert errors.str.contains("Authorization: Bearer ***", literal=True).any()

@@ -197,6 +197,10 @@ def test_always_500_exhausts_max_attempts() -> None:
         pytest.param(Reply.error(422, "Unprocessable.", "invalid_request_error"), "bad_request",
                      id="422-unprocessable"),
         pytest.param(Reply.quota(), "quota", id="429-insufficient-quota"),
+        pytest.param(Reply.error(401, "Incorrect API key provided: sk-x.", "invalid_request_error", "invalid_api_key"),
+                     "auth", id="401-refused-key"),
+        pytest.param(Reply.error(403, "Project does not have access to model.", "invalid_request_error"),
+                     "auth", id="403-permission"),
     ],
 )
 def test_non_retryable_errors_make_exactly_one_request(reply: Reply, error_class: str) -> None:
@@ -260,7 +264,7 @@ def test_the_api_key_never_appears_in_an_error(reply: Reply) -> None:
         client = make_client(srv.base_url, api_key=SECRET, max_attempts=2)
         outcome, _ = call(client)
     assert not outcome.ok
-    assert outcome.error_class in ("bad_request", "server_error")
+    assert outcome.error_class in ("auth", "bad_request", "server_error")
     assert SECRET not in (outcome.error or "")
     assert SECRET not in repr(outcome)
     assert SECRET not in repr(client)
