@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 
+from evaluation.adapters import type_name as _type_name
+
 #: Columns and types of :attr:`IngestResult.rows` (one row per parsed record, filled by :func:`normalise`).
 ROW_SCHEMA: dict[str, pl.DataType] = {
     "source_uri": pl.String(),
@@ -75,22 +77,6 @@ _ENCODE_METADATA = _encoder(default=str)
 
 #: Longest value quoted inside a problem message.
 _QUOTE_CHARS = 60
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _quote(value: str) -> str:
