@@ -124,11 +124,13 @@ def _path_text(steps: tuple[Step, ...]) -> str:
     return text
 
 
-def resolve(obj: Any, steps: tuple[Step, ...]) -> tuple[Any, str | None]:
-    """The value at ``steps`` in ``obj``, or None when a key or index is absent; and the problem
-    when a step meets a value of the wrong kind (a key into a list, an index into a string)."""
+def resolve(obj: Any, steps: tuple[Step, ...], start: int = 0) -> tuple[Any, str | None]:
+    """The value at ``steps[start:]`` in ``obj``, or None when a key or index is absent; and the
+    problem when a step meets a value of the wrong kind (a key into a list, an index into a string),
+    naming the path up to that value."""
     value = obj
-    for position, step in enumerate(steps):
+    for position in range(start, len(steps)):
+        step = steps[position]
         if value is None:
             return None, None
         if isinstance(step, str):
@@ -141,7 +143,7 @@ def resolve(obj: Any, steps: tuple[Step, ...]) -> tuple[Any, str | None]:
         if step is _STAR:
             items = []
             for item in value:
-                item_value, problem = resolve(item, steps[position + 1:])
+                item_value, problem = resolve(item, steps, position + 1)
                 if problem is not None:
                     return None, problem
                 items.append(item_value)
