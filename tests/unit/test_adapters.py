@@ -4,14 +4,17 @@ refused when the run is configured, and reject reasons that name the fields as t
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
-from evaluation import storage
+from evaluation import storage, synthetic
 from evaluation.adapters import InputAdapter, adapt_chat, adapter_for, parse_mapping, parse_path, resolve
+from evaluation.ingest import ingest_objects
 from evaluation.options import build_config
 from evaluation.stages.ingest import raw_objects, validated_batches
 from evaluation.validation import DayValidator
@@ -282,3 +285,16 @@ def test_openai_chat_rejects_name_the_messages(tmp_path: Path) -> None:
                    "messages[role=tool]: item 1 has no string text"],
         "line 6": ["id: missing or blank", "model: missing or blank"],
     }
+
+
+def test_openai_chat_reads_the_same_from_parquet(tmp_path: Path) -> None:
+    """Parquet gives every message every field of the list's struct (null where a message has none)."""
+    lines = [synthetic.to_openai_chat(line) for line in synthetic.generate_day(DAY, 30, bad=False)]
+    buffer = io.BytesIO()
+    pl.DataFrame([json.loads(line) for line in lines]).write_parquet(buffer)
+    adapter = InputAdapter("openai-chat")
+    from_jsonl = ingest_objects([("p.jsonl", "\n".join(lines).encode())], DAY, adapter=adapter).rows
+    from_parquet = ingest_objects([("p.parquet", buffer.getvalue())], DAY, adapter=adapter).rows
+    columns = ["record_id", "timestamp", "model", "question", "answer", "contexts_json", "reference", "problems"]
+    assert from_parquet.select(columns).equals(from_jsonl.select(columns))
+    assert from_jsonl["problems"].list.len().sum() == 0 and from_jsonl["contexts_json"].str.contains("ctx-1").all()
