@@ -12,6 +12,7 @@
   unless ``--apply``.
 * ``calibrate``: judge a golden set (human-labelled records) and land the judges' agreement with the
   labels under ``calibrations/`` with a page; print a JSON summary of the figures.
+* ``generate``: write a realistic day of sample logs (own or openai-chat records) to try ``run`` on.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evaluation import sample_logs
 from evaluation.calibration import cli as calibration_cli
 from evaluation.options import OPTIONS, Option, build_config
 
@@ -364,11 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     _report_parser(sub)
     _gc_parser(sub)
     calibration_cli.add_parser(sub)
+    sample_logs.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     commands = {"run": _cmd_run, "plan": _cmd_plan, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,
-                "gc": _cmd_gc, "calibrate": calibration_cli.command}
+                "gc": _cmd_gc, "calibrate": calibration_cli.command, "generate": sample_logs.command}
     try:
         return commands[args.command](args)
     except ValueError as exc:  # a bad option value: say what, not a stack trace

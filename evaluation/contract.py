@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from evaluation.adapters import check_input_format, parse_mapping
+
 JudgeName = Literal["rag", "masis", "prompt"]
 JUDGES: tuple[JudgeName, ...] = ("rag", "masis", "prompt")
 
@@ -216,6 +218,10 @@ class RunConfig(BaseModel):
     date: dt.date = Field(description="The day (`dt`) to evaluate.")
     input_uri: str = Field(description="Root of the raw logs: `s3://bucket/prefix` or a directory.")
     output_uri: str = Field(description="Root of the landed tables: `s3://bucket/prefix` or a directory.")
+    input_format: Annotated[str, BeforeValidator(check_input_format)] = Field(
+        default="own", description="Shape of the raw records: `own` (CONTRACT §1) or `openai-chat`.")
+    input_mapping: Annotated[dict[str, str], BeforeValidator(parse_mapping)] = Field(
+        default_factory=dict, description="Fields read from other paths of a record: field → dotted path.")
     run_id: str = Field(default="manual", description="Id of this run; names its work files.")
     trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1)

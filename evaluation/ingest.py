@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluation.adapters import InputAdapter
 from evaluation.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, normalise, normalised_values
 from evaluation.storage import RAW_SUFFIXES
 
@@ -394,8 +395,16 @@ class _ObjectItems:
             logger.info("%s: %d rows, %d rejects", source_uri, rows, rejects)
 
 
-def _fill(items: _ObjectItems, batch_rows: int) -> IngestResult | None:
-    """The next batch: up to ``batch_rows`` input records (parsed rows plus rejects), normalised."""
+def _adapted_values(adapter: InputAdapter, obj: dict[str, Any]) -> tuple[Any, ...]:
+    record, problems = adapter.adapt(obj)
+    values = normalised_values(record)
+    values[-1].extend(problems)  # the problems list is the last column
+    return values
+
+
+def _fill(items: _ObjectItems, batch_rows: int, adapter: InputAdapter | None) -> IngestResult | None:
+    """The next batch: up to ``batch_rows`` input records (parsed rows plus rejects), each mapped
+    by ``adapter`` (when given) and normalised."""
     values: list[tuple[Any, ...]] = []
     source_uris: list[str] = []
     line_nos: list[int] = []
@@ -406,7 +415,7 @@ def _fill(items: _ObjectItems, batch_rows: int) -> IngestResult | None:
     for source_uri, item in items:  # a shared iterator: the next batch goes on where this one stops
         if type(item) is tuple:
             line_no, obj, raw = item
-            values.append(normalised_values(obj))
+            values.append(normalised_values(obj) if adapter is None else _adapted_values(adapter, obj))
             source_uris.append(source_uri)
             line_nos.append(line_no)
             raws.append(raw)
@@ -424,7 +433,11 @@ def _fill(items: _ObjectItems, batch_rows: int) -> IngestResult | None:
 
 
 def ingest_batches(
-    objects: Iterable[tuple[str, ObjectSource]], day: dt.date, *, batch_rows: int = BATCH_ROWS
+    objects: Iterable[tuple[str, ObjectSource]],
+    day: dt.date,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    adapter: InputAdapter | None = None,
 ) -> Iterator[IngestResult]:
     """Read and normalise objects, given as ``(source_uri, bytes | path | binary file)`` pairs, as a
     stream of bounded batches.
@@ -434,6 +447,8 @@ def ingest_batches(
     it was read, so the batches' sums are the day's totals. Objects are opened one at a time, as
     the batches are taken. Pass objects in key order: the order decides which of two rows with
     the same record_id comes first (the first is kept). ``day`` names the day in the log.
+    ``adapter`` maps records of another shape onto the contract's fields before normalisation
+    (:mod:`evaluation.adapters`); the rows keep the original raw text.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
@@ -443,7 +458,7 @@ def ingest_batches(
         # The collector is paused while a batch is read (see _gc_paused), not while the caller
         # works on it.
         with _gc_paused():
-            batch = _fill(items, batch_rows)
+            batch = _fill(items, batch_rows, adapter)
         if batch is None:
             break
         batches += 1
@@ -455,7 +470,9 @@ def ingest_batches(
     )
 
 
-def ingest_objects(objects: Iterable[tuple[str, ObjectSource]], day: dt.date) -> IngestResult:
+def ingest_objects(
+    objects: Iterable[tuple[str, ObjectSource]], day: dt.date, *, adapter: InputAdapter | None = None
+) -> IngestResult:
     """Read and normalise every object in one batch (see :func:`ingest_batches`)."""
-    batches = list(ingest_batches(objects, day, batch_rows=sys.maxsize))
+    batches = list(ingest_batches(objects, day, batch_rows=sys.maxsize, adapter=adapter))
     return batches[0] if batches else IngestResult(rows=pl.DataFrame(schema=ROW_SCHEMA), rejects=[])

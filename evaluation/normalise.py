@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 
+from evaluation.adapters import type_name as _type_name
+
 #: Columns and types of :attr:`IngestResult.rows` (one row per parsed record, filled by :func:`normalise`).
 ROW_SCHEMA: dict[str, pl.DataType] = {
     "source_uri": pl.String(),
@@ -77,22 +79,6 @@ _ENCODE_METADATA = _encoder(default=str)
 _QUOTE_CHARS = 60
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _quote(value: str) -> str:
     return repr(value if len(value) <= _QUOTE_CHARS else value[:_QUOTE_CHARS] + "…")
 
@@ -140,10 +126,11 @@ _ItemRule = Callable[[int, dict[str, Any], list[str]], tuple[dict[str, Any], int
 
 
 def _object_list(
-    field: str, value: Any, problems: list[str], item: _ItemRule, *, absent: str | None
+    field: str, value: Any, problems: list[str], item: _ItemRule, *, absent: str | None, text_items: bool = False
 ) -> tuple[str | None, int]:
     """JSON text of a list of objects, each normalised by ``item`` (``absent`` when the list is,
-    null on any problem), and the text length ``item`` counted."""
+    null on any problem), and the text length ``item`` counted. With ``text_items``, an item may
+    also be a plain string: it stands for ``{"text": item}``."""
     if value is None:
         return absent, 0
     if type(value) is not list:
@@ -154,8 +141,10 @@ def _object_list(
     items = []
     for index, obj in enumerate(value, start=1):
         if type(obj) is not dict:
-            problems.append(f"{field}: item {index} is not an object")
-            continue
+            if not (text_items and type(obj) is str):
+                problems.append(f"{field}: item {index} is not {'a string or ' if text_items else ''}an object")
+                continue
+            obj = {"text": obj}
         normalised, item_chars = item(index, obj, problems)
         items.append(normalised)
         chars += item_chars
@@ -263,7 +252,9 @@ def normalised_values(obj: dict[str, Any]) -> tuple[Any, ...]:
     question_chars = len(question) if type(question) is str else 0  # a blank question counts too
     question = _required_text("question", question, problems)
     answer = _optional_text("answer", get("answer"), problems)
-    contexts_json, context_chars = _object_list("contexts", get("contexts"), problems, _context, absent="[]")
+    contexts_json, context_chars = _object_list(
+        "contexts", get("contexts"), problems, _context, absent="[]", text_items=True
+    )
     reference = _optional_text("reference", get("reference"), problems)
     expected_outcome = _optional_text("expected_outcome", get("expected_outcome"), problems)
     rubrics_json, rubric_chars = _object_list("rubrics", get("rubrics"), problems, _rubric, absent=None)

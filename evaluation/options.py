@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from evaluation.adapters import INPUT_FORMATS, check_input_format, parse_mapping
 from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RunConfig, Thresholds
 
 
@@ -33,6 +34,7 @@ class Option:
     nullable: bool = False
     env: str | None = None  #: the variable an empty value is taken from when the run is configured
     fallback: Any = None  #: the value when the option and its variable are both empty
+    choices: tuple[str, ...] | None = None  #: the accepted values, when they are a fixed set
 
     @property
     def flag(self) -> str:
@@ -47,6 +49,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("output_uri", "string", "", "Output URI",
            "Root of the landed tables: s3://bucket/prefix or a directory. Empty: $EVALUATION_OUTPUT_URI.",
            env="EVALUATION_OUTPUT_URI"),
+    Option("input_format", "string", "own", "Input format",
+           "Shape of the raw records: own (the contract's fields) or openai-chat (a messages list in the OpenAI "
+           "chat format). See docs/inputs.md.", choices=INPUT_FORMATS),
+    Option("input_mapping", "string", "", "Input mapping",
+           "Fields read from other places of a record, on top of the input format: field=path pairs separated "
+           "by commas, e.g. question=request.messages[-1].content,answer=response.text. Empty: none."),
     Option("judges", "judges", list(JUDGES), "Judges", "Judges to run: rag, masis, prompt."),
     Option("judge_model", "string", "", "Judge model",
            "Any litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...); "
@@ -127,6 +135,9 @@ def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger:
     for option in OPTIONS:
         if option.env is not None and merged[option.name] in (None, ""):  # 0 and False are values
             merged[option.name] = os.environ.get(option.env) or option.fallback or option.default
+    # Checked here too, so that a bad format or mapping reads as its own one line.
+    check_input_format(merged["input_format"])
+    parse_mapping(merged["input_mapping"])
     if not merged["input_uri"] or not merged["output_uri"]:
         raise ValueError("input_uri and output_uri are required (set them, or EVALUATION_INPUT_URI/_OUTPUT_URI)")
     thresholds = Thresholds.model_validate(
@@ -145,6 +156,8 @@ def param_schema(option: Option) -> dict[str, Any]:
             "uniqueItems": True,
         }
     schema: dict[str, Any] = {"type": [option.kind, "null"] if option.nullable else option.kind}
+    if option.choices is not None:
+        schema["enum"] = list(option.choices)
     if option.minimum is not None:
         schema["minimum"] = option.minimum
     if option.maximum is not None:

@@ -15,7 +15,7 @@ import datetime as dt
 import gzip
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,9 +116,11 @@ def _answer(rng: random.Random, fact: Fact, roll: float, good: float, hallucinat
 Behaviour = Mapping[str, tuple[float, float, float]]
 
 
-def _record(rng: random.Random, day: dt.date, index: int, model: str, behaviour: Behaviour) -> dict[str, Any]:
+def _record(
+    rng: random.Random, day: dt.date, index: int, model: str, behaviour: Behaviour, profiles: Behaviour
+) -> dict[str, Any]:
     fact = FACTS[rng.randrange(len(FACTS))]
-    good, hallucinate, _ = MODEL_BEHAVIOUR[model]
+    good, hallucinate, _ = profiles[model]
     roll = rng.random()
     contexts = [{"id": "ctx-1", "text": _context_for(fact), "source": "kb/facts", "score": round(rng.uniform(0.7, 0.99), 3)}]
     if rng.random() < 0.6:
@@ -179,15 +181,26 @@ def bad_lines(day: dt.date) -> list[tuple[str, str]]:
 
 
 def generate_day(
-    day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True, behaviour: Behaviour | None = None
+    day: dt.date,
+    records: int = 300,
+    *,
+    seed: int = 7,
+    bad: bool = True,
+    behaviour: Behaviour | None = None,
+    models: Sequence[str] = MODELS,
 ) -> list[str]:
-    """JSON lines of a day: ``records`` valid records (spread over the three models), plus the
+    """JSON lines of a day: ``records`` valid records (spread over ``models`` in turn), plus the
     planted bad records when ``bad`` (one of them a repeat of the first record's id).
     ``behaviour`` overrides :data:`MODEL_BEHAVIOUR` for the models it names (same draws otherwise,
-    so the day's questions stay the same)."""
+    so the day's questions stay the same). A model not in :data:`MODEL_BEHAVIOUR` behaves as the
+    built-in model at its position (the first as assistant-v1, the second as assistant-v2, ...)."""
+    if not models:
+        raise ValueError("models: name at least one model")
     rng = random.Random(f"{seed}-{day.isoformat()}")
     behaviour = behaviour or {}
-    lines = [json.dumps(_record(rng, day, i, MODELS[i % len(MODELS)], behaviour), ensure_ascii=False)
+    built_in = list(MODEL_BEHAVIOUR.values())
+    profiles = {m: MODEL_BEHAVIOUR.get(m, built_in[i % len(built_in)]) for i, m in enumerate(models)}
+    lines = [json.dumps(_record(rng, day, i, models[i % len(models)], behaviour, profiles), ensure_ascii=False)
              for i in range(records)]
     if bad:
         lines.extend(raw for raw, _ in bad_lines(day))
@@ -196,11 +209,66 @@ def generate_day(
     return lines
 
 
+#: A system prompt of the generated chat logs (it lands in metadata.conversation_history).
+CHAT_SYSTEM_PROMPT = "You answer from the retrieved passages and cite them by id, like [ctx-1]."
+
+
+def to_openai_chat(line: str) -> str:
+    """One generated line in the OpenAI chat format (the ``openai-chat`` input format), the same
+    content: a system prompt, the user's question, the assistant's retrieval tool call and the
+    tool's reply (the contexts as a JSON array), then the answer. ``id``, ``model`` and
+    ``created`` (Unix seconds) as a gateway exports them; the other fields under their own names.
+    A line that is not a JSON object is returned as it is."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    if type(record) is not dict:
+        return line
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": CHAT_SYSTEM_PROMPT},
+        {"role": "user", "content": record.pop("question", None)},
+    ]
+    contexts = record.pop("contexts", None)
+    if contexts:
+        call = {"id": "call_1", "type": "function",
+                "function": {"name": "search_kb", "arguments": json.dumps({"query": messages[1]["content"]})}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": "call_1", "name": "search_kb",
+                         "content": json.dumps(contexts, ensure_ascii=False)})
+    messages.append({"role": "assistant", "content": record.pop("answer", None)})
+    chat: dict[str, Any] = {"id": record.pop("record_id", None), "object": "chat.completion",
+                            "model": record.pop("model", None)}
+    timestamp = record.pop("timestamp", None)
+    try:
+        chat["created"] = int(dt.datetime.fromisoformat(timestamp).timestamp())
+    except (TypeError, ValueError):
+        chat["timestamp"] = timestamp  # kept as it was: validation names what is wrong with it
+    return json.dumps({**chat, "messages": messages, **record}, ensure_ascii=False)
+
+
+#: Shapes :func:`day_objects` can write, by the ``input_format`` that reads them.
+LINE_FORMATS = {"own": None, "openai-chat": to_openai_chat}
+
+
 def day_objects(
-    day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True, behaviour: Behaviour | None = None
+    day: dt.date,
+    records: int = 300,
+    *,
+    seed: int = 7,
+    bad: bool = True,
+    behaviour: Behaviour | None = None,
+    models: Sequence[str] = MODELS,
+    input_format: str = "own",
 ) -> dict[str, bytes]:
-    """The day as raw objects (key below the input root -> bytes): two JSONL files, one gzipped."""
-    lines = generate_day(day, records, seed=seed, bad=bad, behaviour=behaviour)
+    """The day as raw objects (key below the input root -> bytes): two JSONL files, one gzipped,
+    each line in ``input_format`` (a key of :data:`LINE_FORMATS`)."""
+    if input_format not in LINE_FORMATS:
+        raise ValueError(f"input_format: unknown format {input_format!r}; formats: {', '.join(LINE_FORMATS)}")
+    lines = generate_day(day, records, seed=seed, bad=bad, behaviour=behaviour, models=models)
+    convert = LINE_FORMATS[input_format]
+    if convert is not None:
+        lines = [convert(line) for line in lines]
     half = len(lines) // 2
     first = ("\n".join(lines[:half]) + "\n").encode()
     second = ("\n".join(lines[half:]) + "\n").encode()
@@ -211,10 +279,19 @@ def day_objects(
 
 
 def write_day(
-    store: Any, day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True, behaviour: Behaviour | None = None
+    store: Any,
+    day: dt.date,
+    records: int = 300,
+    *,
+    seed: int = 7,
+    bad: bool = True,
+    behaviour: Behaviour | None = None,
+    models: Sequence[str] = MODELS,
+    input_format: str = "own",
 ) -> list[str]:
     """Write a generated day into a store (see :mod:`evaluation.storage`); returns the keys."""
-    objects = day_objects(day, records, seed=seed, bad=bad, behaviour=behaviour)
+    objects = day_objects(day, records, seed=seed, bad=bad, behaviour=behaviour, models=models,
+                          input_format=input_format)
     for key, data in objects.items():
         store.write_bytes(key, data)
     return list(objects)

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
+from evaluation.adapters import InputAdapter, adapter_for
 from evaluation.contract import RunConfig
 from evaluation.ingest import BATCH_ROWS, ingest_batches
 from evaluation.stages._run import (
@@ -69,20 +70,27 @@ def validated_batches(
     validator: Any,
     *,
     batch_rows: int = BATCH_ROWS,
+    adapter: InputAdapter | None = None,
 ) -> Iterator[ValidatedBatch]:
     """The raw objects read one at a time, in batches of at most ``batch_rows`` input records, each
     checked by ``validator`` (a :class:`~evaluation.validation.DayValidator`, which also counts
-    the day's totals for its table rules). Memory follows the batch, not the day."""
+    the day's totals for its table rules). Memory follows the batch, not the day.
+
+    With an ``adapter``, the suite validates the mapped records and each reject's reasons name
+    the fields as the log spells them."""
     with tempfile.TemporaryDirectory(prefix="evaluation-ingest-") as folder:
         sources = raw_sources(store, objects, Path(folder))
-        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows):
+        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows, adapter=adapter):
             validator.add_ingest_rejects(len(batch.rejects))
             if batch.rows.height == 0:
                 yield ValidatedBatch(pl.DataFrame(schema=RECORD_SCHEMA), batch.rejects, [])
                 continue
             checked = validator.validate_batch(batch.rows)
             valid = checked.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
-            yield ValidatedBatch(valid, batch.rejects, checked.rejects)
+            rejects = checked.rejects
+            if adapter is not None:
+                rejects = [r.model_copy(update={"reasons": adapter.name_reasons(r.reasons, r.raw)}) for r in rejects]
+            yield ValidatedBatch(valid, batch.rejects, rejects)
 
 
 def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:
@@ -118,7 +126,8 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     with tempfile.TemporaryDirectory(prefix="evaluation-rejects-") as folder:
         ingest_parts: list[Path] = []
         rule_parts: list[Path] = []
-        batches = validated_batches(stores.raw, objects, validator, batch_rows=batch_rows)
+        batches = validated_batches(stores.raw, objects, validator, batch_rows=batch_rows,
+                                    adapter=adapter_for(cfg.input_format, cfg.input_mapping))
         for index, batch in enumerate(batches):
             if batch.ingest_rejects:
                 ingest_parts.append(_write_rejects(cfg, batch.ingest_rejects, Path(folder) / f"ingest-{index:05d}.parquet"))

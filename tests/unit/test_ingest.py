@@ -421,7 +421,17 @@ def test_timestamps(timestamp: Any, utc: dt.datetime | None, problems: list[str]
         ([{"text": "a"}, {"id": "c2"}], None, ["contexts: item 2 has no string text"]),
         ([{"text": None}], None, ["contexts: item 1 has no string text"]),
         ([{"text": 5}], None, ["contexts: item 1 has no string text"]),
-        (["just text"], None, ["contexts: item 1 is not an object"]),
+        (
+            ["Paris is the capital.", {"id": "doc-2", "text": "b"}, "c"],
+            [
+                {"id": "ctx-1", "text": "Paris is the capital.", "source": None, "score": None},
+                {"id": "doc-2", "text": "b", "source": None, "score": None},
+                {"id": "ctx-3", "text": "c", "source": None, "score": None},
+            ],
+            [],
+        ),
+        (["a", 5], None, ["contexts: item 2 is not a string or an object"]),
+        ([["a"]], None, ["contexts: item 1 is not a string or an object"]),
         ([{"text": "a", "id": 3}], None, ["contexts: item 1 has a non-string id"]),
         ([{"text": "a", "source": ["x"]}], None, ["contexts: item 1 has a non-string source"]),
         ([{"text": "a", "score": "high"}], None, ["contexts: item 1 has a non-numeric score"]),

@@ -94,7 +94,7 @@ OTHER_DAY = "timestamp: falls outside 2026-11-25"
         (record(timestamp="2026-11-25T01:30:00+02:00"), [f"{OTHER_DAY} (UTC 2026-11-24T23:30:00Z)"]),
         (record(contexts="Paris is the capital."), ["contexts: not a list (got string)"]),
         (record(contexts=[{"id": "doc-1"}]), ["contexts: item 1 has no string text"]),
-        (record(contexts=[{"text": "a"}, "b"]), ["contexts: item 2 is not an object"]),
+        (record(contexts=[{"text": "a"}, None]), ["contexts: item 2 is not a string or an object"]),
         (record(rubrics=[{"description": "a"}, {"weight": 2}]), ["rubrics: item 2 has no description"]),
         (record(rubrics=[{"description": "a", "weight": -1}]), ["rubrics: item 1 has a negative weight"]),
         (record(rubrics={"description": "a"}), ["rubrics: not a list (got object)"]),
@@ -118,7 +118,7 @@ OTHER_DAY = "timestamp: falls outside 2026-11-25"
                 "model": " ",
                 "question": "q",
                 "answer": 3,
-                "contexts": [{"id": "c"}, "x"],
+                "contexts": [{"id": "c"}, 7],
                 "rubrics": [{"weight": -1}],
             },
             [
@@ -127,7 +127,7 @@ OTHER_DAY = "timestamp: falls outside 2026-11-25"
                 "record_id: not a string (got number)",
                 "answer: not a string (got number)",
                 "contexts: item 1 has no string text",
-                "contexts: item 2 is not an object",
+                "contexts: item 2 is not a string or an object",
                 "rubrics: item 1 has no description",
                 "rubrics: item 1 has a negative weight",
             ],
@@ -205,6 +205,12 @@ def test_row_rule_rejects_with_every_reason(line: dict[str, Any], reasons: list[
             '{"id": "doc-2", "text": "b", "source": null, "score": 1.0}]',
         ),
         (
+            record(contexts=["Paris is the capital of France.", "It lies on the Seine."]),
+            "contexts",
+            '[{"id": "ctx-1", "text": "Paris is the capital of France.", "source": null, "score": null}, '
+            '{"id": "ctx-2", "text": "It lies on the Seine.", "source": null, "score": null}]',
+        ),
+        (
             record(
                 rubrics=[{"description": "Names Paris"}, {"id": "tone", "description": "Polite", "weight": 0}]
             ),
@@ -224,6 +230,7 @@ def test_row_rule_rejects_with_every_reason(line: dict[str, Any], reasons: list[
         "last-microsecond",
         "contexts-default",
         "context-ids-default",
+        "contexts-strings",
         "rubric-defaults",
         "rubrics-null",
         "metadata-json",
