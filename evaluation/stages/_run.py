@@ -99,7 +99,7 @@ class CostEstimate(StageResult):
     """The plan's estimate of the day's judge calls, tokens and cost."""
 
     records: int = Field(description="Records the run judges (after sampling).")
-    calls: int = Field(default=0, description="Judge calls expected (records × applicable judges).")
+    calls: int = Field(default=0, description="Judge calls expected: records × the judges that apply, empty answers left out (no call).")
     prompt_tokens: int = Field(description="Prompt tokens expected, by the judge model's tokenizer.")
     output_tokens: int = Field(default=0, description="Completion tokens expected (about 200 a reply).")
     cost_usd: float = Field(description="Cost at litellm's online prices for the judge model.")
