@@ -125,7 +125,7 @@ def score_table(
     parsed: pl.DataFrame | pl.LazyFrame,
     thresholds: Thresholds | None = None,
     *,
-    per_judge: Mapping[str, Thresholds] | None = None,
+    per_judge: Mapping[JudgeName, Thresholds] | None = None,
 ) -> pl.DataFrame:
     """Every judge's post-processing (CONTRACT §2.2–2.5) over a table of parsed rows, every judge
     mixed: replaces the metrics and ``score``, adds ``verdict`` and ``clamps_applied``. Verdicts use

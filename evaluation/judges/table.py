@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from evaluation.contract import Thresholds
+from evaluation.contract import JudgeName, Thresholds
 from evaluation.judges.verdicts import PASSING, verdict_by_judge
 
 
@@ -71,7 +71,7 @@ def _with_clamps(frame: pl.DataFrame, names: list[str]) -> pl.DataFrame:
 
 
 def apply_rules(parsed: pl.DataFrame | pl.LazyFrame, judges: Sequence[TableRules],
-                thresholds: Thresholds, per_judge: Mapping[str, Thresholds] | None = None) -> pl.DataFrame:
+                thresholds: Thresholds, per_judge: Mapping[JudgeName, Thresholds] | None = None) -> pl.DataFrame:
     """Every judge's rules over one table of parsed rows: new metric values, ``score``, ``verdict``
     (CONTRACT §2.5, on the score as landed, at ``per_judge[judge]`` where given, else ``thresholds``)
     and ``clamps_applied``. A row that no judge scores gets no score and no verdict."""

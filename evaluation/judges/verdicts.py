@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from evaluation.contract import Thresholds
+from evaluation.contract import JudgeName, Thresholds
 
 #: Verdicts a judge's forcing rule turns into ``fail`` (and records in ``clamps_applied``).
 PASSING = ("pass", "borderline")
@@ -23,7 +23,7 @@ def verdict(score: pl.Expr, thresholds: Thresholds) -> pl.Expr:
     )
 
 
-def verdict_by_judge(score: pl.Expr, thresholds: Thresholds, per_judge: Mapping[str, Thresholds]) -> pl.Expr:
+def verdict_by_judge(score: pl.Expr, thresholds: Thresholds, per_judge: Mapping[JudgeName, Thresholds]) -> pl.Expr:
     """:func:`verdict` at each row's judge's thresholds: ``per_judge[judge]`` where given (a run's
     calibrated thresholds), else ``thresholds``."""
     expr = verdict(score, thresholds)

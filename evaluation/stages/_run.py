@@ -269,9 +269,13 @@ def write_run_row(
 ) -> None:
     """Land the run's row of the ``runs`` table (its own object: runs keep their history). A
     failed run's row names where its evidence is (``evidence_uri``); ``waited_s`` is how long the
-    run waited for its day to be complete (None: no wait)."""
+    run waited for its day to be complete (None: no wait). Its ``config`` holds the thresholds each
+    judge's verdicts used (``thresholds_in_force``), empty only for a run with ``thresholds_from``
+    that failed before reading its calibrations."""
     from evaluation import versions
 
+    if not cfg.thresholds_in_force and cfg.thresholds_from is None:  # a run that failed before scoring
+        cfg = cfg.with_thresholds_in_force({})
     row = {
         "run_id": cfg.run_id,
         "trigger": cfg.trigger,
