@@ -124,6 +124,7 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
         hallucination_detected=pl.Series(rng.random(rows) < 0.1),
         _inv=pl.Series(rng.random(rows) < 0.1),
         reference_missing=pl.Series(rng.random(rows) < 0.4),
+        empty_answer=pl.lit(False),
         required_unsatisfied=pl.Series(rng.random(rows) < 0.1),
         rubric_mode=pl.Series(rng.random(rows) < 0.3),
         input_tokens=pl.Series(rng.integers(300, 1200, rows)),

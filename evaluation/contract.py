@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import unicodedata
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -50,7 +51,7 @@ JudgeList = Annotated[list[JudgeName], BeforeValidator(_judge_list)]
 OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
 #: Version of the deterministic rules (parsing, clamps, scores, verdicts). Bump on any change.
-RULES_VERSION = "rules-2026.11.1"
+RULES_VERSION = "rules-2026.11.2"
 
 #: Reference strings that count as "missing" once trimmed and lowercased (CONTRACT §1).
 _MISSING_REFERENCES = {"", "none"}
@@ -183,6 +184,35 @@ class Thresholds(BaseModel):
         return self
 
 
+class JudgeThresholds(Thresholds):
+    """The thresholds one judge's verdicts use in a run, and where they came from (what the
+    ``runs`` row's config records as ``thresholds_in_force``: ``{"pass", "borderline", "source"}``)."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    source: str = Field(
+        default="options", description="`options` (the run's own thresholds) or `<calibration id>/<judge>`."
+    )
+
+
+def _threshold_references(value: object) -> object:
+    """``thresholds_from`` as its comma-separated references, each ``<calibration id>/<judge>`` (or
+    a calibration id alone), checked for shape and normalised (``a/rag,b/masis``); blank is None."""
+    if not isinstance(value, str):
+        return value
+    references = [part.strip() for part in value.split(",") if part.strip()]
+    named: list[str] = []
+    for reference in references:
+        calibration, slash, judge = reference.partition("/")
+        if not calibration.strip() or (slash and judge not in JUDGES):
+            raise ValueError(f"thresholds_from {reference!r}: expected <calibration id>/<judge> with a judge "
+                             f"of {', '.join(JUDGES)}")
+        if judge in named:
+            raise ValueError(f"thresholds_from names judge {judge} twice")
+        named += [judge] if judge else []
+    return ",".join(references) or None
+
+
 class Sample(BaseModel):
     """Deterministic sampling, stratified by model: a fraction, or a maximum per model."""
 
@@ -234,8 +264,15 @@ class RunConfig(BaseModel):
     retry_budget_s: float = Field(default=120.0, gt=0, description="Cap on time spent on one call.")
     probe_timeout_s: float = Field(default=30.0, gt=0, description="How long the probe call before a run may take.")
     thresholds: Thresholds = Field(default_factory=Thresholds)
-    thresholds_from: OptionalText = Field(
-        default=None, description="`<calibration id>/<judge>`: use that calibration's suggested thresholds instead."
+    thresholds_from: Annotated[str | None, BeforeValidator(_threshold_references)] = Field(
+        default=None,
+        description="`<calibration id>/<judge>`, comma-separated for several judges: each named judge's verdicts "
+        "use the thresholds that calibration fitted for it; the others keep `thresholds`.",
+    )
+    thresholds_in_force: dict[JudgeName, JudgeThresholds] = Field(
+        default_factory=dict,
+        description="Per selected judge, the thresholds its verdicts use and their source; filled when the run "
+        "reads its `thresholds_from` calibrations (empty before).",
     )
     max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
     max_record_chars: int = Field(default=200_000, ge=1)
@@ -271,6 +308,13 @@ class RunConfig(BaseModel):
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return Sample.parse(value)
         return value
+
+    def with_thresholds_in_force(self, calibrated: Mapping[str, JudgeThresholds]) -> RunConfig:
+        """This config with ``thresholds_in_force`` for every selected judge: ``calibrated`` where
+        it names the judge, else the run's own ``thresholds`` (source ``options``)."""
+        own = JudgeThresholds.model_validate({**self.thresholds.model_dump(), "source": "options"})
+        in_force = {judge: calibrated.get(judge, own) for judge in self.judges}
+        return self.model_copy(update={"thresholds_in_force": in_force})
 
 
 def question_key(question: str) -> str:

@@ -75,8 +75,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("pass_threshold", "number", 0.8, "Pass threshold", "score >= this is pass.", 0, 1),
     Option("borderline_threshold", "number", 0.6, "Borderline threshold", "score >= this is borderline.", 0, 1),
     Option("thresholds_from", "string", "", "Thresholds from a calibration",
-           "Empty, or <calibration id>/<judge>: use the thresholds that judge calibration suggests (its score row) "
-           "instead of the two above; the runs row records which."),
+           "Empty, or <calibration id>/<judge>, comma-separated for several judges (cal-1/rag,cal-2/masis): that "
+           "judge's verdicts use the thresholds the calibration fitted for it (its score row); every other judge "
+           "keeps the two above. The runs row records each judge's thresholds and source."),
     Option("max_reject_ratio", "number", 0.05, "Max reject ratio",
            "Fail the run (after landing rejects) when more input records than this share are rejected.", 0, 1),
     Option("max_record_chars", "integer", 200_000, "Max record chars", "Reject records whose texts exceed this.", 1),

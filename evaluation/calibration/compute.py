@@ -44,12 +44,13 @@ JUDGE_METRICS: dict[str, tuple[str, ...]] = {
 
 def forced_fail(judged: pl.DataFrame) -> pl.Expr:
     """Rows whose verdict a contract rule forces to ``fail`` whatever the thresholds: rag's
-    faithfulness of 0.0 (CONTRACT §2.2 (5)) and prompt's unsatisfied required rubric (§2.4). Over
-    parsed-and-scored rows (``required_unsatisfied`` is a parsed-row column)."""
+    faithfulness of 0.0 (CONTRACT §2.2 (5)), prompt's unsatisfied required rubric (§2.4) and an
+    empty answer (§2.5). Over parsed-and-scored rows (``required_unsatisfied`` and ``empty_answer``
+    are parsed-row columns)."""
     ok = pl.col("judge_status") == "ok"
     rag = (pl.col("judge") == "rag") & (pl.col("faithfulness") == 0.0)
     prompt = (pl.col("judge") == "prompt") & pl.col("required_unsatisfied").fill_null(False)
-    return (ok & (rag | prompt)).fill_null(False).alias("forced_fail")
+    return (ok & (rag | prompt | pl.col("empty_answer").fill_null(False))).fill_null(False).alias("forced_fail")
 
 
 def _verdict_label_counts(verdicts: np.ndarray, good: np.ndarray) -> str:

@@ -51,7 +51,7 @@ def _key(calibration: str, name: str) -> str:
 def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.DataFrame,
                    parameters: dict[str, Any]) -> int:
     """Judge calls the set needs that the ledger has no reply for (0 on a re-run)."""
-    from evaluation.judges import render
+    from evaluation.judges import RenderedPrompt, route
     from evaluation.ledger import Ledger, request_hash
     from evaluation.stages import record_from_row
 
@@ -61,8 +61,8 @@ def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.Data
         for row in group.iter_rows(named=True):
             record = record_from_row(row)
             for judge in spec.judges:
-                prompt = render(judge, record)
-                if prompt is not None:
+                prompt = route(judge, record)
+                if isinstance(prompt, RenderedPrompt):
                     hashes.add(request_hash(spec.judge_model, prompt, parameters))
         found = Ledger(store, day, writer="calibration-lookup").lookup(hashes)
         missing += len(hashes) - len(found)

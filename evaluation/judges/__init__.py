@@ -6,7 +6,8 @@ Python-exact rounding for table code (:mod:`~evaluation.judges.rounding`), fence
 (:mod:`~evaluation.judges.rendering`) and the table path (:mod:`~evaluation.judges.table`).
 
 A judge turns one :class:`~evaluation.contract.InputRecord` into one rendered prompt (one LLM call)
-and the judge's raw reply into a parsed row (:class:`ParsedRow`); :func:`score_table` applies the
+and the judge's raw reply into a parsed row (:class:`ParsedRow`); :func:`route` decides which
+records are sent at all (an empty answer, or a judge that does not apply, lands with no call); :func:`score_table` applies the
 deterministic rules (clamps, scores, verdicts) to a whole table of parsed rows.
 """
 
@@ -14,9 +15,11 @@ from evaluation.judges.dispatch import (
     PROMPT_VERSIONS,
     base_row,
     call_error_row,
+    empty_answer_row,
     not_applicable_row,
     parse_reply,
     render,
+    route,
     score_table,
 )
 from evaluation.judges.extract import extract_json_object, is_number
@@ -29,7 +32,7 @@ from evaluation.judges.verdicts import verdict
 
 __all__ = [
     "HEDGE_PHRASES", "MASIS_DIMENSIONS", "PROBE_PROMPT", "PROMPT_VERSIONS", "ParsedRow", "RAG_METRICS",
-    "RenderedPrompt", "base_row", "call_error_row", "citation_audit", "extract_json_object", "fence_nonce",
-    "is_number", "normalise_goal", "not_applicable_row", "parse_reply", "prompt_mode", "read_fenced_blocks",
-    "render", "rubric_line", "score_table", "verdict",
+    "RenderedPrompt", "base_row", "call_error_row", "citation_audit", "empty_answer_row", "extract_json_object",
+    "fence_nonce", "is_number", "normalise_goal", "not_applicable_row", "parse_reply", "prompt_mode",
+    "read_fenced_blocks", "render", "route", "rubric_line", "score_table", "verdict",
 ]

@@ -1,8 +1,11 @@
-"""What takes a judge's name: its prompt for a record, the parsed row of its reply (or of a call
-that never returned), and the scoring of a table of parsed rows of every judge."""
+"""What takes a judge's name: whether a record is sent to it (:func:`route`), its prompt for a
+record, the parsed row of its reply (or of a call that never returned or was never made), and the
+scoring of a table of parsed rows of every judge."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import polars as pl
@@ -47,7 +50,7 @@ def base_row(judge: JudgeName, record: InputRecord) -> ParsedRow:
         "semantic_similarity": None, "evaluation_goal": None, "hits": [], "misses": [], "reasoning": None,
         "explanations": None, "improvement_suggestions": [], "citations": [], "invalid_citations": [],
         "uncited_claim_count": None, "hallucination_detected": None, "reason": None, "error": None,
-        "reference_missing": record.reference_missing, "rubric_mode": False, "required_unsatisfied": False,
+        "reference_missing": record.reference_missing, "empty_answer": False, "rubric_mode": False, "required_unsatisfied": False,
         "rubric_weight_satisfied": None, "rubric_weight_total": None,
     }
     _JUDGES[judge].fill_row(row, record)
@@ -67,6 +70,34 @@ def parse_reply(
     return _JUDGES[judge].parse(row, reply, record)
 
 
+def route(judge: JudgeName, record: InputRecord) -> RenderedPrompt | ParsedRow:
+    """What judging ``record`` with ``judge`` takes: the prompt to send, or the parsed row it lands
+    with no call. The one place that decides which (record, judge) pairs are sent to a judge: the
+    judge stage (online and batch), the plan's estimate and the calibration's count of calls to make
+    all ask here. A judge that does not apply (CONTRACT §2.4) gives a ``skipped`` row, an empty
+    answer (§2.5) an :func:`empty_answer_row`."""
+    prompt = render(judge, record)
+    if prompt is None:
+        return not_applicable_row(judge, record)
+    if not record.answer.strip():
+        return empty_answer_row(judge, record)
+    return prompt
+
+
+def empty_answer_row(judge: JudgeName, record: InputRecord) -> ParsedRow:
+    """CONTRACT §2.5 empty answers: an ``ok`` row, each of the judge's metrics 0 (rag's semantic
+    similarity stays null without a reference), never sent to the judge. :func:`score_table` gives
+    it score 0, verdict ``fail`` and ``empty_answer`` in ``clamps_applied``."""
+    row = base_row(judge, record)
+    row.update({"empty_answer": True, "score": 0.0, "reason": "empty_answer"})
+    if judge == "rag":
+        row.update({"faithfulness": 0.0, "context_relevance": 0.0, "answer_relevance": 0.0,
+                    "semantic_similarity": None if record.reference_missing else 0.0})
+    elif judge == "masis":
+        row.update({"faithfulness": 0.0, "relevance": 0.0, "completeness": 0.0, "reasoning_quality": 0.0})
+    return row
+
+
 def not_applicable_row(judge: JudgeName, record: InputRecord, reason: str = "not_applicable") -> ParsedRow:
     """A ``skipped`` parsed row (CONTRACT §2.5: not applicable, sampled out, budget exhausted)."""
     row = base_row(judge, record)
@@ -82,8 +113,25 @@ def call_error_row(judge: JudgeName, record: InputRecord, error: str) -> ParsedR
     return row
 
 
-def score_table(parsed: pl.DataFrame | pl.LazyFrame, thresholds: Thresholds | None = None) -> pl.DataFrame:
+def _empty_answer_rules(empty: pl.Expr) -> TableRules:
+    """CONTRACT §2.5 empty answers, for every judge: score 0, verdict ``fail`` whatever the
+    thresholds, ``empty_answer`` in ``clamps_applied``; the metrics stay the zeros of
+    :func:`empty_answer_row`."""
+    return TableRules(scored=empty, values={}, clamps=[(pl.lit(True), "empty_answer")], score=pl.lit(0.0),
+                      fails=[(pl.lit(True), None)])
+
+
+def score_table(
+    parsed: pl.DataFrame | pl.LazyFrame,
+    thresholds: Thresholds | None = None,
+    *,
+    per_judge: Mapping[JudgeName, Thresholds] | None = None,
+) -> pl.DataFrame:
     """Every judge's post-processing (CONTRACT §2.2–2.5) over a table of parsed rows, every judge
-    mixed: replaces the metrics and ``score``, adds ``verdict`` and ``clamps_applied``."""
-    rules = [judge.table_rules() for judge in _JUDGES.values()]
-    return apply_rules(parsed, rules, thresholds or Thresholds())
+    mixed: replaces the metrics and ``score``, adds ``verdict`` and ``clamps_applied``. Verdicts use
+    ``per_judge[judge]`` where given, else ``thresholds`` (else the contract's 0.8 / 0.6)."""
+    empty = pl.col("empty_answer").fill_null(False)
+    # An empty answer is scored by its own rule alone: no judge's rule reads its zeros.
+    rules = [_empty_answer_rules(empty)]
+    rules += [replace(rules_, scored=rules_.scored & ~empty) for rules_ in (j.table_rules() for j in _JUDGES.values())]
+    return apply_rules(parsed, rules, thresholds or Thresholds(), per_judge or {})

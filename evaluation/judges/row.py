@@ -62,6 +62,7 @@ class ParsedRow(TypedDict):
     cached: NotRequired[bool]
     judged_at: NotRequired[dt.datetime | None]
     reference_missing: bool
+    empty_answer: bool
     rubric_mode: bool
     required_unsatisfied: bool
     rubric_weight_satisfied: float | None

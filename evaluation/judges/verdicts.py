@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
 
-from evaluation.contract import Thresholds
+from evaluation.contract import JudgeName, Thresholds
 
 #: Verdicts a judge's forcing rule turns into ``fail`` (and records in ``clamps_applied``).
 PASSING = ("pass", "borderline")
@@ -19,6 +21,16 @@ def verdict(score: pl.Expr, thresholds: Thresholds) -> pl.Expr:
         .when(score >= thresholds.borderline).then(pl.lit("borderline"))
         .otherwise(pl.lit("fail"))
     )
+
+
+def verdict_by_judge(score: pl.Expr, thresholds: Thresholds, per_judge: Mapping[JudgeName, Thresholds]) -> pl.Expr:
+    """:func:`verdict` at each row's judge's thresholds: ``per_judge[judge]`` where given (a run's
+    calibrated thresholds), else ``thresholds``."""
+    expr = verdict(score, thresholds)
+    for judge, own in per_judge.items():
+        if (own.pass_, own.borderline) != (thresholds.pass_, thresholds.borderline):
+            expr = pl.when(pl.col("judge") == judge).then(verdict(score, own)).otherwise(expr)
+    return expr
 
 
 def scored_rows(judge: str, *statuses: str) -> pl.Expr:

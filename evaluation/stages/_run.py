@@ -99,7 +99,7 @@ class CostEstimate(StageResult):
     """The plan's estimate of the day's judge calls, tokens and cost."""
 
     records: int = Field(description="Records the run judges (after sampling).")
-    calls: int = Field(default=0, description="Judge calls expected (records × applicable judges).")
+    calls: int = Field(default=0, description="Judge calls expected: records × the judges that apply, empty answers left out (no call).")
     prompt_tokens: int = Field(description="Prompt tokens expected, by the judge model's tokenizer.")
     output_tokens: int = Field(default=0, description="Completion tokens expected (about 200 a reply).")
     cost_usd: float = Field(description="Cost at litellm's online prices for the judge model.")
@@ -269,9 +269,13 @@ def write_run_row(
 ) -> None:
     """Land the run's row of the ``runs`` table (its own object: runs keep their history). A
     failed run's row names where its evidence is (``evidence_uri``); ``waited_s`` is how long the
-    run waited for its day to be complete (None: no wait)."""
+    run waited for its day to be complete (None: no wait). Its ``config`` holds the thresholds each
+    judge's verdicts used (``thresholds_in_force``), empty only for a run with ``thresholds_from``
+    that failed before reading its calibrations."""
     from evaluation import versions
 
+    if not cfg.thresholds_in_force and cfg.thresholds_from is None:  # a run that failed before scoring
+        cfg = cfg.with_thresholds_in_force({})
     row = {
         "run_id": cfg.run_id,
         "trigger": cfg.trigger,

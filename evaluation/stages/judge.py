@@ -26,7 +26,7 @@ from evaluation.judges import (
     call_error_row,
     not_applicable_row,
     parse_reply,
-    render,
+    route,
 )
 from evaluation.judges.row import ParsedRow, Spent
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
@@ -101,9 +101,9 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
             if not row["sampled"]:
                 rows.append(_finish(not_applicable_row(judge, record, "sampled_out"), cfg, PROMPT_VERSIONS[judge]))
                 continue
-            prompt = render(judge, judged_record)
-            if prompt is None:
-                rows.append(_finish(not_applicable_row(judge, record), cfg, PROMPT_VERSIONS[judge]))
+            prompt = route(judge, judged_record)
+            if not isinstance(prompt, RenderedPrompt):  # not applicable, or an empty answer: no call
+                rows.append(_finish(prompt, cfg, PROMPT_VERSIONS[judge]))
                 continue
             digest = request_hash(cfg.judge_model, prompt, parameters)
             pending.append(_Pending(record, judged_record, judge, prompt, digest, redactions))

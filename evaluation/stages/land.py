@@ -72,8 +72,10 @@ def score_and_land(
         batch: list[pl.DataFrame] = []
 
         def score_batch() -> None:
-            scored = score_table(pl.concat(batch), cfg.thresholds).with_columns(run_id=pl.lit(cfg.run_id)).select(
-                [pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"]
+            scored = (  # each judge's verdicts at its own thresholds (its calibration's, or the run's)
+                score_table(pl.concat(batch), cfg.thresholds, per_judge=cfg.thresholds_in_force)
+                .with_columns(run_id=pl.lit(cfg.run_id))
+                .select([pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"])
             )
             path = Path(folder) / f"scored-{len(scored_paths):05d}.parquet"
             scored.write_parquet(path)

@@ -14,7 +14,7 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.contract import RunConfig
-from evaluation.judges import render
+from evaluation.judges import RenderedPrompt, route
 from evaluation.stages._run import (
     ChunkPlan,
     CostEstimate,
@@ -236,8 +236,8 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
     for row in sample.iter_rows(named=True):
         record = record_from_row(row)
         for judge in cfg.judges:
-            prompt = render(judge, record)
-            if prompt is not None:
+            prompt = route(judge, record)
+            if isinstance(prompt, RenderedPrompt):  # empty answers and judges that do not apply cost nothing
                 tokens += judge_client.count_tokens(cfg.judge_model, prompt)
                 prompts += 1
     scale = records / sample.height

@@ -73,6 +73,7 @@ PARSED_SCHEMA: dict[str, Any] = {
     "error": pl.String,
     **SPENT_SCHEMA,
     "reference_missing": pl.Boolean,
+    "empty_answer": pl.Boolean,
     "rubric_mode": pl.Boolean,
     "required_unsatisfied": pl.Boolean,
     "rubric_weight_satisfied": pl.Float64,

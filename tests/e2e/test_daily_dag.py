@@ -16,6 +16,8 @@ pytestmark = pytest.mark.e2e
 DAY = dt.date(2026, 11, 20)
 RECORDS = 150
 INPUT_URI = "s3://llm-logs/raw"
+#: Rows of a blank answer: no judge was called (CONTRACT §2.5).
+EMPTY_ANSWER = pl.col("clamps_applied").list.contains("empty_answer")
 
 
 def _run(conf: dict) -> object:
@@ -78,7 +80,7 @@ def test_offline_judge_end_to_end_and_rerun(airflow_db, local_s3, raw_day) -> No
     assert again["evaluations"].height == evaluations.height
     assert again["evaluations"]["run_id"].n_unique() == 1
     assert again["evaluations"]["run_id"][0] == second.run_id
-    judged = again["evaluations"].filter(pl.col("judge_status") != "skipped")
+    judged = again["evaluations"].filter((pl.col("judge_status") != "skipped") & ~EMPTY_ANSWER)
     assert judged["cached"].all() and judged["attempts"].eq(0).all()
     assert again["rejects"].height == planted
     assert again["runs"].height == 2  # the runs table keeps one row per run
@@ -88,14 +90,25 @@ def test_offline_judge_end_to_end_and_rerun(airflow_db, local_s3, raw_day) -> No
     assert summary.height == 9 and summary["rows"].sum() == evaluations.height
 
 
+def _assert_empty_answers(evaluations: pl.DataFrame) -> None:
+    """CONTRACT §2.5: every judge lands a blank answer ok, score 0, verdict fail, with no call."""
+    empty = evaluations.filter(EMPTY_ANSWER)
+    assert empty.height > 0, "the day plants empty answers"
+    assert set(empty["judge"]) == {"rag", "masis", "prompt"}
+    assert empty["judge_status"].eq("ok").all() and empty["score"].eq(0.0).all() and empty["verdict"].eq("fail").all()
+    assert empty["attempts"].eq(0).all() and empty["cost_usd"].eq(0.0).all() and not empty["cached"].any()
+
+
 def _assert_rules_hold(evaluations: pl.DataFrame) -> None:
     """Clamps and verdicts hold on the landed table (CONTRACT §2.3–2.5)."""
+    _assert_empty_answers(evaluations)
     scored = evaluations.filter(pl.col("score").is_not_null())
     for row in scored.iter_rows(named=True):
         expected = "pass" if row["score"] >= 0.8 else "borderline" if row["score"] >= 0.6 else "fail"
         if row["verdict"] != expected:
             assert row["verdict"] == "fail", row
-            assert any(c.endswith(":verdict") for c in row["clamps_applied"]) or row["judge_status"] == "parse_error"
+            assert (any(c.endswith(":verdict") or c == "empty_answer" for c in row["clamps_applied"])
+                    or row["judge_status"] == "parse_error")
     masis = evaluations.filter((pl.col("judge") == "masis") & (pl.col("judge_status") == "ok"))
     assert masis.height > 0
     for row in masis.iter_rows(named=True):
@@ -143,6 +156,8 @@ def test_openai_compatible_judge_end_to_end(airflow_db, local_s3, raw_day) -> No
         assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
         requests = server.request_count
     evaluations = _tables(local_s3, output_uri)["evaluations"]
+    _assert_empty_answers(evaluations)
+    evaluations = evaluations.filter(~EMPTY_ANSWER)  # what the judge was sent
     judged = evaluations.filter(pl.col("judge_status") != "skipped")
     assert judged["judge_status"].eq("ok").all(), judged.filter(pl.col("judge_status") != "ok")["error"].head(3).to_list()
     # One call per distinct prompt, no retries: identical prompts (repeated records) are reused.

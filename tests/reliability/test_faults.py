@@ -92,7 +92,9 @@ def test_faulty_judge_day_lands_reconciles_and_a_rerun_pays_only_for_call_errors
             assert row["score"] is None and row["verdict"] is None
         assert table(out, "judge_calls").filter(pl.col("error_class").is_not_null()).height == errors.height
         ok = joined.filter(pl.col("judge_status") == "ok")
-        assert ok["score"].is_not_null().all() and ok["raw_response"].is_not_null().all()
+        empty = ok.filter(pl.col("clamps_applied").list.contains("empty_answer"))  # never sent (CONTRACT §2.5)
+        assert ok["score"].is_not_null().all() and empty["raw_response"].is_null().all()
+        assert ok.height - empty.height == ok["raw_response"].is_not_null().sum()
         skipped = joined.filter(pl.col("judge_status") == "skipped")
         assert skipped["judge"].eq("prompt").all() and skipped["reason"].eq("not_applicable").all()
         assert ok.height + malformed.height + errors.height + skipped.height == joined.height
@@ -108,7 +110,7 @@ def test_faulty_judge_day_lands_reconciles_and_a_rerun_pays_only_for_call_errors
     assert second["rows"] == RECORDS * len(JUDGES) and second["calls_made"] == len(failed_prompts)
     again = _joined(out)
     assert again["run_id"].unique().to_list() == ["r2"]
-    answered_before = joined.filter(pl.col("judge_status").is_in(["ok", "parse_error"]))
+    answered_before = joined.filter(pl.col("judge_status").is_in(["ok", "parse_error"]) & pl.col("raw_response").is_not_null())
     reused = again.join(answered_before.select("record_id", "judge", pl.col("score").alias("score_before"),
                                                pl.col("judge_status").alias("status_before")),
                         on=["record_id", "judge"])

@@ -21,7 +21,7 @@ import polars as pl
 from evaluation import cli, stages, storage, synthetic
 from evaluation.client import JudgeClient
 from evaluation.contract import JUDGES, InputRecord
-from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, render
+from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route
 from evaluation.ledger import request_hash
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_kind, judge_reply, table
@@ -49,7 +49,7 @@ def _ledger_hashes(out: Path) -> set[str]:
 def _distinct_prompts() -> int:
     records = [InputRecord.model_validate({k: v for k, v in json.loads(line).items() if k != "metadata"})
                for line in synthetic.generate_day(DAY, RECORDS, bad=False)]
-    return len({json.dumps(p.messages) for r in records for j in JUDGES if (p := render(j, r)) is not None})
+    return len({json.dumps(p.messages) for r in records for j in JUDGES if isinstance(p := route(j, r), RenderedPrompt)})
 
 
 def _run_args(tmp_path: Path, api_base: str, run_id: str) -> list[str]:

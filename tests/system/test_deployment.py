@@ -231,7 +231,9 @@ def test_rerun_of_the_day_reuses_every_call(deployment: LocalDeployment, api: Ap
     assert run["status"] == "success"
     assert run["calls_made"] == 0
     evaluations = _evaluations(deployment, DAY)
-    judged = evaluations.filter(pl.col("judge_status") != "skipped")
+    # every row a judge was sent (not skipped, not an empty answer, CONTRACT §2.5) reused its reply
+    judged = evaluations.filter((pl.col("judge_status") != "skipped")
+                                & ~pl.col("clamps_applied").list.contains("empty_answer"))
     assert run["calls_reused"] == judged.height > 0
     assert judged["cached"].all()
     assert (evaluations["run_id"] == rerun["dag_run_id"]).all()

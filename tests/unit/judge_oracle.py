@@ -14,6 +14,7 @@ Every rule that changes a value records itself in ``clamps_applied`` as ``"<rule
 ``no_reference_null:semantic_similarity``  rag: the reference is missing
 ``critical_hallucination_fail:verdict``    rag: faithfulness 0.0 forces ``fail``
 ``required_rubric_fail:verdict``           prompt: an unsatisfied required rubric forces ``fail``
+``empty_answer``                           every judge: the answer is blank, score 0, ``fail``
 ==============================  ===========================================================
 """
 
@@ -119,6 +120,9 @@ def score_row(parsed: dict[str, Any], thresholds: Thresholds | None = None) -> d
     ``clamps_applied``."""
     thresholds = thresholds or Thresholds()
     row = copy.deepcopy(parsed)
+    if row.get("empty_answer"):  # §2.5: never sent to the judge; its metrics are already 0
+        row.update(score=0.0, verdict="fail", clamps_applied=["empty_answer"])
+        return row
     clamps: list[str] = []
     judge, status = row["judge"], row["judge_status"]
     scorable = status == "ok" or (judge == "prompt" and status == "parse_error" and row["score"] is not None)

@@ -19,7 +19,7 @@ from evaluation import storage, synthetic
 from evaluation.calibration import CalibrationSpec, run_calibration
 from evaluation.calibration.daily import calibrated_thresholds, calibration_summary
 from evaluation.calibration.spec import CalibrationError
-from evaluation.contract import RunConfig
+from evaluation.contract import RunConfig, Thresholds
 from evaluation.report import build_daily_report
 from evaluation.stages import RunFailed, Stores, run_day
 
@@ -80,20 +80,22 @@ def test_only_the_days_judge_model_and_prompt_versions_count(tmp_path: Path) -> 
 
 
 def test_a_run_with_thresholds_from_a_calibration_records_which(tmp_path: Path) -> None:
-    golden = _golden(tmp_path)
+    golden = _golden(tmp_path, 80)
     out = storage.LocalStore(tmp_path / "out")
     result = run_calibration(out, storage.LocalStore(golden), CalibrationSpec(golden_uri=str(golden), judges=["rag"]))
     reference = f"{result['calibration_id']}/rag"
-    suggested = calibrated_thresholds(out, reference)
-    assert calibrated_thresholds(out, result["calibration_id"]) == suggested  # one judge: the id alone is enough
+    suggested = calibrated_thresholds(out, reference, Thresholds())
+    # one judge: the id alone is enough
+    assert calibrated_thresholds(out, result["calibration_id"], Thresholds()) == suggested
 
     cfg, stores = _day(tmp_path, thresholds_from=reference)
     run_day(cfg, stores)
     runs = pl.read_parquet(tmp_path / "out" / storage.run_key(DAY, cfg.run_id))
     row = runs.row(0, named=True)
     assert row["thresholds_from"] == reference
-    assert (row["pass_threshold"], row["borderline_threshold"]) == (suggested.pass_, suggested.borderline)
-    assert json.loads(row["config"])["thresholds"] == {"pass_": suggested.pass_, "borderline": suggested.borderline}
+    assert (row["pass_threshold"], row["borderline_threshold"]) == (0.8, 0.6)  # the run's own, for masis and prompt
+    assert json.loads(row["config"])["thresholds_in_force"]["rag"] == {
+        "pass": suggested.pass_, "borderline": suggested.borderline, "source": reference}
     evaluations = pl.read_parquet(tmp_path / "out" / storage.table_key("evaluations", DAY))
     rag = evaluations.filter((pl.col("judge") == "rag") & (pl.col("judge_status") == "ok")
                              & (pl.col("faithfulness") > 0))
@@ -112,4 +114,4 @@ def test_thresholds_from_a_missing_calibration_fail_the_run_before_paying(tmp_pa
         golden = _golden(tmp_path, 20)
         result = run_calibration(stores.out, storage.LocalStore(golden),
                                  CalibrationSpec(golden_uri=str(golden), judges=["rag", "masis"]))
-        calibrated_thresholds(stores.out, result["calibration_id"])
+        calibrated_thresholds(stores.out, result["calibration_id"], Thresholds())

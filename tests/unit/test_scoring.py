@@ -13,7 +13,15 @@ import polars as pl
 import pytest
 
 from evaluation.contract import RULES_VERSION, InputRecord, Thresholds
-from evaluation.judges import base_row, call_error_row, not_applicable_row, parse_reply, score_table, verdict
+from evaluation.judges import (
+    base_row,
+    call_error_row,
+    empty_answer_row,
+    not_applicable_row,
+    parse_reply,
+    score_table,
+    verdict,
+)
 from evaluation.stages import PARSED_SCHEMA
 from tests.factories import make_record
 from tests.unit.judge_oracle import score_row
@@ -580,6 +588,10 @@ _STATUSES = ("ok", "ok", "ok", "ok", "ok", "ok", "parse_error", "judge_failed", 
 
 
 def _random_row(judge: str, rng: random.Random, record: InputRecord) -> dict[str, Any]:
+    if rng.random() < 0.03:  # an empty answer: its own rule, whatever the thresholds
+        row = empty_answer_row(judge, record)  # type: ignore[arg-type]
+        row["record_id"] = f"rec-{rng.randrange(10**9)}"
+        return dict(row)
     row = base_row(judge, record)  # type: ignore[arg-type]
     status = rng.choice(_STATUSES)
     if judge != "rag" and status == "judge_failed":
@@ -646,6 +658,6 @@ def test_random_rows_reach_every_rule() -> None:
     labels = {label.split(":")[0] for labels in table["clamps_applied"].to_list() for label in labels}
     assert labels == {
         "clamp_0_1", "scale_100", "invalid_citation_cap_0.4", "uncited_ge_10_cap_0.3", "uncited_ge_5_cap_0.5",
-        "no_reference_null", "critical_hallucination_fail", "required_rubric_fail",
+        "no_reference_null", "critical_hallucination_fail", "required_rubric_fail", "empty_answer",
     }
     assert set(table["verdict"].to_list()) == {"pass", "borderline", "fail", None}
