@@ -74,8 +74,11 @@ def test_a_second_plan_counts_the_ledgers_replies_as_no_calls(day: Path) -> None
         cfg = _config(day, "plan", judge_model="openai/mock-judge", api_base=server.base_url)
         size = stages.plan_day(cfg, stages.Stores.open(cfg))
     assert size.calls == 0 and size.input_tokens == 0 and size.seconds == 0
+    landed = pl.read_parquet(Path(first.output_uri) / storage.table_key("evaluations", run.date))
+    empty = landed.filter(pl.col("reason") == "empty_answer").height
+    assert empty > 0 and sum(j.no_call.get("empty_answer", 0) for j in size.judges) == empty
     # every pair the run sent or reused a reply for is a ledger hit now; the rest were never calls
-    assert sum(j.no_call.get("cached", 0) for j in size.judges) == first.rows - first.statuses["skipped"]
+    assert sum(j.no_call.get("cached", 0) for j in size.judges) == first.rows - first.statuses["skipped"] - empty
     assert sum(j.no_call.get("not_applicable", 0) for j in size.judges) == first.statuses["skipped"]
     assert not size.priced and size.cost_usd == 0.0  # the price map has no price for the test server's model
 
