@@ -470,6 +470,8 @@ class JudgeClient:
                     why = f"retries exhausted after {attempts} attempts"
                 else:
                     delay = self.backoff(attempts) if delay is None else delay + self._rng.uniform(0, 0.1)
+                    if error_class == "rate_limit" and attempts > 1:  # this request's 429s again: it backs off
+                        delay = max(delay, self.backoff(attempts))
                     if elapsed + delay <= self.retry_budget_s:
                         logger.debug("retrying %s after %s in %.2fs (attempt %d)", prompt.judge, error_class, delay, attempts)
                         await self._sleep(delay)
