@@ -11,12 +11,14 @@ SDK's retries are switched off so that exactly one policy holds):
 * at most ``max_attempts`` attempts, and never past ``retry_budget_s`` for one call: a wait that
   would cross the budget is not started.
 
-Calls in flight adapt to the provider (:class:`~evaluation.ratelimit.AdaptiveLimit`): a 429 halves
-them and pauses new attempts for its ``Retry-After``, successes grow them back by one per window
-up to ``concurrency``. An optional budget of requests and tokens per minute (``rpm``, ``tpm``;
-:class:`~evaluation.ratelimit.RateBudget`) spaces the calls out before they are sent, so a
-provider's rate limit is met instead of answered with 429s; without one, a 429 that states the
-provider's limits (``x-ratelimit-limit-requests`` / ``-tokens``) sets the budget to them.
+Calls in flight adapt to the provider (:class:`~evaluation.ratelimit.AdaptiveLimit`): a 429 about
+the caller's rate shrinks them gently (5xx, timeouts and malformed replies never do), time grows
+them back to ``concurrency`` within seconds once 429s stop, and a ``Retry-After`` delays only the
+request that got it. An optional budget of requests and tokens per minute (``rpm``, ``tpm``: the
+provider's limits for the whole deployment, see :mod:`evaluation.fleetrate`) spaces the calls out
+before they are sent, so a provider's rate limit is met instead of answered with 429s; without
+one, a 429 that states the provider's limits (``x-ratelimit-limit-requests`` / ``-tokens``) sets
+the budget to them.
 
 A failed call is an outcome, never an exception: a :class:`~evaluation.outcome.CallOutcome` with
 the class of its error (see :mod:`evaluation.outcome`).
@@ -42,6 +44,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from evaluation import offline
+from evaluation.fleetrate import SharedBudget, judge_budget
 from evaluation.judges import PROBE_PROMPT, RenderedPrompt
 from evaluation.outcome import (
     RETRYABLE,
@@ -49,9 +52,10 @@ from evaluation.outcome import (
     classify_error,
     error_message,
     rate_limit_headers,
+    rate_limit_remaining,
     retry_after_seconds,
 )
-from evaluation.ratelimit import AdaptiveLimit, RateBudget, estimate_tokens
+from evaluation.ratelimit import AdaptiveLimit, RateBudget, estimate_tokens, is_callers_rate
 
 logger = logging.getLogger(__name__)
 
@@ -321,6 +325,8 @@ class JudgeClient:
         workers: int | None = None,
         rpm: float | None = None,
         tpm: float | None = None,
+        rate_url: str | None = None,
+        rate_share: float = 1.0,
     ) -> None:
         self.model = model
         self.api_base = api_base
@@ -337,8 +343,11 @@ class JudgeClient:
         configure()
         self.json_mode = supports_json_mode(model)
         self.workers = judge_workers() if workers is None else max(1, int(workers))
-        #: requests and tokens per minute for this client's calls (None: no budget)
-        self.budget: RateBudget | None = RateBudget(rpm, tpm) if (rpm or tpm) else None
+        #: the deployment's requests and tokens per minute: shared through Redis at ``rate_url``,
+        #: else divided by ``rate_share`` (the judge tasks that run at once); None: no budget
+        self._rate_url = rate_url
+        self._rate_share = max(1.0, float(rate_share))
+        self.budget: RateBudget | None = judge_budget(model, rpm, tpm, url=rate_url, share=self._rate_share)
         self._budget_share = 1.0  # this process's share of a budget learned from a 429
         self.limit = AdaptiveLimit(concurrency)
         #: error classes tried again (see :mod:`evaluation.outcome`)
@@ -449,7 +458,8 @@ class JudgeClient:
                 error_class = classify_error(exc)
                 delay = retry_after_seconds(exc)
                 if error_class == "rate_limit":
-                    limit.throttled(epoch, delay)
+                    tokens = prompt_tokens if prompt_tokens >= 0 else estimate_tokens(prompt.messages)
+                    limit.throttled(epoch, is_callers_rate(rate_limit_remaining(exc), tokens))
                     if self.budget is None:
                         self._learn_budget(exc)
                 limit.release(False)
@@ -460,6 +470,8 @@ class JudgeClient:
                     why = f"retries exhausted after {attempts} attempts"
                 else:
                     delay = self.backoff(attempts) if delay is None else delay + self._rng.uniform(0, 0.1)
+                    if error_class == "rate_limit" and attempts > 1:  # this request's 429s again: it backs off
+                        delay = max(delay, self.backoff(attempts))
                     if elapsed + delay <= self.retry_budget_s:
                         logger.debug("retrying %s after %s in %.2fs (attempt %d)", prompt.judge, error_class, delay, attempts)
                         await self._sleep(delay)
@@ -479,9 +491,11 @@ class JudgeClient:
         limits = rate_limit_headers(exc)
         rpm, tpm = limits.get("requests"), limits.get("tokens")
         if rpm or tpm:
-            share = self._budget_share
-            self.budget = RateBudget(rpm * share if rpm else None, tpm * share if tpm else None)
-            logger.info("judge model %s: rate limits learned from a 429: %s", self.model, self.budget)
+            logger.info("judge model %s: rate limits learned from a 429", self.model)
+            budget = judge_budget(self.model, rpm, tpm, url=self._rate_url, share=self._rate_share)
+            # a forked worker's share of a local budget; a shared one is the fleet's already
+            self.budget = budget if isinstance(budget, SharedBudget) or budget is None else budget.share(
+                1.0 / self._budget_share)
 
     def _success(self, response: Any, attempts: int, started: float) -> CallOutcome:
         try:
@@ -533,7 +547,11 @@ class JudgeClient:
                 if on_done is not None:
                     on_done(index, outcome)
 
-        await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        try:
+            await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        finally:
+            if isinstance(self.budget, SharedBudget):  # its connections belong to this event loop
+                await self.budget.aclose()
         return results
 
     def _worker_count(self, prompts: int) -> int:

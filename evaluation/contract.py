@@ -287,8 +287,8 @@ class RunConfig(BaseModel):
     max_call_error_ratio: float = Field(default=0.2, ge=0.0, le=1.0)
     sample: Sample | None = None
     budget_usd: float | None = Field(default=None, ge=0.0, description="Stop new calls once spent.")
-    judge_rpm: float | None = Field(default=None, ge=0.0, description="Judge requests per minute per chunk.")
-    judge_tpm: float | None = Field(default=None, ge=0.0, description="Judge tokens per minute per chunk.")
+    judge_rpm: float | None = Field(default=None, ge=0.0, description="Judge requests per minute, whole deployment.")
+    judge_tpm: float | None = Field(default=None, ge=0.0, description="Judge tokens per minute, whole deployment.")
     redact_pii: bool = Field(default=False, description="Redact PII before text reaches the judge.")
     rejudge_parse_errors: bool = Field(
         default=False, description="Call the judge again for ledger replies that do not parse (parse_error)."

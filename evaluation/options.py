@@ -98,12 +98,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("budget_usd", "number", None, "Budget (USD)", "Stop new judge calls once this much is spent.", 0,
            nullable=True),
     Option("judge_rpm", "number", None, "Judge requests/min",
-           "Requests per minute the judge calls of one chunk may make (the provider's limit divided by the chunks "
-           "that run at once, the llm_judge pool's slots). Empty: the llm_judge connection's extra rpm, else none.",
+           "The provider's requests per minute for the whole deployment, shared by every judge task (through "
+           "Redis, else divided by the llm_judge pool's slots). Empty: the llm_judge connection's extra rpm, else none.",
            0, nullable=True),
     Option("judge_tpm", "number", None, "Judge tokens/min",
-           "Tokens per minute (prompt and completion) the judge calls of one chunk may use, estimated before each "
-           "call and corrected with the usage returned. Empty: the llm_judge connection's extra tpm, else none.",
+           "The provider's tokens per minute (prompt and completion) for the whole deployment, shared like judge_rpm, "
+           "estimated before each call and corrected with the usage returned. Empty: the llm_judge connection's "
+           "extra tpm, else none.",
            0, nullable=True),
     Option("redact_pii", "boolean", False, "Redact PII",
            "Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge."),

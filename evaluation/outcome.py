@@ -155,6 +155,21 @@ def rate_limit_headers(exc: BaseException) -> dict[str, float]:
     return limits
 
 
+def rate_limit_remaining(exc: BaseException) -> dict[str, float]:
+    """What an error's ``x-ratelimit-remaining-requests`` / ``-tokens`` headers say is left of the
+    provider's limits (the ones it states as numbers)."""
+    headers = _headers(exc)
+    remaining: dict[str, float] = {}
+    if not headers:
+        return remaining
+    for kind in ("requests", "tokens"):
+        value = headers.get(f"x-ratelimit-remaining-{kind}")
+        try:
+            remaining[kind] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return remaining
+
 def error_message(exc: BaseException, secret: str | None) -> str:
     """The exception's type and text on one line, at most 300 characters, ``secret`` masked."""
     message = " ".join(str(exc).split())

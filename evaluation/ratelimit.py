@@ -8,10 +8,13 @@ Two pieces, both for one event loop (a chunk's calls), no threads, no polling:
   waking each other); once the reply's usage is known the estimate is corrected. A bucket holds at
   most ``burst_s`` seconds of its rate, so calls go out evenly instead of in bursts of a minute's
   budget, which a provider that measures over shorter windows would refuse.
-* :class:`AdaptiveLimit` — calls in flight, additive increase / multiplicative decrease: a 429
-  halves the limit (once per round: 429s of calls sent before the last decrease do not halve it
-  again) and pauses new attempts for the server's ``Retry-After``; every ``limit`` successes in a
-  row raise it by one, up to the configured concurrency.
+* :class:`AdaptiveLimit` — calls in flight: a 429 about the caller's rate (:func:`is_callers_rate`)
+  shrinks the limit gently, at most once a round; time grows it back to the configured
+  concurrency within seconds once 429s stop. Other failures never shrink it, and a 429's
+  ``Retry-After`` delays only the request that got it.
+
+:class:`RateBudget` is one process's budget; :mod:`evaluation.fleetrate` shares one over Redis
+between every judge task of a deployment.
 
 :func:`estimate_tokens` is the cheap estimate a reservation uses (about four characters a token).
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 #: Seconds of its rate a bucket holds at most (a burst).
@@ -86,8 +89,8 @@ class RateBudget:
     def __repr__(self) -> str:
         return f"RateBudget(rpm={self.rpm}, tpm={self.tpm})"
 
-    def share(self, parts: int) -> RateBudget:
-        """This budget split evenly over ``parts`` event loops (worker processes)."""
+    def share(self, parts: float) -> RateBudget:
+        """This budget split evenly over ``parts`` event loops (worker processes, judge tasks)."""
         return RateBudget(self.rpm / parts if self.rpm else None, self.tpm / parts if self.tpm else None,
                           burst_s=self.burst_s)
 
@@ -117,31 +120,75 @@ class RateBudget:
             self.tokens.adjust(float(used - reserved))
 
 
-class AdaptiveLimit:
-    """Calls in flight, at most ``limit``, which adapts between 1 and ``maximum`` (AIMD)."""
+#: Factor a 429 about the caller's rate multiplies the in-flight limit by.
+DEFAULT_DECREASE = 0.75
+#: Seconds within which a second 429 does not shrink the limit again (one shrink per round).
+DEFAULT_ROUND_S = 1.0
+#: Seconds the limit takes to grow from 0 back to its maximum once 429s stop.
+DEFAULT_RECOVER_S = 4.0
 
-    def __init__(self, maximum: int) -> None:
+
+def is_callers_rate(remaining: Mapping[str, float], tokens: int) -> bool:
+    """Whether a 429 is about the caller's own rate, from the ``x-ratelimit-remaining-*`` headers
+    it carries (``remaining``: requests and/or tokens): yes when a stated remainder cannot cover
+    one more request of ``tokens``, or when the 429 states none (it may be, nothing says it is not).
+    A 429 stating room left is the provider's overload or a fault, not something fewer calls in
+    flight would cure."""
+    if not remaining:
+        return True
+    return remaining.get("requests", 1.0) < 1.0 or remaining.get("tokens", float(tokens)) < tokens
+
+
+class AdaptiveLimit:
+    """Calls in flight, at most ``limit``, which adapts between 1 and ``maximum``.
+
+    Only a 429 about the caller's rate shrinks it (:meth:`throttled`; 5xx, timeouts and malformed
+    replies never do), gently (times ``decrease``) and at most once a round: not again within
+    ``round_s`` of the last shrink, nor for a call sent before it. From each shrink the limit grows
+    back with time, ``maximum`` every ``recover_s`` seconds, so once 429s stop it is back at
+    ``maximum`` within ``recover_s``; while they persist, shrinking wins. A 429's Retry-After is the
+    calling request's own wait (the client sleeps it before that request's next attempt, outside
+    its slot): nothing here pauses the other slots. ``clock`` is injectable for tests."""
+
+    def __init__(self, maximum: int, *, decrease: float = DEFAULT_DECREASE, round_s: float = DEFAULT_ROUND_S,
+                 recover_s: float = DEFAULT_RECOVER_S, clock: Callable[[], float] = time.monotonic) -> None:
+        if not 0.0 < decrease < 1.0:
+            raise ValueError("AdaptiveLimit: decrease must be between 0 and 1")
+        if recover_s <= 0:
+            raise ValueError("AdaptiveLimit: recover_s must be positive")
         self.maximum = max(1, int(maximum))
-        self.limit = self.maximum
+        self.decrease = decrease
+        self.round_s = round_s
+        self.recover_s = recover_s
+        self._clock = clock
+        self._floor = float(self.maximum)  #: the limit at the last shrink
+        self._shrunk_at = float("-inf")
         self.in_flight = 0
         self.epoch = 0
-        self.pause_until = 0.0
-        self.decreases = 0  #: times the limit was halved
-        self._successes = 0
+        self.decreases = 0  #: times the limit was shrunk
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
+    def _level(self, now: float) -> float:
+        """The limit, unrounded: the last shrink's value plus what time has grown back since."""
+        if self._floor >= self.maximum:
+            return float(self.maximum)
+        grown = self._floor + self.maximum * (now - self._shrunk_at) / self.recover_s
+        if grown >= self.maximum:
+            self._floor = float(self.maximum)
+            return float(self.maximum)
+        return grown
+
+    @property
+    def limit(self) -> int:
+        """Calls allowed in flight now."""
+        return max(1, int(self._level(self._clock())))
+
     async def acquire(self, retry: bool = False) -> int:
-        """Wait for a slot (and the end of a pause); returns the epoch to hand back on release.
-        A ``retry`` (a call's later attempt) goes before the calls not started yet, so that its
-        wait counts against its own retry budget only as long as the calls in flight take."""
+        """Wait for a slot; returns the epoch to hand back on :meth:`throttled`. A ``retry`` (a
+        call's later attempt) goes before the calls not started yet, so that its wait counts
+        against its own retry budget only as long as the calls in flight take."""
         woken = retry
         while True:
-            if self.pause_until:
-                wait = self.pause_until - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                    continue
-                self.pause_until = 0.0
             if self.in_flight < self.limit and (woken or not self._waiters):
                 self.in_flight += 1
                 if woken:
@@ -170,22 +217,22 @@ class AdaptiveLimit:
                 return
 
     def release(self, success: bool = True) -> None:
-        """Give the slot back; a success counts toward raising the limit."""
+        """Give the slot back (``success`` is kept for callers; the limit grows with time, not
+        with successes)."""
         self.in_flight -= 1
-        if success:
-            self._successes += 1
-            if self._successes >= self.limit and self.limit < self.maximum:
-                self.limit += 1
-                self._successes = 0
         self._wake()
 
-    def throttled(self, epoch: int, retry_after_s: float | None = None) -> None:
-        """A call sent in ``epoch`` got a 429: halve the limit (once per epoch) and pause new
-        attempts for ``retry_after_s``. The caller still releases its slot."""
-        if epoch == self.epoch:
-            self.epoch += 1
-            self.decreases += 1
-            self.limit = max(1, self.limit // 2)
-            self._successes = 0
-        if retry_after_s:
-            self.pause_until = max(self.pause_until, time.monotonic() + retry_after_s)
+    def throttled(self, epoch: int, caller_rate: bool = True) -> bool:
+        """A call sent in ``epoch`` got a 429: shrink the limit when the 429 is about the caller's
+        rate and this round has not shrunk it yet; returns whether it did. The caller still
+        releases its slot and waits the 429's Retry-After itself."""
+        if not caller_rate or epoch != self.epoch:
+            return False
+        now = self._clock()
+        if now - self._shrunk_at < self.round_s:
+            return False
+        self._floor = max(1.0, self._level(now) * self.decrease)
+        self._shrunk_at = now
+        self.epoch += 1
+        self.decreases += 1
+        return True

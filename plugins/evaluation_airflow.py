@@ -6,8 +6,9 @@ Secrets come from Connections (or the environment), never from Params, XCom, log
   ``endpoint_url`` and ``region_name``. Without the connection, boto3's own environment is used
   (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
 * ``llm_judge``: ``password`` is the judge's API key, ``host`` an optional API base, ``extra``
-  may hold ``rpm`` and ``tpm`` (the judge's requests and tokens per minute per chunk, used when the
-  run options ``judge_rpm`` / ``judge_tpm`` are empty). Without it, ``EVALUATION_JUDGE_API_KEY`` /
+  may hold ``rpm`` and ``tpm`` (the provider's requests and tokens per minute for the whole
+  deployment, used when the run options ``judge_rpm`` / ``judge_tpm`` are empty; shared by the judge
+  tasks through Redis, see :mod:`evaluation.fleetrate`). Without it, ``EVALUATION_JUDGE_API_KEY`` /
   ``LLM_API_KEY`` or the provider's own variables (read by litellm).
 """
 

@@ -17,8 +17,13 @@ PROBE_REPORT_EVERY_S = 5.0
 
 
 def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
-    """The run's judge client (imports litellm: only where calls are made)."""
+    """The run's judge client (imports litellm: only where calls are made). Its rate budget is
+    the deployment's: shared through Redis, or divided by the judge tasks that run at once
+    (:func:`evaluation.fleetrate.rate_settings`)."""
     from evaluation.client import JudgeClient
+    from evaluation.fleetrate import rate_settings
+
+    rate_url, rate_share = rate_settings()
 
     return JudgeClient(
         cfg.judge_model,
@@ -31,6 +36,8 @@ def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
         temperature=cfg.temperature,
         rpm=cfg.judge_rpm,
         tpm=cfg.judge_tpm,
+        rate_url=rate_url,
+        rate_share=rate_share,
     )
 
 

@@ -24,8 +24,16 @@ import pytest
 from evaluation import stages, storage, synthetic
 from evaluation.client import JudgeClient
 from evaluation.judges import RenderedPrompt
-from evaluation.ratelimit import DEFAULT_BURST_S, AdaptiveLimit, RateBudget, TokenBucket, estimate_tokens
+from evaluation.ratelimit import (
+    DEFAULT_BURST_S,
+    AdaptiveLimit,
+    RateBudget,
+    TokenBucket,
+    estimate_tokens,
+    is_callers_rate,
+)
 from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens, count_tokens
+from evaluation.testing.replies import FaultPlan
 from tests.reliability.helpers import DAY, config, judge_reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -80,34 +88,84 @@ def test_budget_estimates_are_corrected_with_the_usage() -> None:
     assert halves.tpm == 3000.0 and halves.rpm is None
 
 
-def test_adaptive_limit_halves_once_per_round_and_grows_back_by_one_per_window() -> None:
-    async def scenario() -> list[int]:
-        limit = AdaptiveLimit(8)
-        epochs = [await limit.acquire() for _ in range(8)]
-        assert limit.in_flight == 8
-        for epoch in epochs[:3]:  # three 429s of the same round: one halving
-            limit.throttled(epoch, None)
-            limit.release(False)
-        seen = [limit.limit]
-        for _ in range(5):
-            limit.release(True)
-        seen.append(limit.limit)  # 5 successes at limit 4: +1
-        for _ in range(5):
-            await limit.acquire()
-            limit.release(True)
-        seen.append(limit.limit)  # 5 more at limit 5: +1
-        epoch = await limit.acquire()
-        limit.throttled(epoch, 0.2)
-        limit.release(False)
-        seen.append(limit.limit)
-        started = time.monotonic()
-        await limit.acquire()  # waits for the pause
-        seen.append(time.monotonic() - started)
-        return seen
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
 
-    *limits, paused = asyncio.run(scenario())
-    assert limits == [4, 5, 6, 3]
-    assert 0.19 <= paused < 1.0, paused  # waited out the 0.2 s pause (later only by a loaded machine)
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_adaptive_limit_shrinks_gently_once_per_round_and_recovers_with_time() -> None:
+    async def scenario() -> None:
+        clock = _Clock()
+        limit = AdaptiveLimit(32, decrease=0.75, round_s=1.0, recover_s=8.0, clock=clock)
+        epochs = [await limit.acquire() for _ in range(8)]
+        assert [limit.throttled(e) for e in epochs[:3]] == [True, False, False]  # one shrink a round
+        assert limit.limit == 24 and limit.decreases == 1
+        clock.now += 0.5
+        epoch = await limit.acquire()
+        assert not limit.throttled(epoch)  # sent after the shrink, but within the round
+        clock.now += 0.5
+        assert limit.limit == 24 + 4  # 32 every 8 s grows back
+        assert limit.throttled(epoch) and limit.limit == 21  # 28 * 0.75
+        for _ in range(12):  # 429s persisting every round hold it down (where shrinking meets growing)
+            clock.now += 1.0
+            assert limit.throttled(limit.epoch)
+        assert limit.limit <= 13 and limit.decreases == 14
+        clock.now += 4.0  # the 429s stopped: back to the configured concurrency within recover_s
+        assert 13 < limit.limit < 32
+        clock.now += 4.0
+        assert limit.limit == 32
+
+    asyncio.run(scenario())
+
+
+def test_a_429_with_room_left_and_other_failures_never_shrink_the_limit() -> None:
+    async def scenario() -> None:
+        clock = _Clock()
+        limit = AdaptiveLimit(8, clock=clock)
+        epoch = await limit.acquire()
+        assert not limit.throttled(epoch, caller_rate=False)
+        limit.release(False)  # a 5xx, a timeout or a malformed reply: released, nothing else
+        assert limit.limit == 8 and limit.decreases == 0
+
+    asyncio.run(scenario())
+    assert is_callers_rate({}, 100)  # nothing stated: it may be the caller's rate
+    assert is_callers_rate({"requests": 0.0, "tokens": 5000.0}, 100)
+    assert is_callers_rate({"requests": 40.0, "tokens": 50.0}, 100)
+    assert not is_callers_rate({"requests": 40.0, "tokens": 5000.0}, 100)  # room left: the provider's trouble
+
+
+def test_500s_through_the_client_never_shrink_concurrency() -> None:
+    prompts = [_prompt(i, 5) for i in range(60)]
+    faults = FaultPlan(rate_limit=0.0, server_error=0.3, hang=0.0, malformed=0.0, seed=3)
+    with OpenAIServer(latency_s=0.01, faults=faults) as server:
+        client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=8,
+                             max_attempts=8, timeout_s=5, workers=1, backoff_base_s=0.01, backoff_max_s=0.05)
+        outcomes = asyncio.run(client.call_many(prompts))
+        server_errors = server.fault_counts["server_error"]
+    assert server_errors > 10
+    assert all(o is not None and o.ok for o in outcomes)
+    assert client.limit.decreases == 0 and client.limit.limit == 8
+
+
+def test_a_retry_after_delays_only_its_own_request() -> None:
+    """Every first attempt of one body gets a 429 with Retry-After 1 s; the other calls go on."""
+    prompts = [_prompt(i, 5) for i in range(30)]
+    faults = FaultPlan(rate_limit=1.0, server_error=0.0, hang=0.0, malformed=0.0, retry_after=1,
+                       max_faults_per_body=1)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)  # the retry waits its own Retry-After (recorded, not slept)
+
+    with OpenAIServer(latency_s=0.0, faults=faults) as server:
+        client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=8,
+                             max_attempts=3, timeout_s=5, workers=1, sleep=sleep)
+        outcomes = asyncio.run(client.call_many(prompts))
+    assert all(o is not None and o.ok and o.attempts == 2 for o in outcomes)
+    assert len(slept) == 30 and all(1.0 <= s <= 1.1 for s in slept)
 
 
 def test_adaptive_limit_never_lets_more_than_its_limit_in_flight() -> None:
@@ -122,7 +180,7 @@ def test_adaptive_limit_never_lets_more_than_its_limit_in_flight() -> None:
             await asyncio.sleep(0.001 * (i % 3))
             state["now"] -= 1
             if i == 5:
-                limit.throttled(epoch, None)
+                limit.throttled(epoch)
             limit.release(i != 5)
 
         await asyncio.gather(*(one(i) for i in range(60)))
@@ -235,8 +293,12 @@ def test_worker_processes_share_the_budget(tmp_path: Path, monkeypatch: pytest.M
                              timeout_s=5, workers=2, rpm=RPM)
         outcomes = asyncio.run(client.call_many(prompts))
         rate, throttled = _admitted_rate(server), server.throttled_count
+        times = sorted(r.received_at for r in server.requests)
     assert all(o is not None and o.ok for o in outcomes)
-    assert 0.85 * RPM / 60 <= rate <= 1.15 * RPM / 60, rate
+    assert 0.85 * RPM / 60 <= rate, rate
+    # each worker's bucket starts full (DEFAULT_BURST_S of its half); past that the two keep to the rate
+    beyond_burst = (len(times) - 1 - DEFAULT_BURST_S * RPM / 60) / (times[-1] - times[0])
+    assert beyond_burst <= 1.15 * RPM / 60, beyond_burst
     assert throttled <= 2, throttled
 
 
