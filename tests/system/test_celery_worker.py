@@ -38,8 +38,9 @@ START_TIMEOUT_S = 180.0
 #: Runs the healthcheck's `celery ...` command unchanged, then writes the modules it imported.
 CELERY_REPORTING_MODULES = """
 import atexit, sys
+_path = sys.argv.pop(1)
 def _report():
-    with open(sys.argv.pop(1), "w") as out:
+    with open(_path, "w") as out:
         out.write("\\n".join(sorted(sys.modules)))
 atexit.register(_report)
 from celery.__main__ import main
@@ -64,7 +65,7 @@ def _preload_line(log: Path) -> re.Match[str] | None:
 
 
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker(tmp_path_factory: pytest.TempPathFactory, airflow_db: Path) -> Iterator[Worker]:
     folder = tmp_path_factory.mktemp("celery-worker")
     db = claim_redis_db()
     service_env = environment(_worker_service())
@@ -72,20 +73,24 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     env.update({
         "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": service_env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"],
         "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{REDIS_PORT}/{db}",
+        # Airflow's default, as in the compose stack (the test suite's own is WARNING): the worker's
+        # preload and ready lines are INFO.
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")]),
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
     })
     log = folder / "worker.log"
     with log.open("wb") as out:
+        # As the compose service runs it (`celery worker` of the Airflow image's entrypoint).
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "--app", "airflow.providers.celery.executors.celery_executor.app",
-             "worker", "--hostname", f"celery@{WORKER_HOST}", "--pool", "prefork", "--concurrency", "1",
-             "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
+            [str(Path(sys.executable).parent / "airflow"), "celery", "worker", "--celery-hostname",
+             f"celery@{WORKER_HOST}", "--concurrency", "1", "--skip-serve-logs", "--without-gossip",
+             "--without-mingle"],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while "ready." not in log.read_text(errors="replace"):
+        while not re.search(rf"celery@{WORKER_HOST} ready", log.read_text(errors="replace")):
             assert process.poll() is None, f"the worker exited:\n{log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"the worker did not start:\n{log.read_text()[-3000:]}"
             time.sleep(0.5)
@@ -111,7 +116,7 @@ def test_the_worker_preloads_the_pipeline_once_in_its_main_process(worker: Worke
     assert int(match.group("pid")) == worker.process.pid, "the preload ran outside the worker's main process"
     assert "evaluation.client" in match.group("modules")
     # Before the pool: the preload's line comes before the worker reports ready.
-    assert text.index("worker preload") < text.index("ready.")
+    assert text.index("worker preload") < text.index(f"celery@{WORKER_HOST} ready")
 
 
 def test_the_healthcheck_pings_the_worker_without_loading_the_pipeline(worker: Worker, tmp_path: Path) -> None:
