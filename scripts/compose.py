@@ -136,8 +136,8 @@ def environment(service: Mapping[str, Any]) -> dict[str, str]:
 
 def airflow_common_environment(variables: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every Airflow service shares (the `x-airflow-common` anchor), interpolated
-    with `variables`; a variable not given takes the file's default, as with no `.env` file."""
-    return environment(load_compose(variables)[AIRFLOW_COMMON])
+    with `variables` over dev.env's (the file's secrets have no defaults)."""
+    return environment(load_compose({**dev_variables(), **(variables or {})})[AIRFLOW_COMMON])
 
 
 def command_text(service: Mapping[str, Any]) -> str:
