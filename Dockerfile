@@ -21,6 +21,7 @@ COPY --chown=airflow:0 evaluation/ /opt/airflow/evaluation/
 COPY --chown=airflow:0 dags/ /opt/airflow/dags/
 COPY --chown=airflow:0 plugins/ /opt/airflow/plugins/
 COPY --chown=airflow:0 scripts/check_install.py /opt/airflow/check_install.py
+COPY --chown=airflow:0 scripts/check_storage.py /opt/airflow/check_storage.py
 
 ENV PYTHONPATH=/opt/airflow:/opt/airflow/plugins \
     LITELLM_LOCAL_MODEL_COST_MAP=True

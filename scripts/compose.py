@@ -2,9 +2,11 @@
 
 Compose interpolation (``${NAME:-default}``, ``$$`` escapes, ...) with a given environment and no
 ``.env`` file, YAML anchors and merge keys resolved, and readers for the parts that other code
-needs: a service's environment, command, ports and dependencies, and the environment block shared
-by every Airflow service (``x-airflow-common``). ``tests/test_compose.py`` checks the file with
-these helpers; ``scripts/deployment.py`` configures a native deployment from them.
+needs: a service's environment (and its ``env_file``), command, ports and dependencies, the
+environment block shared by every Airflow service (``x-airflow-common``), and the variables of
+``dev.env`` (the development stack's public values: the file's secrets have no defaults, so
+without them or a ``.env`` of one's own nothing interpolates). ``tests/test_compose.py`` checks
+the file with these helpers; ``scripts/deployment.py`` configures a native deployment from them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE_PATH = REPO / "docker-compose.yml"
+#: The development stack's variables, for `docker compose --env-file dev.env --profile dev`.
+DEV_ENV_PATH = REPO / "dev.env"
 #: The extension field whose environment every Airflow service merges in.
 AIRFLOW_COMMON = "x-airflow-common"
 
@@ -95,6 +99,33 @@ def load_compose(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return _resolve(raw_compose(), env or {})
 
 
+def read_env_file(path: Path) -> dict[str, str]:
+    """A compose env file's variables: ``KEY=value`` lines taken as they are; blank lines and
+    ``#`` comments skipped."""
+    variables: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            key, _, value = stripped.partition("=")
+            variables[key.strip()] = value.strip()
+    return variables
+
+
+def dev_variables() -> dict[str, str]:
+    """``dev.env``: the variables of the development stack (public values)."""
+    return read_env_file(DEV_ENV_PATH)
+
+
+def env_file_variables(service: Mapping[str, Any]) -> dict[str, str]:
+    """The variables a service's ``env_file`` entries give it (paths relative to the compose
+    file), later files overriding earlier ones; its ``environment`` overrides them all."""
+    files = service.get("env_file") or []
+    variables: dict[str, str] = {}
+    for entry in [files] if isinstance(files, str) else files:
+        variables.update(read_env_file(COMPOSE_PATH.parent / entry))
+    return variables
+
+
 def environment(service: Mapping[str, Any]) -> dict[str, str]:
     """A service's environment in either compose form (mapping or list of KEY=VALUE)."""
     env = service.get("environment") or {}
@@ -105,8 +136,8 @@ def environment(service: Mapping[str, Any]) -> dict[str, str]:
 
 def airflow_common_environment(variables: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every Airflow service shares (the `x-airflow-common` anchor), interpolated
-    with `variables`; a variable not given takes the file's default, as with no `.env` file."""
-    return environment(load_compose(variables)[AIRFLOW_COMMON])
+    with `variables` over dev.env's (the file's secrets have no defaults)."""
+    return environment(load_compose({**dev_variables(), **(variables or {})})[AIRFLOW_COMMON])
 
 
 def command_text(service: Mapping[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """The production topology of docker-compose.yml, run natively on loopback, for system tests.
 
 :class:`LocalDeployment` reads the environment that every Airflow service of docker-compose.yml
-shares (the ``x-airflow-common`` block, interpolated with the given compose variables and the
-file's defaults) and runs the same components as separate processes on this machine:
+shares (the ``x-airflow-common`` block, interpolated with the given compose variables over those
+of ``dev.env``) and runs the same components as separate processes on this machine:
 ``airflow scheduler``, ``dag-processor``, ``api-server``, ``triggerer`` and ``celery worker``
 (CeleryExecutor), with a PostgreSQL metadata database, a Redis broker and an S3 API. What compose
 would provide is mapped to this machine:
@@ -92,6 +92,21 @@ def celery_worker_hostname() -> str:
 
 class DeploymentError(RuntimeError):
     """The deployment could not start, or a component died."""
+
+
+def claim_redis_db() -> int:
+    """Claim an unused database index of the local Redis: one that holds no key but our claim.
+    The claimer flushes it when done."""
+    import redis
+
+    token = secrets.token_hex(8)
+    for db in range(1, 16):
+        with redis.Redis(host="127.0.0.1", port=REDIS_PORT, db=db, socket_timeout=10) as client:
+            if client.dbsize() == 0 and client.set(_CLAIM_KEY, token, nx=True):
+                if client.dbsize() == 1:
+                    return db
+                client.delete(_CLAIM_KEY)
+    raise DeploymentError("no unused Redis database index (1-15)")
 
 
 def free_port() -> int:
@@ -199,7 +214,8 @@ class LocalDeployment:
     """docker-compose.yml's Airflow stack as native processes on loopback.
 
     ``with LocalDeployment() as deployment: deployment.api.trigger(...)``. `variables` are compose
-    variables (as in ``.env``); a variable not given takes the file's default. `prepare` runs once
+    variables (as in ``.env``) over those of ``dev.env``, the development stack's; a variable
+    given by neither takes the file's default. `prepare` runs once
     the S3 API and its buckets exist, while the database migrates and before any component starts
     (to put input data in place before the scheduler may create a run). `folder` holds the Airflow
     home and the components' logs; a temporary folder (removed by :meth:`stop`) when not given. The
@@ -216,13 +232,15 @@ class LocalDeployment:
     ) -> None:
         from scripts import compose
 
-        compose_file = compose.load_compose(variables)
+        compose_file = compose.load_compose({**compose.dev_variables(), **(variables or {})})
         self.compose_env = compose.environment(compose_file[compose.AIRFLOW_COMMON])
         services = compose_file["services"]
-        #: Per component: what its compose service sets beyond the common block (PYTHONPATH stays
-        #: this side's), and the services it depends on with their conditions.
+        #: Per component: what its compose service sets beyond the common block (its env_file, the
+        #: provider's variables, then its environment; PYTHONPATH stays this side's), and the
+        #: services it depends on with their conditions.
         self._service_env = {
-            name: {k: v for k, v in compose.environment(services[service]).items()
+            name: {k: v for k, v in {**compose.env_file_variables(services[service]),
+                                     **compose.environment(services[service])}.items()
                    if self.compose_env.get(k) != v and k != "PYTHONPATH"}
             for name, service in COMPONENTS.items()
         }
@@ -575,16 +593,7 @@ class LocalDeployment:
         return redis.Redis(host="127.0.0.1", port=REDIS_PORT, db=db, socket_timeout=10)
 
     def _claim_redis_db(self) -> None:
-        """Claim an unused Redis database index: one that holds no key but our claim."""
-        token = secrets.token_hex(8)
-        for db in range(1, 16):
-            with self._redis(db) as client:
-                if client.dbsize() == 0 and client.set(_CLAIM_KEY, token, nx=True):
-                    if client.dbsize() == 1:
-                        self.redis_db = db
-                        return
-                    client.delete(_CLAIM_KEY)
-        raise DeploymentError("no unused Redis database index (1-15)")
+        self.redis_db = claim_redis_db()
 
     def _flush_redis(self) -> None:
         if self.redis_db is None:

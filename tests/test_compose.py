@@ -23,11 +23,13 @@ from scripts.compose import (
     command_text,
     container_ports,
     depends_on,
+    dev_variables,
     environment,
     image_is_pinned,
     interpolate,
     load_compose,
     raw_compose,
+    read_env_file,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,13 +56,7 @@ SOURCE_MOUNTS = {
 AIRFLOW_HOME = "/opt/airflow"
 
 def env_example() -> dict[str, str]:
-    values = {}
-    for line in ENV_EXAMPLE_PATH.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
+    return read_env_file(ENV_EXAMPLE_PATH)
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -90,9 +86,14 @@ def requirement_pin(distribution: str) -> str:
     raise AssertionError(f"{distribution} is not pinned in requirements.txt")
 
 
+def dev_compose(overrides: dict[str, str] | None = None) -> dict[str, Any]:
+    """The compose file as `docker compose --env-file dev.env` sees it, with `overrides`."""
+    return load_compose({**dev_variables(), **(overrides or {})})
+
+
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    return load_compose()
+    return dev_compose()
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_compose_file_interpolates_cleanly() -> None:
     replace (usually by an empty string) before the shell sees it.
     """
     for text in _raw_compose_strings():
-        interpolate(text, {})
+        interpolate(text, dev_variables())
         unbraced = [match.group(0) for match in TEMPLATE.finditer(text) if match.group("named")]
         assert not unbraced, f"compose, not the shell, would interpolate {unbraced} in {text[:60]!r}"
 
@@ -144,7 +145,7 @@ def test_compose_file_interpolates_cleanly() -> None:
 def test_every_compose_variable_is_documented_with_the_same_default() -> None:
     seen: list[tuple[str, str | None]] = []
     for text in _raw_compose_strings():
-        interpolate(text, {}, seen)
+        interpolate(text, dev_variables(), seen)
     documented = env_example()
 
     used = {name for name, _ in seen}
@@ -185,7 +186,9 @@ def test_dependencies_name_defined_services_with_valid_conditions(services: dict
 def test_startup_order(services: dict[str, Any]) -> None:
     assert depends_on(services["s3-init"]).get(S3_SERVICE) == "service_healthy"
     init_deps = depends_on(services["airflow-init"])
-    assert init_deps.get("s3-init") == "service_completed_successfully"
+    # The bucket job exists only in the dev profile: airflow-init waits for the buckets instead.
+    assert "s3-init" not in init_deps
+    assert "check_storage.py" in command_text(services["airflow-init"])
     assert init_deps.get("postgres") == "service_healthy"
     assert init_deps.get("redis") == "service_healthy"
     for name in AIRFLOW_SERVICES:
@@ -235,13 +238,12 @@ def test_common_environment_settings(compose: dict[str, Any]) -> None:
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"].lower() == "false"
     # DAGs start unpaused, so a REST-triggered run of a fresh stack does not sit in `queued`.
     assert env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "false"
-    assert load_compose({"AIRFLOW_DAGS_PAUSED_AT_CREATION": "true"})["x-airflow-common"]["environment"][
+    assert dev_compose({"AIRFLOW_DAGS_PAUSED_AT_CREATION": "true"})["x-airflow-common"]["environment"][
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "true"
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert env["AIRFLOW__CORE__AUTH_MANAGER"].endswith(("SimpleAuthManager", "FabAuthManager"))
-    for secret in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
-        assert env[secret], f"{secret} must have a shared non-empty default"
-        assert "CHANGE-ME" in env[secret], f"{secret}'s public default must say so"
+    for secret in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY", "AIRFLOW__CORE__FERNET_KEY"):
+        assert env[secret], f"dev.env leaves {secret} empty"
     assert len(env["AIRFLOW__API_AUTH__JWT_SECRET"].encode()) >= 64, "Airflow asks for a JWT secret of 64 bytes"
     assert env["EVALUATION_JUDGE_MODEL"] == "offline/lexical"
 
@@ -296,19 +298,17 @@ def test_aws_connection_points_at_the_s3_service(compose: dict[str, Any], servic
     assert connection["extra"]["region_name"] == "us-east-1"
 
 
-@pytest.mark.parametrize("env", [{}, {"S3_ACCESS_KEY": "key-from-env", "S3_SECRET_KEY": "secret-from-env"}])
-def test_s3_credentials_agree_everywhere(env: dict[str, str]) -> None:
-    compose = load_compose(env)
+def test_s3_credentials_agree_everywhere(compose: dict[str, Any]) -> None:
+    """dev.env's aws_default connection carries the keys the bundled store and its job take."""
     services = compose["services"]
     connection = _aws_connection(compose)
     store_env = environment(services[S3_SERVICE])
     init_env = environment(services["s3-init"])
     assert connection["login"] == store_env["S3_ACCESS_KEY"] == init_env["AWS_ACCESS_KEY_ID"]
     assert connection["password"] == store_env["S3_SECRET_KEY"] == init_env["AWS_SECRET_ACCESS_KEY"]
-    if env:
-        assert connection["login"] == "key-from-env"
-        assert connection["password"] == "secret-from-env"
     assert connection["login"] and connection["password"]
+    other = dev_compose({"S3_ACCESS_KEY": "key-from-env", "S3_SECRET_KEY": "secret-from-env"})
+    assert environment(other["services"][S3_SERVICE])["S3_ACCESS_KEY"] == "key-from-env"
 
 
 def test_s3_store_definition(services: dict[str, Any]) -> None:
@@ -345,9 +345,9 @@ def test_default_uris_live_in_created_buckets(compose: dict[str, Any]) -> None:
 
 
 def test_judge_connection_comes_from_the_environment() -> None:
-    offline = json.loads(environment(load_compose()["x-airflow-common"])["AIRFLOW_CONN_LLM_JUDGE"])
+    offline = json.loads(environment(dev_compose()["x-airflow-common"])["AIRFLOW_CONN_LLM_JUDGE"])
     assert offline == {"conn_type": "generic", "password": "", "host": ""}
-    configured = load_compose({"LLM_API_KEY": "sk-test", "LLM_API_BASE": "http://judge:4000/v1"})
+    configured = dev_compose({"LLM_API_KEY": "sk-test", "LLM_API_BASE": "http://judge:4000/v1"})
     connection = json.loads(environment(configured["x-airflow-common"])["AIRFLOW_CONN_LLM_JUDGE"])
     assert connection["password"] == "sk-test"
     assert connection["host"] == "http://judge:4000/v1"
@@ -355,7 +355,7 @@ def test_judge_connection_comes_from_the_environment() -> None:
 
 @pytest.mark.parametrize(("env", "slots"), [({}, 4), ({"LLM_JUDGE_POOL_SLOTS": "9"}, 9)])
 def test_airflow_init_migrates_and_creates_the_judge_pool(env: dict[str, str], slots: int) -> None:
-    init = load_compose(env)["services"]["airflow-init"]
+    init = dev_compose(env)["services"]["airflow-init"]
     script = command_text(init)
     assert re.search(r"\bairflow db migrate\b", script)
     pool = re.search(r"\bairflow pools set llm_judge (\S+) ", script)
@@ -464,7 +464,7 @@ def test_published_ports_bind_loopback_by_default(services: dict[str, Any]) -> N
         for entry in ports:
             host_ip = str(entry).split(":")[0]
             assert host_ip == "127.0.0.1", f"{name} publishes {entry} beyond loopback"
-    exposed = load_compose({"PUBLISH_ADDRESS": "0.0.0.0"})["services"]["airflow-apiserver"]["ports"]
+    exposed = dev_compose({"PUBLISH_ADDRESS": "0.0.0.0"})["services"]["airflow-apiserver"]["ports"]
     assert exposed == ["0.0.0.0:8080:8080"]
 
 

@@ -1,0 +1,99 @@
+"""Wait until the DAGs' input and output buckets answer through the ``aws_default`` connection.
+
+Run by airflow-init (docker-compose.yml) before the scheduler starts, in both worlds: with the
+``dev`` profile it waits for the bundled store and its bucket job (which airflow-init cannot
+depend on, since that job exists only in the profile); against AWS it proves, before the first
+run, that the connection's credentials reach the buckets of ``EVALUATION_INPUT_URI`` and
+``EVALUATION_OUTPUT_URI``. A bucket that does not exist yet, or a store that does not answer yet,
+is asked again until the deadline; a refusal (403: wrong keys, a role without ``s3:ListBucket``)
+fails at once. Exits 1 naming the bucket, the connection and the cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+#: The variables naming the DAGs' default input and output.
+URI_VARIABLES = ("EVALUATION_INPUT_URI", "EVALUATION_OUTPUT_URI")
+CONNECTION_ID = "aws_default"
+
+
+class StorageNotReady(RuntimeError):
+    """A bucket is refused, or still missing or unreachable at the deadline."""
+
+
+def buckets(uris: Iterable[str]) -> list[str]:
+    """The distinct buckets of the ``s3://`` URIs among `uris`, in order (others are local)."""
+    found: list[str] = []
+    for uri in uris:
+        parts = urlsplit(uri)
+        if parts.scheme in ("s3", "s3a") and parts.netloc and parts.netloc not in found:
+            found.append(parts.netloc)
+    return found
+
+
+def wait_for_buckets(
+    client: object,
+    names: Iterable[str],
+    *,
+    connection_id: str,
+    timeout_s: float,
+    interval_s: float = 2.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Return once ``head_bucket`` answers for every bucket of `names` through `client`."""
+    deadline = clock() + timeout_s
+    for name in names:
+        while True:
+            try:
+                client.head_bucket(Bucket=name)  # type: ignore[attr-defined]
+                print(f"ok      bucket {name} answers through the {connection_id} connection")
+                break
+            except ClientError as exc:
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                code = exc.response.get("Error", {}).get("Code", "")
+                if status == 403 or code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+                    raise StorageNotReady(
+                        f"bucket {name}: access refused ({code or status}) with the {connection_id} "
+                        "connection: check its keys, session token or role, and that the policy "
+                        "allows s3:ListBucket on the bucket (docs/deploy.md)") from exc
+                cause = f"{code or status}: the bucket does not exist (yet)"
+            except BotoCoreError as exc:
+                cause = f"the store does not answer: {exc}"
+            if clock() >= deadline:
+                raise StorageNotReady(
+                    f"bucket {name} through the {connection_id} connection: {cause}; gave up after {timeout_s:g} s")
+            sleep(interval_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (default 180)")
+    args = parser.parse_args(argv)
+    names = buckets(os.environ.get(variable, "") for variable in URI_VARIABLES)
+    if not names:
+        print("no s3:// input or output configured: nothing to check")
+        return 0
+    # The provider's hook: every credential form of the connection (keys, session token,
+    # role_arn, instance or pod role) and its endpoint and region apply here as in the tasks.
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    client = S3Hook(aws_conn_id=CONNECTION_ID).get_conn()
+    try:
+        wait_for_buckets(client, names, connection_id=CONNECTION_ID, timeout_s=args.timeout)
+    except StorageNotReady as exc:
+        print(f"FAILED  {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
