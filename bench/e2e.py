@@ -72,9 +72,9 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
     records = int(params["records"])
     raw_root = data.raw_day(records, unique=bool(params.get("unique", True)), bad=False)
     with local_s3_environment("bench-logs", "bench-evaluation") as s3:
-        client = s3.client()
-        raw = storage.open_store(INPUT_URI, client)
-        out = storage.open_store(OUTPUT_URI, client)
+        s3_access = s3.access()
+        raw = storage.open_store(INPUT_URI, s3_access)
+        out = storage.open_store(OUTPUT_URI, s3_access)
         for path in sorted(raw_root.rglob("part-*")):
             raw.write_bytes(str(path.relative_to(raw_root)), path.read_bytes())
         airflow_local.migrate()

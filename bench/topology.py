@@ -35,7 +35,7 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
     day = data.DAY
 
     def write_day(deployment: LocalDeployment) -> None:
-        raw = storage.open_store(deployment.compose_env["EVALUATION_INPUT_URI"], deployment.s3_client())
+        raw = storage.open_store(deployment.compose_env["EVALUATION_INPUT_URI"], deployment.s3_access())
         for path in sorted(raw_root.rglob("part-*")):
             raw.write_bytes(str(path.relative_to(raw_root)), path.read_bytes())
 
@@ -49,7 +49,7 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
         assert api is not None
         setup_s = time.monotonic() - started
         api.unpause("daily_evaluation")
-        out = storage.open_store(running.compose_env["EVALUATION_OUTPUT_URI"], running.s3_client())
+        out = storage.open_store(running.compose_env["EVALUATION_OUTPUT_URI"], running.s3_access())
         results = []
         for _ in ("first", "rerun"):
             run = api.wait_for_run("daily_evaluation", api.trigger("daily_evaluation", conf)["dag_run_id"], timeout=900)

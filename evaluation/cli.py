@@ -13,16 +13,21 @@
 * ``calibrate``: judge a golden set (human-labelled records) and land the judges' agreement with the
   labels under ``calibrations/`` with a page; print a JSON summary of the figures.
 * ``generate``: write a realistic day of sample logs (own or openai-chat records) to try ``run`` on.
+
+S3 is reached with boto3's own chain (the environment's keys, ``AWS_PROFILE`` or ``--aws-profile``,
+a web identity, the instance role) at ``--endpoint-url`` (default ``AWS_ENDPOINT_URL``, else AWS).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -81,10 +86,11 @@ def _plan_parser(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
-def _print_plan(cfg: Any, *, pool_slots: int = 1, latency_s: float | None = None, as_json: bool = False) -> int:
-    from evaluation import stages
+def _print_plan(cfg: Any, s3_access: Callable[[], Any], *, pool_slots: int = 1, latency_s: float | None = None,
+                as_json: bool = False) -> int:
+    from evaluation import stages, storage
 
-    stores = stages.Stores.open(cfg)
+    stores = stages.Stores(*storage.open_stores(cfg.input_uri, cfg.output_uri, make_access=s3_access))
     try:
         size = stages.plan_day(cfg, stores, pool_slots=pool_slots, latency_s=latency_s)
     except stages.RunFailed as exc:
@@ -100,7 +106,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                        trigger="cli")
     if args.pool_slots < 1:
         raise ValueError("--pool-slots must be at least 1")
-    return _print_plan(cfg, pool_slots=args.pool_slots, latency_s=args.latency_s, as_json=args.json)
+    return _print_plan(cfg, args.s3_access, pool_slots=args.pool_slots, latency_s=args.latency_s, as_json=args.json)
 
 
 def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
@@ -136,14 +142,14 @@ def api_key_from_env(cfg_api_base: str | None) -> str | None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from evaluation import stages
+    from evaluation import stages, storage
 
     values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name) is not None}
     run_id = args.run_id or f"cli-{args.date.isoformat()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     cfg = build_config(values, date=args.date, run_id=run_id, trigger="cli")
     if cfg.dry_run:  # stop after planning: the plan, as `plan` prints it
-        return _print_plan(cfg)
-    stores = stages.Stores.open(cfg)
+        return _print_plan(cfg, args.s3_access)
+    stores = stages.Stores(*storage.open_stores(cfg.input_uri, cfg.output_uri, make_access=args.s3_access))
     bar: Any = None
 
     def planned(total: int) -> None:
@@ -228,7 +234,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     spec = compare.ComparisonSpec.model_validate(values)
     if spec.judge_model is not None and not args.input_uri:
         raise ValueError("--judge-model re-judges records from the raw logs: give --input")
-    store, raw_store = storage.open_stores(args.output_uri, args.input_uri)
+    store, raw_store = storage.open_stores(args.output_uri, args.input_uri, make_access=args.s3_access)
     try:
         result = compare.run_comparison(store, spec, comparison_id=args.comparison_id, raw_store=raw_store,
                                         api_key=api_key_from_env(spec.api_base))
@@ -259,7 +265,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 
     if args.format == "parquet" and not args.to:
         raise ValueError("--format parquet needs --to PATH")
-    store = storage.open_store(args.output_uri)
+    store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     try:
         result = sql.run_sql(store, args.query)
     except sql.SqlError as exc:
@@ -310,7 +316,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors())
         print(f"error: {problems}", file=sys.stderr)
         return 2
-    store, target = storage.open_stores(args.output_uri, args.report_output)
+    store, target = storage.open_stores(args.output_uri, args.report_output, make_access=args.s3_access)
     try:
         uris = report.write_daily_report(store, args.date, history_days=args.history_days, report_store=target,
                                          policy=policy)
@@ -342,7 +348,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     from evaluation import retention, storage
 
     policy = retention.Retention.model_validate({k: getattr(args, k) for k in retention.Retention.model_fields})
-    store = storage.open_store(args.output_uri)
+    store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     plan = retention.collect(store, policy, now=dt.datetime.now(dt.UTC))
     if args.apply:
         retention.apply(store, plan)
@@ -353,11 +359,22 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _s3_access(profile: str | None, endpoint_url: str | None) -> Any:
+    """S3 for the commands, made when a URI is on S3 (local directories need no AWS setup)."""
+    from evaluation import storage
+
+    return storage.s3_access(profile=profile, endpoint_url=endpoint_url)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m evaluation``."""
     parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument("--aws-profile", default=None,
+                        help="AWS profile for S3 (default: boto3's chain: AWS_PROFILE, the environment's keys, the instance role)")
+    parser.add_argument("--endpoint-url", default=None,
+                        help="S3 endpoint of an S3-compatible store (default: AWS_ENDPOINT_URL, else AWS's own)")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     _plan_parser(sub)
@@ -368,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     calibration_cli.add_parser(sub)
     sample_logs.add_parser(sub)
     args = parser.parse_args(argv)
+    args.s3_access = functools.partial(_s3_access, args.aws_profile, args.endpoint_url)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     commands = {"run": _cmd_run, "plan": _cmd_plan, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,

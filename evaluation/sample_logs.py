@@ -50,7 +50,7 @@ def command(args: argparse.Namespace) -> int:
     models: list[str] = comma_list(args.models) if args.models is not None else list(synthetic.MODELS)  # type: ignore[assignment]
     if not models:
         raise ValueError("--models names no model")
-    store = storage.open_store(args.output_uri)
+    store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     keys = synthetic.write_day(store, args.date, args.records, seed=args.seed, bad=args.bad, models=models,
                                input_format=args.input_format)
     marker = f"{storage.raw_prefix(args.date)}{MARKER}"

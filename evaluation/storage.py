@@ -21,15 +21,21 @@ place), so a reader sees either the previous version of the day or the new one, 
 either, and a re-run replaces the day whole. ``dt`` lives in the path only (a Date hive
 partition); the files do not repeat it, as Hive, Athena and Trino expect.
 
+S3: every S3 store reaches S3 through an :class:`S3Access`, a boto3 session and the client made
+from it. The session's credentials are whatever the session resolved (keys, a session token, a
+profile, an assumed role, an instance or pod role), refreshed by botocore before they expire; in
+Airflow the session comes from the ``aws_default`` connection through the Amazon provider's hook.
+
 Reading: :func:`scan_table` gives a landed table as a Polars ``LazyFrame`` over its objects where
-they live (a directory, or S3 through Polars' own client with the boto3 client's endpoint,
-region and credentials): nothing is downloaded first, only the columns a query selects are read,
+they live (a directory, or S3 through Polars' own client with the boto3 client's endpoint and
+region, and the session's credentials asked for before each request, so a long scan outlives
+short-lived credentials): nothing is downloaded first, only the columns a query selects are read,
 and a filter on ``dt`` skips the other partitions' objects unopened.
 
 Errors: every storage failure raises :class:`StorageError` naming the URI and the cause; "not
 found" is an answer only where it is one (``exists`` is False on a 404, and raises on anything
 else). Transient S3 errors (throttling such as 503 SlowDown, 5xx, reset connections, timeouts)
-are retried by botocore's own retry mode (:func:`s3_client`) and by Polars' client, never by a
+are retried by botocore's own retry mode (:func:`s3_access`) and by Polars' client, never by a
 loop of ours.
 """
 
@@ -44,12 +50,17 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import polars as pl
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
 
 logger = logging.getLogger(__name__)
 
@@ -270,16 +281,17 @@ class LocalStore:
 
 
 class S3Store:
-    """``s3://bucket/prefix`` as a store, through a boto3 client passed in."""
+    """``s3://bucket/prefix`` as a store, through the :class:`S3Access` passed in."""
 
-    def __init__(self, root: str, client: Any) -> None:
+    def __init__(self, root: str, s3: S3Access) -> None:
         match = re.fullmatch(r"s3://([^/]+)/?(.*)", root)
         if not match:
             raise StorageError(f"not an s3:// URI: {root}")
         self.bucket = match.group(1)
         self.prefix = match.group(2).strip("/")
         self.root = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-        self.client = client
+        self.s3 = s3
+        self.client = s3.client
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -349,23 +361,23 @@ class S3Store:
 
     def storage_options(self) -> dict[str, Any]:
         """Polars' ``storage_options`` for this bucket, from the boto3 client: its endpoint (unless
-        it is AWS's own), region, credentials and retry budget."""
+        it is AWS's own), region and retry budget. The credentials are not among them: Polars gets
+        them from :meth:`credential_provider`, as they change."""
         meta = self.client.meta
-        options: dict[str, Any] = {"aws_region": meta.region_name or "us-east-1"}
+        options: dict[str, Any] = {"aws_region": meta.region_name or DEFAULT_REGION}
         endpoint = meta.endpoint_url or ""
         if endpoint and not re.search(r"\.amazonaws\.com(\.cn)?/?$", endpoint):
             options["aws_endpoint_url"] = endpoint
             options["aws_virtual_hosted_style_request"] = "false"
             if endpoint.startswith("http://"):
                 options["aws_allow_http"] = "true"
-        credentials = self.client._get_credentials()  # botocore's resolved chain (keys, profile, role)
-        if credentials is not None:
-            frozen = credentials.get_frozen_credentials()
-            options.update(aws_access_key_id=frozen.access_key, aws_secret_access_key=frozen.secret_key)
-            options.update({"aws_session_token": frozen.token} if frozen.token else {})
         attempts = (meta.config.retries or {}).get("total_max_attempts") or S3_MAX_ATTEMPTS
         options["max_retries"] = max(int(attempts) - 1, 0)
         return options
+
+    def credential_provider(self) -> SessionCredentials:
+        """Polars' ``credential_provider``: the session's credentials, current at each request."""
+        return SessionCredentials(self.s3.session)
 
 
 def _content_type(key: str) -> dict[str, str]:
@@ -379,54 +391,100 @@ S3_CONNECT_TIMEOUT_S = 10.0
 S3_READ_TIMEOUT_S = 60.0
 
 
-def s3_client(
-    endpoint_url: str | None = None,
-    *,
-    access_key: str | None = None,
-    secret_key: str | None = None,
-    region: str | None = None,
-    max_attempts: int = S3_MAX_ATTEMPTS,
-    retry_mode: Literal["standard", "adaptive"] = "standard",
-    connect_timeout: float = S3_CONNECT_TIMEOUT_S,
-    read_timeout: float = S3_READ_TIMEOUT_S,
-) -> Any:
-    """A boto3 S3 client; endpoint and credentials default to the environment (AWS_ENDPOINT_URL...).
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """How the product reaches S3: a boto3 session and the S3 client made from it.
+
+    The session holds the credentials, whatever their source (keys, a session token, a profile, an
+    assumed role, an instance or pod role: boto3's chain, or an Airflow connection through the
+    Amazon provider's hook); botocore refreshes refreshable ones before they expire, for the client
+    and for Polars' reads alike (:class:`SessionCredentials`). The client carries the endpoint,
+    region, retries and timeouts. Build one with :func:`s3_access`."""
+
+    session: boto3.Session
+    client: Any  #: a boto3 S3 client made from ``session``
+
+
+def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATTEMPTS,
+              retry_mode: Literal["standard", "adaptive"] = "standard") -> Config:
+    """The S3 client's botocore configuration: retries and timeouts (below), with ``overrides``
+    (such as an Airflow connection's ``botocore_config``) taking precedence where they set a value.
 
     Botocore retries transient errors itself: throttling (503 SlowDown, 429), 500/502/503/504,
     connection errors and timeouts, up to ``max_attempts`` attempts with exponential backoff and
     jitter (``adaptive`` also slows down while throttled). Everything else fails at once."""
-    import boto3
-    from botocore.config import Config
+    from botocore.config import Config  # boto3 is imported on the S3 path only
 
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None,
-        aws_access_key_id=access_key,
-        aws_secret_access_key=secret_key,
-        region_name=region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-        config=Config(
-            retries={"mode": retry_mode, "total_max_attempts": max_attempts},
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-        ),
-    )
+    defaults = Config(retries={"mode": retry_mode, "total_max_attempts": max_attempts},
+                      connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_READ_TIMEOUT_S)
+    return defaults.merge(overrides) if overrides is not None else defaults
 
 
-def open_store(uri: str, client: Any | None = None) -> Store:
-    """The store for ``uri``: S3 for ``s3://`` (a client from the environment unless given)."""
+def s3_access(
+    session: boto3.Session | None = None,
+    *,
+    profile: str | None = None,
+    endpoint_url: str | None = None,
+    config: Config | None = None,
+    verify: bool | str | None = None,
+) -> S3Access:
+    """S3 through ``session``, else a session of boto3's own chain (the environment's keys, the
+    ``profile`` or ``AWS_PROFILE``, a web identity, the instance or pod role), with the client's
+    ``endpoint_url`` (None: ``AWS_ENDPOINT_URL``, else AWS's own) and the :func:`s3_config` made
+    from ``config``."""
+    import boto3  # boto3 is imported on the S3 path only
+
+    if session is None:
+        session = boto3.Session(profile_name=profile or None)
+    client = session.client("s3", endpoint_url=endpoint_url or None, region_name=session.region_name or DEFAULT_REGION,
+                            config=config if config is not None else s3_config(), verify=verify)
+    return S3Access(session, client)
+
+
+class SessionCredentials:
+    """Polars' ``credential_provider`` over a boto3 session: its current credentials.
+
+    The credentials are reported as expiring at once, so Polars asks again before its next request
+    (a lock and a clock read, unless botocore refreshes them); botocore hands out the session's
+    current set and refreshes it before it expires. A scan longer than the credentials' life thus
+    reads on with fresh ones. Only public botocore calls are used (``get_credentials``,
+    ``get_frozen_credentials``)."""
+
+    def __init__(self, session: boto3.Session, clock: Callable[[], float] = time.time) -> None:
+        self.session = session
+        self.clock = clock
+
+    def __call__(self) -> tuple[dict[str, str], int]:
+        credentials = self.session.get_credentials()
+        if credentials is None:
+            raise StorageError("no AWS credentials: set them in the environment (AWS_ACCESS_KEY_ID...), a profile "
+                               "(AWS_PROFILE, --aws-profile), a role, or the Airflow connection aws_default")
+        frozen = credentials.get_frozen_credentials()
+        values = {"aws_access_key_id": frozen.access_key, "aws_secret_access_key": frozen.secret_key}
+        if frozen.token:
+            values["aws_session_token"] = frozen.token
+        return values, int(self.clock())
+
+
+def open_store(uri: str, s3: S3Access | None = None) -> Store:
+    """The store for ``uri``: S3 for ``s3://`` (boto3's own chain unless ``s3`` is given)."""
     if uri.startswith("s3://"):
-        return S3Store(uri, client if client is not None else s3_client())
+        return S3Store(uri, s3 if s3 is not None else s3_access())
     if "://" in uri and not uri.startswith("file://"):
         raise StorageError(f"unsupported URI scheme: {uri} (use s3:// or a local directory)")
     return LocalStore(uri)
 
 
-def open_stores(*uris: str | None, client: Any | None = None, make_client: Callable[[], Any] = s3_client) -> list[Any]:
-    """A store for each URI (None for an empty one), all sharing one S3 client: ``client``, else
-    one from ``make_client``, made only when a URI is on S3."""
-    if client is None and any((uri or "").startswith("s3://") for uri in uris):
-        client = make_client()
-    return [open_store(uri, client) if uri else None for uri in uris]
+def open_stores(*uris: str | None, s3: S3Access | None = None,
+                make_access: Callable[[], S3Access] = s3_access) -> list[Any]:
+    """A store for each URI (None for an empty one), all sharing one :class:`S3Access`: ``s3``,
+    else one from ``make_access``, made only when a URI is on S3."""
+    if s3 is None and any((uri or "").startswith("s3://") for uri in uris):
+        s3 = make_access()
+    return [open_store(uri, s3) if uri else None for uri in uris]
 
 
 # --------------------------------------------------------------------------------------------
@@ -475,6 +533,11 @@ def storage_options(store: Store) -> dict[str, Any] | None:
     return store.storage_options() if isinstance(store, S3Store) else None
 
 
+def credential_provider(store: Store) -> SessionCredentials | None:
+    """Polars' ``credential_provider`` for the store's objects (None for a directory)."""
+    return store.credential_provider() if isinstance(store, S3Store) else None
+
+
 def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.LazyFrame:
     """Objects of one table as one lazy table, read where they live; with ``hive`` the ``dt=``
     folder is a ``dt`` Date column and a filter on it skips other partitions' objects unopened.
@@ -485,10 +548,11 @@ def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.Lazy
     null, and narrower integers and floats are widened."""
     if not keys:
         raise StorageError(f"no objects to scan under {store.root}")
-    options = storage_options(store)
+    options, credentials = storage_options(store), credential_provider(store)
     uris = [store.uri(key) for key in keys]
     try:
-        newest = pl.scan_parquet(uris[-1], hive_partitioning=False, storage_options=options).collect_schema()
+        newest = pl.scan_parquet(uris[-1], hive_partitioning=False, storage_options=options,
+                                 credential_provider=credentials).collect_schema()
     except Exception as exc:  # Polars raises several error types for a missing or torn object
         raise StorageError(f"cannot read {uris[-1]}: {exc}") from exc
     schema = {name: pl.String if dtype == pl.Null else dtype for name, dtype in newest.items()
@@ -502,6 +566,7 @@ def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.Lazy
         extra_columns="ignore",
         cast_options=pl.ScanCastOptions(integer_cast="upcast", float_cast="upcast"),
         storage_options=options,
+        credential_provider=credentials,
     )
     return frame.select("dt", pl.exclude("dt")) if hive else frame
 

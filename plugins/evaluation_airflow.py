@@ -2,9 +2,13 @@
 
 Secrets come from Connections (or the environment), never from Params, XCom, logs or tables:
 
-* ``aws_default`` (conn type ``aws``): ``login``/``password`` are the S3 keys, ``extra`` may hold
-  ``endpoint_url`` and ``region_name``. Without the connection, boto3's own environment is used
-  (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
+* ``aws_default`` (conn type ``aws``; ``EVALUATION_S3_CONN_ID`` names another): read by the Amazon
+  provider's S3 hook, so whatever the provider supports works: keys (``login``/``password``) and a
+  session token, ``role_arn`` (assume-role) with ``assume_role_method`` / ``assume_role_kwargs``,
+  a profile, no keys at all for the instance or pod role (IRSA), ``region_name``,
+  ``endpoint_url``, ``config_kwargs`` (botocore's config, over the product's retries and
+  timeouts) and ``verify``. Without the connection, boto3's own chain (the environment, a
+  profile, the instance role).
 * ``llm_judge``: ``password`` is the judge's API key, ``host`` an optional API base, ``extra``
   may hold ``rpm`` and ``tpm`` (the provider's requests and tokens per minute for the whole
   deployment, used when the run options ``judge_rpm`` / ``judge_tpm`` are empty; shared by the judge
@@ -38,19 +42,20 @@ def connection(conn_id: str) -> Any | None:
         return None
 
 
-def s3_client(conn_id: str = S3_CONN_ID) -> Any:
-    """A boto3 S3 client from the Airflow connection, or from the environment without one."""
+def s3_access(conn_id: str | None = S3_CONN_ID) -> Any:
+    """S3 as the Amazon provider reaches it: the boto3 session its S3 hook makes from the
+    connection ``conn_id`` (credentials refreshed as they expire, an assumed role's included), and
+    an S3 client from that session with the connection's endpoint, region and botocore config."""
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
     from evaluation import storage
 
-    conn = connection(conn_id)
-    if conn is None:
-        return storage.s3_client()
-    extra = conn.extra_dejson or {}
-    return storage.s3_client(
-        extra.get("endpoint_url") or None,
-        access_key=conn.login or None,
-        secret_key=conn.password or None,
-        region=extra.get("region_name") or None,
+    hook = S3Hook(aws_conn_id=conn_id)
+    return storage.s3_access(
+        hook.get_session(region_name=hook.region_name),
+        endpoint_url=hook.conn_config.get_service_endpoint_url("s3"),
+        config=storage.s3_config(hook.config),
+        verify=hook.verify,
     )
 
 
@@ -172,7 +177,7 @@ def open_stores(*uris: str) -> list[Any]:
     """A store for each URI (None for an empty one), S3 through the Airflow connection."""
     from evaluation import storage
 
-    return storage.open_stores(*uris, make_client=s3_client)
+    return storage.open_stores(*uris, make_access=s3_access)
 
 
 @contextmanager

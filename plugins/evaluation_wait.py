@@ -7,18 +7,16 @@ of 0 and no marker means the day is taken as it is.
 
 :class:`WaitForDayOperator` resolves the run's options (its ``input_uri`` has environment
 fallbacks, so only the task knows it), looks once, and when the day is not complete yet defers to
-:class:`DayCompleteTrigger` with the deadline (``wait_deadline_s``) as its timeout. The trigger runs
-the Amazon provider's triggers on S3 (:class:`S3KeyTrigger` for the marker,
-:class:`S3KeysUnchangedTrigger` for the quiet period, seeded with the objects already there and
-the newest one's time, so a day that has been quiet for long enough completes at once) and the
-standard provider's :class:`FileTrigger` for a marker in a directory; a directory's quiet period is
-watched by the trigger itself. At the deadline the trigger says so, and the task fails without
-retry naming the prefix, what it waited for and the deadline; the run's ``runs`` row records it.
-The task returns (XCom) ``waited_s``: how long it waited, None when the day was complete already.
-
-The provider's S3 hook talks to S3 through aiobotocore, which has no release for the botocore
-pinned in requirements.txt; :class:`_ThreadedS3Hook` gives the provider's trigger code the same
-calls through boto3 in a worker thread of the triggerer (the event loop is never blocked).
+:class:`DayCompleteTrigger` with the deadline (``wait_deadline_s``) as its timeout. The trigger
+looks at the day's prefix every ``poke_interval`` seconds: on S3 through boto3, its calls in a
+worker thread of the triggerer (the event loop is never blocked), with the session the Amazon
+provider's S3 hook makes from the run's connection, as the tasks' (``evaluation_airflow.s3_access``);
+in a directory through the file system. The quiet period is seeded with the objects already there
+and the newest one's time, so a day that has been quiet for long enough completes at once; any
+object added or removed starts it over. At the deadline the trigger says so, and the task fails
+without retry naming the prefix, what it waited for and the deadline; the run's ``runs`` row
+records it. The task returns (XCom) ``waited_s``: how long it waited, None when the day was
+complete already.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ import datetime as dt
 import inspect
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +34,7 @@ import evaluation_airflow as glue
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
 #: Extra time the scheduler gives the trigger past the deadline before it fails the task itself
 #: (the trigger reports the deadline first, with its own message).
@@ -64,57 +62,16 @@ class DayPrefix:
         return cls(directory, None, directory)
 
 
-def _day_objects(bucket: str | None, prefix: str, client: Any = None) -> dict[str, float]:
-    """Objects under the day's prefix and their modification times, named as the provider's
-    triggers name them: full S3 keys, or a directory's file paths (``.tmp-`` files excepted)."""
+def _day_objects(bucket: str | None, prefix: str, s3: Any = None) -> dict[str, float]:
+    """Objects under the day's prefix and their modification times: full S3 keys (through the
+    :class:`~evaluation.storage.S3Access` ``s3``), or a directory's file paths (``.tmp-`` files
+    excepted)."""
     from evaluation import storage
 
     if bucket is not None:
-        return {info.key: info.modified for info in storage.S3Store(f"s3://{bucket}", client).list(prefix)}
+        return {info.key: info.modified for info in storage.S3Store(f"s3://{bucket}", s3).list(prefix)}
     root, partition = os.path.split(prefix.rstrip("/"))
     return {os.path.join(root, info.key): info.modified for info in storage.LocalStore(root).list(partition + "/")}
-
-
-class _AsyncPaginator:
-    """``async for page in paginator.paginate(...)`` over a boto3 paginator, a page per thread hop."""
-
-    def __init__(self, paginator: Any) -> None:
-        self._paginator = paginator
-
-    async def paginate(self, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
-        pages = iter(self._paginator.paginate(**kwargs))
-        while (page := await asyncio.to_thread(next, pages, None)) is not None:
-            yield page
-
-
-class _ThreadedS3Client:
-    """The calls the provider's S3 trigger code makes on an aiobotocore client, on a boto3 one."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    async def head_object(self, **kwargs: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(self._client.head_object, **kwargs)
-
-    def get_paginator(self, name: str) -> _AsyncPaginator:
-        return _AsyncPaginator(self._client.get_paginator(name))
-
-
-def _threaded_hook(aws_conn_id: str | None) -> Any:
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-    from asgiref.sync import sync_to_async
-
-    class _ThreadedS3Hook(S3Hook):
-        async def get_async_conn(self) -> Any:  # type: ignore[override]
-            client = await sync_to_async(self.get_conn)()
-
-            @asynccontextmanager
-            async def connection() -> AsyncIterator[_ThreadedS3Client]:
-                yield _ThreadedS3Client(client)
-
-            return connection()
-
-    return _ThreadedS3Hook(aws_conn_id=aws_conn_id)
 
 
 class DayCompleteTrigger(BaseTrigger):
@@ -158,45 +115,29 @@ class DayCompleteTrigger(BaseTrigger):
         arguments = {name: getattr(self, name) for name in inspect.signature(type(self)).parameters}
         return f"{type(self).__module__}.{type(self).__qualname__}", arguments
 
-    def _provider_trigger(self) -> BaseTrigger | None:
-        """The provider's trigger for this wait; None for a directory's quiet period."""
-        if self.bucket is None:
-            if not self.marker:
-                return None
-            from airflow.providers.standard.triggers.file import FileTrigger
+    def _marker_key(self) -> str:
+        """The marker as :func:`_day_objects` names objects."""
+        return self.prefix + self.marker if self.bucket is not None else os.path.join(self.prefix, self.marker)
 
-            return FileTrigger(filepath=os.path.join(self.prefix, self.marker), poke_interval=self.poke_interval)
-        hook = _threaded_hook(self.aws_conn_id)
-        if self.marker:
-            from airflow.providers.amazon.aws.triggers.s3 import S3KeyTrigger
+    async def _until_complete(self) -> str:
+        """Look at the day's prefix every ``poke_interval`` until it is complete; says how."""
+        from evaluation import storage
 
-            trigger: Any = S3KeyTrigger(bucket_name=self.bucket, bucket_key=self.prefix + self.marker,
-                                        aws_conn_id=self.aws_conn_id, poke_interval=self.poke_interval)
-        else:
-            from airflow.providers.amazon.aws.triggers.s3 import S3KeysUnchangedTrigger
-
-            last = dt.datetime.fromisoformat(self.last_activity) if self.last_activity else None
-            trigger = S3KeysUnchangedTrigger(
-                bucket_name=self.bucket, prefix=self.prefix, inactivity_period=self.quiet_period_s,
-                min_objects=self.min_objects, previous_objects=set(self.known), allow_delete=True,
-                aws_conn_id=self.aws_conn_id, last_activity_time=last)
-            trigger.polling_period_seconds = self.poke_interval  # the provider's own polls without a pause
-        trigger.__dict__["hook"] = hook  # its cached hook: the same calls, through boto3
-        return trigger
-
-    async def _local_quiet(self) -> AsyncGenerator[TriggerEvent, None]:
-        """A directory's quiet period: no new file for ``quiet_period_s``, with ``min_objects``."""
+        s3: storage.S3Access | None = None
+        if self.bucket is not None:  # the hook reads the connection: a blocking call, off the event loop
+            s3 = await sync_to_async(glue.s3_access)(self.aws_conn_id)
         known = set(self.known)
         last = dt.datetime.fromisoformat(self.last_activity).timestamp() if self.last_activity else time.time()
         while True:
-            found = await asyncio.to_thread(_day_objects, None, self.prefix)
-            if set(found) - known:
-                known, last = set(found), max(time.time(), *found.values())
-            elif len(found) >= self.min_objects and time.time() - last >= self.quiet_period_s:
-                yield TriggerEvent({"status": "success", "message": f"{len(found)} objects, quiet since {last}"})
-                return
-            else:
-                known = set(found)
+            found = await asyncio.to_thread(_day_objects, self.bucket, self.prefix, s3)
+            now = time.time()
+            if set(found) != known:  # an object added or removed: the quiet period starts over
+                known, last = set(found), now
+            if self.marker:
+                if self._marker_key() in found:
+                    return f"{self._marker_key()} exists"
+            elif len(found) >= self.min_objects and now - last >= self.quiet_period_s:
+                return f"{len(found)} objects, none added or removed for {now - last:.0f}s"
             await asyncio.sleep(self.poke_interval)
 
     def _payload(self, status: str, message: str | None = None) -> dict[str, Any]:
@@ -204,25 +145,17 @@ class DayCompleteTrigger(BaseTrigger):
         return {"status": status, "message": message, "waited_s": round(waited, 3), "started": self.started}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from evaluation.storage import StorageError
+
         remaining = (dt.datetime.fromisoformat(self.deadline) - dt.datetime.now(dt.UTC)).total_seconds()
-        provider = self._provider_trigger()
-        events: AsyncGenerator[TriggerEvent, None] = (
-            provider.run() if provider is not None else self._local_quiet())  # type: ignore[assignment]
-        result: dict[str, Any] | None = None
         try:
             async with asyncio.timeout(max(0.0, remaining)):
-                async for event in events:
-                    payload = event.payload
-                    status = payload.get("status") if isinstance(payload, dict) else ("success" if payload else None)
-                    if status in ("success", "error"):
-                        message = payload.get("message") if isinstance(payload, dict) else None
-                        result = self._payload(status, message)
-                        break
+                result = self._payload("success", await self._until_complete())
         except TimeoutError:
             result = self._payload("deadline")
-        finally:
-            await events.aclose()
-        yield TriggerEvent(result or self._payload("error", "the trigger ended without an event"))
+        except StorageError as exc:  # the task reports it, and Airflow retries it
+            result = self._payload("error", str(exc))
+        yield TriggerEvent(result)
 
 
 class WaitForDayOperator(BaseOperator):
@@ -238,7 +171,7 @@ class WaitForDayOperator(BaseOperator):
         if not cfg.completion_marker and cfg.quiet_period_s <= 0:
             self.log.info("no completion marker and no quiet period: %s is taken as it is", day.uri)
             return {"waited_s": None, "prefix": day.uri, "complete_by": None}
-        objects = _day_objects(day.bucket, day.prefix, glue.s3_client() if day.bucket is not None else None)
+        objects = _day_objects(day.bucket, day.prefix, glue.s3_access() if day.bucket is not None else None)
         marker_key = (day.prefix + cfg.completion_marker if day.bucket is not None
                       else os.path.join(day.prefix, cfg.completion_marker))
         now = time.time()

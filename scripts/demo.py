@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     days = [args.date - dt.timedelta(days=i) for i in range(args.days - 1, -1, -1)]
     with local_s3_environment("llm-logs", "llm-evaluation") as s3:
         print(f"S3 API on {s3.endpoint_url} (moto, in-process)")
-        client = s3.client()
-        raw = storage.open_store(INPUT_URI, client)
+        s3_access = s3.access()
+        raw = storage.open_store(INPUT_URI, s3_access)
         for day in days:
             regressed = day == args.date
             synthetic.write_day(raw, day, args.records,
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         for day in days[:-1]:
             day_started = time.monotonic()
             cfg = RunConfig(date=day, input_uri=INPUT_URI, output_uri=OUTPUT_URI, run_id=f"demo-{day}", **RUN_CONF)
-            result = run_day(cfg, Stores.open(cfg, client))
+            result = run_day(cfg, Stores.open(cfg, s3_access))
             print(f"evaluated {day} in-process: {result.valid} valid records, "
                   f"{time.monotonic() - day_started:.0f}s")
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             print("the DAG run failed; see the task logs above", file=sys.stderr)
             return 1
 
-        out = storage.open_store(OUTPUT_URI, client)
+        out = storage.open_store(OUTPUT_URI, s3_access)
         print_summary(out, args.date)
         summary = storage.read_json(out, storage.report_key(args.date, "summary.json"))
         print_trends(summary)

@@ -11,7 +11,9 @@ would provide is mapped to this machine:
   end; the URL's role is created when missing, under trust auth);
 * the ``redis`` host: the local Redis, on a database index nobody uses (flushed at the end);
 * the ``s3`` host: moto's S3 server in this process on a free loopback port, with the buckets that
-  the ``s3-init`` job creates;
+  the ``s3-init`` job creates; the ``aws_default`` connection keeps the compose file's keys and
+  assumes a role (:data:`TASK_ROLE`) through the same server's STS, as a production connection
+  with ``role_arn`` does, so every S3 request of the tasks is made with the role's credentials;
 * the ``airflow-apiserver`` host: the api-server on a free loopback port;
 * ``/opt/airflow``: a fresh ``AIRFLOW_HOME`` in the deployment's folder, the repository's
   ``dags/`` and ``plugins/``, and the repository on ``PYTHONPATH``.
@@ -64,6 +66,8 @@ IMAGE_HOME = "/opt/airflow"
 CELERY_WORKER_HOSTNAME = "celery-worker-systest"
 #: Buckets created when the compose file's s3-init job does not name them in a way we can read.
 DEFAULT_BUCKETS = ("llm-logs", "llm-evaluation")
+#: The IAM role the deployment's ``aws_default`` connection assumes (created on the local S3 server).
+TASK_ROLE = "llm-evaluation-tasks"
 #: The long-running components and their docker-compose.yml services. Once the database is
 #: migrated they start in this order, each once the components its service depends on are
 #: started or healthy, as compose requires (the worker waits for a healthy api-server).
@@ -268,6 +272,7 @@ class LocalDeployment:
         self.redis_db: int | None = None
         self.s3_server: Any = None
         self.s3_endpoint = ""
+        self.s3_role_arn = ""
         self.components: dict[str, Component] = {}
         self.env: dict[str, str] = {}
         self.api: ApiClient | None = None
@@ -603,17 +608,13 @@ class LocalDeployment:
         self.redis_db = None
 
     def _start_s3(self) -> None:
-        import logging
+        from evaluation.testing.s3 import LocalS3
 
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
+        server = LocalS3().start()
         self.s3_server = server
-        host, port = server.get_host_and_port()
-        self.s3_endpoint = f"http://{host}:{port}"
-        client = self.s3_client()
+        self.s3_endpoint = server.endpoint_url
+        self.s3_role_arn = server.create_role(TASK_ROLE)
+        client = self.s3_access().client
         for bucket in self.buckets:
             client.create_bucket(Bucket=bucket)
 
@@ -623,25 +624,30 @@ class LocalDeployment:
             self.s3_server = None
 
     def aws_connection(self) -> dict[str, Any]:
-        """The compose file's ``aws_default`` connection, its endpoint mapped to the local S3 API."""
+        """The compose file's ``aws_default`` connection, its endpoint mapped to the local S3 API,
+        assuming :data:`TASK_ROLE` through that server's STS."""
         connection = json.loads(self.compose_env["AIRFLOW_CONN_AWS_DEFAULT"])
-        connection.setdefault("extra", {})["endpoint_url"] = self.s3_endpoint
+        extra = connection.setdefault("extra", {})
+        extra.update(endpoint_url=self.s3_endpoint, role_arn=self.s3_role_arn,
+                     service_config={**extra.get("service_config", {}), "sts": {"endpoint_url": self.s3_endpoint}})
         return connection
 
-    def s3_client(self) -> Any:
-        """A boto3 client for the deployment's S3 API with the compose file's credentials."""
+    def assumed_roles(self) -> list[Any]:
+        """Every AssumeRole the local S3 server's STS has answered (:class:`AssumedRole`)."""
+        return self.s3_server.assumed_roles() if self.s3_server is not None else []
+
+    def s3_access(self) -> Any:
+        """S3 on the deployment's S3 API with the compose file's keys (not the tasks' role)."""
         import boto3
         from botocore.config import Config
 
+        from evaluation import storage
+
         connection = self.aws_connection()
-        return boto3.client(
-            "s3",
-            endpoint_url=self.s3_endpoint,
-            aws_access_key_id=connection.get("login"),
-            aws_secret_access_key=connection.get("password"),
-            region_name=connection["extra"].get("region_name") or "us-east-1",
-            config=Config(request_checksum_calculation="when_required", response_checksum_validation="when_required"),
-        )
+        session = boto3.Session(aws_access_key_id=connection.get("login"), aws_secret_access_key=connection.get("password"),
+                                region_name=connection["extra"].get("region_name") or "us-east-1")
+        return storage.s3_access(session, endpoint_url=self.s3_endpoint, config=storage.s3_config(Config(
+            request_checksum_calculation="when_required", response_checksum_validation="when_required")))
 
     # --- configuration ------------------------------------------------------------------------
 

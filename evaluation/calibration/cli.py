@@ -70,7 +70,7 @@ def command(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     output_uri = args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI") or _parent(spec.golden_uri)
-    store, golden = storage.open_stores(output_uri, spec.golden_uri)
+    store, golden = storage.open_stores(output_uri, spec.golden_uri, make_access=args.s3_access)
     try:
         result = calibration.run_calibration(store, golden, spec, calibration=args.calibration_id,
                                              api_key=api_key_from_env(spec.api_base))

@@ -45,9 +45,10 @@ class Stores:
     out: storage.Store
 
     @classmethod
-    def open(cls, cfg: RunConfig, client: Any | None = None) -> Stores:
-        """Stores for the config's URIs (one boto3 client shared when both are on S3)."""
-        return cls(*storage.open_stores(cfg.input_uri, cfg.output_uri, client=client))
+    def open(cls, cfg: RunConfig, s3: storage.S3Access | None = None) -> Stores:
+        """Stores for the config's URIs (one S3 access shared when both are on S3; boto3's own
+        chain unless ``s3`` is given)."""
+        return cls(*storage.open_stores(cfg.input_uri, cfg.output_uri, s3=s3))
 
 
 def where(cfg: RunConfig) -> str:

@@ -23,7 +23,7 @@ MODEL = "openai/gpt-4o-mini"
 
 
 def test_batch_mode_defers_each_chunk_and_lands_the_day_at_the_batch_price(airflow_db, local_s3) -> None:
-    synthetic.write_day(storage.open_store(INPUT_URI, local_s3.client()), DAY, RECORDS, bad=False)
+    synthetic.write_day(storage.open_store(INPUT_URI, local_s3.access()), DAY, RECORDS, bad=False)
     with OpenAIServer(responder=judge_reply) as server:
         server.batches.delay_s = 0.5  # the first look finds every batch in progress: each task defers
         conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, "judge_model": MODEL, "api_base": server.base_url,
@@ -35,7 +35,7 @@ def test_batch_mode_defers_each_chunk_and_lands_the_day_at_the_batch_price(airfl
         online = server.request_count - len(lines)
     assert str(dag_run.state) == "success", states
     assert sum(1 for task in states if task.startswith("judge[")) == 3
-    out = storage.open_store(OUTPUT_URI, local_s3.client())
+    out = storage.open_store(OUTPUT_URI, local_s3.access())
     evaluations = storage.read_parquet(out, storage.table_key("evaluations", DAY))
     calls = storage.read_parquet(out, storage.table_key("judge_calls", DAY))
     judged = evaluations.filter(pl.col("judge_status") != "skipped")

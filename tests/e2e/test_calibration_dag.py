@@ -23,7 +23,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "data" / "golden"
 @pytest.fixture(scope="module")
 def golden_sets(local_s3) -> None:
     """Two small sets from the shipped ones: a clean one and one with too many bad labels."""
-    root = storage.open_store(GOLDEN_ROOT, local_s3.client())
+    root = storage.open_store(GOLDEN_ROOT, local_s3.access())
     lines = (SHIPPED / "begin-wow" / "records.jsonl").read_text(encoding="utf-8").splitlines()[:40]
     root.write_bytes("begin-small/records.jsonl", ("\n".join(lines) + "\n").encode())
     root.write_bytes("begin-small/set.json", (SHIPPED / "begin-wow" / "set.json").read_bytes())
@@ -49,7 +49,7 @@ def test_calibrate_a_golden_set_in_the_judge_pool(airflow_db, local_s3, golden_s
     assert judged["records"] == 40 and judged["rows"] == 80 and judged["rejected"] == 0
     result = airflow_local.xcom(dag_run, "calibrate")
     assert all(not isinstance(v, (list, dict)) for v in result.values())  # URIs and counts, never tables
-    out = storage.open_store(OUTPUT_URI, local_s3.client())
+    out = storage.open_store(OUTPUT_URI, local_s3.access())
     prefix = storage.calibration_key(result["calibration_id"], "")
     assert {"calibration.parquet", "report.html", "spec.json", "evaluations.parquet", "judge_calls.parquet",
             "labels.parquet", "rejects.parquet", "validation.json"} <= {o.key.removeprefix(prefix) for o in out.list(prefix)}

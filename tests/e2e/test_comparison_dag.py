@@ -26,11 +26,11 @@ MODELS = ["assistant-lite", "assistant-v2"]
 @pytest.fixture(scope="module")
 def landed_days(local_s3) -> None:
     """Two days evaluated by the pipeline (offline judge) into the embedded S3."""
-    client = local_s3.client()
+    s3_access = local_s3.access()
     for day in DAYS:
-        synthetic.write_day(storage.open_store(INPUT_URI, client), day, RECORDS)
+        synthetic.write_day(storage.open_store(INPUT_URI, s3_access), day, RECORDS)
         cfg = RunConfig(date=day, input_uri=INPUT_URI, output_uri=OUTPUT_URI, run_id=f"e2e-{day}")
-        run_day(cfg, Stores.open(cfg, client))
+        run_day(cfg, Stores.open(cfg, s3_access))
 
 
 def _trigger(conf: dict[str, Any]) -> Any:
@@ -39,7 +39,7 @@ def _trigger(conf: dict[str, Any]) -> Any:
 
 
 def _comparison_keys(s3: Any, comparison_id: str) -> set[str]:
-    out = storage.open_store(OUTPUT_URI, s3.client())
+    out = storage.open_store(OUTPUT_URI, s3.access())
     prefix = storage.comparison_key(comparison_id, "")
     return {o.key.removeprefix(prefix) for o in out.list(prefix)}
 
@@ -57,7 +57,7 @@ def test_compare_landed_scores(airflow_db, local_s3, landed_days) -> None:
     comparison_id = result["comparison_id"]
     assert {"metrics.parquet", "verdicts.parquet", "spec.json", "report.html"} <= _comparison_keys(local_s3, comparison_id)
 
-    out = storage.open_store(OUTPUT_URI, local_s3.client())
+    out = storage.open_store(OUTPUT_URI, local_s3.access())
     metrics = storage.read_parquet(out, storage.comparison_key(comparison_id, "metrics.parquet"))
     score = metrics.filter((pl.col("judge") == "rag") & (pl.col("metric") == "score") & (pl.col("model") == "assistant-v2"))
     assert score["delta"][0] > 0 and score["delta_ci_low"][0] > 0 and score["test"][0] == "paired"
@@ -80,7 +80,7 @@ def test_rejudge_a_sample_in_the_judge_pool(airflow_db, local_s3, landed_days) -
     assert result["source"] == "rejudged" and result["records_per_model"] == {m: 15 for m in MODELS}
     keys = _comparison_keys(local_s3, result["comparison_id"])
     assert {"evaluations.parquet", "judge_calls.parquet", "metrics.parquet", "verdicts.parquet", "report.html"} <= keys
-    out = storage.open_store(OUTPUT_URI, local_s3.client())
+    out = storage.open_store(OUTPUT_URI, local_s3.access())
     evaluations = storage.read_parquet(out, storage.comparison_key(result["comparison_id"], "evaluations.parquet"))
     assert evaluations.height == 60 and set(evaluations["judge"]) == {"rag", "masis"}
     assert not [o for o in out.list("_work/") if "comparison-" in o.key]

@@ -25,7 +25,7 @@ def _run(conf: dict) -> object:
 
 
 def _tables(s3, output_uri: str) -> dict[str, pl.DataFrame]:
-    out = storage.open_store(output_uri, s3.client())
+    out = storage.open_store(output_uri, s3.access())
     tables = {t: storage.read_parquet(out, storage.table_key(t, DAY)) for t in storage.TABLES if t != "runs"}
     tables["runs"] = storage.scan_table(out, "runs").filter(pl.col("dt") == DAY).collect()  # type: ignore[union-attr]
     return tables
@@ -33,7 +33,7 @@ def _tables(s3, output_uri: str) -> dict[str, pl.DataFrame]:
 
 @pytest.fixture(scope="module")
 def raw_day(local_s3) -> None:
-    raw = storage.open_store(INPUT_URI, local_s3.client())
+    raw = storage.open_store(INPUT_URI, local_s3.access())
     synthetic.write_day(raw, DAY, RECORDS)
 
 
@@ -210,7 +210,7 @@ def test_an_unknown_conf_key_fails_the_first_task_naming_it(airflow_db, local_s3
     message = "".join(capfd.readouterr())  # dag.test() logs the task's failure to the console
     assert "unknown conf key 'judge_modle' for DAG daily_evaluation" in message
     assert "the known keys are: " in message and "judge_model" in message.split("the known keys are: ", 1)[1]
-    out = storage.open_store("s3://llm-evaluation/typo", local_s3.client())
+    out = storage.open_store("s3://llm-evaluation/typo", local_s3.access())
     assert out.list("") == []  # nothing staged, judged or landed
 
 
@@ -218,7 +218,7 @@ def test_a_bad_judge_model_fails_before_paying_and_keeps_the_landed_day(airflow_
     output_uri = "s3://llm-evaluation/bad-model"
     conf = {"input_uri": INPUT_URI, "output_uri": output_uri, "judge_model": "offline/lexical", "chunk_size": 75}
     assert str(_run(conf).state) == "success"
-    out = storage.open_store(output_uri, local_s3.client())
+    out = storage.open_store(output_uri, local_s3.access())
     landed = {t: out.read_bytes(storage.table_key(t, DAY)) for t in ("evaluations", "judge_calls", "rejects")}
 
     dag_run = _run({**conf, "judge_model": "nope/not-a-model"})

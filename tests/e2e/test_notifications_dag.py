@@ -139,7 +139,7 @@ def _degrade(line: str) -> str:
 
 
 def _write_days(s3) -> None:
-    raw = storage.open_store(INPUT_URI, s3.client())
+    raw = storage.open_store(INPUT_URI, s3.access())
     for day in DAYS:
         lines = synthetic.generate_day(day, RECORDS, bad=False)
         if day == DAYS[-1]:

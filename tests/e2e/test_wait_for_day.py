@@ -96,7 +96,7 @@ def _no_earlier_check_runs(airflow_db: Path) -> None:
 def test_an_incomplete_day_waits_for_its_marker_then_lands(airflow_db, local_s3, once_waiting) -> None:
     day = dt.date(2026, 10, 1)
     output_uri = "s3://llm-evaluation/wait-marker"
-    raw = storage.open_store(INPUT_URI, local_s3.client())
+    raw = storage.open_store(INPUT_URI, local_s3.access())
     synthetic.write_day(raw, day, RECORDS, bad=False)
     once_waiting(lambda: raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b""), 2.0, _deferred)
     conf = {"input_uri": INPUT_URI, "output_uri": output_uri, "completion_marker": MARKER, "wait_deadline_s": 90}
@@ -108,7 +108,7 @@ def test_an_incomplete_day_waits_for_its_marker_then_lands(airflow_db, local_s3,
     waited = airflow_local.xcom(dag_run, "wait_for_day")
     assert waited["complete_by"] == "marker" and waited["prefix"] == f"{INPUT_URI}/dt={day}/"
     assert 1.0 <= waited["waited_s"] < time.monotonic() - started
-    out = storage.open_store(output_uri, local_s3.client())
+    out = storage.open_store(output_uri, local_s3.access())
     run = _runs(out, day).row(0, named=True)
     assert run["status"] == "success" and run["valid_records"] == RECORDS
     assert run["waited_s"] == pytest.approx(waited["waited_s"])
@@ -124,7 +124,7 @@ def test_an_incomplete_day_waits_for_its_marker_then_lands(airflow_db, local_s3,
 def test_a_day_without_its_marker_fails_at_the_deadline(airflow_db, local_s3, capfd) -> None:
     day = dt.date(2026, 10, 2)
     output_uri = "s3://llm-evaluation/wait-deadline"
-    synthetic.write_day(storage.open_store(INPUT_URI, local_s3.client()), day, RECORDS, bad=False)
+    synthetic.write_day(storage.open_store(INPUT_URI, local_s3.access()), day, RECORDS, bad=False)
     capfd.readouterr()
     started = time.monotonic()
     dag_run = _run(day, {"input_uri": INPUT_URI, "output_uri": output_uri, "completion_marker": MARKER,
@@ -141,7 +141,7 @@ def test_a_day_without_its_marker_fails_at_the_deadline(airflow_db, local_s3, ca
     expected = (f"{prefix} was not complete after 4s: waited for completion marker '{MARKER}' until the deadline "
                 "(wait_deadline_s=4)")
     assert expected in message
-    out = storage.open_store(output_uri, local_s3.client())
+    out = storage.open_store(output_uri, local_s3.access())
     run = _runs(out, day).row(0, named=True)
     assert run["status"] == "failed" and expected in run["message"]
     assert 4 <= run["waited_s"] < 10
@@ -172,7 +172,7 @@ def _arriving(raw: storage.Store, day: dt.date, late: int) -> Callable[[], None]
 def test_the_quiet_period_waits_out_a_late_object_then_lands_it(airflow_db, local_s3, once_waiting) -> None:
     day = dt.date(2026, 10, 3)
     output_uri = "s3://llm-evaluation/wait-quiet"
-    raw = storage.open_store(INPUT_URI, local_s3.client())
+    raw = storage.open_store(INPUT_URI, local_s3.access())
     late = 6
     once_waiting(_arriving(raw, day, late), 0.0, _check_run_done)
     dag_run = _run(day, {"input_uri": INPUT_URI, "output_uri": output_uri, "quiet_period_s": QUIET_S,
@@ -180,7 +180,7 @@ def test_the_quiet_period_waits_out_a_late_object_then_lands_it(airflow_db, loca
     assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
     waited = airflow_local.xcom(dag_run, "wait_for_day")
     assert waited["complete_by"] == "quiet_period" and waited["waited_s"] >= 1
-    run = _runs(storage.open_store(output_uri, local_s3.client()), day).row(0, named=True)
+    run = _runs(storage.open_store(output_uri, local_s3.access()), day).row(0, named=True)
     assert run["valid_records"] == RECORDS + late  # the object that came during the wait is in
     assert run["waited_s"] == pytest.approx(waited["waited_s"])
 
@@ -218,7 +218,7 @@ def test_a_day_that_gains_an_object_after_landing_pays_only_for_the_new_records(
 
     day = dt.date(2026, 10, 6)
     output_uri = "s3://llm-evaluation/late-logs"
-    raw = storage.open_store(INPUT_URI, local_s3.client())
+    raw = storage.open_store(INPUT_URI, local_s3.access())
     synthetic.write_day(raw, day, RECORDS, bad=False)
     with OpenAIServer(responder=_scripted_reply) as server:
         conf = {"input_uri": INPUT_URI, "output_uri": output_uri, "judge_model": "openai/mock-judge",
@@ -234,7 +234,7 @@ def test_a_day_that_gains_an_object_after_landing_pays_only_for_the_new_records(
         new_calls = server.request_count - paid_first
     judges = 3
     assert new_calls == late * judges  # the judge calls made: the new records' only
-    out = storage.open_store(output_uri, local_s3.client())
+    out = storage.open_store(output_uri, local_s3.access())
     runs = _runs(out, day)
     row = runs.filter(pl.col("run_id") == second.run_id).row(0, named=True)
     assert row["valid_records"] == RECORDS + late and row["calls_made"] == late * judges

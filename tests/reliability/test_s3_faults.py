@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -33,14 +34,15 @@ def s3() -> Iterator[LocalS3]:
         yield server
 
 
-def _client(endpoint_url: str) -> Any:
-    return storage.s3_client(endpoint_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION)
+def _access(endpoint_url: str, **config: Any) -> storage.S3Access:
+    session = boto3.Session(aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=REGION)
+    return storage.s3_access(session, endpoint_url=endpoint_url, config=storage.s3_config(**config))
 
 
-def _run(tmp_path: Any, output_uri: str, client: Any) -> stages.DayResult:
+def _run(tmp_path: Any, output_uri: str, s3_access: storage.S3Access) -> stages.DayResult:
     cfg = config(tmp_path, run_id="r1", input_uri="s3://logs/raw", output_uri=output_uri, judge_model="offline/lexical",
                  chunk_size=25, max_reject_ratio=0.5)
-    return stages.run_day(cfg, stages.Stores.open(cfg, client))
+    return stages.run_day(cfg, stages.Stores.open(cfg, s3_access))
 
 
 def _table(store: storage.Store, name: str) -> pl.DataFrame:
@@ -57,15 +59,15 @@ def _report(store: storage.Store) -> dict[str, Any]:
 
 
 def test_a_day_on_a_flaky_s3_lands_complete_and_identical(s3: LocalS3, tmp_path: Any) -> None:
-    synthetic.write_day(storage.open_store("s3://logs/raw", s3.client()), DAY, RECORDS)
-    clean_store = storage.open_store("s3://curated/clean", s3.client())
-    clean = _run(tmp_path / "clean", clean_store.root, s3.client())
+    synthetic.write_day(storage.open_store("s3://logs/raw", s3.access()), DAY, RECORDS)
+    clean_store = storage.open_store("s3://curated/clean", s3.access())
+    clean = _run(tmp_path / "clean", clean_store.root, s3.access())
 
     plan = S3FaultPlan(slow_down=0.04, server_error=0.03, reset=0.03, seed=7, max_faults_per_request=2)
     with FaultyProxy(s3.endpoint_url, plan) as proxy:
-        client = _client(proxy.endpoint_url)
-        flaky_store = storage.open_store("s3://curated/flaky", client)
-        flaky = _run(tmp_path / "flaky", flaky_store.root, client)
+        through_proxy = _access(proxy.endpoint_url)
+        flaky_store = storage.open_store("s3://curated/flaky", through_proxy)
+        flaky = _run(tmp_path / "flaky", flaky_store.root, through_proxy)
         requests, faults = proxy.requests, proxy.fault_counts
         # Read back through the proxy too: the SQL command reads the tables in place with Polars.
         query = "SELECT judge, judge_status, count(*) AS n FROM evaluations WHERE dt = DATE '2026-11-20' " \
@@ -80,7 +82,7 @@ def test_a_day_on_a_flaky_s3_lands_complete_and_identical(s3: LocalS3, tmp_path:
     assert any(r.method == "GET" and r.outcome in ("slow_down", "server_error", "reset") for r in requests)
 
     # The day is complete (CONTRACT §4) and the same as on the healthy store.
-    flaky_store = storage.open_store(flaky_store.root, s3.client())  # the proxy is gone: read directly
+    flaky_store = storage.open_store(flaky_store.root, s3.access())  # the proxy is gone: read directly
     assert flaky.input == clean.input and flaky.valid + flaky.rejected == flaky.input
     assert flaky.rows == clean.rows == flaky.valid * len(JUDGES)
     assert flaky.statuses == clean.statuses and flaky.verdicts == clean.verdicts
@@ -93,29 +95,28 @@ def test_a_day_on_a_flaky_s3_lands_complete_and_identical(s3: LocalS3, tmp_path:
 
 
 def test_exists_is_false_only_for_a_missing_object(s3: LocalS3) -> None:
-    store = storage.open_store("s3://curated/exists", s3.client())
+    store = storage.open_store("s3://curated/exists", s3.access())
     store.write_bytes("a.json", b"{}")
     assert store.exists("a.json") and not store.exists("b.json")
     # Every request refused (a reset each time, more than botocore's attempts): an error, not "missing".
     plan = S3FaultPlan(slow_down=0.0, server_error=0.0, reset=1.0, max_faults_per_request=100)
     with FaultyProxy(s3.endpoint_url, plan) as proxy:
-        flaky = storage.open_store("s3://curated/exists", storage.s3_client(
-            proxy.endpoint_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION, max_attempts=2))
+        flaky = storage.open_store("s3://curated/exists", _access(proxy.endpoint_url, max_attempts=2))
         with pytest.raises(storage.StorageError, match="cannot check s3://curated/exists/b.json"):
             flaky.exists("b.json")
         assert len(proxy.requests) == 2  # botocore tried twice (max_attempts=2), then gave up
-    denied = storage.open_store("s3://no-such-bucket/x", s3.client())
+    denied = storage.open_store("s3://no-such-bucket/x", s3.access())
     assert not denied.exists("a.json")  # NoSuchBucket is a 404 too: nothing there
 
 
 def test_a_query_reads_only_the_partitions_it_can_match(s3: LocalS3) -> None:
     days = [dt.date(2026, 11, d) for d in (1, 2, 3, 4)]
-    direct = storage.open_store("s3://curated/pruning", s3.client())
+    direct = storage.open_store("s3://curated/pruning", s3.access())
     for day in days:
         frame = pl.DataFrame({"model": ["a", "b"], "score": [0.5, float(day.day)]})
         storage.write_parquet(direct, storage.table_key("evaluations", day), frame)
     with FaultyProxy(s3.endpoint_url, S3FaultPlan(slow_down=0.0, server_error=0.0, reset=0.0)) as proxy:
-        store = storage.open_store("s3://curated/pruning", _client(proxy.endpoint_url))
+        store = storage.open_store("s3://curated/pruning", _access(proxy.endpoint_url))
         result = sql.run_sql(store, "SELECT dt, max(score) AS top FROM evaluations WHERE dt = '2026-11-02' GROUP BY dt")
         read = {r.path.split("/")[-2].replace("%3D", "=") for r in proxy.requests if r.method == "GET" and "dt" in r.path}
     assert result.rows() == [(days[1], 2.0)]

@@ -62,11 +62,11 @@ def scheduled_days(now: dt.datetime) -> list[dt.date]:
 
 
 def _input_store(deployment: LocalDeployment) -> Any:
-    return storage.open_store(deployment.compose_env["EVALUATION_INPUT_URI"], deployment.s3_client())
+    return storage.open_store(deployment.compose_env["EVALUATION_INPUT_URI"], deployment.s3_access())
 
 
 def _output_store(deployment: LocalDeployment) -> Any:
-    return storage.open_store(deployment.compose_env["EVALUATION_OUTPUT_URI"], deployment.s3_client())
+    return storage.open_store(deployment.compose_env["EVALUATION_OUTPUT_URI"], deployment.s3_access())
 
 
 def _write_logs(deployment: LocalDeployment) -> None:

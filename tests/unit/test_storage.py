@@ -3,10 +3,15 @@ place whatever version wrote each object; Polars reads S3 with the boto3 client'
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from pathlib import Path
 
+import boto3
+import botocore.session
 import pytest
+from botocore.config import Config
+from botocore.credentials import CredentialProvider, RefreshableCredentials
 
 from evaluation import storage
 
@@ -35,7 +40,6 @@ def test_a_failed_copy_leaves_the_previous_object_and_no_temporary_file(tmp_path
 
 
 def test_scan_table_reads_objects_of_differing_schemas_in_place(tmp_path: Path) -> None:
-    import datetime as dt
 
     import polars as pl
 
@@ -56,12 +60,73 @@ def test_scan_table_reads_objects_of_differing_schemas_in_place(tmp_path: Path) 
     assert storage.scan_table(store, "evaluations") is None
 
 
+def _session(**values: str) -> boto3.Session:
+    return boto3.Session(aws_access_key_id="k", aws_secret_access_key="s", region_name="eu-west-1", **values)
+
+
 def test_polars_storage_options_come_from_the_boto3_client() -> None:
-    client = storage.s3_client("http://127.0.0.1:9", access_key="k", secret_key="s", region="eu-west-1", max_attempts=5)
-    options = storage.storage_options(storage.S3Store("s3://bucket/prefix", client))
+    access = storage.s3_access(_session(), endpoint_url="http://127.0.0.1:9", config=storage.s3_config(max_attempts=5))
+    options = storage.storage_options(storage.S3Store("s3://bucket/prefix", access))
     assert options == {"aws_region": "eu-west-1", "aws_endpoint_url": "http://127.0.0.1:9", "aws_allow_http": "true",
-                       "aws_virtual_hosted_style_request": "false", "aws_access_key_id": "k",
-                       "aws_secret_access_key": "s", "max_retries": 4}
-    aws = storage.s3_client("https://s3.eu-west-1.amazonaws.com", access_key="k", secret_key="s", region="eu-west-1")
+                       "aws_virtual_hosted_style_request": "false", "max_retries": 4}
+    aws = storage.s3_access(_session(), endpoint_url="https://s3.eu-west-1.amazonaws.com")
     assert "aws_endpoint_url" not in storage.storage_options(storage.S3Store("s3://bucket", aws))  # type: ignore[operator]
     assert storage.storage_options(storage.LocalStore("/tmp")) is None
+    assert storage.credential_provider(storage.LocalStore("/tmp")) is None
+
+
+def test_a_connections_botocore_config_overrides_the_defaults_it_sets() -> None:
+    config = storage.s3_config(Config(read_timeout=5, retries={"mode": "adaptive"}))
+    assert config.read_timeout == 5 and config.connect_timeout == storage.S3_CONNECT_TIMEOUT_S
+    assert config.retries == {"mode": "adaptive"}  # botocore merges whole options, not their keys
+    assert storage.s3_config().retries == {"mode": "standard", "total_max_attempts": storage.S3_MAX_ATTEMPTS}
+
+
+class _Given(CredentialProvider):
+    """A credential provider at the head of botocore's chain that hands out given credentials."""
+
+    METHOD = "given"
+
+    def __init__(self, credentials: RefreshableCredentials) -> None:
+        self.credentials = credentials
+
+    def load(self) -> RefreshableCredentials:
+        return self.credentials
+
+
+def test_polars_gets_the_sessions_current_credentials_at_each_request() -> None:
+    """Refreshable credentials (as an assumed role's): each call of the provider hands Polars the
+    set the session holds now, refreshed by botocore once it nears its expiry, and says it expires
+    at once, so Polars asks again before its next request."""
+    now = [dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC)]
+    refreshes: list[dt.datetime] = []
+
+    def refresh() -> dict[str, str]:
+        refreshes.append(now[0])
+        return {"access_key": f"key-{len(refreshes)}", "secret_key": "secret", "token": f"token-{len(refreshes)}",
+                "expiry_time": (now[0] + dt.timedelta(hours=1)).isoformat()}
+
+    first = refresh()
+    credentials = RefreshableCredentials(first["access_key"], first["secret_key"], first["token"],
+                                         dt.datetime.fromisoformat(first["expiry_time"]), refresh, "given",
+                                         time_fetcher=lambda: now[0])
+    core = botocore.session.Session()
+    core.get_component("credential_provider").insert_before("env", _Given(credentials))
+    provider = storage.SessionCredentials(boto3.Session(botocore_session=core), clock=lambda: now[0].timestamp())
+
+    values, expiry = provider()
+    assert values == {"aws_access_key_id": "key-1", "aws_secret_access_key": "secret", "aws_session_token": "token-1"}
+    assert expiry == int(now[0].timestamp())
+    now[0] += dt.timedelta(minutes=40)  # 20 minutes left: still the same set
+    assert provider()[0]["aws_access_key_id"] == "key-1" and len(refreshes) == 1
+    now[0] += dt.timedelta(minutes=15)  # 5 minutes left: botocore refreshes before handing it out
+    values, expiry = provider()
+    assert values["aws_access_key_id"] == "key-2" and values["aws_session_token"] == "token-2"
+    assert len(refreshes) == 2 and expiry == int(now[0].timestamp())
+
+
+def test_no_credentials_at_all_is_an_error_naming_where_to_set_them() -> None:
+    core = botocore.session.Session()
+    core.get_component("credential_provider").providers = []  # an empty chain: nothing anywhere
+    with pytest.raises(storage.StorageError, match="no AWS credentials.*aws_default"):
+        storage.SessionCredentials(boto3.Session(botocore_session=core))()

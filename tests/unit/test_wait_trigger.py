@@ -94,7 +94,7 @@ def test_the_providers_s3_triggers_through_boto3(local_s3: Any, kind: str) -> No
     from evaluation import storage
 
     prefix = DayPrefix.of(f"s3://llm-logs/trigger-{kind}", DAY)
-    raw = storage.open_store(f"s3://llm-logs/trigger-{kind}", local_s3.client())
+    raw = storage.open_store(f"s3://llm-logs/trigger-{kind}", local_s3.access())
     raw.write_bytes(f"{storage.raw_prefix(DAY)}part-000.jsonl", b"{}\n")
     if kind == "marker":
         thread = _later(1.0, lambda: raw.write_bytes(f"{storage.raw_prefix(DAY)}_SUCCESS", b""))
