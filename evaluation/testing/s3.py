@@ -101,11 +101,13 @@ class LocalS3:
                 for role in get_backend("sts")[ACCOUNT_ID]["aws"].assumed_roles]
 
     def connection(self, *, role_arn: str | None = None, assume_role_kwargs: dict[str, Any] | None = None,
-                   endpoint_url: str | None = None) -> dict[str, Any]:
+                   endpoint_url: str | None = None, **extra_fields: Any) -> dict[str, Any]:
         """An Airflow ``aws`` connection to this server (or to ``endpoint_url``, a proxy in front
         of it) with the static keys; with ``role_arn`` it assumes that role through the server's
-        STS (``assume_role_kwargs`` such as ``DurationSeconds``)."""
-        extra: dict[str, Any] = {"endpoint_url": endpoint_url or self.endpoint_url, "region_name": REGION}
+        STS (``assume_role_kwargs`` such as ``DurationSeconds``). ``extra_fields`` go into its
+        extra as they are (``config_kwargs``...)."""
+        extra: dict[str, Any] = {"endpoint_url": endpoint_url or self.endpoint_url, "region_name": REGION,
+                                 **extra_fields}
         if role_arn:
             # The provider calls STS at AWS's own endpoint for assume-role unless the STS service
             # config names one.

@@ -7,6 +7,9 @@ SlowDown`` (S3's throttling), ``500 InternalError``, or a reset connection (TCP 
 A request's draw is a hash of the seed, the request (method, path, query, ``Range``, a digest of
 the body) and how many times that request was seen, so an identical retry draws afresh; faults are
 bounded per request (keep ``max_faults_per_request`` below the client's attempts).
+A ``refuse`` rule may answer an S3 error instead of forwarding, from the access key id that signed
+the request (to stand for S3's own refusal of keys it does not accept, expired ones among them);
+every request is recorded with that key.
 Requests whose URLs carry random parts (multipart upload ids, random names) draw differently from
 one run to the next. Everything listens on 127.0.0.1 and is closed by :meth:`FaultyProxy.stop`.
 """
@@ -17,14 +20,16 @@ import contextlib
 import hashlib
 import http.client
 import logging
+import re
 import socket
 import struct
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from evaluation.testing.replies import check_shares, draw_fault
 
@@ -64,18 +69,25 @@ class ProxiedRequest:
 
     method: str
     path: str
-    outcome: str
+    outcome: str  #: a fault kind, "refused", or the upstream's status
+    access_key: str = ""  #: the access key id that signed it ("" when unsigned)
+    user_agent: str = ""  #: which client sent it (botocore's, or Polars' object_store)
+
+
+#: An S3 error for a request signed with this access key id, as (status, code, message); None: forward it.
+RefuseRule = Callable[[str], "tuple[int, str, str] | None"]
 
 
 class FaultyProxy:
     """``with FaultyProxy(upstream_url, S3FaultPlan(seed=1)) as proxy: proxy.endpoint_url``."""
 
-    def __init__(self, upstream_url: str, plan: S3FaultPlan | None = None) -> None:
+    def __init__(self, upstream_url: str, plan: S3FaultPlan | None = None, *, refuse: RefuseRule | None = None) -> None:
         upstream = urlsplit(upstream_url)
         if upstream.scheme != "http" or not upstream.hostname:
             raise ValueError(f"upstream must be an http:// URL, got {upstream_url!r}")
         self.upstream = (upstream.hostname, upstream.port or 80)
         self.plan = plan or S3FaultPlan()
+        self.refuse = refuse
         self.endpoint_url = ""
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
@@ -131,9 +143,18 @@ class FaultyProxy:
                 self._faulted[key] += 1
             return kind
 
-    def _record(self, method: str, path: str, outcome: str) -> None:
+    def _record(self, method: str, path: str, outcome: str, access_key: str = "", user_agent: str = "") -> None:
         with self._lock:
-            self._log.append(ProxiedRequest(method, path, outcome))
+            self._log.append(ProxiedRequest(method, path, outcome, access_key, user_agent))
+
+
+def _access_key(authorization: str, path: str) -> str:
+    """The access key id of a SigV4 request: its Authorization header's, or a presigned URL's."""
+    match = re.search(r"Credential=([^/,\s]+)/", authorization)
+    if match:
+        return match.group(1)
+    credential = parse_qs(urlsplit(path).query).get("X-Amz-Credential", [""])[0]
+    return credential.split("/", 1)[0]
 
 
 class _Server(ThreadingHTTPServer):
@@ -176,16 +197,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _proxy(self) -> None:
         proxy, body = self.server.proxy, self._body()
         key = f"{self.command} {self.path} {self.headers.get('Range', '')} {hashlib.blake2b(body).hexdigest()}"
+        access_key = _access_key(self.headers.get("Authorization", ""), self.path)
+        agent = self.headers.get("User-Agent", "")
         fault = proxy._decide(key)
         if fault is not None:
-            proxy._record(self.command, self.path, fault)
+            proxy._record(self.command, self.path, fault, access_key, agent)
         if fault == "reset":  # SO_LINGER 0: close() sends RST, not FIN
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             self.connection.close()
             return
-        if fault is not None:
-            status, code, message = _ERRORS[fault]
+        refusal = proxy.refuse(access_key) if fault is None and proxy.refuse is not None else None
+        if refusal is not None:
+            proxy._record(self.command, self.path, "refused", access_key, agent)
+        error = refusal if refusal is not None else _ERRORS[fault] if fault in _ERRORS else None
+        if error is not None:
+            status, code, message = error
             payload = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}'
                        "</Message><RequestId>faulty-proxy</RequestId></Error>").encode()
             self._answer(status, [("Content-Type", "application/xml")], payload, str(len(payload)))
@@ -200,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
             payload = response.read()
         finally:
             upstream.close()
-        proxy._record(self.command, self.path, str(response.status))
+        proxy._record(self.command, self.path, str(response.status), access_key, agent)
         length = response.getheader("Content-Length") if self.command == "HEAD" else str(len(payload))
         self._answer(response.status, response.getheaders(), payload, length)
 

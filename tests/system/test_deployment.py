@@ -10,6 +10,7 @@ and followed over REST; what they land is read from the S3 server with boto3 and
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
-from scripts.deployment import CELERY_WORKER_HOSTNAME, ApiClient, ApiError, LocalDeployment, max_overlap
+from scripts.deployment import CELERY_WORKER_HOSTNAME, TASK_ROLE, ApiClient, ApiError, LocalDeployment, max_overlap
 
 pytestmark = pytest.mark.system
 
@@ -221,6 +222,16 @@ def test_landed_day_follows_the_contract(deployment: LocalDeployment, first_run:
     assert run["calls_made"] > 0
     assert summary["rows"].sum() == evaluations.height
     assert out.exists(storage.report_key(DAY))
+
+
+def test_the_tasks_reach_s3_with_the_role_their_connection_assumes(deployment: LocalDeployment,
+                                                                   first_run: dict[str, Any]) -> None:
+    # aws_default holds keys and role_arn: the run's tasks (on the Celery worker) assumed the role
+    # through the S3 server's STS; nothing else in the deployment assumes a role.
+    roles = deployment.assumed_roles()
+    assert roles and {role.role_arn for role in roles} == {deployment.s3_role_arn}
+    assert deployment.s3_role_arn.endswith(f":role/{TASK_ROLE}")
+    assert json.loads(deployment.env["AIRFLOW_CONN_AWS_DEFAULT"])["extra"]["role_arn"] == deployment.s3_role_arn
 
 
 def test_rerun_of_the_day_reuses_every_call(deployment: LocalDeployment, api: ApiClient,
