@@ -6,9 +6,11 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 from pathlib import Path
+from typing import Any
 
 import boto3
 import botocore.session
+import polars as pl
 import pytest
 from botocore.config import Config
 from botocore.credentials import CredentialProvider, RefreshableCredentials
@@ -41,7 +43,6 @@ def test_a_failed_copy_leaves_the_previous_object_and_no_temporary_file(tmp_path
 
 def test_scan_table_reads_objects_of_differing_schemas_in_place(tmp_path: Path) -> None:
 
-    import polars as pl
 
     store = storage.LocalStore(tmp_path / "out")
     days = [dt.date(2026, 11, d) for d in (1, 2, 3)]
@@ -130,3 +131,27 @@ def test_no_credentials_at_all_is_an_error_naming_where_to_set_them() -> None:
     core.get_component("credential_provider").providers = []  # an empty chain: nothing anywhere
     with pytest.raises(storage.StorageError, match="no AWS credentials.*aws_default"):
         storage.SessionCredentials(boto3.Session(botocore_session=core))()
+
+
+class _CountingSession(boto3.Session):
+    """A boto3 session that counts who asks it for credentials (its clients do not: they hold
+    botocore's credentials themselves)."""
+
+    asked = 0
+
+    def get_credentials(self) -> Any:
+        self.asked += 1
+        return super().get_credentials()
+
+
+def test_a_polars_scan_asks_for_credentials_before_each_request_not_once(local_s3: Any) -> None:
+    session = _CountingSession(aws_access_key_id="embedded-access-key", aws_secret_access_key="embedded-secret-key",
+                               region_name="us-east-1")
+    store = storage.open_store("s3://llm-evaluation/credentials", local_s3.access(session))
+    days = [dt.date(2026, 11, day) for day in range(1, 7)]
+    for day in days:
+        storage.write_parquet(store, storage.table_key("evaluations", day), pl.DataFrame({"score": [float(day.day)]}))
+    assert session.asked == 0
+    table = storage.scan_table(store, "evaluations")
+    assert table is not None and table.select(pl.col("score").sum()).collect().item() == sum(d.day for d in days)
+    assert session.asked >= len(days)  # at least once per object read: a long scan gets fresh credentials

@@ -90,7 +90,7 @@ def test_the_deadline_is_an_event_of_its_own(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["marker", "quiet"])
-def test_the_providers_s3_triggers_through_boto3(local_s3: Any, kind: str) -> None:
+def test_s3_marker_and_quiet_period_through_boto3(local_s3: Any, kind: str) -> None:
     from evaluation import storage
 
     prefix = DayPrefix.of(f"s3://llm-logs/trigger-{kind}", DAY)
@@ -110,3 +110,26 @@ def test_the_providers_s3_triggers_through_boto3(local_s3: Any, kind: str) -> No
     # The deadline, on S3 too.
     late = _first_event(_trigger(DayPrefix.of("s3://llm-logs/trigger-none", DAY), deadline_s=1.0, marker="_SUCCESS"))
     assert late["status"] == "deadline"
+
+
+def test_on_s3_the_trigger_uses_the_runs_connection_as_the_tasks_do(local_s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trigger builds its session from the connection it was given, through the provider's
+    hook: a connection with role_arn assumes the role (moto's STS records it)."""
+    import json
+
+    from evaluation import storage
+
+    role_arn = local_s3.create_role("trigger-role")
+    monkeypatch.setenv("AIRFLOW_CONN_EVALUATION_TRIGGER_S3", json.dumps(local_s3.connection(role_arn=role_arn)))
+    prefix = DayPrefix.of("s3://llm-logs/trigger-role", DAY)
+    storage.open_store("s3://llm-logs/trigger-role", local_s3.access()).write_bytes(
+        f"{storage.raw_prefix(DAY)}_SUCCESS", b"")
+    before = len(local_s3.assumed_roles())
+    event = _first_event(_trigger(prefix, deadline_s=20, marker="_SUCCESS", aws_conn_id="evaluation_trigger_s3"))
+    assert event["status"] == "success" and event["message"] == f"{prefix.prefix}_SUCCESS exists"
+    assert [role.role_arn for role in local_s3.assumed_roles()[before:]] == [role_arn]
+
+
+def test_an_s3_error_is_an_error_event_naming_the_prefix(local_s3: Any) -> None:
+    event = _first_event(_trigger(DayPrefix.of("s3://no-such-bucket/raw", DAY), deadline_s=20, marker="_SUCCESS"))
+    assert event["status"] == "error" and "s3://no-such-bucket/raw/dt=2026-09-01/" in event["message"]
