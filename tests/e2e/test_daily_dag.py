@@ -236,7 +236,7 @@ def test_a_dry_run_stops_after_planning_and_an_offline_typo_leaves_its_runs_row(
     airflow_db, local_s3, raw_day, caplog
 ) -> None:
     output_uri = "s3://llm-evaluation/dry-run"
-    out = storage.open_store(output_uri, local_s3.client())
+    out = storage.open_store(output_uri, local_s3.access())
     caplog.set_level("INFO", logger="evaluation_airflow")
     dag_run = _run({"input_uri": INPUT_URI, "output_uri": output_uri, "judge_model": "offline/lexical",
                     "chunk_size": 40, "dry_run": True})

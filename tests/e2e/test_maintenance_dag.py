@@ -23,7 +23,7 @@ def _trigger(conf: dict[str, Any]) -> Any:
 
 
 def test_maintenance_applies_the_retention(airflow_db, local_s3) -> None:
-    out = storage.open_store(OUTPUT_URI, local_s3.client())
+    out = storage.open_store(OUTPUT_URI, local_s3.access())
     old = [storage.ledger_prefix(OLD_DAY) + "part-a.parquet", storage.claim_key(OLD_DAY)]
     kept = [storage.table_key("evaluations", OLD_DAY), storage.ledger_prefix(dt.date.today()) + "part-b.parquet",
             storage.failed_key(OLD_DAY, "r1", "rejects.parquet")]  # written just now: 30 days to go

@@ -135,7 +135,7 @@ def test_s3_store_deletes_exactly_the_listed_keys(local_s3: object) -> None:
     from evaluation.testing.s3 import LocalS3
 
     assert isinstance(local_s3, LocalS3)
-    store = storage.S3Store("s3://llm-evaluation/gc-test", local_s3.client())
+    store = storage.S3Store("s3://llm-evaluation/gc-test", local_s3.access())
     keys = [f"_work/dt=2026-01-0{d}/run=r{d}/part-{i}.parquet" for d in range(1, 4) for i in range(3)]
     for key in keys:
         store.write_bytes(key, b"x" * 10)

@@ -48,7 +48,7 @@ def test_existing_buckets_answer_at_once(s3: LocalS3) -> None:
     s3.create_bucket("logs")
     s3.create_bucket("results")
     clock = FakeClock()
-    wait_for_buckets(s3.client(), ["logs", "results"], connection_id="aws_default", timeout_s=60,
+    wait_for_buckets(s3.access().client, ["logs", "results"], connection_id="aws_default", timeout_s=60,
                      clock=clock, sleep=clock.sleep)
     assert clock.sleeps == []
 
@@ -62,7 +62,7 @@ def test_a_bucket_made_while_waiting_is_waited_for(s3: LocalS3) -> None:
         if len(clock.sleeps) == 3:  # the dev profile's bucket job gets there
             s3.create_bucket(name)
 
-    wait_for_buckets(s3.client(), [name], connection_id="aws_default", timeout_s=60,
+    wait_for_buckets(s3.access().client, [name], connection_id="aws_default", timeout_s=60,
                      clock=clock, sleep=sleep)
     assert len(clock.sleeps) == 3
 
@@ -70,7 +70,7 @@ def test_a_bucket_made_while_waiting_is_waited_for(s3: LocalS3) -> None:
 def test_a_bucket_still_missing_at_the_deadline_is_named(s3: LocalS3) -> None:
     clock = FakeClock()
     with pytest.raises(StorageNotReady, match=r"bucket nowhere through the aws_default connection: .*does not exist"):
-        wait_for_buckets(s3.client(), ["nowhere"], connection_id="aws_default", timeout_s=10,
+        wait_for_buckets(s3.access().client, ["nowhere"], connection_id="aws_default", timeout_s=10,
                          clock=clock, sleep=clock.sleep)
     assert clock.now >= 10
 
