@@ -216,15 +216,16 @@ BATCH_WINDOW_S = 24 * 3600.0
 
 def judging_time(cfg: RunConfig, *, calls: int, tokens: int, parallel: int, latency_s: float) -> tuple[float, str]:
     """Seconds to make ``calls`` (``tokens`` in all) over ``parallel`` chunks at once, and what
-    bounds it: ``concurrency`` calls in flight per chunk at ``latency_s`` each, ``judge_rpm`` and
-    ``judge_tpm`` per chunk (the options' meaning); the batch window in batch mode."""
+    bounds it: ``concurrency`` calls in flight per chunk at ``latency_s`` each, and ``judge_rpm``
+    / ``judge_tpm``, the provider's limits for the whole deployment (shared by every chunk, so
+    more chunks do not raise them); the batch window in batch mode."""
     if cfg.batch:
         return (BATCH_WINDOW_S if calls else 0.0), "batch window"
     bounds = {"latency": calls * latency_s / (cfg.concurrency * parallel)}
     if cfg.judge_rpm:
-        bounds["judge_rpm"] = calls / (cfg.judge_rpm * parallel) * 60.0
+        bounds["judge_rpm"] = calls / cfg.judge_rpm * 60.0
     if cfg.judge_tpm:
-        bounds["judge_tpm"] = tokens / (cfg.judge_tpm * parallel) * 60.0
+        bounds["judge_tpm"] = tokens / cfg.judge_tpm * 60.0
     bound = max(bounds, key=lambda name: bounds[name])
     return bounds[bound], bound
 
