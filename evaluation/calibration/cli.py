@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evaluation.cli_support import judge_names
+
 #: CLI flag -> CalibrationSpec field, for the optional ones.
 _FIELDS = ("judges", "judge_model", "api_base", "concurrency", "seed", "bootstrap", "holdout_share",
            "max_reject_ratio", "max_record_chars", "chunk_size")
@@ -24,7 +26,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--output", "--output-uri", dest="output_uri", default=None,
                         help="root of the landed tables (default: $EVALUATION_OUTPUT_URI, else the golden set's "
                              "parent folder, so that calibrations/ lands beside the golden sets)")
-    parser.add_argument("--judges", default=None, help="judges to calibrate, comma-separated (default: all)")
+    parser.add_argument("--judges", type=judge_names, default=None, help="judges to calibrate, comma-separated (default: all)")
     parser.add_argument("--judge-model", default=None,
                         help="any litellm model string (default: $EVALUATION_JUDGE_MODEL, else offline/lexical)")
     parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible judge server")
