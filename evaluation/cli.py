@@ -204,7 +204,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (stages.RunFailed, stages.JudgeUnreachable) as exc:
         if bar is not None:
             bar.close()
-        print(json.dumps({"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}, indent=2))
+        failed: dict[str, Any] = {"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}
+        if getattr(exc, "reject_reasons", None):
+            failed["rejects_by_reason"] = [r.model_dump() for r in exc.reject_reasons]  # type: ignore[union-attr]
+        print(json.dumps(failed, indent=2))
         return 1
     print(json.dumps({"status": "success", **result.model_dump(mode="json")}, indent=2))
     return 0
