@@ -85,7 +85,6 @@ def daily_evaluation() -> None:
     @task(retries=2)
     def check_run() -> dict[str, Any]:
         from evaluation import stages
-
         from evaluation.wait import waits
 
         cfg = glue.run_config(get_current_context())
