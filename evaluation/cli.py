@@ -27,7 +27,16 @@ from typing import Any
 
 from evaluation import sample_logs
 from evaluation.calibration import cli as calibration_cli
-from evaluation.cli_support import CliError, Parser, bounded, dispatch, iso_date, judge_names, route_third_party_logs
+from evaluation.cli_support import (
+    CliError,
+    Parser,
+    bounded,
+    day_expression,
+    dispatch,
+    iso_date,
+    judge_names,
+    route_third_party_logs,
+)
 from evaluation.options import OPTIONS, Option, build_config
 
 logger = logging.getLogger("evaluation")
@@ -215,8 +224,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _compare_parser(sub: Any) -> None:
     parser = sub.add_parser("compare", help="compare models over a date range and print a JSON summary")
-    parser.add_argument("--from", dest="start_date", required=True, type=iso_date, help="first day (dt)")
-    parser.add_argument("--to", dest="end_date", required=True, type=iso_date, help="last day (dt)")
+    parser.add_argument("--from", dest="start_date", required=True, type=day_expression,
+                        help="first day (dt): YYYY-MM-DD, latest (the newest landed day) or latest-N")
+    parser.add_argument("--to", dest="end_date", required=True, type=day_expression,
+                        help="last day (dt): YYYY-MM-DD, latest or latest-N")
     parser.add_argument("--models", required=True, help="models to compare, comma-separated (at least two)")
     parser.add_argument("--baseline", default=None, help="the model the others are compared to (default: the first)")
     parser.add_argument("--judges", type=judge_names, default=None,
@@ -238,9 +249,25 @@ def _compare_parser(sub: Any) -> None:
                         help="root of the raw logs; needed with --judge-model")
 
 
+def latest_day(store: Any, option: str) -> dt.date:
+    """The newest day landed under ``store`` (its ``daily_summary``), for ``latest`` in ``option``."""
+    import polars as pl
+
+    from evaluation import storage
+
+    summary = storage.scan_table(store, "daily_summary")
+    newest = None if summary is None else summary.select(pl.col("dt").max()).collect().item()
+    if newest is None:
+        raise CliError(f"{option} latest: no day has landed under {store.uri('daily_summary/')}")
+    return newest  # type: ignore[no-any-return]
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from evaluation import compare, storage
 
+    store, raw_store = storage.open_stores(args.output_uri, args.input_uri)
+    args.start_date = args.start_date.resolve(lambda: latest_day(store, "--from"))
+    args.end_date = args.end_date.resolve(lambda: latest_day(store, "--to"))
     values = {
         k: getattr(args, k)
         for k in ("start_date", "end_date", "models", "baseline", "judges", "sample_per_model", "seed", "bootstrap",
@@ -250,13 +277,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     spec = compare.ComparisonSpec.model_validate(values)
     if spec.judge_model is not None and not args.input_uri:
         raise CliError("--judge-model re-judges records from the raw logs: give --input")
-    store, raw_store = storage.open_stores(args.output_uri, args.input_uri)
     try:
         result = compare.run_comparison(store, spec, comparison_id=args.comparison_id, raw_store=raw_store,
                                         api_key=api_key_from_env(spec.api_base))
     except compare.ComparisonError as exc:
         print(json.dumps({"status": "failed", "error": str(exc)}, indent=2))
         return 1
+    if result.get("days_without_data"):
+        missing = result["days_without_data"]
+        print(f"python -m evaluation compare: warning: {len(missing)} of the {len(missing) + len(result['days'])} days "
+              f"from {spec.start_date} to {spec.end_date} have no data ({', '.join(missing)}); compared "
+              f"{', '.join(result['days']) or 'none'}", file=sys.stderr)
     print(json.dumps({"status": "success", **result}, indent=2, default=str))
     return 0
 
@@ -304,7 +335,8 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 
 def _report_parser(sub: Any) -> None:
     parser = sub.add_parser("report", help="build a day's HTML report and summary.json and print the page's URI")
-    parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to report on, YYYY-MM-DD")
+    parser.add_argument("--date", required=True, type=day_expression,
+                        help="the day (dt) to report on: YYYY-MM-DD, latest (the newest landed day) or latest-N")
     parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
                         help="root of the landed tables (s3://bucket/prefix or a directory)")
     parser.add_argument("--report-output", default=None,
@@ -326,12 +358,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
     policy = report.AlertPolicy(alpha=args.alpha, p_adjust=args.p_adjust, min_rate_effect=args.min_rate_effect,
                                 min_metric_effect=args.min_metric_effect)
     store, target = storage.open_stores(args.output_uri, args.report_output)
+    day = args.date.resolve(lambda: latest_day(store, "--date"))
     try:
-        uris = report.write_daily_report(store, args.date, history_days=args.history_days, report_store=target,
+        uris = report.write_daily_report(store, day, history_days=args.history_days, report_store=target,
                                          policy=policy)
     except report.ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if uris.get("replaced_fuller"):
+        print(f"python -m evaluation report: warning: {uris['replaced_fuller']}", file=sys.stderr)
     print(uris["html"])
     return 0
 

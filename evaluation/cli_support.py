@@ -13,17 +13,19 @@ import argparse
 import datetime as dt
 import difflib
 import logging
+import os
 import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from evaluation.contract import JUDGES
 
-__all__ = ["CliError", "Parser", "bounded", "dispatch", "iso_date", "judge_names", "plain", "route_third_party_logs",
+__all__ = ["CliError", "DayExpression", "Parser", "bounded", "day_expression", "dispatch", "iso_date", "judge_names", "plain", "route_third_party_logs",
            "suggest", "validation_message"]
 
 #: Exit code of a command line that cannot be used as given.
@@ -56,6 +58,32 @@ def iso_date(value: str) -> dt.date:
         reason = str(exc).removeprefix("Invalid isoformat string: ").strip()
         why = "" if reason.startswith("'") else f": {reason}"
         raise argparse.ArgumentTypeError(f"{value!r} is not a day (YYYY-MM-DD){why}") from None
+
+
+@dataclass(frozen=True)
+class DayExpression:
+    """A day as given on the command line: a date, or ``latest`` / ``latest-N`` (the newest day
+    landed under the output root, or N days before it), resolved once the tables are known."""
+
+    date: dt.date | None
+    days_before_latest: int = 0
+
+    def resolve(self, latest: Callable[[], dt.date]) -> dt.date:
+        """The day, asking ``latest`` for the newest landed one when needed."""
+        if self.date is not None:
+            return self.date
+        return latest() - dt.timedelta(days=self.days_before_latest)
+
+
+def day_expression(value: str) -> DayExpression:
+    """An argparse type: YYYY-MM-DD, ``latest`` or ``latest-N``."""
+    found = re.fullmatch(r"latest(?:-(\d+))?", value.strip())
+    if found:
+        return DayExpression(None, int(found.group(1) or 0))
+    try:
+        return DayExpression(dt.date.fromisoformat(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a day (YYYY-MM-DD, latest or latest-N)") from None
 
 
 def judge_names(value: str) -> str:
@@ -221,6 +249,9 @@ def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args:
         code, line = USAGE, str(exc)
     except KeyboardInterrupt:
         code, line = 130, "interrupted"
+    except BrokenPipeError:  # the reader (| head) has had enough: nothing to say
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
+        return 0
     except Exception as exc:
         if verbose:
             traceback.print_exc()
