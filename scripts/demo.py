@@ -199,7 +199,12 @@ def copy_outputs(out: object, target: Path) -> int:
     listed = target / WRITTEN_LIST
     if listed.is_file():
         for name in listed.read_text(encoding="utf-8").split():
-            (target / name).unlink(missing_ok=True)
+            path = target / name
+            path.unlink(missing_ok=True)
+            for folder in path.parents:  # and the folders that held nothing else
+                if folder == target or not folder.is_dir() or any(folder.iterdir()):
+                    break
+                folder.rmdir()
     written = []
     for info in out.list(""):  # type: ignore[attr-defined]
         if info.key.startswith("_"):
