@@ -6,7 +6,6 @@ queryable (``sql``'s ``failed_rejects``)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import polars as pl
 from pydantic import BaseModel, Field
@@ -62,8 +61,3 @@ def reason_lines(reasons: list[ReasonCount]) -> str:
 def as_json(reasons: list[ReasonCount]) -> str:
     """The summary as the ``runs`` table's ``reject_reasons`` JSON text."""
     return json.dumps([r.model_dump() for r in reasons])
-
-
-def from_json(text: str | None) -> list[dict[str, Any]]:
-    """``reject_reasons`` back as a list of dicts (none when empty)."""
-    return list(json.loads(text)) if text else []

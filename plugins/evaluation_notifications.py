@@ -22,6 +22,7 @@ logged, never raised: a notification must not fail, or re-run, the evaluation.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -31,8 +32,6 @@ from typing import Any
 from airflow.sdk import Asset
 from airflow.sdk.bases.notifier import BaseNotifier
 from evaluation_airflow import connection, evaluation_day, run_config, stores
-
-from evaluation.reject_summary import from_json
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +234,7 @@ def failure_message(*, dag_id: str, run_id: str, day: str, task_id: str | None, 
     if run_row and run_row.get("message"):
         cause = str(run_row["message"]).split("; rejects by reason: ")[0]  # the reasons follow, one a line
         lines.append(f"Cause: {_cut(cause, MAX_REASON_CHARS)}")
-    for item in from_json((run_row or {}).get("reject_reasons")):
+    for item in json.loads((run_row or {}).get("reject_reasons") or "[]"):
         lines.append(f"  rejected {item['count']}: {item['reason']} (e.g. {', '.join(item['examples'])})")
     tail = [f"Report (last landed): {report_url}"] if report_url else []
     return _fit(f"LLM evaluation {day}: run {run_id} of {dag_id} failed", lines, tail)
