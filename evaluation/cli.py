@@ -416,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     _gc_parser(sub)
     calibration_cli.add_parser(sub)
     sample_logs.add_parser(sub)
+    for name in sub.choices:  # -v after the command works too (SUPPRESS: it does not reset one given before)
+        parser.subcommand(name).add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                             help="log at INFO; tracebacks of failures")
     args = parser.parse_args(argv)
     route_third_party_logs(args.verbose)
     commands = {"run": _cmd_run, "plan": _cmd_plan, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,

@@ -14,6 +14,7 @@ from evaluation.cli import main
 from evaluation.testing.s3 import local_s3_environment
 
 DAY = dt.date(2026, 9, 10)
+SHIPPED_SET = Path(__file__).resolve().parents[2] / "data" / "golden" / "halueval-qa"
 
 
 def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:
@@ -64,8 +65,12 @@ RUN = ["run", "--date", DAY.isoformat(), "--input", "in", "--output", "out"]
     (["sql", "SELECT 1", "--output", "o", "--format", "parquet"], 2, "--format parquet needs --to PATH"),
     (["sql", "SELECT 1", "--output", "o", "--format", "yaml"], 2, "--format: invalid choice: 'yaml'"),
     (["calibrate", "--golden", "g", "--judges", "masis,promt"], 2, "unknown judge 'promt' (did you mean prompt?)"),
+    (["calibrate", "--golden", str(SHIPPED_SET)], 2,
+     f"--output is required: the golden set's folder {SHIPPED_SET.parent} is inside the repository"),
 ])
-def test_each_error_is_one_line(argv: list[str], code: int, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_error_is_one_line(argv: list[str], code: int, expected: str, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVALUATION_OUTPUT_URI", raising=False)
     found, errors, out = _run_cli(argv, capsys)
     assert found == code
     assert len(errors) == 1, errors
@@ -75,6 +80,7 @@ def test_each_error_is_one_line(argv: list[str], code: int, expected: str, capsy
 
 def test_input_and_output_fall_back_to_the_environment(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("EVALUATION_INPUT_URI", raising=False)
     monkeypatch.delenv("EVALUATION_OUTPUT_URI", raising=False)
     code, errors, _ = _run_cli(["run", "--date", DAY.isoformat(), "--input", "in"], capsys)
     assert (code, errors) == (2, ["python -m evaluation run: error: --output is required (or set EVALUATION_OUTPUT_URI)"])
@@ -127,6 +133,7 @@ def test_a_storage_failure_is_one_line_naming_the_uri(capsys: pytest.CaptureFixt
         assert errors[0].startswith("python -m evaluation sql: error: cannot list s3://absent-bucket/x/runs/")
         assert "NoSuchBucket" in errors[0]
 
-        code, errors, _ = _run_cli(["-v", "sql", "SELECT * FROM runs", "--output", "s3://absent-bucket/x"], capsys)
-        assert code == 1 and "Traceback (most recent call last):" in errors
-        assert errors[-1].startswith("python -m evaluation sql: error: cannot list s3://absent-bucket/x/runs/")
+        for verbose in (["-v", "sql", "SELECT * FROM runs"], ["sql", "SELECT * FROM runs", "-v"]):
+            code, errors, _ = _run_cli([*verbose, "--output", "s3://absent-bucket/x"], capsys)
+            assert code == 1 and "Traceback (most recent call last):" in errors
+            assert errors[-1].startswith("python -m evaluation sql: error: cannot list s3://absent-bucket/x/runs/")
