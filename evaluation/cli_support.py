@@ -245,8 +245,9 @@ def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args:
         return command(args)
     except ValidationError as exc:
         code, line = USAGE, validation_message(exc, sub.flags)
-    except ValueError as exc:  # a bad option value found by the command
-        code, line = USAGE, str(exc)
+    except ValueError as exc:  # a bad option value found by the command; "input_format: ..." as the flag
+        name, colon, rest = str(exc).partition(": ")
+        code, line = USAGE, f"{sub.flags[name]}: {rest}" if colon and name in sub.flags else str(exc)
     except KeyboardInterrupt:
         code, line = 130, "interrupted"
     except BrokenPipeError:  # the reader (| head) has had enough: nothing to say

@@ -65,6 +65,10 @@ RUN = ["run", "--date", DAY.isoformat(), "--input", "in", "--output", "out"]
     (["sql", "SELECT 1", "--output", "o", "--format", "parquet"], 2, "--format parquet needs --to PATH"),
     (["sql", "SELECT 1", "--output", "o", "--format", "yaml"], 2, "--format: invalid choice: 'yaml'"),
     (["calibrate", "--golden", "g", "--judges", "masis,promt"], 2, "unknown judge 'promt' (did you mean prompt?)"),
+    ([*RUN, "--input-format", "chatt"], 2, "--input-format: unknown format 'chatt'; formats: own, openai-chat"),
+    ([*RUN, "--input-mapping", "questoin=a.b"], 2, "--input-mapping: unknown field 'questoin'; did you mean question?"),
+    (["generate", "--date", "2026-13-01", "--output", "o"], 2, "--date: '2026-13-01' is not a day (YYYY-MM-DD)"),
+    (["plan", "--date", "2026-11-31", "--input", "i", "--output", "o"], 2, "--date: '2026-11-31' is not a day"),
     (["calibrate", "--golden", str(SHIPPED_SET)], 2,
      f"--output is required: the golden set's folder {SHIPPED_SET.parent} is inside the repository"),
 ])
@@ -90,7 +94,7 @@ def test_input_and_output_fall_back_to_the_environment(monkeypatch: pytest.Monke
     assert "[--input URI] [--output URI]" in " ".join(out.split())
     assert "$EVALUATION_INPUT_URI" in out and "$EVALUATION_OUTPUT_URI" in out
     assert "(default: $EVALUATION_JUDGE_MODEL, else offline/lexical)" in " ".join(out.split())
-    for command in ("", "run", "compare", "sql", "report", "calibrate"):
+    for command in ("", "run", "plan", "compare", "sql", "report", "calibrate", "gc", "generate"):
         _, _, text = _run_cli([*([command] if command else []), "--help"], capsys)
         assert "`" not in text, command
 

@@ -63,7 +63,8 @@ def test_a_run_failed_on_rejects_says_why_everywhere(tmp_path: Path, capsys: pyt
     assert row["status"] == "failed" and json.loads(row["reject_reasons"]) == printed["rejects_by_reason"]
     message = failure_message(dag_id="daily_evaluation", run_id=row["run_id"], day=DAY.isoformat(),
                               task_id="ingest_validate", reason="task_failure", run_row=row)
-    assert f"Cause: {row['message']}" in message.body
+    cause = row["message"].split("; rejects by reason: ")[0]  # the reasons follow, one a line
+    assert f"Cause: {cause}" in message.body and cause.startswith(f"run {row['run_id']} of {DAY} failed validation")
     assert "  rejected 1: question: missing or blank (e.g. bad-no-question at part-001.jsonl.gz:9)" in message.body
 
     queried = sql.run_sql(out, "SELECT dt, record_id, reasons FROM failed_rejects WHERE dt = DATE '2026-09-10' "
