@@ -3,7 +3,8 @@
 
 Every day, evaluates the LLM assistants' conversation logs of the day before:
 
-0. **check_run** — fails the run before anything is paid for: an unknown conf key, or a judge
+0. **check_run** — fails the run before anything is paid for: an unknown conf key; a day without
+   input objects when the run does not wait for it (saying what the input URI holds instead); a judge
    model that litellm cannot resolve or whose endpoint refuses a probe call of a few tokens
    (unknown model, missing or bad key: the message names the variable or connection to set), fails
    it without retry; an endpoint that refuses connections or does not answer within
@@ -84,12 +85,13 @@ def daily_evaluation() -> None:
     @task(retries=2)
     def check_run() -> dict[str, Any]:
         from evaluation import stages
+        from evaluation.wait import waits
 
         cfg = glue.run_config(get_current_context())
         api_key, _ = glue.judge_credentials(cfg.api_base)
-        with glue.fail_without_retry(stages.RunFailed):
-            return stages.check_run(cfg, glue.stores(cfg), api_key=api_key,
-                                    key_hint=glue.judge_key_hint()).model_dump(mode="json")
+        with glue.fail_without_retry(stages.RunFailed):  # a day it will not wait for must be there already
+            return stages.check_run(cfg, glue.stores(cfg), api_key=api_key, key_hint=glue.judge_key_hint(),
+                                    input_ready=not waits(cfg)).model_dump(mode="json")
 
     @task(retries=2)
     def ingest_validate() -> dict[str, Any]:

@@ -30,10 +30,18 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
 from evaluation import sample_logs
 from evaluation.calibration import cli as calibration_cli
+from evaluation.cli_support import (
+    CliError,
+    Parser,
+    bounded,
+    day_expression,
+    dispatch,
+    iso_date,
+    judge_names,
+    route_third_party_logs,
+)
 from evaluation.options import OPTIONS, Option, build_config
 
 logger = logging.getLogger("evaluation")
@@ -45,28 +53,43 @@ API_KEY_ENV = ("EVALUATION_JUDGE_API_KEY", "LLM_API_KEY")
 KEY_HINT = " / ".join(API_KEY_ENV)
 
 
+def _option_help(option: Option) -> str:
+    """An option's help with its default, or the environment variable it falls back to."""
+    text = option.help.split(" Empty: ")[0].split("; empty for ")[0].rstrip(".") + "."
+    if option.env:
+        fallback = "" if option.fallback is None else f", else {option.fallback:g}" if isinstance(
+            option.fallback, float) else f", else {option.fallback}"
+        return f"{text} (default: ${option.env}{fallback})"
+    if option.kind == "boolean":
+        return f"{text} (default: {'on' if option.default else 'off'})"
+    shown = ",".join(option.default) if option.kind == "judges" else "none" if option.default in (None, "") \
+        else option.default
+    return f"{text} (default: {shown})"
+
+
 def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
     if option.kind == "boolean":
         parser.add_argument(option.flag, dest=option.name, action=argparse.BooleanOptionalAction,
-                            default=None, help=option.help)
+                            default=None, help=_option_help(option))
         return
-    kinds: dict[str, Any] = {"integer": int, "number": float, "string": str, "judges": str}
-    required = option.name in ("input_uri", "output_uri") and not os.environ.get(option.env or "")
+    kinds: dict[str, Any] = {"integer": bounded(int, option.minimum, option.maximum),
+                             "number": bounded(float, option.minimum, option.maximum),
+                             "string": str, "judges": judge_names}
+    uri = option.name in ("input_uri", "output_uri")
     parser.add_argument(
         option.flag.removesuffix("-uri"),  # --input / --output, as CONTRACT §6 spells them
-        *([option.flag] if option.name in ("input_uri", "output_uri") else []),
+        *([option.flag] if uri else []),
         dest=option.name,
         type=kinds[option.kind],
         default=None,
-        required=required,
-        help=option.help if option.env else
-        f"{option.help} (default: {','.join(option.default) if option.kind == 'judges' else option.default!r})",
+        metavar="URI" if uri else None,
+        help=_option_help(option),
     )
 
 
 def _run_parser(sub: Any) -> None:
     parser = sub.add_parser("run", help="evaluate one day and print a JSON summary")
-    parser.add_argument("--date", required=True, type=dt.date.fromisoformat, help="the day (dt) to evaluate")
+    parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to evaluate, YYYY-MM-DD")
     parser.add_argument("--run-id", default=None, help="id of this run (default: cli-<date>-<time>)")
     for option in OPTIONS:
         _add_option(parser, option)
@@ -75,7 +98,7 @@ def _run_parser(sub: Any) -> None:
 
 def _plan_parser(sub: Any) -> None:
     parser = sub.add_parser("plan", help="size a day before paying: calls, tokens, cost and time, no judge call")
-    parser.add_argument("--date", required=True, type=dt.date.fromisoformat, help="the day (dt) to plan")
+    parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to plan, YYYY-MM-DD")
     for option in OPTIONS:
         if option.name != "dry_run":
             _add_option(parser, option)
@@ -145,6 +168,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from evaluation import stages, storage
 
     values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name) is not None}
+    for option in OPTIONS:
+        if option.name in ("input_uri", "output_uri") and not values.get(option.name) and not os.environ.get(
+                option.env or ""):
+            raise CliError(f"{option.flag.removesuffix('-uri')} is required (or set {option.env})")
     run_id = args.run_id or f"cli-{args.date.isoformat()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     cfg = build_config(values, date=args.date, run_id=run_id, trigger="cli")
     if cfg.dry_run:  # stop after planning: the plan, as `plan` prints it
@@ -192,7 +219,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (stages.RunFailed, stages.JudgeUnreachable) as exc:
         if bar is not None:
             bar.close()
-        print(json.dumps({"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}, indent=2))
+        failed: dict[str, Any] = {"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}
+        if getattr(exc, "reject_reasons", None):
+            failed["rejects_by_reason"] = [r.model_dump() for r in exc.reject_reasons]  # type: ignore[union-attr]
+        print(json.dumps(failed, indent=2))
         return 1
     print(json.dumps({"status": "success", **result.model_dump(mode="json")}, indent=2))
     return 0
@@ -200,11 +230,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _compare_parser(sub: Any) -> None:
     parser = sub.add_parser("compare", help="compare models over a date range and print a JSON summary")
-    parser.add_argument("--from", dest="start_date", required=True, type=dt.date.fromisoformat, help="first day (dt)")
-    parser.add_argument("--to", dest="end_date", required=True, type=dt.date.fromisoformat, help="last day (dt)")
+    parser.add_argument("--from", dest="start_date", required=True, type=day_expression,
+                        help="first day (dt): YYYY-MM-DD, latest (the newest landed day) or latest-N")
+    parser.add_argument("--to", dest="end_date", required=True, type=day_expression,
+                        help="last day (dt): YYYY-MM-DD, latest or latest-N")
     parser.add_argument("--models", required=True, help="models to compare, comma-separated (at least two)")
     parser.add_argument("--baseline", default=None, help="the model the others are compared to (default: the first)")
-    parser.add_argument("--judges", default=None, help="judges to compare, comma-separated (default: all)")
+    parser.add_argument("--judges", type=judge_names, default=None,
+                        help="judges to compare, comma-separated (default: all)")
     parser.add_argument("--sample", dest="sample_per_model", type=int, default=None,
                         help="at most this many records per model, a seeded sample (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample, bootstrap and permutations")
@@ -222,9 +255,25 @@ def _compare_parser(sub: Any) -> None:
                         help="root of the raw logs; needed with --judge-model")
 
 
+def latest_day(store: Any, option: str) -> dt.date:
+    """The newest day landed under ``store`` (its ``daily_summary``), for ``latest`` in ``option``."""
+    import polars as pl
+
+    from evaluation import storage
+
+    summary = storage.scan_table(store, "daily_summary")
+    newest = None if summary is None else summary.select(pl.col("dt").max()).collect().item()
+    if newest is None:
+        raise CliError(f"{option} latest: no day has landed under {store.uri('daily_summary/')}")
+    return newest  # type: ignore[no-any-return]
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from evaluation import compare, storage
 
+    store, raw_store = storage.open_stores(args.output_uri, args.input_uri, make_access=args.s3_access)
+    args.start_date = args.start_date.resolve(lambda: latest_day(store, "--from"))
+    args.end_date = args.end_date.resolve(lambda: latest_day(store, "--to"))
     values = {
         k: getattr(args, k)
         for k in ("start_date", "end_date", "models", "baseline", "judges", "sample_per_model", "seed", "bootstrap",
@@ -233,52 +282,53 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     }
     spec = compare.ComparisonSpec.model_validate(values)
     if spec.judge_model is not None and not args.input_uri:
-        raise ValueError("--judge-model re-judges records from the raw logs: give --input")
-    store, raw_store = storage.open_stores(args.output_uri, args.input_uri, make_access=args.s3_access)
+        raise CliError("--judge-model re-judges records from the raw logs: give --input")
     try:
         result = compare.run_comparison(store, spec, comparison_id=args.comparison_id, raw_store=raw_store,
                                         api_key=api_key_from_env(spec.api_base))
     except compare.ComparisonError as exc:
         print(json.dumps({"status": "failed", "error": str(exc)}, indent=2))
         return 1
+    if result.get("days_without_data"):
+        missing = result["days_without_data"]
+        print(f"python -m evaluation compare: warning: {len(missing)} of the {len(missing) + len(result['days'])} days "
+              f"from {spec.start_date} to {spec.end_date} have no data ({', '.join(missing)}); compared "
+              f"{', '.join(result['days']) or 'none'}", file=sys.stderr)
     print(json.dumps({"status": "success", **result}, indent=2, default=str))
     return 0
 
 
 def _sql_parser(sub: Any) -> None:
+    from evaluation.sql import FORMATS, TABLES
+
     parser = sub.add_parser("sql", help="run SQL over the landed tables (Polars SQL)",
-                            description="Tables: evaluations, judge_calls, rejects, daily_summary, runs (each with "
-                                        "its dt column), comparisons, comparison_verdicts, calibrations. Simple dt predicates "
-                                        "prune the partitions read.")
+                            description=f"Tables: {', '.join(TABLES)} (the daily ones and failed_rejects with their "
+                                        "dt column). Simple dt predicates prune the partitions read.")
     parser.add_argument("query", help="the SQL query")
-    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
+    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True, metavar="URI",
                         help="root of the landed tables (s3://bucket/prefix or a directory)")
-    parser.add_argument("--format", choices=("table", "csv", "parquet"), default="table", help="result format")
+    parser.add_argument("--format", choices=(*FORMATS, "parquet"), default="table",
+                        help="table (cells cut to 40 characters, one block per row when too wide), csv, json, "
+                             "markdown, or parquet (with --to)")
     parser.add_argument("--to", dest="to", default=None, help="write the result to this file (parquet needs it)")
-    parser.add_argument("--max-rows", type=int, default=50, help="rows shown by --format table")
+    parser.add_argument("--max-rows", type=bounded(int, 1), default=50, help="rows shown by --format table")
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    import polars as pl
-
     from evaluation import sql, storage
 
     if args.format == "parquet" and not args.to:
-        raise ValueError("--format parquet needs --to PATH")
+        raise CliError("--format parquet needs --to PATH")
     store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     try:
         result = sql.run_sql(store, args.query)
     except sql.SqlError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"python -m evaluation sql: error: {exc}", file=sys.stderr)
         return 1
     if args.format == "parquet":
         result.write_parquet(args.to, compression=storage.PARQUET_COMPRESSION)
     else:
-        if args.format == "csv":
-            text = sql.csv_ready(result).write_csv()
-        else:
-            with pl.Config(tbl_rows=args.max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-                text = str(result) + "\n"
+        text = sql.render(result, args.format, max_rows=result.height if args.to else args.max_rows)
         if args.to:
             with open(args.to, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -291,7 +341,8 @@ def _cmd_sql(args: argparse.Namespace) -> int:
 
 def _report_parser(sub: Any) -> None:
     parser = sub.add_parser("report", help="build a day's HTML report and summary.json and print the page's URI")
-    parser.add_argument("--date", required=True, type=dt.date.fromisoformat, help="the day (dt) to report on")
+    parser.add_argument("--date", required=True, type=day_expression,
+                        help="the day (dt) to report on: YYYY-MM-DD, latest (the newest landed day) or latest-N")
     parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
                         help="root of the landed tables (s3://bucket/prefix or a directory)")
     parser.add_argument("--report-output", default=None,
@@ -309,20 +360,19 @@ def _report_parser(sub: Any) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     from evaluation import report, storage
 
-    try:
-        policy = report.AlertPolicy(alpha=args.alpha, p_adjust=args.p_adjust, min_rate_effect=args.min_rate_effect,
-                                    min_metric_effect=args.min_metric_effect)
-    except ValidationError as exc:
-        problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors())
-        print(f"error: {problems}", file=sys.stderr)
-        return 2
+    # a bad value is a pydantic error, which the command line's dispatch names by option
+    policy = report.AlertPolicy(alpha=args.alpha, p_adjust=args.p_adjust, min_rate_effect=args.min_rate_effect,
+                                min_metric_effect=args.min_metric_effect)
     store, target = storage.open_stores(args.output_uri, args.report_output, make_access=args.s3_access)
+    day = args.date.resolve(lambda: latest_day(store, "--date"))
     try:
-        uris = report.write_daily_report(store, args.date, history_days=args.history_days, report_store=target,
+        uris = report.write_daily_report(store, day, history_days=args.history_days, report_store=target,
                                          policy=policy)
     except report.ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if uris.get("replaced_fuller"):
+        print(f"python -m evaluation report: warning: {uris['replaced_fuller']}", file=sys.stderr)
     print(uris["html"])
     return 0
 
@@ -368,14 +418,13 @@ def _s3_access(profile: str | None, endpoint_url: str | None) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m evaluation``."""
-    parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser = Parser(prog="python -m evaluation", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO; tracebacks of failures")
     parser.add_argument("--aws-profile", default=None,
                         help="AWS profile for S3 (default: boto3's chain: AWS_PROFILE, the environment's keys, the instance role)")
     parser.add_argument("--endpoint-url", default=None,
                         help="S3 endpoint of an S3-compatible store (default: AWS_ENDPOINT_URL, else AWS's own)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _run_parser(sub)
     _plan_parser(sub)
     _compare_parser(sub)
@@ -384,13 +433,12 @@ def main(argv: list[str] | None = None) -> int:
     _gc_parser(sub)
     calibration_cli.add_parser(sub)
     sample_logs.add_parser(sub)
+    for name in sub.choices:  # -v after the command works too (SUPPRESS: it does not reset one given before)
+        parser.subcommand(name).add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                             help="log at INFO; tracebacks of failures")
     args = parser.parse_args(argv)
     args.s3_access = functools.partial(_s3_access, args.aws_profile, args.endpoint_url)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    route_third_party_logs(args.verbose)
     commands = {"run": _cmd_run, "plan": _cmd_plan, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,
                 "gc": _cmd_gc, "calibrate": calibration_cli.command, "generate": sample_logs.command}
-    try:
-        return commands[args.command](args)
-    except ValueError as exc:  # a bad option value: say what, not a stack trace
-        parser.error(str(exc))
+    return dispatch(parser, commands[args.command], args, verbose=args.verbose)

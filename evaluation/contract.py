@@ -234,7 +234,10 @@ class Sample(BaseModel):
             raise ValueError("sample must be a number, not a boolean")
         if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
             return cls(max_per_model=int(value))
-        return cls(fraction=float(value))
+        try:
+            return cls(fraction=float(value))
+        except ValueError:
+            raise ValueError("sample is a fraction in (0, 1] (0.25) or a count per model (200)") from None
 
 
 OFFLINE_JUDGE_MODEL = "offline/lexical"

@@ -9,12 +9,12 @@ records, written under ``{output}/dt=YYYY-MM-DD/`` in any input format the pipel
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 from typing import Any
 
 from evaluation import storage, synthetic
+from evaluation.cli_support import iso_date
 from evaluation.contract import comma_list
 
 #: The completion marker written after the day's objects (as the demo's export does).
@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
         description="Write a generated day of conversation logs under OUTPUT/dt=DATE/ (two objects, one "
                     "gzipped, and a _SUCCESS marker) and print a JSON summary with the command that "
                     "evaluates it. Objects of the same names are replaced.")
-    parser.add_argument("--date", required=True, type=dt.date.fromisoformat, help="the day (dt) to write")
+    parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to write, YYYY-MM-DD")
     parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
                         help="root to write under (a directory or s3://bucket/prefix): the run's --input")
     parser.add_argument("--records", type=int, default=300, help="valid records to write (default 300)")

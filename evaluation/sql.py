@@ -13,6 +13,8 @@ table's objects where they live (a directory, or S3 read in place: see
 ``comparisons``             ``comparisons/comparison_id=*/metrics.parquet`` (has ``comparison_id``)
 ``comparison_verdicts``     ``comparisons/comparison_id=*/verdicts.parquet``
 ``calibrations``            ``calibrations/calibration_id=*/calibration.parquet`` (has ``calibration_id``)
+``failed_rejects``          ``_failed/dt=*/run=*/rejects.parquet``: the rejects of runs that failed
+                            (columns of ``rejects``, ``dt`` from the path)
 ==========================  ================================================================
 
 Polars plans the whole query before it reads anything: only the columns the query uses are read,
@@ -20,26 +22,39 @@ and any predicate on ``dt`` that Polars can evaluate on the partition values (``
 ``IN``, comparisons, ``OR`` of these, in a ``WHERE``, a join or a subquery) skips the other
 ``dt=`` partitions' objects unopened. The SQL itself always filters, so pruning only ever saves
 reading.
+
+:func:`render` prints a result for people: a table with cells cut to a readable width (one block
+per row when the columns do not fit the terminal), or CSV, JSON or Markdown.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import difflib
+import json
 import re
+import shutil
 from typing import Any
 
 import polars as pl
 
 from evaluation import storage
 
-__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "TABLES", "SqlError", "csv_ready", "referenced_tables",
-           "run_sql"]
+__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "FAILED_TABLES", "FORMATS", "TABLES", "SqlError",
+           "csv_ready", "referenced_tables", "render", "run_sql"]
 
 DAILY_TABLES: tuple[str, ...] = storage.TABLES
 #: SQL name -> file of each comparison.
 COMPARISON_TABLES: dict[str, str] = {"comparisons": "metrics.parquet", "comparison_verdicts": "verdicts.parquet"}
 #: SQL name -> file of each judge calibration.
 CALIBRATION_TABLES: dict[str, str] = {"calibrations": "calibration.parquet"}
-TABLES: tuple[str, ...] = (*DAILY_TABLES, *COMPARISON_TABLES, *CALIBRATION_TABLES)
+#: SQL name -> the file each failed run's evidence holds under ``_failed/dt=*/run=*/``.
+FAILED_TABLES: dict[str, str] = {"failed_rejects": "rejects.parquet"}
+TABLES: tuple[str, ...] = (*DAILY_TABLES, *COMPARISON_TABLES, *CALIBRATION_TABLES, *FAILED_TABLES)
+#: What ``--format`` accepts for printing (``parquet`` also writes, with ``--to``).
+FORMATS = ("table", "csv", "json", "markdown")
+#: Widest cell of a printed table, in characters.
+CELL_CHARS = 40
 
 #: A string literal or a comment, whichever starts first (a quote in a comment, or `--` in a
 #: literal, must not be mistaken for the other).
@@ -69,6 +84,9 @@ def scan(store: storage.Store, table: str) -> pl.LazyFrame:
                 if re.fullmatch(rf"calibrations/calibration_id=[^/]+/{name}", o.key)]
         frame = storage.scan_parquet(store, keys, hive=False) if keys else None
         where = store.uri("calibrations/")
+    elif table in FAILED_TABLES:
+        frame = _scan_failed(store, FAILED_TABLES[table])
+        where = store.uri("_failed/")
     elif table in DAILY_TABLES:
         frame = storage.scan_table(store, table)
         where = store.uri(storage.table_prefix(table))
@@ -79,15 +97,94 @@ def scan(store: storage.Store, table: str) -> pl.LazyFrame:
     return frame
 
 
+def _scan_failed(store: storage.Store, name: str) -> pl.LazyFrame | None:
+    """One file of every failed run's evidence, with ``dt`` (Date) from its path."""
+    frames = []
+    for info in store.list("_failed/"):
+        found = re.fullmatch(rf"_failed/dt=(\d{{4}}-\d{{2}}-\d{{2}})/run=[^/]+/{re.escape(name)}", info.key)
+        if found:
+            day = dt.date.fromisoformat(found.group(1))
+            frame = storage.scan_parquet(store, [info.key], hive=False)
+            frames.append(frame.select(pl.lit(day).alias("dt"), pl.all()))
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+def _error_line(exc: Exception, tables: dict[str, pl.LazyFrame]) -> str:
+    """Polars' error without its query plan; an unknown column named with the tables' columns."""
+    text = str(exc).split("\n\n")[0].strip()
+    missing = re.search(r'unable to find column "([^"]+)"', text)
+    if isinstance(exc, pl.exceptions.ColumnNotFoundError) and missing:
+        column = missing.group(1)
+        known = {name: frame.collect_schema().names() for name, frame in tables.items()}
+        close = difflib.get_close_matches(column, [c for names in known.values() for c in names], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        listed = "; ".join(f"{name} has {', '.join(names)}" for name, names in known.items())
+        return f"unknown column {column!r}{hint}: {listed}"
+    return f"query failed: {text} (tables: {', '.join(TABLES)})"
+
+
 def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
     """Run one query over the tables under ``store`` (see the module docstring)."""
     context: pl.SQLContext[Any] = pl.SQLContext()
-    for table in referenced_tables(query):
-        context.register(table, scan(store, table))
+    tables = {table: scan(store, table) for table in referenced_tables(query)}
+    for table, frame in tables.items():
+        context.register(table, frame)
     try:  # the streaming engine: aggregations over many days need memory for the groups, not the rows
         return context.execute(query, eager=False).collect(engine="streaming")
     except Exception as exc:  # Polars raises several SQL and I/O error types: one message for the user
-        raise SqlError(f"query failed: {exc} (tables: {', '.join(TABLES)})") from exc
+        raise SqlError(_error_line(exc, tables)) from exc
+
+
+def _cell(value: Any, width: int) -> str:
+    text = "null" if value is None else json.dumps(value, default=str) if isinstance(value, (list, dict)) \
+        else str(value)
+    text = " ".join(text.split())  # one line per cell
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _table(frame: pl.DataFrame, width: int) -> str:
+    rows = [[_cell(v, CELL_CHARS) for v in row] for row in frame.iter_rows()]
+    sizes = [max([len(name), *(len(r[i]) for r in rows)]) for i, name in enumerate(frame.columns)]
+    if sum(sizes) + 3 * len(sizes) > width:  # too wide for the terminal: one block per row
+        label = max(len(name) for name in frame.columns)
+        blocks = []
+        for number, row in enumerate(rows, 1):
+            lines = [f"-[ row {number} ]" + "-" * max(0, min(width, label + CELL_CHARS + 3) - 12)]
+            lines += [f"{name:<{label}} | {value}" for name, value in zip(frame.columns, row, strict=True)]
+            blocks.append("\n".join(lines))
+        return "\n".join(blocks)
+    line = " | ".join(f"{name:<{size}}" for name, size in zip(frame.columns, sizes, strict=True))
+    rule = "-+-".join("-" * size for size in sizes)
+    body = [" | ".join(f"{v:<{size}}" for v, size in zip(row, sizes, strict=True)) for row in rows]
+    return "\n".join([line.rstrip(), rule, *(b.rstrip() for b in body)])
+
+
+def _markdown(frame: pl.DataFrame) -> str:
+    def cell(value: Any) -> str:
+        return _cell(value, 10_000).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join(lines)
+
+
+def render(frame: pl.DataFrame, fmt: str, *, max_rows: int = 50, width: int | None = None) -> str:
+    """A query's result as text: ``table`` (at most ``max_rows`` rows, cells cut at
+    :data:`CELL_CHARS`, one block per row when wider than ``width``, the terminal's by default),
+    ``csv``, ``json`` (an array of row objects) or ``markdown``; ends with a newline."""
+    if fmt == "csv":
+        return csv_ready(frame).write_csv()
+    if fmt == "json":
+        return json.dumps(frame.to_dicts(), default=str, indent=1) + "\n"
+    if fmt == "markdown":
+        return _markdown(frame) + "\n"
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    shown = frame.head(max_rows)
+    more = f"\n({frame.height} rows, {shown.height} shown; --max-rows to see more)" if frame.height > shown.height \
+        else f"\n({frame.height} row{'s' if frame.height != 1 else ''})"
+    return (_table(shown, width) if frame.width else "(no columns)") + more + "\n"
 
 
 def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:

@@ -528,11 +528,12 @@ class DayValidator:
         logger.debug("validated a batch of %s: %d rows, %d rejected", self.day, rows.height, len(failed_ids))
         return BatchOutcome(valid=valid, rejects=rejects)
 
-    def finish(self, *, input_objects: int | None = None) -> DayOutcome:
+    def finish(self, *, input_objects: int | None = None, missing: str | None = None) -> DayOutcome:
         """Run the table suite over the day's totals and combine the results to land.
 
         ``input_objects``, when given, lets an empty day's message say whether there were objects
-        at all. Failed table rules are returned in ``table_failures`` for the caller to raise after
+        at all, and ``missing`` what was found instead of input objects (the URI read and what it
+        holds). Failed table rules are returned in ``table_failures`` for the caller to raise after
         landing the rejects.
         """
         if self._row_result is None:  # no rows at all: the row suite still runs, on an empty batch
@@ -549,7 +550,7 @@ class DayValidator:
         )
         outcome_flags = pd.DataFrame({REJECTED_COLUMN: flags})
         table_result, _ = _run(self.day, _batches().outcomes, outcome_flags, table_suite, _TABLE_RESULT_FORMAT)
-        table_failures = self._table_failures(table_result, input_records, rejected, input_objects)
+        table_failures = self._table_failures(table_result, input_records, rejected, input_objects, missing)
         logger.info(
             "validated %s: %d input records, %d valid, %d rejected (%d at ingest) in %d batches; table rules %s",
             self.day,
@@ -575,7 +576,8 @@ class DayValidator:
         )
 
     def _table_failures(
-        self, result: dict[str, Any], input_records: int, rejected: int, input_objects: int | None
+        self, result: dict[str, Any], input_records: int, rejected: int, input_objects: int | None,
+        missing: str | None = None,
     ) -> list[str]:
         failures = []
         for item in result["results"]:
@@ -586,7 +588,7 @@ class DayValidator:
                 if input_objects:
                     failures.append(f"{self.day}: no input records ({input_objects} objects, all empty)")
                 else:
-                    failures.append(f"{self.day}: no input objects")
+                    failures.append(f"{self.day}: {missing or 'no input objects'}")
             elif rule == "reject_ratio":
                 ratio = item["result"]["observed_value"]
                 failures.append(

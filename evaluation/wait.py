@@ -32,6 +32,11 @@ def incomplete_message(where: str, prefix_uri: str, cfg: RunConfig, waited_s: fl
             f"until the deadline (wait_deadline_s={cfg.wait_deadline_s:g})")
 
 
+def waits(cfg: RunConfig) -> bool:
+    """Whether the run waits for its day to be complete (a marker, or a quiet period above 0)."""
+    return bool(cfg.completion_marker) or cfg.quiet_period_s > 0
+
+
 def min_objects(cfg: RunConfig) -> int:
     """Objects a quiet day needs to count as complete (none when an empty day is allowed)."""
     return 0 if cfg.allow_empty else 1
@@ -67,9 +72,10 @@ def wait_for_day(
     complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after landing the
     run's failed ``runs`` row) at the deadline."""
     from evaluation.stages import fail_run, where
+    from evaluation.stages.ingest import missing_input
 
     raw = stores.raw
-    if not cfg.completion_marker and cfg.quiet_period_s <= 0:
+    if not waits(cfg):
         return None
     prefix = storage.raw_prefix(cfg.date)
     marker = prefix + cfg.completion_marker
@@ -90,8 +96,9 @@ def wait_for_day(
         if is_complete(cfg, objects, marker, quiet_since, now):
             return None if looks == 1 else round(waited, 3)
         if waited >= cfg.wait_deadline_s:
-            raise fail_run(cfg, stores, incomplete_message(where(cfg), raw.uri(prefix), cfg, waited),
-                           waited_s=round(waited, 3))
+            missing = missing_input(raw, cfg.date)
+            raise fail_run(cfg, stores, incomplete_message(where(cfg), raw.uri(prefix), cfg, waited)
+                           + (f"; {missing}" if missing else ""), waited_s=round(waited, 3))
         if looks == 1 and on_wait is not None:
             on_wait(f"{raw.uri(prefix)} is not complete yet: waiting for {waiting_for(cfg)} "
                     f"(at most {cfg.wait_deadline_s:g}s)")

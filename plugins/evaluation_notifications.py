@@ -22,6 +22,7 @@ logged, never raised: a notification must not fail, or re-run, the evaluation.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from typing import Any
 
 from airflow.sdk import Asset
 from airflow.sdk.bases.notifier import BaseNotifier
-from evaluation_airflow import connection, evaluation_day
+from evaluation_airflow import connection, evaluation_day, run_config, stores
 
 logger = logging.getLogger(__name__)
 
@@ -223,12 +224,18 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
 
 
 def failure_message(*, dag_id: str, run_id: str, day: str, task_id: str | None, reason: str | None,
-                    report_url: str | None = None) -> Message:
-    """The message of a failed run; ``report_url`` the day's report link (the last landed one)."""
+                    report_url: str | None = None, run_row: dict[str, Any] | None = None) -> Message:
+    """The message of a failed run; ``report_url`` the day's report link (the last landed one);
+    ``run_row`` (its ``runs`` row, when it landed one) adds the cause and the rejects by reason."""
     lines = [f"day {day} | DAG {dag_id} | run {run_id} | failed task {task_id or 'unknown'} | "
              f"reason {_cut(reason, MAX_REASON_CHARS) if reason else 'unknown'}",
              "The day's tables and report were left as they were; the run's evidence is under _failed/ "
              "and its row in the runs table gives the cause."]
+    if run_row and run_row.get("message"):
+        cause = str(run_row["message"]).split("; rejects by reason: ")[0]  # the reasons follow, one a line
+        lines.append(f"Cause: {_cut(cause, MAX_REASON_CHARS)}")
+    for item in json.loads((run_row or {}).get("reject_reasons") or "[]"):
+        lines.append(f"  rejected {item['count']}: {item['reason']} (e.g. {', '.join(item['examples'])})")
     tail = [f"Report (last landed): {report_url}"] if report_url else []
     return _fit(f"LLM evaluation {day}: run {run_id} of {dag_id} failed", lines, tail)
 
@@ -288,5 +295,20 @@ class RunFailureNotifier(_UntemplatedNotifier):
             task_id=getattr(ti, "task_id", None),
             reason=str(context.get("reason")) if context.get("reason") else None,
             report_url=report_url,
+            run_row=_run_row(context),
         )
         deliver(message)
+
+
+def _run_row(context: Any) -> dict[str, Any] | None:
+    """The failed run's ``runs`` row, when it landed one (None when it cannot be read)."""
+    from evaluation import storage  # Polars: only when a run has failed, not when the DAG file is parsed
+
+    try:
+        cfg = run_config(context)
+        store = stores(cfg).out
+        key = storage.run_key(cfg.date, cfg.run_id)
+        return storage.read_parquet(store, key).row(0, named=True) if store.exists(key) else None
+    except Exception:  # a callback must say what it can, whatever the context lacks
+        logger.warning("the failed run's runs row could not be read", exc_info=True)
+        return None

@@ -8,15 +8,15 @@ evaluated in-process by the pipeline's own stages (:func:`evaluation.stages.run_
 ``python -m evaluation run`` does), the last one by ``daily_evaluation`` under Airflow
 (``dag.test()`` with a SQLite metadata DB in ``.airflow/``), all with the built-in offline judge.
 It prints what landed, the report's seven-day trends, how many flags and alerts each steady day's
-report raised, the last day's headline (which model regressed, by how much) and its flags, and
-copies the last day's tables and report to ``demo-output/``. No network, no key.
+report raised, the last day's headline (which model regressed, by how much) and its flags, copies
+the week's tables and reports to ``demo-output/`` (replacing only what an earlier demo wrote
+there) and prints the README's commands over it with the demo's dates. No network, no key.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                         default=dt.date.today() - dt.timedelta(days=1), help="the last day to generate and evaluate")
     parser.add_argument("--days", type=int, default=7, help="days to generate and evaluate, ending on --date")
     parser.add_argument("--records", type=int, default=450, help="valid records to generate per day")
-    parser.add_argument("--output", type=Path, default=DEMO_OUTPUT, help="local copy of the last day's tables")
+    parser.add_argument("--output", type=Path, default=DEMO_OUTPUT, help="local copy of the week's tables and reports")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -91,9 +91,14 @@ def main(argv: list[str] | None = None) -> int:
         print_steady_days([storage.read_json(out, storage.report_key(day, "summary.json")) for day in days[:-1]])
         print_headline(summary)
         print_flags(summary["flags"])
-        copy_day(out, args.date, args.output)
+        copied = copy_outputs(out, args.output)
+        print(f"\ncopied the week's {copied} landed objects ({days[0]} to {days[-1]}) to {args.output}/ "
+              "(what else is there is kept)")
         report = args.output / storage.report_key(args.date)
         print(f"daily quality report: {report} (landed at {out.uri(storage.report_key(args.date))})")
+        print("\ntry, over the demo's output:")
+        for command in next_steps(days, args.output):
+            print(f"  .venv/bin/{command}")
     print(f"done in {time.monotonic() - started:.0f}s")
     return 0
 
@@ -183,22 +188,45 @@ def print_summary(out: object, day: dt.date) -> None:
         print(f"  {row['source_uri'].rsplit('/', 1)[-1]}:{row['line_no']}  {row['record_id']}  {'; '.join(row['reasons'])}")
 
 
-def copy_day(out: object, day: dt.date, target: Path) -> None:
-    """Copy the day's landed objects (tables, validation, report) to a local folder."""
-    from evaluation import storage
+#: What the demo wrote into its output folder last time: only these are replaced by the next demo.
+WRITTEN_LIST = ".demo-files"
 
-    if target.exists():
-        shutil.rmtree(target)
-    partition = storage.day_partition(day)
-    copied = 0
+
+def copy_outputs(out: object, target: Path) -> int:
+    """Copy the landed objects of the demo's week (every table, validation results, reports) to a
+    local folder, replacing only what the previous demo wrote there (listed in
+    :data:`WRITTEN_LIST`): calibrations or notes that users put beside them stay."""
+    listed = target / WRITTEN_LIST
+    if listed.is_file():
+        for name in listed.read_text(encoding="utf-8").split():
+            path = target / name
+            path.unlink(missing_ok=True)
+            for folder in path.parents:  # and the folders that held nothing else
+                if folder == target or not folder.is_dir() or any(folder.iterdir()):
+                    break
+                folder.rmdir()
+    written = []
     for info in out.list(""):  # type: ignore[attr-defined]
-        if info.key.startswith("_") or partition not in info.key:
+        if info.key.startswith("_"):
             continue
         path = target / info.key
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(out.read_bytes(info.key))  # type: ignore[attr-defined]
-        copied += 1
-    print(f"\ncopied {copied} objects of {day} to {target}/ (query them with DuckDB or Polars)")
+        written.append(info.key)
+    listed.write_text("\n".join(written) + "\n", encoding="utf-8")
+    return len(written)
+
+
+def next_steps(days: list[dt.date], target: Path) -> list[str]:
+    """The README's commands over the demo's output, with the demo's own dates."""
+    where = target.relative_to(airflow_local.REPO) if target.is_relative_to(airflow_local.REPO) else target
+    return [
+        f"python -m evaluation report --date {days[-1]} --output {where}",
+        f"python -m evaluation compare --from {days[0]} --to {days[-1]} --models assistant-v2,assistant-lite "
+        f"--baseline assistant-lite --seed 7 --output {where}",
+        f"python -m evaluation sql --output {where} \"SELECT model, judge, avg(score) AS mean_score FROM evaluations "
+        f"WHERE judge_status = 'ok' AND dt = DATE '{days[-1]}' GROUP BY model, judge ORDER BY model, judge\"",
+    ]
 
 
 if __name__ == "__main__":

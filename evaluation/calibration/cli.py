@@ -8,6 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evaluation.cli_support import CliError, judge_names
+
+#: The source checkout this package runs from.
+REPOSITORY = Path(__file__).resolve().parents[2]
+
 #: CLI flag -> CalibrationSpec field, for the optional ones.
 _FIELDS = ("judges", "judge_model", "api_base", "concurrency", "seed", "bootstrap", "holdout_share",
            "max_reject_ratio", "max_record_chars", "chunk_size")
@@ -23,8 +28,9 @@ def add_parser(sub: Any) -> None:
                         help="the golden set's folder (s3://bucket/prefix/<set> or a directory)")
     parser.add_argument("--output", "--output-uri", dest="output_uri", default=None,
                         help="root of the landed tables (default: $EVALUATION_OUTPUT_URI, else the golden set's "
-                             "parent folder, so that calibrations/ lands beside the golden sets)")
-    parser.add_argument("--judges", default=None, help="judges to calibrate, comma-separated (default: all)")
+                             "parent folder, so that calibrations/ lands beside the golden sets; required for the "
+                             "sets shipped in the repository)")
+    parser.add_argument("--judges", type=judge_names, default=None, help="judges to calibrate, comma-separated (default: all)")
     parser.add_argument("--judge-model", default=None,
                         help="any litellm model string (default: $EVALUATION_JUDGE_MODEL, else offline/lexical)")
     parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible judge server")
@@ -49,6 +55,13 @@ def _parent(uri: str) -> str:
     return str(Path(uri.removeprefix("file://")).resolve().parent)
 
 
+def _in_repository(uri: str) -> bool:
+    """Whether ``uri`` is a folder of this source checkout (the shipped golden sets live there)."""
+    if uri.startswith("s3://"):
+        return False
+    return Path(uri).resolve().is_relative_to(REPOSITORY)
+
+
 def spec_from_args(args: argparse.Namespace) -> Any:
     """The CalibrationSpec of the parsed flags."""
     from evaluation.calibration import CalibrationSpec
@@ -70,6 +83,9 @@ def command(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     output_uri = args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI") or _parent(spec.golden_uri)
+    if not (args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI")) and _in_repository(output_uri):
+        raise CliError(f"--output is required: the golden set's folder {output_uri} is inside the repository, where "
+                       "calibrations/ and _ledger/ would land (give --output DIR or set EVALUATION_OUTPUT_URI)")
     store, golden = storage.open_stores(output_uri, spec.golden_uri, make_access=args.s3_access)
     try:
         result = calibration.run_calibration(store, golden, spec, calibration=args.calibration_id,

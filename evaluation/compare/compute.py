@@ -481,6 +481,10 @@ def run_comparison(
                .sort("model").iter_rows()}
     statuses = _status_counts(rows)
     paired = paired_questions(rows, spec.models)
+    used, missing = days_covered(rows, spec)
+    if missing:
+        logger.info("comparison %s: %d of the range's %d days have no data: %s", comparison_id, len(missing),
+                       len(used) + len(missing), ", ".join(missing))
     keys = {name: storage.comparison_key(comparison_id, name)
             for name in ("metrics.parquet", "verdicts.parquet", "spec.json", "report.html")}
     storage.write_parquet(store, keys["metrics.parquet"], metrics)
@@ -488,7 +492,7 @@ def run_comparison(
     storage.write_json(store, keys["spec.json"], {
         "comparison_id": comparison_id, "source": source, "spec": spec.model_dump(mode="json"),
         "records_per_model": records, "paired_questions": paired, "statuses": statuses,
-        "p_adjust": spec.p_adjust,
+        "p_adjust": spec.p_adjust, "days": used, "days_without_data": missing,
     })
     page = render_report(comparison_id, spec, source, metrics, verdicts, records, statuses, paired)
     store.write_bytes(keys["report.html"], page.encode())
@@ -501,11 +505,21 @@ def run_comparison(
         "records_per_model": records,
         "paired_questions": paired,
         "p_adjust": spec.p_adjust,
+        "days": used,
+        "days_without_data": missing,
         "rows": rows.height,
         "deltas": rounded_rows(metrics.filter(~pl.col("is_baseline")), _DELTA_COLUMNS),
     }
     logger.info("comparison %s landed at %s", comparison_id, result["uri"])
     return result
+
+
+def days_covered(rows: pl.DataFrame, spec: ComparisonSpec) -> tuple[list[str], list[str]]:
+    """The days of the spec's range that have rows, and those that have none (ISO dates)."""
+    used = {d.isoformat() for d in rows["dt"].unique().to_list() if d is not None}
+    every = [(spec.start_date + dt.timedelta(days=n)).isoformat()
+             for n in range((spec.end_date - spec.start_date).days + 1)]
+    return sorted(used), [d for d in every if d not in used]
 
 
 #: The figures of a delta that :func:`run_comparison` returns (and the CLI prints).

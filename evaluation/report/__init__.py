@@ -10,6 +10,7 @@ two always agree. :func:`write_daily_report` lands both at ``reports/dt=YYYY-MM-
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from typing import Any
 
@@ -22,7 +23,9 @@ from evaluation.report.compute import (
     wilson_interval,
 )
 from evaluation.report.render import render_html
-from evaluation.storage import Store, report_key, write_json
+from evaluation.storage import Store, read_json, report_key, write_json
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["AlertPolicy", "ReportError", "build_daily_report", "compute_summary", "load_inputs", "mean_interval", "render_html",
            "t_quantile_975", "wilson_interval", "write_daily_report"]
@@ -66,12 +69,27 @@ def write_daily_report(
 ) -> dict[str, str]:
     """Build and land the day's report: ``reports/dt=D/index.html`` and ``summary.json`` under the
     output root, or ``index.html`` and ``summary.json`` at the root of ``report_store`` when given.
-    Returns their URIs as ``{"html": ..., "summary": ...}``."""
+    Returns their URIs as ``{"html": ..., "summary": ...}``, and ``replaced_fuller`` saying so when
+    the report it replaced covered more rows or more days of trends (:func:`report_extent`)."""
     page, summary = build_daily_report(store, day, history_days=history_days, worst_per_judge=worst_per_judge,
                                        policy=policy)
     target = report_store if report_store is not None else store
     html_key = "index.html" if report_store is not None else report_key(day, "index.html")
     json_key = "summary.json" if report_store is not None else report_key(day, "summary.json")
+    before = report_extent(read_json(target, json_key)) if target.exists(json_key) else None
     write_json(target, json_key, summary)
     target.write_bytes(html_key, page.encode("utf-8"))
-    return {"html": target.uri(html_key), "summary": target.uri(json_key)}
+    written = {"html": target.uri(html_key), "summary": target.uri(json_key)}
+    after = report_extent(summary)
+    if before is not None and (after["rows"] < before["rows"] or after["trend_days"] < before["trend_days"]):
+        written["replaced_fuller"] = (f"replaced the report at {written['html']}, which covered {before['rows']:,} rows "
+                                      f"and {before['trend_days']} days of trends, with one covering {after['rows']:,} "
+                                      f"rows and {after['trend_days']} days (fewer tables under {store.root}?)")
+        logger.info("%s", written["replaced_fuller"])
+    return written
+
+
+def report_extent(summary: dict[str, Any]) -> dict[str, int]:
+    """How much a report covers: the day's evaluation rows and the days its trends show."""
+    days = {point.get("dt") for group in summary.get("groups", []) for point in group.get("trend", [])}
+    return {"rows": int((summary.get("totals") or {}).get("rows") or 0), "trend_days": len(days)}

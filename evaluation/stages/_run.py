@@ -15,13 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation import storage
 from evaluation.contract import JUDGE_STATUSES, RunConfig
+from evaluation.reject_summary import ReasonCount, as_json
 from evaluation.stages.schemas import runs_schema
 
 logger = logging.getLogger("evaluation.stages")
 
 
 class RunFailed(RuntimeError):
-    """A run-level failure: the message names the run, the day and the cause."""
+    """A run-level failure: the message names the run, the day and the cause; ``reject_reasons``
+    are the counts by reason of the rejects that failed it (empty when rejects were not the cause)."""
+
+    def __init__(self, message: str, reject_reasons: list[ReasonCount] | None = None) -> None:
+        super().__init__(message)
+        self.reject_reasons = list(reject_reasons or [])
 
 
 class StaleRun(RunFailed):
@@ -236,11 +242,12 @@ def fail_run(
     result: dict[str, Any] | None = None,
     started_at: dt.datetime | None = None,
     waited_s: float | None = None,
+    reject_reasons: list[ReasonCount] | None = None,
 ) -> RunFailed:
     """Record a run that broke a run-level rule and return the error to raise: its staged rejects
     and validation result, and any ``scored`` tables (name -> local Parquet file), go under
-    ``_failed/``; its ``runs`` row says ``failed`` with the cause. The day's landed tables are not
-    touched."""
+    ``_failed/``; its ``runs`` row says ``failed`` with the cause (and ``reject_reasons``, the
+    counts by reason of rejects that failed it). The day's landed tables are not touched."""
     for name in STAGED:
         if stores.out.exists(staged_key(cfg, name)):
             stores.out.copy(staged_key(cfg, name), storage.failed_key(cfg.date, cfg.run_id, STAGED[name]))
@@ -250,9 +257,9 @@ def fail_run(
     counts = manifest.ingest.counts.model_dump() if manifest.ingest is not None else {}
     write_run_row(cfg, stores, {**counts, **(result or {})}, manifest, manifest.timings, "failed", message,
                   started_at, evidence_uri=stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id)),
-                  waited_s=waited_s)
+                  waited_s=waited_s, reject_reasons=reject_reasons)
     logger.error("%s", message)
-    return RunFailed(message)
+    return RunFailed(message, reject_reasons)
 
 
 def write_run_row(
@@ -267,12 +274,14 @@ def write_run_row(
     *,
     evidence_uri: str | None = None,
     waited_s: float | None = None,
+    reject_reasons: list[ReasonCount] | None = None,
 ) -> None:
     """Land the run's row of the ``runs`` table (its own object: runs keep their history). A
     failed run's row names where its evidence is (``evidence_uri``); ``waited_s`` is how long the
-    run waited for its day to be complete (None: no wait). Its ``config`` holds the thresholds each
-    judge's verdicts used (``thresholds_in_force``), empty only for a run with ``thresholds_from``
-    that failed before reading its calibrations."""
+    run waited for its day to be complete (None: no wait); ``reject_reasons`` why its records were
+    rejected, when that failed it. Its ``config`` holds the thresholds each judge's verdicts used
+    (``thresholds_in_force``), empty only for a run with ``thresholds_from`` that failed before
+    reading its calibrations."""
     from evaluation import versions
 
     if not cfg.thresholds_in_force and cfg.thresholds_from is None:  # a run that failed before scoring
@@ -290,6 +299,7 @@ def write_run_row(
         "input_records": result.get("input", 0),
         "valid_records": result.get("valid", 0),
         "rejected_records": result.get("rejected", 0),
+        "reject_reasons": as_json(reject_reasons) if reject_reasons else None,
         "rows": result.get("rows", 0),
         **{f"n_{s}": result.get("statuses", {}).get(s, 0) for s in JUDGE_STATUSES},
         "calls_made": result.get("calls_made", 0),

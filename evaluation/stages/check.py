@@ -9,6 +9,7 @@ from typing import Any
 
 from evaluation.contract import RunConfig
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
+from evaluation.stages.ingest import missing_input
 
 logger = logging.getLogger(__name__)
 
@@ -49,19 +50,26 @@ def check_run(
     key_hint: str | None = None,
     on_wait: Callable[[str], None] | None = None,
     every_s: float = PROBE_REPORT_EVERY_S,
+    input_ready: bool = True,
 ) -> CheckResult:
-    """Fail before paying: send the judge model one probe call of a few tokens before anything is
-    ingested or judged (see :func:`probe_judge`). Every failure leaves the run's ``runs`` row
-    (status ``failed`` and the cause): a model that does not exist or an endpoint that refuses
-    the call for good raises :class:`RunFailed`; an endpoint that cannot be reached or does not
-    answer within ``probe_timeout_s`` raises :class:`JudgeUnreachable`, which a scheduler may
-    retry (a later attempt of the run replaces its row). ``key_hint`` names where the caller
-    looks for the judge's key, for the message of missing or refused credentials; ``on_wait``
-    receives a line every ``every_s`` seconds while the probe waits for an answer."""
+    """Fail before paying. With ``input_ready`` (the day is expected to be complete already, not
+    waited for after this check), a day without input objects fails first, saying what the input
+    URI holds instead (:func:`~evaluation.stages.ingest.missing_input`). Then the judge model gets
+    one probe call of a few tokens before anything is ingested or judged (see
+    :func:`probe_judge`). Every failure leaves the run's ``runs`` row (status ``failed`` and the
+    cause): a model that does not exist or an endpoint that refuses the call for good raises
+    :class:`RunFailed`; an endpoint that cannot be reached or does not answer within
+    ``probe_timeout_s`` raises :class:`JudgeUnreachable`, which a scheduler may retry (a later
+    attempt of the run replaces its row). ``key_hint`` names where the caller looks for the
+    judge's key, for the message of missing or refused credentials; ``on_wait`` receives a line
+    every ``every_s`` seconds while the probe waits for an answer."""
     from evaluation.batch import BatchUnsupported, require_batches
     from evaluation.calibration.daily import with_calibrated_thresholds
     from evaluation.calibration.spec import CalibrationError
 
+    missing = missing_input(stores.raw, cfg.date) if input_ready and not cfg.allow_empty else None
+    if missing:
+        raise fail_run(cfg, stores, f"{where(cfg)}: {missing}; nothing was ingested or judged")
     try:  # a calibration named for the thresholds must exist before anything is paid for
         with_calibrated_thresholds(cfg, stores.out)
         if cfg.batch:  # a provider without a batch API fails here, not once the day is ingested

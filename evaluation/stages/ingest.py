@@ -17,6 +17,7 @@ from evaluation import storage
 from evaluation.adapters import InputAdapter, adapter_for
 from evaluation.contract import RunConfig
 from evaluation.ingest import BATCH_ROWS, ingest_batches
+from evaluation.reject_summary import reason_lines, summarise_rejects
 from evaluation.stages._run import (
     IngestCounts,
     IngestRecord,
@@ -38,6 +39,45 @@ logger = logging.getLogger(__name__)
 def raw_objects(store: storage.Store, day: dt.date) -> list[storage.ObjectInfo]:
     """The day's raw log objects (``.jsonl``, ``.jsonl.gz``, ``.parquet`` under ``dt=YYYY-MM-DD/``)."""
     return [o for o in store.list(storage.raw_prefix(day)) if o.key.endswith(storage.RAW_SUFFIXES)]
+
+
+#: Days before a missing day that :func:`missing_input` looks at, to tell a wrong root from a missing day.
+NEIGHBOUR_DAYS = 7
+
+
+def _kind(key: str) -> str:
+    """What a found object is, for messages: its suffix (``.csv``, ``.jsonl.bz2``), else its name."""
+    name = key.rsplit("/", 1)[-1]
+    return name[name.index("."):] if "." in name.lstrip(".") else name
+
+
+def missing_input(store: storage.Store, day: dt.date) -> str | None:
+    """None when the day has raw log objects; else what was found instead, naming the URI read:
+    objects of other kinds (which suffixes), an existing but empty prefix, or no prefix at all
+    (and then whether the days before it exist, which tells a missing day from a wrong root)."""
+    prefix = storage.raw_prefix(day)
+    uri = store.uri(prefix)
+    found = [o for o in store.list(prefix) if not o.key.endswith("/")]  # "folder/" markers are not objects
+    if any(o.key.endswith(storage.RAW_SUFFIXES) for o in found):
+        return None
+    logs = ", ".join(storage.RAW_SUFFIXES)
+    if found:
+        kinds: dict[str, int] = {}
+        for info in found:
+            kinds[_kind(info.key)] = kinds.get(_kind(info.key), 0) + 1
+        listed = ", ".join(f"{kind} ×{n}" if n > 1 else kind for kind, n in sorted(kinds.items()))
+        return f"no input objects: {uri} holds {len(found)} object(s), none of them logs ({logs}): found {listed}"
+    if isinstance(store, storage.LocalStore) and (store.path / prefix).is_dir():
+        return f"no input objects: {uri} exists but holds no objects"
+    if isinstance(store, storage.LocalStore) and not store.path.is_dir():
+        return f"no input objects: {uri} does not exist, nor does the input root {store.root}"
+    earlier = [day - dt.timedelta(days=n) for n in range(1, NEIGHBOUR_DAYS + 1)]
+    present = [d for d in earlier if store.list(storage.raw_prefix(d))]
+    if present:
+        days = ", ".join(storage.day_partition(d) for d in present[:3]) + (", ..." if len(present) > 3 else "")
+        return f"no input objects: {uri} does not exist (the input root holds earlier days: {days})"
+    return (f"no input objects: {uri} does not exist, nor do the {NEIGHBOUR_DAYS} days before it under "
+            f"{store.uri('')} (is the input URI right?)")
 
 
 def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path) -> Iterator[tuple[str, Path]]:
@@ -138,10 +178,13 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
                 valid_parts += 1
                 valid_records += batch.valid.height
             del batch
-        outcome = validator.finish(input_objects=len(objects))
+        outcome = validator.finish(input_objects=len(objects),
+                                   missing=None if objects else missing_input(stores.raw, cfg.date))
         parts = [*ingest_parts, *rule_parts]
         rejects = pl.scan_parquet(parts) if parts else pl.DataFrame(schema=REJECT_SCHEMA).lazy()
         rejected = storage.sink_parquet(stores.out, staged_key(cfg, "rejects"), rejects)
+        # why, when the rejects fail the day: counts by reason with examples, for the error and runs
+        reasons = summarise_rejects(pl.scan_parquet(parts)) if outcome.table_failures and parts else []
     storage.write_json(stores.out, staged_key(cfg, "validation"), outcome.result_json)
     if (valid_records, rejected) != (outcome.valid_records, outcome.rejected_records):
         raise fail_run(cfg, stores, f"{where(cfg)}: counts do not reconcile after validation: staged {valid_records} "
@@ -154,6 +197,7 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     if outcome.table_failures:
         evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
         raise fail_run(cfg, stores, f"{where(cfg)} failed validation: " + "; ".join(outcome.table_failures)
-                       + f" (its rejects and validation result are at {evidence}; the day's landed tables"
-                       " were kept)")
+                       + (f"; rejects by reason: {reason_lines(reasons)}" if reasons else "")
+                       + f" (its rejects and validation result are at {evidence}, in sql as failed_rejects; "
+                       "the day's landed tables were kept)", reject_reasons=reasons)
     return counts

@@ -160,7 +160,7 @@ def runs_schema() -> dict[str, Any]:
         "run_id": pl.String, "trigger": pl.String, "status": pl.String, "message": pl.String,
         "evidence_uri": pl.String, "config": pl.String, "pass_threshold": pl.Float64,
         "borderline_threshold": pl.Float64, "thresholds_from": pl.String, "input_records": pl.Int64,
-        "valid_records": pl.Int64, "rejected_records": pl.Int64, "rows": pl.Int64,
+        "valid_records": pl.Int64, "rejected_records": pl.Int64, "reject_reasons": pl.String, "rows": pl.Int64,
         **{f"n_{s}": pl.Int64 for s in JUDGE_STATUSES},
         "calls_made": pl.Int64, "calls_reused": pl.Int64, "input_tokens": pl.Int64, "output_tokens": pl.Int64,
         "cost_usd": pl.Float64, "estimated_prompt_tokens": pl.Int64, "estimated_cost_usd": pl.Float64,

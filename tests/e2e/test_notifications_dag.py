@@ -276,7 +276,7 @@ def test_only_the_regression_day_reaches_email_and_webhook_and_assets_are_emitte
 
 
 def test_a_failed_run_sends_a_failure_message(airflow_db, local_s3, channels) -> None:
-    day = dt.date(2026, 10, 12)  # no logs landed for this day: ingest fails the run
+    day = dt.date(2026, 10, 12)  # no logs landed for this day: check_run fails the run before the judge's probe
     dag_run = airflow_local.run_dag("daily_evaluation", day, _conf())
     assert str(dag_run.state) == "failed"
     assert _asset_events(dag_run.run_id) == {}
@@ -287,6 +287,7 @@ def test_a_failed_run_sends_a_failure_message(airflow_db, local_s3, channels) ->
     assert message["Subject"] == f"LLM evaluation {day}: run {dag_run.run_id} of daily_evaluation failed"
     text = webhook.received[0][1]["text"]
     for body in (_body(message), text):
-        assert f"day {day} | DAG daily_evaluation | run {dag_run.run_id} | failed task ingest_validate" in body
+        assert f"day {day} | DAG daily_evaluation | run {dag_run.run_id} | failed task check_run" in body
+        assert f"Cause: run {dag_run.run_id} of {day}: no input objects: {INPUT_URI}/dt={day}/ does not exist" in body
         assert "reason task_failure" in body
         assert f"Report (last landed): {OUTPUT_URI}/reports/dt={day}/index.html" in body

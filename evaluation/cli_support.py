@@ -1,0 +1,261 @@
+"""What makes ``python -m evaluation`` answer people rather than programmers: one-line errors that
+name the option, the bad value and what is accepted; "did you mean" for misspelt options and
+judge names; plain-text help; failures of storage or a provider as one line (the traceback only
+with ``-v``); third-party warnings sent to the log at INFO instead of the terminal.
+
+Exit codes: 2 for a command line that cannot be used as given, 1 for a command that could not
+do its work (a failed run, storage or a provider refusing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import difflib
+import logging
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from evaluation.contract import JUDGES
+
+__all__ = ["CliError", "DayExpression", "Parser", "bounded", "day_expression", "dispatch", "iso_date", "judge_names", "plain", "route_third_party_logs",
+           "suggest", "validation_message"]
+
+#: Exit code of a command line that cannot be used as given.
+USAGE = 2
+#: Exit code of a command that could not do its work.
+FAILED = 1
+
+
+class CliError(Exception):
+    """A command line that cannot be used as given; the message names the option and the value."""
+
+
+def plain(text: str) -> str:
+    """Help text without reStructuredText markup: ````x```` and ``:func:`x``` as x."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "").replace("`", "")
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the closest of ``choices``, or nothing."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def iso_date(value: str) -> dt.date:
+    """An argparse type: a YYYY-MM-DD day, refused with a short reason."""
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError as exc:
+        reason = str(exc).removeprefix("Invalid isoformat string: ").strip()
+        why = "" if reason.startswith("'") else f": {reason}"
+        raise argparse.ArgumentTypeError(f"{value!r} is not a day (YYYY-MM-DD){why}") from None
+
+
+@dataclass(frozen=True)
+class DayExpression:
+    """A day as given on the command line: a date, or ``latest`` / ``latest-N`` (the newest day
+    landed under the output root, or N days before it), resolved once the tables are known."""
+
+    date: dt.date | None
+    days_before_latest: int = 0
+
+    def resolve(self, latest: Callable[[], dt.date]) -> dt.date:
+        """The day, asking ``latest`` for the newest landed one when needed."""
+        if self.date is not None:
+            return self.date
+        return latest() - dt.timedelta(days=self.days_before_latest)
+
+
+def day_expression(value: str) -> DayExpression:
+    """An argparse type: YYYY-MM-DD, ``latest`` or ``latest-N``."""
+    found = re.fullmatch(r"latest(?:-(\d+))?", value.strip())
+    if found:
+        return DayExpression(None, int(found.group(1) or 0))
+    try:
+        return DayExpression(dt.date.fromisoformat(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a day (YYYY-MM-DD, latest or latest-N)") from None
+
+
+def judge_names(value: str) -> str:
+    """An argparse type: comma-separated judge names, each known (refused naming the unknown one,
+    the closest known name and every accepted one). Returns the value as given."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"no judge named in {value!r} (judges: {', '.join(JUDGES)})")
+    for name in names:
+        if name not in JUDGES:
+            raise argparse.ArgumentTypeError(
+                f"unknown judge {name!r}{suggest(name, JUDGES)}; judges: {', '.join(JUDGES)}")
+    return ",".join(names)
+
+
+def bounded(kind: type[int] | type[float], minimum: float | None = None,
+            maximum: float | None = None) -> Callable[[str], int | float]:
+    """An argparse type: an int or float within [minimum, maximum], refused with the range."""
+    noun = "a whole number" if kind is int else "a number"
+
+    def convert(value: str) -> int | float:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {noun}") from None
+        if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+            low = "" if minimum is None else f"{minimum:g}"
+            high = "" if maximum is None else f"{maximum:g}"
+            accepted = f"from {low} to {high}" if low and high else f"at least {low}" if low else f"at most {high}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range (accepted: {accepted})")
+        return number
+
+    convert.__name__ = kind.__name__  # argparse names the type in its own messages
+    return convert
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage block), with "did you mean" for an
+    unknown option, and whose help is plain text; its subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        if kwargs.get("description"):
+            kwargs["description"] = plain(kwargs["description"])
+        #: dest -> the flag people type (the first long option string)
+        self.flags: dict[str, str] = {}
+        self.options: list[str] = []
+        self.subcommands: argparse.Action | None = None
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if isinstance(kwargs.get("help"), str):
+            kwargs["help"] = plain(kwargs["help"])
+        action = super().add_argument(*args, **kwargs)
+        self.options += action.option_strings
+        longs = [s for s in action.option_strings if s.startswith("--")]
+        if longs:
+            self.flags.setdefault(action.dest, longs[0])
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self.subcommands = super().add_subparsers(**kwargs)
+        return self.subcommands
+
+    def subcommand(self, name: str) -> Parser:
+        """The parser of subcommand ``name``."""
+        assert self.subcommands is not None and self.subcommands.choices is not None
+        parser = dict(self.subcommands.choices)[name]  # type: ignore[call-overload]
+        assert isinstance(parser, Parser)
+        return parser
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and self.subcommands is None:
+            # a subcommand's parser: refuse what it does not know, naming the closest option
+            unknown = next((e for e in extras if e.startswith("-")), extras[0])
+            name = unknown.split("=", 1)[0]
+            if name.startswith("-"):
+                self.error(f"unknown option {name}{suggest(name, self.options)}")
+            self.error(f"unexpected argument {unknown!r}")
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        message = re.sub(r"^argument (\S+?)(/\S+)?: ", r"\1: ", message)  # "--date: ..." not "argument --date/-d: ..."
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            message += suggest(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def validation_message(exc: ValidationError, flags: dict[str, str]) -> str:
+    """A pydantic error as one line per failed field, naming the option (``flags``: field name ->
+    flag), the value given and what is accepted; joined with "; "."""
+    aliases = {"pass": "pass_threshold", "pass_": "pass_threshold", "borderline": "borderline_threshold",
+               "thresholds": "borderline_threshold"}
+    parts = []
+    for error in exc.errors(include_url=False):
+        names = [str(part) for part in error["loc"] if not isinstance(part, int)] or [exc.title.lower()]
+        field = next((aliases.get(n, n) for n in reversed(names) if aliases.get(n, n) in flags),
+                     names[0] if names else "")
+        flag = flags.get(field) or ("--" + field.replace("_", "-") if field else "the options")
+        message = str(error["msg"]).removeprefix("Value error, ")
+        value = error.get("input")
+        if error["type"] in ("missing",) or isinstance(value, dict):
+            parts.append(f"{flag}: {message}")
+        else:
+            parts.append(f"{flag} {value!r}: {message}")
+    return "; ".join(parts)
+
+
+class _ThirdPartyToInfo(logging.Filter):
+    """Warnings of other libraries (and Python ``warnings``) as INFO records: they are for the
+    log, not for the person at the terminal."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self.threshold = threshold
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ours = record.name == "evaluation" or record.name.startswith("evaluation.")
+        if not ours and record.levelno == logging.WARNING:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return record.levelno >= self.threshold
+
+
+def route_third_party_logs(verbose: bool) -> None:
+    """Log to stderr at WARNING (INFO with ``verbose``), other libraries' warnings at INFO."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.captureWarnings(True)
+    threshold = logging.INFO if verbose else logging.WARNING
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ThirdPartyToInfo(threshold))
+
+
+def _failure_line(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one line of an exception that ends a command."""
+    from evaluation.storage import StorageError
+
+    if isinstance(exc, CliError):
+        return USAGE, str(exc)
+    if isinstance(exc, StorageError):
+        return FAILED, str(exc)
+    if isinstance(exc, OSError) and exc.filename:
+        return FAILED, f"{exc.filename}: {exc.strerror or exc}"
+    botocore = sys.modules.get("botocore.exceptions")  # loaded only if S3 was used
+    if botocore is not None and isinstance(exc, (botocore.BotoCoreError, botocore.ClientError)):
+        return FAILED, f"S3: {exc}"
+    return FAILED, f"{type(exc).__name__}: {exc} (run with -v for the traceback)"
+
+
+def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args: argparse.Namespace, *,
+             verbose: bool) -> int:
+    """Run one subcommand; a user error or a failure of storage or a provider becomes one line on
+    stderr (the traceback above it with ``verbose``) and the exit code."""
+    sub = parser.subcommand(args.command)
+    try:
+        return command(args)
+    except ValidationError as exc:
+        code, line = USAGE, validation_message(exc, sub.flags)
+    except ValueError as exc:  # a bad option value found by the command; "input_format: ..." as the flag
+        name, colon, rest = str(exc).partition(": ")
+        code, line = USAGE, f"{sub.flags[name]}: {rest}" if colon and name in sub.flags else str(exc)
+    except KeyboardInterrupt:
+        code, line = 130, "interrupted"
+    except BrokenPipeError:  # the reader (| head) has had enough: nothing to say
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
+        return 0
+    except Exception as exc:
+        if verbose:
+            traceback.print_exc()
+        code, line = _failure_line(exc)
+    print(f"{sub.prog}: error: {line}", file=sys.stderr)
+    return code
