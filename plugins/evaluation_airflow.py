@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import BaseHook, Param
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,26 @@ def run_config(context: Any) -> Any:
         if not params.get(option):
             params[option] = value
     with fail_without_retry(ValueError, prefix="invalid run configuration: "):
-        return build_config(params, date=evaluation_day(context), run_id=dag_run.run_id, trigger=trigger(dag_run))
+        cfg = build_config(params, date=evaluation_day(context), run_id=dag_run.run_id, trigger=trigger(dag_run))
+    refuse_local_output_when_distributed(cfg.output_uri, conf.get("core", "executor"))
+    return cfg
+
+
+#: Executors whose tasks all run on the scheduler's host, so a directory is the same for every task.
+SINGLE_HOST_EXECUTORS = ("LocalExecutor", "SequentialExecutor")
+
+
+def refuse_local_output_when_distributed(output_uri: str, executor: str) -> None:
+    """A distributed executor (Celery, Kubernetes) runs a day's tasks on different hosts: an output
+    that is a directory would be split between them, so the run fails before anything is paid."""
+    names = [name.strip().rsplit(".", 1)[-1] for name in executor.split(",") if name.strip()]
+    distributed = [name for name in names if name not in SINGLE_HOST_EXECUTORS]
+    if distributed and not output_uri.startswith("s3://"):
+        raise AirflowFailException(
+            f"output_uri {output_uri!r} is a directory, but the {distributed[0]} runs this run's tasks on several "
+            "hosts, which would each write their own part of the day: set output_uri (or EVALUATION_OUTPUT_URI) "
+            "to s3://bucket/prefix"
+        )
 
 
 def stores(cfg: Any) -> Any:
