@@ -184,6 +184,10 @@ class WaitForDayOperator(BaseOperator):
         deadline = started + dt.timedelta(seconds=cfg.wait_deadline_s)
         self.log.info("%s is not complete yet: waiting (deferred) for %s until %s", day.uri,
                       waiting_for(cfg), deadline.isoformat())
+        if not objects:
+            from evaluation.stages.ingest import missing_input
+
+            self.log.warning("nothing there yet: %s", missing_input(glue.stores(cfg).raw, cfg.date))
         conn = glue.connection(glue.S3_CONN_ID) if day.bucket is not None else None
         self.defer(
             trigger=DayCompleteTrigger(
@@ -203,9 +207,14 @@ class WaitForDayOperator(BaseOperator):
         from evaluation.stages import fail_run, where
         from evaluation.wait import incomplete_message
 
+        from evaluation.stages.ingest import missing_input
+
         message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
+        stores = glue.stores(cfg)
+        missing = missing_input(stores.raw, cfg.date)  # what the URI holds: a wrong path reads unlike a late day
+        message += f"; {missing}" if missing else ""
         try:
-            fail_run(cfg, glue.stores(cfg), message, started_at=context["dag_run"].start_date, waited_s=waited_s)
+            fail_run(cfg, stores, message, started_at=context["dag_run"].start_date, waited_s=waited_s)
         except Exception:  # the message matters more than the row
             self.log.exception("could not record the failed wait in runs")
         return AirflowFailException(message)

@@ -148,6 +148,22 @@ def test_a_day_without_its_marker_fails_at_the_deadline(airflow_db, local_s3, ca
     assert not out.exists(storage.table_key("evaluations", day))  # nothing landed
 
 
+def test_a_misspelt_input_says_so_at_the_deadline(airflow_db, local_s3, capfd) -> None:
+    day = dt.date(2026, 10, 3)
+    output_uri = "s3://llm-evaluation/wait-misspelt"
+    misspelt = "s3://llm-logs/no-such-root"
+    capfd.readouterr()
+    dag_run = _run(day, {"input_uri": misspelt, "output_uri": output_uri, "completion_marker": MARKER,
+                         "wait_deadline_s": 3})
+    assert str(dag_run.state) == "failed"
+    finding = (f"no input objects: {misspelt}/dt={day}/ does not exist, nor do the 7 days before it under "
+               f"{misspelt}/ (is the input URI right?)")
+    logged = "".join(capfd.readouterr())
+    assert f"nothing there yet: {finding}" in logged  # said when the wait starts, not only at its end
+    run = _runs(storage.open_store(output_uri, local_s3.access()), day).row(0, named=True)
+    assert run["status"] == "failed" and run["message"].endswith(finding)
+
+
 def _late_object(day: dt.date, count: int, tag: str) -> bytes:
     """``count`` new valid records of the day, each with its own prompt and every judge applicable."""
     lines = []
