@@ -205,9 +205,8 @@ class WaitForDayOperator(BaseOperator):
     def _deadline_failure(self, context: Any, cfg: Any, waited_s: float) -> AirflowFailException:
         """The run fails at the deadline, without retry; its ``runs`` row says why."""
         from evaluation.stages import fail_run, where
-        from evaluation.wait import incomplete_message
-
         from evaluation.stages.ingest import missing_input
+        from evaluation.wait import incomplete_message
 
         message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
         stores = glue.stores(cfg)
