@@ -14,7 +14,11 @@
    HTTP requests per record, wall time with the server's batch delay at zero, cost against online.
 6. A million records through ingest + validate, plan and score + land (judged rows generated at
    PARSED_SCHEMA instead of judging): peak RSS of each stage, each in its own process, against
-   the same stages on 100,000 records.
+   the same stages on 100,000 records. The stand-in judge stage writes realistic call parts (the
+   judges' rendered prompts, distinct per record, with generated replies) and ledger objects as a
+   judge task flushes them; at both sizes: judge_calls' landed bytes per judged row against the
+   prompts' raw bytes, the land task's local disk and time, the ledger's objects and bytes after
+   the day lands (compacted) and after a re-run judging 4% of the replies again.
 7. The deployed topology (docker-compose's stack started natively: Celery, Postgres, Redis):
    ``daily_evaluation`` triggered over REST on 2,000 records, then the same day again; each run's
    own wall time and calls.
@@ -146,15 +150,38 @@ def _chain(bench: Bench, records: int) -> dict[str, Any]:
     """ingest + validate, plan, (staged judged rows), score + land: one child per stage."""
     raw = bench.child("stages", "prepare_raw", {"records": records}, timeout_s=900)
     out = Path(tempfile.mkdtemp(prefix=f"bench-stages-{records}-"))
-    params = {"input_uri": raw["input_uri"], "output_uri": str(out)}
+    work = Path(tempfile.mkdtemp(prefix=f"bench-stages-work-{records}-"))
+    params = {"input_uri": raw["input_uri"], "output_uri": str(out), "work": str(work)}
     try:
         steps = {"raw": raw}
-        for task in ("ingest_validate", "plan", "stage_judged", "score_land"):
+        for task in ("ingest_validate", "plan", "stage_judged", "score_land", "rerun_ledger"):
             wait_for_quiet(20)
-            steps[task] = bench.child("stages", task, params, timeout_s=1200)
+            steps[task] = bench.child("stages", task, params, timeout_s=1800)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return steps
+
+
+def audit_rows(bench: Bench, records: int, chain: dict[str, Any]) -> None:
+    """The audit trail (judge_calls) and the ledger of a day of ``records`` distinct records."""
+    judged, land, rerun = chain["stage_judged"], chain["score_land"], chain["rerun_ledger"]
+    per_row = land["judge_calls_bytes"] / judged["calls"]
+    ratio = land["judge_calls_bytes"] / judged["prompt_bytes"]
+    bench.row(6, f"{records:,} records: judge_calls landed, bytes per judged row ({judged['calls']:,} rows, "
+                 f"prompts {judged['prompt_bytes'] / judged['calls']:,.0f} B a row raw)",
+              f"{per_row:,.0f} B ({ratio:.3f} of the prompts' raw bytes)", "≤ 0.06 of the prompts' raw bytes",
+              ratio <= 0.06)
+    bench.row(6, f"{records:,} records: score + land, local disk (peak of its staging) and time",
+              f"{land['peak_temp_bytes'] / 1e6:,.0f} MB, {land['seconds']:.0f} s", "measured", None)
+    ledger, after, again = judged["ledger"], land["ledger"], rerun
+    bench.row(6, f"{records:,} records: ledger after the day lands (objects, bytes; before compaction)",
+              f"{after['objects']} objects, {after['bytes'] / 1e6:,.1f} MB (before: {ledger['objects']:,}, "
+              f"{ledger['bytes'] / 1e6:,.1f} MB)", "few objects of ≤ 64 MiB", after["bytes"] / 2**26 + 1 >= after["objects"])
+    bench.row(6, f"{records:,} records: ledger after a re-run judging {again['replies']:,} replies again",
+              f"{again['after']['objects']} objects, {again['after']['bytes'] / 1e6:,.1f} MB (before compaction: "
+              f"{again['before']['objects']:,}, {again['before']['bytes'] / 1e6:,.1f} MB; {again['compact_seconds']:.1f} s)",
+              "not growing with the runs", again["after"]["objects"] <= after["objects"] + 1)
 
 
 def stage_items(bench: Bench) -> None:
@@ -162,6 +189,7 @@ def stage_items(bench: Bench) -> None:
     table_rows = 200_000 if bench.args.quick else 1_000_000
     chain_small = _chain(bench, small)
     bench.details["stages_100k"] = chain_small
+    audit_rows(bench, small, chain_small)
     iv = chain_small["ingest_validate"]
     bench.row(3, f"ingest + validate {small:,} records (2 objects, {chain_small['raw']['bytes'] / 1e6:.0f} MB)",
               f"{iv['seconds']:.1f} s, peak {_mib(iv['peak_rss_mib'])}", "< 10 s", iv["seconds"] < 10,
@@ -178,6 +206,7 @@ def stage_items(bench: Bench) -> None:
     big = 100_000 if bench.args.quick else 1_000_000
     chain_big = _chain(bench, big)
     bench.details["stages_1m"] = chain_big
+    audit_rows(bench, big, chain_big)
     labels = {"ingest_validate": "ingest + validate", "plan": "plan", "score_land": "score + land"}
     for task, label in labels.items():
         peak, base = chain_big[task]["peak_rss_mib"], chain_small[task]["peak_rss_mib"]

@@ -84,36 +84,180 @@ def plan(params: dict[str, Any]) -> dict[str, Any]:
     return {**timing, "chunks": len(chunks), "records": sum(c["records"] for c in chunks)}
 
 
+#: Share of (record, judge) replies a re-run judges again (as ``rejudge_parse_errors`` would).
+REJUDGED_SHARE = 0.04
+
+
+def _reply(judge: str, rng: Any, ticket: str) -> str:
+    """A judge's well-formed reply of realistic length, its figures and wording varying per record."""
+    import json
+
+    score = [round(float(x), 2) for x in rng.random(5)]
+    if judge == "rag":
+        return json.dumps({
+            "evaluation_status": "success", "faithfulness": score[0],
+            "faithfulness_explanation": f"The answer's figure for {ticket} is stated in ctx-{int(score[1] * 9) + 1}.",
+            "context_relevance": score[1], "context_relevance_explanation": "The context covers the question.",
+            "answer_relevance": score[2], "answer_relevance_explanation": "The answer addresses what was asked.",
+            "semantic_similarity": score[3], "semantic_similarity_explanation": None, "reason": None, "error": None})
+    if judge == "masis":
+        return json.dumps({"faithfulness": score[0], "relevance": score[1], "completeness": score[2],
+                           "reasoning_quality": score[3], "overall_score": score[4],
+                           "improvement_suggestions": [f"cite the source of {ticket}'s figure"]})
+    return json.dumps({"checks": [{"id": "states-value", "satisfied": score[0] > 0.3, "reasoning": f"{ticket}: states it"},
+                                  {"id": "cites", "satisfied": score[1] > 0.3, "reasoning": "cites ctx-1"}],
+                       "overall_reasoning": f"mostly right for {ticket}"})
+
+
+def _ledger_summary(store: Any) -> dict[str, int]:
+    from bench import data
+    from evaluation import storage
+
+    objects = [o for o in store.list(storage.ledger_prefix(data.DAY)) if o.key.endswith(".parquet")]
+    return {"objects": len(objects), "bytes": sum(o.size for o in objects)}
+
+
 def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
-    """Stand-in for the judge stage: per planned chunk, three judged rows per record (PARSED_SCHEMA)
-    and an empty judge-calls part, written where judge_chunk writes them."""
+    """Stand-in for the judge stage: per planned chunk, three judged rows per record (PARSED_SCHEMA),
+    its ``judge_calls`` part with the prompts the judges render for its records (each record's
+    question made distinct, so no two records share a prompt) and a generated reply, and its
+    replies in the ledger (an object per 200 replies, as a judge task flushes), written where
+    judge_chunk writes them. Keeps ``REJUDGED_SHARE`` of the replies' hashes for ``rerun_ledger``."""
+    import datetime as dt
+    import os
+
+    import numpy as np
     import polars as pl
 
     from bench import data
     from evaluation import stages, storage
+    from evaluation.judges.dispatch import route
+    from evaluation.ledger import Ledger, request_hash
+    from evaluation.stages.schemas import record_from_row
 
     cfg = _config(params)
     stores = stages.Stores.open(cfg)
     plan = stages.read_manifest(cfg, stores).plan
     assert plan is not None, "plan has not run"
     started = time.monotonic()
-    rows = 0
+    rng = np.random.default_rng(7)
+    when = dt.datetime(2026, 11, 21, 3, tzinfo=dt.UTC)
+    rows = calls_rows = prompt_bytes = 0
+    rejudged: list[dict[str, Any]] = []
     for index in range(plan.chunks):
         records = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
         judged = data.parsed_rows(0, seed=index, record_ids=records)
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", index), judged)
+        key_range = stages.key_range(records)
+        ledger = Ledger(stores.out, cfg.date, f"{cfg.run_id}-chunk{index:05d}", key_range=key_range)
+        calls = []
+        for row in records.iter_rows(named=True):
+            record = record_from_row(row)
+            record = record.model_copy(update={"question": f"{record.question} (ticket {record.record_id})"})
+            for judge in cfg.judges:
+                prompt = route(judge, record)
+                if not hasattr(prompt, "messages"):  # not applicable: no call
+                    continue
+                digest = request_hash(cfg.judge_model, prompt, {"temperature": 0.0})
+                reply = _reply(judge, rng, record.record_id)
+                spent = {"input_tokens": (len(prompt.system) + len(prompt.user)) // 4, "output_tokens": len(reply) // 4,
+                         "cost_usd": 1e-4, "latency_ms": float(rng.integers(300, 3000)), "attempts": 1}
+                calls.append({"run_id": cfg.run_id, "record_id": record.record_id, "judge": judge,
+                              "judge_model": cfg.judge_model, "prompt_version": prompt.prompt_version,
+                              "request_hash": digest, "system_prompt": prompt.system, "user_prompt": prompt.user,
+                              "raw_response": reply, "error": None, "error_class": None, **spent, "cached": False,
+                              "judged_at": when, "redactions": 0})
+                ledger.record({"request_hash": digest, "judge": judge, "judge_model": cfg.judge_model,
+                               "prompt_version": prompt.prompt_version, "raw_response": reply, **spent,
+                               "judged_at": when})
+                prompt_bytes += len(prompt.system.encode()) + len(prompt.user.encode())
+                if rng.random() < REJUDGED_SHARE:
+                    rejudged.append({"chunk": index, "low": key_range[0] if key_range else None,
+                                     "high": key_range[1] if key_range else None, "request_hash": digest,
+                                     "judge": judge, "prompt_version": prompt.prompt_version})
+        ledger.flush()
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", index),
-                              pl.DataFrame(schema=stages.CALLS_SCHEMA))
+                              pl.DataFrame(calls, schema=stages.CALLS_SCHEMA))
         rows += judged.height
-    return {"seconds": round(time.monotonic() - started, 3), "rows": rows}
+        calls_rows += len(calls)
+    pl.DataFrame(rejudged).write_parquet(os.path.join(params["work"], "rejudged.parquet"))
+    return {"seconds": round(time.monotonic() - started, 3), "rows": rows, "calls": calls_rows,
+            "prompt_bytes": prompt_bytes, "ledger": _ledger_summary(stores.out)}
 
 
 def score_land(params: dict[str, Any]) -> dict[str, Any]:
-    from evaluation import stages
+    """score_and_land (which compacts the day's ledger once landed), with the peak bytes of its
+    local staging (its temporary folder, polled every 0.1 s) and the landed judge_calls' size."""
+    import os
+    import shutil
+    import tempfile
+    import threading
+    from pathlib import Path
 
-    result, timing = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.summary",
-                            "evaluation.versions")
-    return {**timing, "rows": result["rows"], "reconciled": result["reconciled"]}
+    from bench import data
+    from evaluation import stages, storage
+
+    folder = Path(params["work"]) / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    tempfile.tempdir = str(folder)  # the land task's staging, alone in a folder that is measured
+    peak, stop = [0], threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.1):
+            size = 0
+            for base, _, files in os.walk(folder):
+                for name in files:
+                    try:
+                        size += os.stat(os.path.join(base, name)).st_size
+                    except FileNotFoundError:
+                        pass
+            peak[0] = max(peak[0], size)
+
+    sampler = threading.Thread(target=poll, daemon=True)
+    sampler.start()
+    try:
+        result, timing = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.summary",
+                                "evaluation.versions")
+    finally:
+        stop.set()
+        sampler.join()
+        tempfile.tempdir = None
+        shutil.rmtree(folder, ignore_errors=True)
+    store = storage.LocalStore(params["output_uri"])
+    calls_bytes = os.path.getsize(store.uri(storage.table_key("judge_calls", data.DAY)))
+    return {**timing, "rows": result["rows"], "reconciled": result["reconciled"], "peak_temp_bytes": peak[0],
+            "judge_calls_bytes": calls_bytes, "ledger": _ledger_summary(store)}
+
+
+def rerun_ledger(params: dict[str, Any]) -> dict[str, Any]:
+    """A re-run's ledger writes: the replies ``stage_judged`` kept (``REJUDGED_SHARE`` of the day's)
+    judged again, an object per 200 replies per chunk as a judge task writes them; then the
+    compaction a landing runs. The ledger's objects and bytes before and after it."""
+    import datetime as dt
+    import os
+
+    import polars as pl
+
+    from bench import data
+    from evaluation import storage
+    from evaluation.ledger import Ledger, compact
+
+    store = storage.LocalStore(params["output_uri"])
+    again = pl.read_parquet(os.path.join(params["work"], "rejudged.parquet"))
+    when = dt.datetime(2026, 11, 21, 9, tzinfo=dt.UTC)
+    for (index, low, high), group in again.group_by("chunk", "low", "high", maintain_order=True):
+        ledger = Ledger(store, data.DAY, f"rerun-chunk{index:05d}", key_range=(low, high) if low else None)
+        for row in group.iter_rows(named=True):
+            ledger.record({"request_hash": row["request_hash"], "judge": row["judge"], "judge_model": "openai/judge-model",
+                           "prompt_version": row["prompt_version"], "raw_response": '{"faithfulness": 0.5}',
+                           "input_tokens": 400, "output_tokens": 60, "cost_usd": 1e-4, "latency_ms": 900.0,
+                           "attempts": 1, "judged_at": when})
+        ledger.flush()
+    before = _ledger_summary(store)
+    started = time.monotonic()
+    compact(store, data.DAY)
+    return {"replies": again.height, "before": before, "after": _ledger_summary(store),
+            "compact_seconds": round(time.monotonic() - started, 3)}
 
 
 def score_table(params: dict[str, Any]) -> dict[str, Any]:
@@ -157,6 +301,7 @@ def prepare_tables(params: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     child_main({
         "prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
-        "stage_judged": stage_judged, "score_land": score_land, "score_table": score_table,
+        "stage_judged": stage_judged, "score_land": score_land, "rerun_ledger": rerun_ledger,
+        "score_table": score_table,
         "summary": summary, "prepare_tables": prepare_tables,
     })

@@ -27,7 +27,8 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
    reconcile and that call errors stay under their ceiling, and only then replaces the day's
    `rejects`, `evaluations`, `judge_calls` and `daily_summary`. A run that breaks a rule keeps
    the day's tables as they were and lands its rows under `_failed/`; either way `runs` gets the
-   run's row, with its status and cause.
+   run's row, with its status and cause. Once the day has landed, its ledger is compacted into a
+   few objects (a failed compaction is logged, and the next landing compacts).
 6. **report** — the day's self-contained quality report (HTML with charts) and `summary.json`
    under `{output_uri}/reports/dt=YYYY-MM-DD/`.
 

@@ -13,6 +13,7 @@ import polars as pl
 from evaluation import storage
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, VERDICTS, RunConfig
 from evaluation.judges import score_table
+from evaluation.ledger import compact
 from evaluation.stages._run import (
     STAGED,
     DayResult,
@@ -43,7 +44,8 @@ def score_and_land(
     """Score every staged judgement (Polars), check the run-level rules, then land the day's
     ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary`` and
     the run's ``runs`` row (with ``waited_s``, how long the run waited for its day to be complete). A run whose counts do not reconcile, or whose call errors exceed
-    ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`."""
+    ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`. Once the day has
+    landed, its ledger is compacted (:func:`compact_ledger`)."""
     from evaluation.calibration.daily import with_calibrated_thresholds
 
     started = time.monotonic()
@@ -152,7 +154,17 @@ def score_and_land(
     write_run_row(cfg, stores, result.model_dump(), manifest, timings, "success", None, started_at, waited_s=waited_s)
     stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
     logger.info("%s landed: %s", where(cfg), result)
+    compact_ledger(cfg, stores)
     return result
+
+
+def compact_ledger(cfg: RunConfig, stores: Stores) -> None:
+    """Compact the landed day's ledger (:func:`evaluation.ledger.compact`). The day has landed
+    already: a failure here is logged, never the run's, and the next landing compacts."""
+    try:
+        compact(stores.out, cfg.date)
+    except Exception as exc:  # the ledger stays readable as it is: only smaller objects are lost
+        logger.warning("%s: the day's ledger was not compacted (the next landing tries again): %s", where(cfg), exc)
 
 
 class DayTally:
