@@ -1,4 +1,4 @@
-"""The judge client: the only module that imports litellm.
+"""The judge client: the only module that imports litellm (its private parts: :mod:`evaluation._compat`).
 
 One :class:`JudgeClient` per run sends rendered prompts through ``litellm.acompletion`` with
 bounded concurrency, a per-attempt timeout and its own retry policy (litellm's and the OpenAI
@@ -41,9 +41,10 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
-from evaluation import offline
+from evaluation import _compat, offline
 from evaluation.fleetrate import SharedBudget, judge_budget
 from evaluation.judges import PROBE_PROMPT, RenderedPrompt
 from evaluation.outcome import (
@@ -62,10 +63,7 @@ logger = logging.getLogger(__name__)
 #: litellm, once :func:`configure` has imported and set it up.
 litellm: Any = None
 #: litellm's context flag of its own nested calls, under which it skips its success logging.
-_UNLOGGED: Any = None
-#: litellm's callback lists: while all are empty, nothing reads what its success logging builds.
-_CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
-                   "_async_failure_callback", "input_callback", "service_callback")
+_UNLOGGED: ContextVar[bool] | None = None
 
 
 def configure() -> Any:
@@ -75,10 +73,13 @@ def configure() -> Any:
     loggers, registers the offline judge as a custom provider, and freezes the objects its import
     left behind out of the garbage collector's work (some 380,000 long-lived objects: its price
     map, provider tables) that every full collection would otherwise walk again, about 0.4 s per
-    full collection, one every ~1,000 judge calls."""
+    full collection, one every ~1,000 judge calls. Fails with
+    :class:`~evaluation._compat.UnsupportedVersion` when the installed litellm is not one whose
+    private parts :mod:`evaluation._compat` was written for."""
     global litellm, _UNLOGGED
     if litellm is not None:
         return litellm
+    _compat.check_litellm()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_LOG", "ERROR")
     import litellm as module
@@ -89,17 +90,12 @@ def configure() -> Any:
         logging.getLogger(name).setLevel(logging.WARNING)
     litellm = module
     _register_offline_provider()
-    try:
-        from litellm._internal_context import is_internal_call
-    except ImportError:  # another litellm: its logging runs, slower, same results
-        pass
-    else:
-        _UNLOGGED = is_internal_call
+    _UNLOGGED = _compat.internal_call_flag()
     gc.freeze()
     return module
 
 
-def _unlogged() -> Any:
+def _unlogged() -> ContextVar[bool] | None:
     """litellm's flag that skips its success logging for a call, when nothing would read that
     logging (no callback of any kind registered); None otherwise.
 
@@ -108,12 +104,7 @@ def _unlogged() -> Any:
     judge call (measured: ``bench/calling.py``). The flag is the one litellm sets for its own
     nested calls; the response, its usage, its cost and the error mapping are the same
     (``tests/unit/test_calling.py``)."""
-    if _UNLOGGED is None:
-        return None
-    for name in _CALLBACK_LISTS:
-        if getattr(litellm, name, None):
-            return None
-    return _UNLOGGED
+    return None if _compat.has_callbacks(litellm) else _UNLOGGED
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,7 +176,7 @@ def completion_cost(response: Any, model: str | None = None) -> float:
 
     ``model`` (the name the call was made with): when litellm cannot price a response of it and
     the price map does not know it, it is registered at a zero price (see :func:`_price_at_zero`)."""
-    hidden = getattr(response, "_hidden_params", None) or {}
+    hidden = _compat.hidden_params(response)
     known = hidden.get("response_cost") if isinstance(hidden, dict) else getattr(hidden, "response_cost", None)
     if isinstance(known, (int, float)) and not isinstance(known, bool):
         return float(known)
@@ -387,7 +378,7 @@ class JudgeClient:
             async with asyncio.timeout(self.timeout_s + 1.0):
                 return await litellm.acompletion(**kwargs)
         finally:
-            if token is not None:
+            if unlogged is not None and token is not None:
                 unlogged.reset(token)
 
     async def probe(self, *, timeout_s: float | None = None, on_wait: Callable[[float], None] | None = None,

@@ -21,6 +21,7 @@ import litellm
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
+from evaluation import _compat
 from evaluation import client as client_module
 from evaluation.client import JudgeClient
 from evaluation.judges import RenderedPrompt
@@ -67,7 +68,7 @@ def test_skipping_litellms_logging_changes_neither_the_request_nor_the_outcome(m
             logged, logged_error = asyncio.run(logged_calls())
         finally:
             litellm.callbacks = []
-            for name in client_module._CALLBACK_LISTS:  # litellm copied the callback into its lists
+            for name in _compat.CALLBACK_LISTS:  # litellm copied the callback into its lists
                 setattr(litellm, name, [c for c in getattr(litellm, name) if c is not seen])
         quiet_error = asyncio.run(client.call(PROMPT))
         first, second, *_ = server.requests
