@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import resource
 import shutil
 import tempfile
@@ -97,8 +96,6 @@ def stage(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation import stages, storage
 
     records = int(params["records"])
-    workers = str(params.get("workers", "1"))
-    os.environ["EVALUATION_JUDGE_WORKERS"] = workers
     cfg, stores = _prepare(records, [params.get("judge", "rag")], params)
     warm_up_s = _warm_up(cfg)
     timer = CallTimer()
@@ -116,7 +113,6 @@ def stage(params: dict[str, Any]) -> dict[str, Any]:
     return {
         "records": records,
         "concurrency": cfg.concurrency,
-        "workers": workers,
         "load": load,
         "seconds": round(wall, 3),
         "records_per_s": round(records / wall, 1),
@@ -191,7 +187,7 @@ def cpu_per_call(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation.judges import RenderedPrompt, render
 
     client = JudgeClient(params.get("model", "openai/mock-judge"), api_base=params["api_base"], api_key="bench-key",
-                         concurrency=1, workers=1)
+                         concurrency=1)
     prompts: list[RenderedPrompt] = []
     for line in synthetic.generate_day(data.DAY, 60, bad=False):
         record = json.loads(line)

@@ -1,10 +1,10 @@
 """``make bench``: every benchmark of the pipeline, one table, also written as JSON.
 
-    python -m bench.run [--quick] [--only 1,3] [--judge-workers auto]
+    python -m bench.run [--quick] [--only 1,3]
 
 1. Judge stage against a known limit: a local OpenAI-compatible server (its own process, 200 ms
-   per reply) and 2,000 unique records through one judge (rag) at concurrency 8, 32 and 128, in
-   one process and split over worker processes; records/s ÷ (concurrency / latency).
+   per reply) and 2,000 unique records through one judge (rag) at concurrency 8, 32 and 128;
+   records/s ÷ (concurrency / latency).
 2. LLM calls and prompt tokens per judged record, per judge (every judge answers well).
 3. Deterministic stages at scale: ingest + validate 100,000 records, ``score_table`` on 1,000,000
    judged rows, ``build_daily_summary`` over 1,000,000 scored rows; time and peak RSS of each.
@@ -101,9 +101,7 @@ def _mib(value: float) -> str:
 
 def judge_items(bench: Bench) -> None:
     latency = 0.2
-    # Each concurrency in one process, then split over EVALUATION_JUDGE_WORKERS.
-    runs = [{"concurrency": concurrency, "workers": workers}
-            for concurrency in (8, 32, 128) for workers in ("1", bench.args.judge_workers)]
+    runs = [{"concurrency": concurrency} for concurrency in (8, 32, 128)]
     records = 400 if bench.args.quick else 2000
     wait_for_quiet()
     with judge_server(latency, GOOD_REPLY) as server:
@@ -117,9 +115,8 @@ def judge_items(bench: Bench) -> None:
     targets = {32: 0.9, 128: 0.8}
     for stage in result["stages"]:
         c, target = stage["concurrency"], targets.get(stage["concurrency"])
-        how = "1 process" if stage["workers"] == "1" else f"workers={stage['workers']}"
         bench.row(
-            1, f"judge stage, {records:,} records, c={c}, {how}: records/s ÷ limit ({stage['limit_per_s']:.0f}/s)",
+            1, f"judge stage, {records:,} records, c={c}: records/s ÷ limit ({stage['limit_per_s']:.0f}/s)",
             f"{stage['ratio']:.2f} ({stage['records_per_s']:.0f}/s; calls alone {stage['calls_phase_ratio']:.2f}; "
             f"{stage['cpu_ms_per_call']:.1f} ms CPU/call)",
             f"≥ {target}" if target else "none set (reported)", None if target is None else stage["ratio"] >= target,
@@ -222,11 +219,11 @@ def stage_items(bench: Bench) -> None:
 
 
 def e2e_items(bench: Bench) -> None:
-    records, result = bench.day("e2e", "daily", 1500, env={"EVALUATION_JUDGE_WORKERS": bench.args.judge_workers})
+    records, result = bench.day("e2e", "daily", 1500)
     first, rerun = result["first"], result["rerun"]
     ok = first["state"] == "success" and rerun["state"] == "success"
     bench.row(4, f"daily_evaluation, dag.test(), {records:,} records, offline judge "
-                 f"({first['llm_calls']:,} calls, EVALUATION_JUDGE_WORKERS={bench.args.judge_workers}): wall",
+                 f"({first['llm_calls']:,} calls): wall",
               f"{first['seconds']:.1f} s ({first['state']})", "< 60 s after imports", ok and first["seconds"] < 60,
               cores_others=result["load"]["cores_others"])
     bench.row(4, "share of that wall time outside judge calls",
@@ -327,8 +324,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated groups to run: 1 (items 1-2), 3 (3 and 6), 4 (4-5), 7 (the topology), "
                              "8 (calling: bare litellm beside the judge stage, a rate-limited day), 9 (alerts: false alarms "
                              "and detection)")
-    parser.add_argument("--judge-workers", default="auto",
-                        help="EVALUATION_JUDGE_WORKERS for the split judge runs and the end-to-end run")
     args = parser.parse_args(argv)
     selected = [int(x) for x in args.only.split(",") if x.strip()] or sorted(ITEMS)
     bench = Bench(args)

@@ -1,4 +1,4 @@
-"""The judge client: the only module that imports litellm.
+"""The judge client: the only module that imports litellm (its private parts: :mod:`evaluation._compat`).
 
 One :class:`JudgeClient` per run sends rendered prompts through ``litellm.acompletion`` with
 bounded concurrency, a per-attempt timeout and its own retry policy (litellm's and the OpenAI
@@ -41,9 +41,10 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
-from evaluation import offline
+from evaluation import _compat, offline
 from evaluation.fleetrate import SharedBudget, judge_budget
 from evaluation.judges import PROBE_PROMPT, RenderedPrompt
 from evaluation.outcome import (
@@ -62,10 +63,7 @@ logger = logging.getLogger(__name__)
 #: litellm, once :func:`configure` has imported and set it up.
 litellm: Any = None
 #: litellm's context flag of its own nested calls, under which it skips its success logging.
-_UNLOGGED: Any = None
-#: litellm's callback lists: while all are empty, nothing reads what its success logging builds.
-_CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
-                   "_async_failure_callback", "input_callback", "service_callback")
+_UNLOGGED: ContextVar[bool] | None = None
 
 
 def configure() -> Any:
@@ -75,10 +73,13 @@ def configure() -> Any:
     loggers, registers the offline judge as a custom provider, and freezes the objects its import
     left behind out of the garbage collector's work (some 380,000 long-lived objects: its price
     map, provider tables) that every full collection would otherwise walk again, about 0.4 s per
-    full collection, one every ~1,000 judge calls."""
+    full collection, one every ~1,000 judge calls. Fails with
+    :class:`~evaluation._compat.UnsupportedVersion` when the installed litellm is not one whose
+    private parts :mod:`evaluation._compat` was written for."""
     global litellm, _UNLOGGED
     if litellm is not None:
         return litellm
+    _compat.check_litellm()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_LOG", "ERROR")
     import litellm as module
@@ -89,17 +90,12 @@ def configure() -> Any:
         logging.getLogger(name).setLevel(logging.WARNING)
     litellm = module
     _register_offline_provider()
-    try:
-        from litellm._internal_context import is_internal_call
-    except ImportError:  # another litellm: its logging runs, slower, same results
-        pass
-    else:
-        _UNLOGGED = is_internal_call
+    _UNLOGGED = _compat.internal_call_flag()
     gc.freeze()
     return module
 
 
-def _unlogged() -> Any:
+def _unlogged() -> ContextVar[bool] | None:
     """litellm's flag that skips its success logging for a call, when nothing would read that
     logging (no callback of any kind registered); None otherwise.
 
@@ -108,12 +104,7 @@ def _unlogged() -> Any:
     judge call (measured: ``bench/calling.py``). The flag is the one litellm sets for its own
     nested calls; the response, its usage, its cost and the error mapping are the same
     (``tests/unit/test_calling.py``)."""
-    if _UNLOGGED is None:
-        return None
-    for name in _CALLBACK_LISTS:
-        if getattr(litellm, name, None):
-            return None
-    return _UNLOGGED
+    return None if _compat.has_callbacks(litellm) else _UNLOGGED
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,7 +176,7 @@ def completion_cost(response: Any, model: str | None = None) -> float:
 
     ``model`` (the name the call was made with): when litellm cannot price a response of it and
     the price map does not know it, it is registered at a zero price (see :func:`_price_at_zero`)."""
-    hidden = getattr(response, "_hidden_params", None) or {}
+    hidden = _compat.hidden_params(response)
     known = hidden.get("response_cost") if isinstance(hidden, dict) else getattr(hidden, "response_cost", None)
     if isinstance(known, (int, float)) and not isinstance(known, bool):
         return float(known)
@@ -322,7 +313,6 @@ class JudgeClient:
         backoff_max_s: float = 8.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
-        workers: int | None = None,
         rpm: float | None = None,
         tpm: float | None = None,
         rate_url: str | None = None,
@@ -342,13 +332,11 @@ class JudgeClient:
         self._rng = rng or random.Random(0)
         configure()
         self.json_mode = supports_json_mode(model)
-        self.workers = judge_workers() if workers is None else max(1, int(workers))
         #: the deployment's requests and tokens per minute: shared through Redis at ``rate_url``,
         #: else divided by ``rate_share`` (the judge tasks that run at once); None: no budget
         self._rate_url = rate_url
         self._rate_share = max(1.0, float(rate_share))
         self.budget: RateBudget | None = judge_budget(model, rpm, tpm, url=rate_url, share=self._rate_share)
-        self._budget_share = 1.0  # this process's share of a budget learned from a 429
         self.limit = AdaptiveLimit(concurrency)
         #: error classes tried again (see :mod:`evaluation.outcome`)
         self.retryable: frozenset[str] = RETRYABLE
@@ -390,7 +378,7 @@ class JudgeClient:
             async with asyncio.timeout(self.timeout_s + 1.0):
                 return await litellm.acompletion(**kwargs)
         finally:
-            if token is not None:
+            if unlogged is not None and token is not None:
                 unlogged.reset(token)
 
     async def probe(self, *, timeout_s: float | None = None, on_wait: Callable[[float], None] | None = None,
@@ -487,15 +475,12 @@ class JudgeClient:
 
     def _learn_budget(self, exc: BaseException) -> None:
         """Take the provider's limits from a 429's ``x-ratelimit-limit-*`` headers as this client's
-        budget (its share of them in a worker process), when it has none."""
+        budget, when it has none."""
         limits = rate_limit_headers(exc)
         rpm, tpm = limits.get("requests"), limits.get("tokens")
         if rpm or tpm:
             logger.info("judge model %s: rate limits learned from a 429", self.model)
-            budget = judge_budget(self.model, rpm, tpm, url=self._rate_url, share=self._rate_share)
-            # a forked worker's share of a local budget; a shared one is the fleet's already
-            self.budget = budget if isinstance(budget, SharedBudget) or budget is None else budget.share(
-                1.0 / self._budget_share)
+            self.budget = judge_budget(self.model, rpm, tpm, url=self._rate_url, share=self._rate_share)
 
     def _success(self, response: Any, attempts: int, started: float) -> CallOutcome:
         try:
@@ -531,13 +516,7 @@ class JudgeClient:
         should_stop: Callable[[], bool] | None = None,
     ) -> list[CallOutcome | None]:
         """All prompts, at most ``concurrency`` in flight. ``should_stop`` (checked before each
-        call starts, e.g. a spent budget) leaves the remaining entries as None.
-
-        With ``workers`` > 1 and no ``should_stop``, the calls are shared out over worker processes
-        (see :meth:`_call_many_in_workers`); the outcomes and ``on_done`` are the same."""
-        processes = self._worker_count(len(prompts))
-        if processes > 1 and should_stop is None:
-            return await self._call_many_in_workers(prompts, processes, on_done)
+        call starts, e.g. a spent budget) leaves the remaining entries as None."""
         results: list[CallOutcome | None] = [None] * len(prompts)
 
         async def one(index: int, prompt: RenderedPrompt) -> None:
@@ -553,127 +532,3 @@ class JudgeClient:
             if isinstance(self.budget, SharedBudget):  # its connections belong to this event loop
                 await self.budget.aclose()
         return results
-
-    def _worker_count(self, prompts: int) -> int:
-        """Worker processes for ``prompts`` calls: at most ``workers``, never more than the
-        concurrency, and each with at least ``_MIN_CALLS_PER_WORKER`` calls (a fork costs ~10 ms)."""
-        if self.workers <= 1 or not hasattr(os, "fork"):
-            return 1
-        return max(1, min(self.workers, self.concurrency, prompts // _MIN_CALLS_PER_WORKER))
-
-    async def _call_many_in_workers(
-        self,
-        prompts: Sequence[RenderedPrompt],
-        processes: int,
-        on_done: Callable[[int, CallOutcome], None] | None,
-    ) -> list[CallOutcome | None]:
-        """:meth:`call_many` over ``processes`` forked worker processes.
-
-        litellm spends 5-15 ms of CPU on every call (request building, response objects, logging
-        and cost bookkeeping), so one event loop saturates one core long before the provider's
-        limit. Each worker is a fork of this process (litellm already imported, the prompts
-        already in memory) with its own event loop, every ``processes``-th prompt and its share
-        of the concurrency (the shares add up to ``concurrency``). Outcomes come back over a pipe
-        as each call ends and ``on_done`` runs here, in the caller's process, as it would in one
-        loop; a worker that dies makes the whole call fail (the caller retries the chunk)."""
-        import multiprocessing
-        from multiprocessing.connection import wait
-
-        context = multiprocessing.get_context("fork")
-        results: list[CallOutcome | None] = [None] * len(prompts)
-        readers: list[Any] = []
-        workers: list[Any] = []
-        failures: list[str] = []
-        loop = asyncio.get_running_loop()
-        try:
-            for worker in range(processes):
-                share = self.concurrency // processes + (1 if worker < self.concurrency % processes else 0)
-                reader, writer = context.Pipe(duplex=False)
-                process = context.Process(
-                    target=_worker_main, args=(self, prompts, worker, processes, share, writer), daemon=True
-                )
-                process.start()
-                writer.close()
-                readers.append(reader)
-                workers.append(process)
-            waiting = set(readers)
-            while waiting:
-                ready: list[Any] = await loop.run_in_executor(None, wait, list(waiting))
-                for connection in ready:
-                    while connection in waiting and connection.poll():
-                        try:
-                            message = connection.recv()
-                        except EOFError:
-                            waiting.discard(connection)
-                            failures.append("a judge worker process exited before finishing its calls")
-                            break
-                        if message[0] == "outcome":
-                            _, index, outcome = message
-                            results[index] = outcome
-                            if on_done is not None:
-                                on_done(index, outcome)
-                        else:  # "done" or "error"
-                            waiting.discard(connection)
-                            if message[0] == "error":
-                                failures.append(message[1])
-        finally:
-            for process in workers:
-                process.join(timeout=5)
-                if process.is_alive():
-                    process.terminate()
-                    process.join()
-            for reader in readers:
-                reader.close()
-        if failures:
-            raise RuntimeError("judge worker failed: " + failures[0])
-        return results
-
-
-#: Fewest calls that justify one more worker process.
-_MIN_CALLS_PER_WORKER = 16
-
-
-def judge_workers() -> int:
-    """Worker processes per chunk for the judge calls: ``$EVALUATION_JUDGE_WORKERS`` (a number,
-    or ``auto`` for one per CPU core), default 1 (every call in the task's own event loop)."""
-    value = os.environ.get("EVALUATION_JUDGE_WORKERS", "1").strip().lower()
-    if value == "auto":
-        return max(1, os.cpu_count() or 1)
-    try:
-        return max(1, int(value))
-    except ValueError:
-        return 1
-
-
-def _worker_main(client: JudgeClient, prompts: Sequence[RenderedPrompt], worker: int, processes: int,
-                 concurrency: int, writer: Any) -> None:
-    """Body of one judge worker process (forked): its share of the prompts on its own event loop,
-    each outcome sent back as it ends."""
-    import traceback
-
-    try:
-        indices = list(range(worker, len(prompts), processes))
-        mine = copy.copy(client)
-        mine.concurrency = concurrency
-        mine.workers = 1
-        mine.limit = AdaptiveLimit(concurrency)
-        mine._budget_share = 1.0 / processes  # a budget is shared out, never multiplied
-        if client.budget is not None:
-            mine.budget = client.budget.share(processes)
-
-        def send(position: int, outcome: CallOutcome) -> None:
-            writer.send(("outcome", indices[position], outcome))
-
-        coroutine = mine.call_many([prompts[i] for i in indices], on_done=send)
-        try:
-            import uvloop
-        except ImportError:  # the standard loop does the same, a little slower
-            asyncio.run(coroutine)
-        else:
-            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                runner.run(coroutine)
-        writer.send(("done",))
-    except BaseException:  # reported to the parent, which fails the call
-        writer.send(("error", traceback.format_exc(limit=5)))
-    finally:
-        writer.close()

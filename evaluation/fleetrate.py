@@ -116,8 +116,8 @@ class SharedBudget(RateBudget):
     every process that uses the same key. The output-token estimate stays per process (it only
     shapes reservations, which usage corrects).
 
-    The Redis client is made for the running event loop on first use (a forked worker or a new
-    loop gets its own connections); ``fallback_share`` divides the limits for the local budget used
+    The Redis client is made for the running event loop on first use (a new loop gets its own
+    connections); ``fallback_share`` divides the limits for the local budget used
     if Redis fails."""
 
     def __init__(self, url: str, model: str, rpm: float | None = None, tpm: float | None = None, *,
@@ -137,12 +137,6 @@ class SharedBudget(RateBudget):
 
     def __repr__(self) -> str:
         return f"SharedBudget(rpm={self.rpm}, tpm={self.tpm}, key={self.key!r})"
-
-    def share(self, parts: float) -> RateBudget:
-        """The same shared budget for another process (a fork): the fleet's budget is not split,
-        only the fallback's."""
-        return SharedBudget(self.url, self.model, self.rpm, self.tpm, prefix=self.prefix, burst_s=self.burst_s,
-                            fallback_share=self.fallback_share * parts)
 
     def _client(self) -> Any:
         loop = asyncio.get_running_loop()

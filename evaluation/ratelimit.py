@@ -90,7 +90,7 @@ class RateBudget:
         return f"RateBudget(rpm={self.rpm}, tpm={self.tpm})"
 
     def share(self, parts: float) -> RateBudget:
-        """This budget split evenly over ``parts`` event loops (worker processes, judge tasks)."""
+        """This budget split evenly over ``parts`` judge tasks."""
         return RateBudget(self.rpm / parts if self.rpm else None, self.tpm / parts if self.tpm else None,
                           burst_s=self.burst_s)
 

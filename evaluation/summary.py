@@ -8,8 +8,9 @@ The summary is a query over the day's scored rows as a lazy table, never the day
 is kept as it is; a DataFrame has the columns the summary reads written to a temporary Parquet
 file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming engine:
 
-- counts, token and cost sums in one pass, whose memory is the groups; the cost is summed exactly,
-  as integers (:data:`_COST_UNIT`), so its digits do not depend on the order of the rows either;
+- counts, token and cost sums in one pass, whose memory is the groups; the cost is summed exactly
+  as a decimal (:data:`MONEY`, to the pico-dollar), so its digits do not depend on the order of the
+  rows either;
 - then one measure at a time (each metric over ``ok`` rows, and the latency of calls that reached
   the judge), that measure's values per (model, judge) — 8 bytes a value, never whole rows nor
   two measures at once:
@@ -17,7 +18,7 @@ file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming e
   - quantiles by Polars' own ``quantile(q, "linear")``: exact whatever the values (no binning, no
     assumption of few distinct values), digit for digit as Polars over the whole column; DuckDB's
     ``quantile_cont`` agrees to float rounding;
-  - means from the correctly rounded sum of the values (:func:`exact_sum`) over n, and sample
+  - means from the correctly rounded sum of the values (:func:`math.fsum`) over n, and sample
     standard deviations (ddof 1) from the correctly rounded sum of squared deviations from that
     mean: the digits do not depend on the order of the rows nor on how the day was split.
 """
@@ -30,7 +31,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
@@ -49,9 +49,8 @@ _COLUMNS: dict[str, Any] = {
 }
 
 
-#: Costs are summed as integer multiples of 2**-100 USD (Int128): exact for every cost of at least
-#: 2**-48 USD (about 4e-15) and below 2**27 USD, whatever the order; the total is then correctly rounded.
-_COST_UNIT = 2**100
+#: Costs are summed as decimals of 12 places: exact whatever the order, each cost rounded to the pico-dollar.
+MONEY = pl.Decimal(38, 12)
 
 
 def _typed(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -67,7 +66,7 @@ def _sums() -> list[pl.Expr]:
     exprs += [
         pl.col("input_tokens").sum().cast(pl.Int64).alias("input_tokens"),
         pl.col("output_tokens").sum().cast(pl.Int64).alias("output_tokens"),
-        (pl.col("cost_usd") * float(_COST_UNIT)).cast(pl.Int128).sum().alias("cost_usd"),
+        pl.col("cost_usd").cast(MONEY).sum().alias("cost_usd"),
         pl.col("cached").sum().cast(pl.Int64).alias("n_cached"),
     ]
     return exprs
@@ -129,32 +128,12 @@ def _measure(rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...]) -> di
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for index, (model, judge) in enumerate(groups.select("model", "judge").iter_rows()):
         values = groups["values"][index].to_numpy()  # never empty: a group has a value at least
-        mean = exact_sum(values) / values.size
+        mean = math.fsum(values) / values.size
         deviations = values - mean
-        std = math.sqrt(exact_sum(deviations * deviations) / (values.size - 1)) if values.size > 1 else None
+        std = math.sqrt(math.fsum(deviations * deviations) / (values.size - 1)) if values.size > 1 else None
         quantile_values = {f"p{q}": groups[f"p{q}"][index] for q in quantiles}
         out[(model, judge)] = {**quantile_values, "n": values.size, "mean": mean, "std": std}
     return out
-
-
-def exact_sum(values: np.ndarray) -> float:
-    """The sum of ``values`` correctly rounded (as :func:`math.fsum`), whatever their order, and
-    vectorised: every float is an integer mantissa times a power of two; the mantissas are added up
-    per exponent in two 26-bit halves (float sums of integers, exact below 2**53: up to 2**26
-    values of one exponent) and the per-exponent totals combined in Python integers."""
-    if values.size == 0:
-        return 0.0
-    if not np.isfinite(values).all():
-        return float(values.sum())
-    mantissas, exponents = np.frexp(values)
-    integers = np.ldexp(mantissas, 53).astype(np.int64)  # exact: |integer| < 2**53
-    lowest = int(exponents.min())
-    offsets = exponents - lowest
-    high = np.bincount(offsets, weights=(integers >> 26).astype(np.float64))
-    low = np.bincount(offsets, weights=(integers & (2**26 - 1)).astype(np.float64))
-    total = sum(((int(h) << 26) + int(lo)) << k for k, (h, lo) in enumerate(zip(high, low, strict=True)) if h or lo)
-    scale = lowest - 53  # value = integer · 2**(exponent - 53)
-    return total / (1 << -scale) if scale < 0 else float(total << scale)
 
 
 def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
@@ -169,7 +148,7 @@ def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
     out: list[dict[str, Any]] = []
     for group in sums.iter_rows(named=True):
         key = (group["model"], group["judge"])
-        row: dict[str, Any] = {"run_id": run_id, **group, "cost_usd": group["cost_usd"] / _COST_UNIT}
+        row: dict[str, Any] = {"run_id": run_id, **group, "cost_usd": float(group["cost_usd"])}
         row["pass_rate"] = group["n_pass"] / group["n_ok"] if group["n_ok"] else None
         for metric in METRICS:
             figures = metrics[metric].get(key, {})

@@ -179,10 +179,7 @@ def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
     def budget_spent() -> bool:
         return budget is not None and spent >= budget
 
-    # Without a budget nothing can stop the calls early: no should_stop lets the client share
-    # them out over worker processes ($EVALUATION_JUDGE_WORKERS).
-    return asyncio.run(prepared.client.call_many([p.prompt for p in to_call], on_done=on_done,
-                                        should_stop=budget_spent if budget is not None else None))
+    return asyncio.run(prepared.client.call_many([p.prompt for p in to_call], on_done=on_done, should_stop=budget_spent))
 
 
 def judge_chunk(

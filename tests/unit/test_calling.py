@@ -3,9 +3,6 @@
 * With no litellm callback registered, the client skips litellm's success logging (a tenth of a
   call's CPU): the request body and the outcome are the same as with logging on, and a callback
   registered later still sees every call.
-* litellm's ``aiohttp_openai/`` provider sends the same body but (litellm 1.110) drops the usage and
-  reports a 429 as a 500, so the client keeps ``openai/``: these tests say so and will say when
-  that changes.
 """
 
 from __future__ import annotations
@@ -21,11 +18,12 @@ import litellm
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
+from evaluation import _compat
 from evaluation import client as client_module
 from evaluation.client import JudgeClient
 from evaluation.judges import RenderedPrompt
-from evaluation.outcome import CallOutcome, classify_error
-from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder, count_prompt_tokens
+from evaluation.outcome import CallOutcome
+from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -67,7 +65,7 @@ def test_skipping_litellms_logging_changes_neither_the_request_nor_the_outcome(m
             logged, logged_error = asyncio.run(logged_calls())
         finally:
             litellm.callbacks = []
-            for name in client_module._CALLBACK_LISTS:  # litellm copied the callback into its lists
+            for name in _compat.CALLBACK_LISTS:  # litellm copied the callback into its lists
                 setattr(litellm, name, [c for c in getattr(litellm, name) if c is not seen])
         quiet_error = asyncio.run(client.call(PROMPT))
         first, second, *_ = server.requests
@@ -77,35 +75,3 @@ def test_skipping_litellms_logging_changes_neither_the_request_nor_the_outcome(m
         assert quiet.cost_usd > 0  # litellm's price, with or without its logging
     assert _essence(quiet_error) == _essence(logged_error) and quiet_error.error_class == "bad_request"
     assert seen.successes == 1  # the callback saw the logged call's success
-
-
-def test_aiohttp_openai_sends_the_same_body_but_loses_usage_and_the_429_class() -> None:
-    """Why the client does not route OpenAI-compatible endpoints through ``aiohttp_openai/``."""
-    messages = PROMPT.messages
-    script = [OK, OK, Reply.rate_limited(retry_after=1), Reply.rate_limited(retry_after=1)]
-
-    async def both(base: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for model in ("openai/mock-judge", "aiohttp_openai/mock-judge"):
-            response = await litellm.acompletion(model=model, messages=messages, api_base=base, api_key="k",
-                                                 temperature=0.0, response_format={"type": "json_object"},
-                                                 timeout=5, num_retries=0, max_retries=0)
-            out[model] = response
-        for model in ("openai/mock-judge", "aiohttp_openai/mock-judge"):
-            try:
-                await litellm.acompletion(model=model, messages=messages, api_base=base, api_key="k", timeout=5,
-                                          num_retries=0, max_retries=0)
-            except Exception as exc:  # noqa: BLE001 - the classes are what is compared
-                out[model + " error"] = classify_error(exc)
-        return out
-
-    with OpenAIServer(ScriptedResponder(script)) as server:
-        out = asyncio.run(both(server.base_url))
-        first, second = server.requests[:2]
-    assert first.body == second.body  # the same request
-    openai_reply, aiohttp_reply = out["openai/mock-judge"], out["aiohttp_openai/mock-judge"]
-    assert openai_reply.choices[0].message.content == aiohttp_reply.choices[0].message.content == OK
-    assert openai_reply.usage.prompt_tokens == count_prompt_tokens(first.body) > 0
-    assert aiohttp_reply.usage.prompt_tokens == 0  # no usage: no tokens, costs or token budget
-    assert out["openai/mock-judge error"] == "rate_limit"
-    assert out["aiohttp_openai/mock-judge error"] == "server_error"  # a 429 as a 500: the limit is not seen

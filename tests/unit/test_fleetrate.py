@@ -48,10 +48,10 @@ def prefix() -> Iterator[str]:
 def test_two_budgets_on_one_key_draw_from_one_bucket(prefix: str) -> None:
     async def scenario() -> list[float]:
         one = SharedBudget(REDIS_URL, "m", rpm=600.0, prefix=prefix)  # 10 a second, bursts of 5
-        two = one.share(4)  # another process's: the same fleet budget, not a quarter of it
+        two = SharedBudget(REDIS_URL, "m", rpm=600.0, prefix=prefix, fallback_share=4)  # another task's
         waits = [await (one if i % 2 else two)._take(1.0, 0.0) for i in range(8)]
         await one.aclose()
-        await two.aclose()  # type: ignore[attr-defined]
+        await two.aclose()
         return waits
 
     waits = asyncio.run(scenario())
@@ -117,7 +117,7 @@ def prompts(chunk):
 
 def client():
     c = JudgeClient("openai/mock-judge", api_base=base, api_key="k", concurrency=16, max_attempts=8,
-                    timeout_s=5, workers=1, rpm=rpm, rate_url="redis://127.0.0.1:6379/0")
+                    timeout_s=5, rpm=rpm, rate_url="redis://127.0.0.1:6379/0")
     c.budget.prefix = prefix
     c.budget.key = prefix + ":openai/mock-judge"
     return c

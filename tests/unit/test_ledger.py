@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,54 +22,47 @@ def _entry(digest: str) -> dict[str, object]:
             "judged_at": dt.datetime(2026, 11, 20, tzinfo=dt.UTC)}
 
 
-class SlowStore(storage.LocalStore):
-    """A directory whose uploads take a while, and fail while ``failing`` is set."""
+class GatedStore(storage.LocalStore):
+    """A directory whose uploads wait until ``gate`` is open, and fail while ``failing`` is set."""
 
-    def __init__(self, root: Path, delay_s: float) -> None:
+    def __init__(self, root: Path) -> None:
         super().__init__(root)
-        self.delay_s = delay_s
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started = threading.Event()
         self.failing = False
         self.threads: set[str] = set()
 
     def upload_file(self, key: str, path: Path) -> None:
         self.threads.add(threading.current_thread().name)
-        time.sleep(self.delay_s)
+        self.started.set()
+        if not self.gate.wait(timeout=30):
+            raise storage.StorageError(f"cannot write {self.uri(key)}: the test never opened the gate")
         if self.failing:
             raise storage.StorageError(f"cannot write {self.uri(key)}: 503 SlowDown")
         super().upload_file(key, path)
 
 
 def test_record_on_the_event_loop_never_waits_for_an_upload(tmp_path: Path) -> None:
-    store = SlowStore(tmp_path, delay_s=0.3)
+    store = GatedStore(tmp_path)
+    store.gate.clear()  # no upload can finish until the replies are recorded
     ledger = Ledger(store, DAY, "w", flush_every=1)
-    ticks: list[float] = []
 
-    async def judge() -> float:
-        async def ticker() -> None:
-            while True:
-                ticks.append(time.monotonic())
-                await asyncio.sleep(0.01)
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        started = time.monotonic()
+    async def judge() -> None:
         for i in range(5):  # five replies, each one a due flush
             ledger.record(_entry(f"h{i}"))
-            await asyncio.sleep(0.02)
-        elapsed = time.monotonic() - started
-        task.cancel()
-        return elapsed
+            await asyncio.sleep(0)
 
-    elapsed = asyncio.run(judge())
-    assert elapsed < 0.3  # five uploads of 0.3 s each happened elsewhere
-    assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 0.2  # the loop kept turning
+    asyncio.run(judge())  # returns with the uploads still held: recording never waited for one
+    assert store.started.wait(timeout=30)  # an upload did start, in another thread
+    store.gate.set()
     ledger.flush()  # waits for every upload
     assert store.threads and threading.current_thread().name not in store.threads
     assert set(ledger.lookup({f"h{i}" for i in range(6)})) == {f"h{i}" for i in range(5)}
 
 
 def test_a_failed_upload_is_written_by_the_final_flush(tmp_path: Path) -> None:
-    store = SlowStore(tmp_path, delay_s=0.0)
+    store = GatedStore(tmp_path)
     store.failing = True
     ledger = Ledger(store, DAY, "w", flush_every=2)
     for i in range(4):

@@ -228,7 +228,7 @@ def test_hang_is_cut_by_client_timeout_and_server_keeps_serving() -> None:
                 return elapsed, await post_async(session, url, chat_body())
 
         elapsed, (status, _, raw) = asyncio.run(go())
-        assert 0.25 <= elapsed < 2.0
+        assert 0.25 <= elapsed
         assert status == 200
         assert json.loads(raw)["choices"][0]["message"]["content"] == "after the hang"
         deadline = time.monotonic() + 2.0
@@ -252,11 +252,9 @@ def test_stop_drops_a_hanging_request_promptly() -> None:
     assert srv.wait_for_requests(1, timeout=5)
     time.sleep(0.05)
     assert srv.hanging_requests == 1
-    started = time.perf_counter()
     srv.stop()
     thread.join(5)
-    assert time.perf_counter() - started < 3.0
-    assert not thread.is_alive()
+    assert not thread.is_alive()  # the client's timeout is 30 s: the stop dropped the connection
     assert "result" not in outcome and "error" in outcome  # connection dropped, never a reply
 
 
@@ -413,7 +411,19 @@ def test_streaming_request_gets_server_sent_events() -> None:
 
 def test_concurrent_requests_are_served_concurrently() -> None:
     n, latency = 64, 0.2
-    with OpenAIServer(latency_s=latency) as srv:
+    arrived = 0
+    everyone = asyncio.Event()
+
+    async def barrier(body: dict[str, Any]) -> str:
+        # no reply until all n requests are in: served one at a time, none would ever be answered
+        nonlocal arrived
+        arrived += 1
+        if arrived == n:
+            everyone.set()
+        await asyncio.wait_for(everyone.wait(), timeout=30)
+        return "ok"
+
+    with OpenAIServer(responder=barrier, latency_s=latency) as srv:
         url = f"{srv.base_url}/chat/completions"
 
         async def go() -> list[int]:
@@ -426,7 +436,7 @@ def test_concurrent_requests_are_served_concurrently() -> None:
         elapsed = time.perf_counter() - started
         assert srv.request_count == n
     assert statuses == [200] * n
-    assert latency <= elapsed < 2.0, elapsed  # serially it would take n * latency = 12.8 s
+    assert latency <= elapsed, elapsed
 
 
 def test_reply_delay_adds_to_latency() -> None:
@@ -434,7 +444,7 @@ def test_reply_delay_adds_to_latency() -> None:
         started = time.perf_counter()
         status, _, _ = post_sync(f"{srv.base_url}/chat/completions", chat_body())
         elapsed = time.perf_counter() - started
-    assert status == 200 and 0.4 <= elapsed < 2.0
+    assert status == 200 and 0.4 <= elapsed
 
 
 def test_port_in_use_fails_to_start() -> None:

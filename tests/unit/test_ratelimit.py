@@ -142,7 +142,7 @@ def test_500s_through_the_client_never_shrink_concurrency() -> None:
     faults = FaultPlan(rate_limit=0.0, server_error=0.3, hang=0.0, malformed=0.0, seed=3)
     with OpenAIServer(latency_s=0.01, faults=faults) as server:
         client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=8,
-                             max_attempts=8, timeout_s=5, workers=1, backoff_base_s=0.01, backoff_max_s=0.05)
+                             max_attempts=8, timeout_s=5, backoff_base_s=0.01, backoff_max_s=0.05)
         outcomes = asyncio.run(client.call_many(prompts))
         server_errors = server.fault_counts["server_error"]
     assert server_errors > 10
@@ -162,7 +162,7 @@ def test_a_retry_after_delays_only_its_own_request() -> None:
 
     with OpenAIServer(latency_s=0.0, faults=faults) as server:
         client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=8,
-                             max_attempts=3, timeout_s=5, workers=1, sleep=sleep)
+                             max_attempts=3, timeout_s=5, sleep=sleep)
         outcomes = asyncio.run(client.call_many(prompts))
     assert all(o is not None and o.ok and o.attempts == 2 for o in outcomes)
     assert len(slept) == 30 and all(1.0 <= s <= 1.1 for s in slept)
@@ -279,27 +279,11 @@ def test_adaptive_concurrency_alone_recovers_from_429s_without_limit_headers() -
     with OpenAIServer(latency_s=0.05, rpm=RPM) as server:
         server.rate_limits.headers = dict  # type: ignore[union-attr, method-assign]  # no x-ratelimit headers
         client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=32,
-                             max_attempts=6, timeout_s=5, workers=1)
+                             max_attempts=6, timeout_s=5)
         outcomes = asyncio.run(client.call_many(prompts))
         throttled = server.throttled_count
     assert all(o is not None and o.ok for o in outcomes), [o.error for o in outcomes if o and not o.ok][:3]
     assert client.budget is None and client.limit.decreases >= 1 and throttled > 0
-
-
-def test_worker_processes_share_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    prompts = [_prompt(i, 5) for i in range(100)]
-    with OpenAIServer(latency_s=0.02, rpm=RPM) as server:
-        client = JudgeClient("openai/mock-judge", api_base=server.base_url, api_key="k", concurrency=16,
-                             timeout_s=5, workers=2, rpm=RPM)
-        outcomes = asyncio.run(client.call_many(prompts))
-        rate, throttled = _admitted_rate(server), server.throttled_count
-        times = sorted(r.received_at for r in server.requests)
-    assert all(o is not None and o.ok for o in outcomes)
-    assert 0.85 * RPM / 60 <= rate, rate
-    # each worker's bucket starts full (DEFAULT_BURST_S of its half); past that the two keep to the rate
-    beyond_burst = (len(times) - 1 - DEFAULT_BURST_S * RPM / 60) / (times[-1] - times[0])
-    assert beyond_burst <= 1.15 * RPM / 60, beyond_burst
-    assert throttled <= 2, throttled
 
 
 def test_server_cli_enforces_a_rate_and_reports_the_429s() -> None:
