@@ -5,7 +5,7 @@ judge's exact output contract, computed from word overlap. Words are *content wo
 stop words and words under three letters dropped (numbers kept), ``'s`` cut off, and
 contractions (``they're``, ``haven't``) and discourse words (``yes``, ``yeah``, ``actually``)
 dropped. Its values, measured against human labels by the calibration job on HaluEval QA and
-BEGIN, are in the README.
+BEGIN, are in docs/calibration.md.
 
 * **Faithfulness** — how much of the answer the evidence holds: the share of the answer's content
   words found in the contexts, multiplied by :data:`SUPPORT_DECAY` for each one that is not there

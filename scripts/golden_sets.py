@@ -18,7 +18,7 @@ source (HaluEval) or the response's generator (BEGIN); the source id and label t
 ``metadata`` and ``labels.source_label``. Judges never see ids, models or metadata.
 
 The shipped sets are a seeded subset (``--limit``, whole HaluEval question pairs, BEGIN stratified
-by label); ``--limit 0`` converts every record (the acceptance figures in the README).
+by label); ``--limit 0`` converts every record (the figures in docs/calibration.md).
 
     python -m scripts.golden_sets --source ../shared/data/public --out data/golden --limit 300
     python -m scripts.golden_sets --source ../shared/data/public --out /tmp/golden-full --limit 0

@@ -168,16 +168,16 @@ def _asset_events(run_id: str) -> dict[str, dict[str, Any]]:
         return {name: dict(extra) for name, extra in rows}
 
 
-def _readme_downstream_dag(folder: Path) -> str:
-    """The README's downstream DAG, written into ``folder``, parsed and stored (unpaused) in the
+def _documented_downstream_dag(folder: Path) -> str:
+    """docs/reports.md's downstream DAG, written into ``folder``, parsed and stored (unpaused) in the
     metadata DB as the DAG processor would; returns its dag_id."""
     from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
     from airflow.models.dag import DagModel
     from airflow.utils.session import create_session
 
-    readme = (airflow_local.REPO / "README.md").read_text()
-    section = readme.split("## Notifications and Assets", 1)[1]
+    page = (airflow_local.REPO / "docs" / "reports.md").read_text()
+    section = page.split("## Notifications and Assets", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     (folder / "quality_dashboard.py").write_text(code)
     bag = DagBag(dag_folder=str(folder))
@@ -229,12 +229,12 @@ def test_only_the_regression_day_reaches_email_and_webhook_and_assets_are_emitte
     smtp, webhook = channels
     monkeypatch.setenv("EVALUATION_REPORT_BASE_URL", BASE_URL)
     _write_days(local_s3)
-    downstream = _readme_downstream_dag(tmp_path)
+    downstream = _documented_downstream_dag(tmp_path)
     _queued_for(downstream, clear=True)
     for day in DAYS:
         dag_run = airflow_local.run_dag("daily_evaluation", day, _conf())
         assert str(dag_run.state) == "success", airflow_local.task_states(dag_run)
-        # both assets the README's DAG schedules on had an event: the scheduler starts a run of it
+        # both assets the documented DAG schedules on had an event: the scheduler starts a run of it
         # that consumes the day's events
         assert _queued_for(downstream) == {"llm_evaluation.evaluations", "llm_evaluation.daily_summary"}
         consumed = _start_asset_triggered_run(downstream)
