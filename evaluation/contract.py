@@ -269,7 +269,7 @@ class RunConfig(BaseModel):
     api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible server.")
     structured_output: StructuredOutput = Field(
         default="auto", description="Send each judge's reply model as a JSON schema: auto (where litellm says the "
-        "provider enforces one), on, off (JSON mode only). Online calls only: batch lines ask for JSON mode.")
+        "provider enforces one), on, off (JSON mode only); batch lines too.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight per chunk.")
     chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk (mapped task).")
     timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one HTTP attempt.")
@@ -314,11 +314,6 @@ class RunConfig(BaseModel):
     dry_run: bool = Field(default=False, description="Stop after planning: no judge call, nothing landed.")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
-
-    @property
-    def structured_output_in_force(self) -> StructuredOutput:
-        """``structured_output`` as the run's judge calls use it: a batch line asks for JSON mode only."""
-        return "off" if self.batch else self.structured_output
 
     @field_validator("sample", mode="before")
     @classmethod

@@ -67,7 +67,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("structured_output", "string", "auto", "Structured output",
            "Send each judge's reply model as a JSON schema (the reply then parses by construction; extraction "
            "stays the fallback): auto where litellm says the provider and model enforce one, on for an "
-           "OpenAI-compatible server that does, off for JSON mode only. Online calls only; changes the ledger's "
+           "OpenAI-compatible server that does, off for JSON mode only. Batch lines too; changes the ledger's "
            "request hashes.", choices=STRUCTURED_OUTPUT),
     Option("chunk_size", "integer", 500, "Chunk size", "Records per judge chunk (one mapped task each).", 1),
     Option("concurrency", "integer", 8, "Concurrency", "Judge calls in flight per chunk.", 1, 1024),

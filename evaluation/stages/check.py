@@ -39,7 +39,7 @@ def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
         tpm=cfg.judge_tpm,
         rate_url=rate_url,
         rate_share=rate_share,
-        structured_output=cfg.structured_output_in_force,
+        structured_output=cfg.structured_output,
     )
 
 

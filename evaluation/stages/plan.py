@@ -215,7 +215,7 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
         estimate=estimate,
         call_parameters=judge_client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
                                                      temperature=cfg.temperature,
-                                                     structured_output=cfg.structured_output_in_force),
+                                                     structured_output=cfg.structured_output),
         seconds=round(time.monotonic() - started, 3),
     ))
     logger.info("%s: %d chunks of up to %d records; estimate %s", where(cfg), len(chunks), chunk_size, estimate)
