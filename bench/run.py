@@ -30,6 +30,9 @@
    volumes, each day through the real stages (offline judge) and the real report: the share of
    steady days on which the report alerts, and the share of regression days on which it alerts on
    the regressed model.
+10. Structured replies (``bench.structured``): the share of judge replies that do not parse against
+   a server whose replies are 15% malformed and 15% wrapped in prose, with each judge's reply model
+   sent as a JSON schema and with JSON mode only.
 
 Each measurement runs in a child process; the load that other processes put on the machine
 during it is recorded with it (``cores_others``), and judge runs are repeated once when others
@@ -309,12 +312,22 @@ def alert_items(bench: Bench) -> None:
                   "≥ 80%" if target else "none set (reported)", rate >= 0.8 if target else None)
 
 
+def structured_items(bench: Bench) -> None:
+    result = bench.child("structured", "rates", {"records": 50 if bench.args.quick else 200}, timeout_s=900)
+    bench.details["structured"] = result
+    calls, on, off = result["calls"], result["on"]["parse_errors"], result["off"]["parse_errors"]
+    bench.row(10, f"parse errors, {calls} judge calls, server {result['malformed']:.0%} malformed and "
+                  f"{result['prose']:.0%} prose-wrapped replies: JSON schema sent / JSON mode only",
+              f"{on / calls:.1%} / {off / calls:.1%}", "0 with a schema", on == 0)
+
+
 def e2e_and_batch_items(bench: Bench) -> None:
     e2e_items(bench)
     batch_items(bench)
 
 
-ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items, 9: alert_items}  # 2 runs with 1, 5 with 4, 6 with 3
+ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items, 9: alert_items,
+         10: structured_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="",
                         help="comma-separated groups to run: 1 (items 1-2), 3 (3 and 6), 4 (4-5), 7 (the topology), "
                              "8 (calling: bare litellm beside the judge stage, a rate-limited day), 9 (alerts: false alarms "
-                             "and detection)")
+                             "and detection), 10 (structured replies: parse errors with and without a schema)")
     args = parser.parse_args(argv)
     selected = [int(x) for x in args.only.split(",") if x.strip()] or sorted(ITEMS)
     bench = Bench(args)

@@ -31,6 +31,7 @@ from typing import Any
 from evaluation import storage
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt
+from evaluation.judges.schema import response_format
 from evaluation.outcome import CallOutcome, status_error_class
 
 logger = logging.getLogger(__name__)
@@ -92,12 +93,13 @@ def batch_prices(model: str) -> tuple[float, float, bool]:
 
 
 def request_line(model: str, prompt: RenderedPrompt, custom_id: str, *, temperature: float,
-                 json_mode: bool) -> dict[str, Any]:
+                 json_mode: bool, response_schema: bool = False) -> dict[str, Any]:
     """One line of a batch's input file: the body an online call of ``prompt`` would send."""
     name = model.split("/", 1)[1] if "/" in model else model
     body: dict[str, Any] = {"model": name, "messages": prompt.messages, "temperature": temperature}
-    if json_mode and prompt.json_mode:
-        body["response_format"] = {"type": "json_object"}
+    reply_format = response_format(prompt, json_mode=json_mode, response_schema=response_schema)
+    if reply_format is not None:
+        body["response_format"] = reply_format
     return {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
 
 
@@ -282,8 +284,9 @@ class ChunkBatch:
     async def _submit(self, hashes: list[str]) -> str:
         json_mode = bool(self.parameters.get("json_mode"))
         temperature = float(self.parameters.get("temperature", self.cfg.temperature))
-        lines = [request_line(self.cfg.judge_model, self.requests[h], h, temperature=temperature, json_mode=json_mode)
-                 for h in hashes]
+        schema = self.parameters.get("response_format") == "json_schema"
+        lines = [request_line(self.cfg.judge_model, self.requests[h], h, temperature=temperature, json_mode=json_mode,
+                              response_schema=schema) for h in hashes]
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
         name = f"{storage.safe_id(self.cfg.run_id)}-chunk{self.index:05d}-{len(self.state['batches'])}.jsonl"
         file_id = await self.api.upload(name, data)

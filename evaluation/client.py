@@ -45,8 +45,10 @@ from contextvars import ContextVar
 from typing import Any
 
 from evaluation import _compat, offline
+from evaluation.contract import StructuredOutput
 from evaluation.fleetrate import SharedBudget, judge_budget
 from evaluation.judges import PROBE_PROMPT, RenderedPrompt
+from evaluation.judges.schema import response_format
 from evaluation.outcome import (
     RETRYABLE,
     CallOutcome,
@@ -164,10 +166,33 @@ def supports_json_mode(model: str) -> bool:
     return "response_format" in params
 
 
-def call_parameters(model: str, *, api_base: str | None, temperature: float) -> dict[str, Any]:
+def supports_response_schema(model: str, structured_output: StructuredOutput = "auto") -> bool:
+    """Whether calls of ``model`` send each judge's reply model as a JSON schema: ``on`` and ``off``
+    decide; ``auto`` asks litellm whether the provider and model enforce one (an OpenAI-compatible
+    server behind ``api_base`` under an unknown model name reads as not: set ``on`` for it). The
+    offline judge answers in its exact contract whatever it is sent: never."""
+    if structured_output == "off" or model.startswith(f"{_OFFLINE_PROVIDER}/"):
+        return False
+    if structured_output == "on":
+        return True
+    configure()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+    except Exception:  # an unknown model: JSON mode at most
+        return False
+    return bool(litellm.supports_response_schema(model=model, custom_llm_provider=provider))
+
+
+def call_parameters(model: str, *, api_base: str | None, temperature: float,
+                    structured_output: StructuredOutput = "auto") -> dict[str, Any]:
     """The parameters that shape a reply (part of the ledger's request hash). The API base is one
-    of them: the same model name behind another endpoint is another judge deployment."""
-    return {"temperature": temperature, "json_mode": supports_json_mode(model), "api_base": api_base}
+    of them: the same model name behind another endpoint is another judge deployment. A call that
+    sends a JSON schema says so (``response_format``); one that does not leaves the key out, so its
+    hash is what it was before schemas were sent."""
+    parameters: dict[str, Any] = {"temperature": temperature, "json_mode": supports_json_mode(model), "api_base": api_base}
+    if supports_response_schema(model, structured_output):
+        parameters["response_format"] = "json_schema"
+    return parameters
 
 
 def completion_cost(response: Any, model: str | None = None) -> float:
@@ -317,6 +342,7 @@ class JudgeClient:
         tpm: float | None = None,
         rate_url: str | None = None,
         rate_share: float = 1.0,
+        structured_output: StructuredOutput = "auto",
     ) -> None:
         self.model = model
         self.api_base = api_base
@@ -332,6 +358,8 @@ class JudgeClient:
         self._rng = rng or random.Random(0)
         configure()
         self.json_mode = supports_json_mode(model)
+        #: whether calls send the judge's reply model as a JSON schema (:func:`supports_response_schema`)
+        self.response_schema = supports_response_schema(model, structured_output)
         #: the deployment's requests and tokens per minute: shared through Redis at ``rate_url``,
         #: else divided by ``rate_share`` (the judge tasks that run at once); None: no budget
         self._rate_url = rate_url
@@ -346,7 +374,11 @@ class JudgeClient:
 
     def call_parameters(self) -> dict[str, Any]:
         """See :func:`call_parameters`."""
-        return {"temperature": self.temperature, "json_mode": self.json_mode, "api_base": self.api_base}
+        parameters: dict[str, Any] = {"temperature": self.temperature, "json_mode": self.json_mode,
+                                      "api_base": self.api_base}
+        if self.response_schema:
+            parameters["response_format"] = "json_schema"
+        return parameters
 
     def backoff(self, attempt: int) -> float:
         """Wait before attempt ``attempt + 1``: exponential with equal jitter."""
@@ -368,8 +400,9 @@ class JudgeClient:
             kwargs["api_base"] = self.api_base
         if self._api_key:
             kwargs["api_key"] = self._api_key
-        if self.json_mode and prompt.json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
+        reply_format = response_format(prompt, json_mode=self.json_mode, response_schema=self.response_schema)
+        if reply_format is not None:
+            kwargs["response_format"] = reply_format
         # litellm's timeout covers the HTTP exchange; this one also covers a server that hangs
         # after the headers (a deadline on this task: no extra task per call, as wait_for makes).
         unlogged = _unlogged()

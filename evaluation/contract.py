@@ -167,6 +167,9 @@ class CallRecord(BaseModel):
     cached: bool = Field(default=False, description="Served from the ledger of earlier calls.")
     judged_at: dt.datetime | None = Field(default=None, description="When the reply arrived (UTC).")
     redactions: int = Field(default=0, description="PII redactions applied to the prompts.")
+    response_format: str | None = Field(
+        default=None, description="How the call asked for its reply: `json_schema` (the judge's reply model as a "
+        "schema), `json_object` (JSON mode), or null (the prompt alone).")
 
 
 class Thresholds(BaseModel):
@@ -241,6 +244,10 @@ class Sample(BaseModel):
 
 
 OFFLINE_JUDGE_MODEL = "offline/lexical"
+#: Whether judge calls send each judge's reply model as a JSON schema: ``auto`` where litellm says
+#: the provider enforces one, ``on`` always (an OpenAI-compatible server that does), ``off`` never.
+StructuredOutput = Literal["auto", "on", "off"]
+STRUCTURED_OUTPUT: tuple[StructuredOutput, ...] = ("auto", "on", "off")
 
 
 class RunConfig(BaseModel):
@@ -260,6 +267,9 @@ class RunConfig(BaseModel):
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1)
     judge_model: str = Field(default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
     api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    structured_output: StructuredOutput = Field(
+        default="auto", description="Send each judge's reply model as a JSON schema: auto (where litellm says the "
+        "provider enforces one), on, off (JSON mode only); batch lines too.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight per chunk.")
     chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk (mapped task).")
     timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one HTTP attempt.")

@@ -23,6 +23,16 @@ BEGIN, are in docs/calibration.md.
 * **Context relevance** — whether the contexts hold what the question asks, whatever the answer:
   the share of the question's content words found in them (recall), blended by the evaluation
   goal with the share of context sentences that share a word with the question (precision).
+* **Open requests** (:func:`is_open_request`) — a request to summarise, rewrite, paraphrase,
+  translate, continue or list the contexts ("Summarize the document."), or one whose evaluation
+  goal is ``precision`` (what ``creative`` normalises to: the prompt carries only the normalised
+  goal, so a goal such as ``summarization``, which normalises to ``balanced``, is recognised by its
+  question alone). Its words ("summarize", "document") are not what the contexts should hold, so
+  context relevance is 1.0 when there are contexts with content words (the request is about them)
+  and 0.0 when there are none, and answer relevance is the share of the answer's sentences that
+  draw on the contexts. Faithfulness is measured as for any answer, so a summary that adds facts
+  the contexts do not hold still fails. A translation shares no words with its source: a lexical
+  judge cannot measure one.
 * **Semantic similarity** — token F1 between answer and reference (null without a reference).
 * **Explanations** — each is derived from the value returned beside it: the value, then the text
   of its band (:func:`band`: high ≥ 0.8, partial ≥ 0.5, low, none at 0), so an explanation never
@@ -79,6 +89,13 @@ _POLAR_QUESTION = re.compile(
     r"^\W*(?:is|are|was|were|am|do|does|did|can|could|will|would|should|shall|has|have|had|may|might|must)"
     r"(?:n't)?\b", re.IGNORECASE)
 _POLAR_ANSWER = re.compile(r"^\W*(?:yes|no|yeah|yep|nope|correct|right|true|false)\b", re.IGNORECASE)
+_POLITE = r"^\W*(?:please\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?)?"
+#: A request about the contexts themselves rather than a question they answer (see the docstring).
+_OPEN_REQUEST = re.compile(
+    _POLITE + r"(?:summari[sz]e|sum\s+up|rewrite|re-?word|rephrase|paraphrase|translate|continue|list|outline"
+    r"|condense|shorten|simplify|(?:give|write|provide|make|produce)\s+(?:me\s+|us\s+)?an?\s+(?:\w+\s+)?"
+    r"(?:summary|translation|paraphrase|rewrite|continuation|list|outline))\b"
+    r"|\bsummari[sz](?:e|es|ed|ing|ation)\b|\btl;?dr\b", re.IGNORECASE)
 _REFUSALS = (
     "cannot answer",
     "can't answer",
@@ -146,6 +163,12 @@ def is_polar_answer(question: str, answer: str) -> bool:
     return bool(_POLAR_QUESTION.match(question) and _POLAR_ANSWER.match(answer))
 
 
+def is_open_request(question: str, goal: str = "balanced") -> bool:
+    """Whether the request is about the contexts themselves (summarise, rewrite, paraphrase, translate,
+    continue, list them) or its normalised goal is ``precision`` (a ``creative`` request)."""
+    return goal == "precision" or bool(_OPEN_REQUEST.search(question))
+
+
 def _uncited(text: str) -> str:
     return _CITATION.sub(" ", text)
 
@@ -176,8 +199,15 @@ def faithfulness(answer: str, context: str, question: str = "") -> float:
     return value
 
 
-def answer_relevance(question: str, answer: str, context: str) -> float:
-    """Whether the answer addresses the question (see the module docstring)."""
+def answer_relevance(question: str, answer: str, context: str, *, open_request: bool = False) -> float:
+    """Whether the answer addresses the question, or for an open request whether it draws on the
+    contexts (see the module docstring)."""
+    if open_request and not is_refusal(answer):
+        vocabulary = set(content_words(context))
+        sentences = _sentences(answer)
+        if not vocabulary or not sentences:
+            return 0.0
+        return sum(1 for s in sentences if vocabulary.intersection(s)) / len(sentences)
     question_words = set(content_words(question))
     if is_refusal(answer):
         covered = _share(list(question_words), set(content_words(context)))
@@ -194,11 +224,14 @@ def answer_relevance(question: str, answer: str, context: str) -> float:
     return sum(1 for s in sentences if about.intersection(s)) / len(sentences)
 
 
-def context_relevance(question: str, context: str, goal: str) -> float:
+def context_relevance(question: str, context: str, goal: str, *, open_request: bool = False) -> float:
     """Whether the contexts hold what the question asks: recall of its words, and the share of
-    context sentences about it, blended by the goal (recall 0.8, precision 0.2, else 0.5)."""
-    question_words = set(content_words(question))
+    context sentences about it, blended by the goal (recall 0.8, precision 0.2, else 0.5). For an
+    open request, which is about the contexts themselves: 1.0 when they hold any content word."""
     sentences = _sentences(context)
+    if open_request:
+        return 1.0 if sentences else 0.0
+    question_words = set(content_words(question))
     if not question_words or not sentences:
         return 0.0
     recall = _share(list(question_words), {w for s in sentences for w in s})
@@ -247,6 +280,21 @@ _REFUSAL_EXPLANATIONS = {
 }
 
 
+#: An open request is about the contexts themselves: these texts replace the question-term ones.
+_OPEN_EXPLANATIONS = {
+    "context_relevance": {
+        "high": "the request is about the context itself, and the context is there",
+        "none": "the request is about a context, and none was given",
+    },
+    "answer_relevance": {
+        "high": "the answer's sentences draw on the context the request is about",
+        "partial": "part of the answer draws on the context the request is about",
+        "low": "little of the answer draws on the context the request is about",
+        "none": "the answer does not draw on the context the request is about",
+    },
+}
+
+
 def band(value: float) -> str:
     """The band of a metric value: high (≥ :data:`HIGH_BAND`), partial (≥ :data:`PARTIAL_BAND`),
     low (above 0) or none."""
@@ -257,11 +305,13 @@ def band(value: float) -> str:
     return "low" if value > 0 else "none"
 
 
-def explain(metric: str, value: float, *, refusal: bool = False, detail: str = "") -> str:
+def explain(metric: str, value: float, *, refusal: bool = False, open_request: bool = False, detail: str = "") -> str:
     """The explanation of a returned metric value: the value, then the text of its band (a refusal's
-    own text where it has one), then ``detail`` (how it was measured)."""
+    or an open request's own text where it has one), then ``detail`` (how it was measured)."""
     name = band(value)
-    text = (_REFUSAL_EXPLANATIONS.get(metric, {}).get(name) if refusal else None) or _EXPLANATIONS[metric][name]
+    text = ((_REFUSAL_EXPLANATIONS.get(metric, {}).get(name) if refusal else None)
+            or (_OPEN_EXPLANATIONS.get(metric, {}).get(name) if open_request else None)
+            or _EXPLANATIONS[metric][name])
     return f"{value:.2f}: {text}" + (f" ({detail})" if detail else "")
 
 
@@ -279,17 +329,21 @@ def _rag(blocks: dict[str, str], user: str) -> dict[str, Any]:
     missing_reference = reference.strip().lower() in ("", "none", "(none)")
     answer_words = content_words(_uncited(answer))
     similarity = None if missing_reference else _round(_f1(answer_words, content_words(reference)))
+    open_request = is_open_request(question, goal)
     faith = _round(faithfulness(answer, context, question))
-    relevance = _round(answer_relevance(question, answer, context))
-    coverage = _round(context_relevance(question, context, goal))
+    relevance = _round(answer_relevance(question, answer, context, open_request=open_request))
+    coverage = _round(context_relevance(question, context, goal, open_request=open_request))
     refusal = is_refusal(answer)
+    task = "open request" if open_request else f"{goal} goal"
     return {
         "faithfulness": faith,
         "faithfulness_explanation": explain("faithfulness", faith, refusal=refusal, detail="lexical support"),
         "context_relevance": coverage,
-        "context_relevance_explanation": explain("context_relevance", coverage, detail=f"{goal} goal"),
+        "context_relevance_explanation": explain("context_relevance", coverage, open_request=open_request,
+                                                  detail=task),
         "answer_relevance": relevance,
-        "answer_relevance_explanation": explain("answer_relevance", relevance, refusal=refusal),
+        "answer_relevance_explanation": explain("answer_relevance", relevance, refusal=refusal,
+                                                open_request=open_request),
         "semantic_similarity": similarity,
         "semantic_similarity_explanation": ("No reference answer provided." if similarity is None
                                             else explain("semantic_similarity", similarity, detail="token F1")),
@@ -312,7 +366,8 @@ def _masis(blocks: dict[str, str]) -> dict[str, Any]:
     evidence = blocks.get("evidence", "")
     evidence = "" if evidence == "(no context retrieved)" else evidence
     faith = faithfulness(answer, evidence, question)
-    relevance = answer_relevance(question, answer, evidence) if answer.strip() else 0.0
+    open_request = is_open_request(question)  # the masis prompt carries no goal
+    relevance = answer_relevance(question, answer, evidence, open_request=open_request) if answer.strip() else 0.0
     coherent = bool(_sentences(answer)) or is_polar_answer(question, answer) or is_refusal(answer)
     # the suggestions follow the values returned (rounded), as every explanation does
     suggestions = []
@@ -321,7 +376,8 @@ def _masis(blocks: dict[str, str]) -> dict[str, Any]:
     if _round(faith) < 1.0:
         suggestions.append("Keep to what the evidence says.")
     if band(_round(relevance)) in ("low", "none"):
-        suggestions.append("Address the question's key terms directly.")
+        suggestions.append("Draw on the evidence the request is about." if open_request
+                           else "Address the question's key terms directly.")
     return {
         "faithfulness": _round(faith),
         "relevance": _round(relevance),

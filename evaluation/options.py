@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from evaluation.adapters import INPUT_FORMATS, check_input_format, parse_mapping
-from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RunConfig, Thresholds
+from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, STRUCTURED_OUTPUT, RunConfig, Thresholds
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("api_base", "string", "", "API base",
            "Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); empty for $EVALUATION_API_BASE, "
            "else the provider's own.", env="EVALUATION_API_BASE"),
+    Option("structured_output", "string", "auto", "Structured output",
+           "Send each judge's reply model as a JSON schema (the reply then parses by construction; extraction "
+           "stays the fallback): auto where litellm says the provider and model enforce one, on for an "
+           "OpenAI-compatible server that does, off for JSON mode only. Batch lines too; changes the ledger's "
+           "request hashes.", choices=STRUCTURED_OUTPUT),
     Option("chunk_size", "integer", 500, "Chunk size", "Records per judge chunk (one mapped task each).", 1),
     Option("concurrency", "integer", 8, "Concurrency", "Judge calls in flight per chunk.", 1, 1024),
     Option("timeout_s", "number", 60.0, "Call timeout (s)", "Timeout of one HTTP attempt.", 1),

@@ -125,7 +125,7 @@ def render(record: InputRecord) -> RenderedPrompt:
     user = fill(_MASIS_USER, {"question": record.question, "answer": record.answer, "evidence": context_blocks(record)},
                 invalid_citations=invalid, uncited_claim_count=audit.uncited_claim_count,
                 hallucination_detected=audit.hallucination_detected)
-    return RenderedPrompt("masis", PROMPT_VERSION, _MASIS_SYSTEM, user, ("faithfulness",))
+    return RenderedPrompt("masis", PROMPT_VERSION, _MASIS_SYSTEM, user, ("faithfulness",), reply_model=MasisReply)
 
 
 class MasisReply(BaseModel):

@@ -92,14 +92,16 @@ def render(record: InputRecord) -> RenderedPrompt | None:
     if mode == "rubric":
         rubrics = "\n".join(rubric_line(r.id, r.description, r.weight, r.required) for r in record.rubrics or [])
         user = fill(_RUBRIC_USER, {"rubrics": rubrics, "question": record.question, "candidate_answer": record.answer})
-        return RenderedPrompt("prompt", PROMPT_VERSION, _RUBRIC_SYSTEM, user, ("checks",), extra={"mode": "rubric"})
+        return RenderedPrompt("prompt", PROMPT_VERSION, _RUBRIC_SYSTEM, user, ("checks",), extra={"mode": "rubric"},
+                              reply_model=RubricReply)
     user = fill(_FREEFORM_USER, {
         "expected_outcome": record.expected_outcome or "",
         "question": record.question,
         "reference_answer": "" if record.reference_missing else (record.reference or ""),
         "candidate_answer": record.answer,
     })
-    return RenderedPrompt("prompt", PROMPT_VERSION, _FREEFORM_SYSTEM, user, ("score",), extra={"mode": "freeform"})
+    return RenderedPrompt("prompt", PROMPT_VERSION, _FREEFORM_SYSTEM, user, ("score",), extra={"mode": "freeform"},
+                          reply_model=FreeformReply)
 
 
 _FirstFour = Annotated[list[str], PlainValidator(lambda value: strings(value, 4))]

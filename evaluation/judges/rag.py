@@ -122,13 +122,14 @@ def render(record: InputRecord) -> RenderedPrompt:
         "answer": record.answer,
     }, evaluation_goal=goal)
     return RenderedPrompt("rag", PROMPT_VERSION, _RAG_SYSTEM, user, ("evaluation_status", *RAG_METRICS),
-                          extra={"evaluation_goal": goal})
+                          extra={"evaluation_goal": goal}, reply_model=RagReply)
 
 
 class RagReply(BaseModel):
     """Seed 003's output format as CONTRACT §2.2 reads it: only a metric can fail validation."""
 
-    evaluation_status: Any = Field(default=None, description="`success` or `failed`, as the judge wrote it.")
+    evaluation_status: Any = Field(default=None, description="`success` or `failed`, as the judge wrote it.",
+                                   json_schema_extra={"type": "string", "enum": ["success", "failed"]})
     faithfulness: Number | None = None
     context_relevance: Number | None = None
     answer_relevance: Number | None = None

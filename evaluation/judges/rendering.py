@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from evaluation.contract import InputRecord, JudgeName
 
 
@@ -61,6 +63,8 @@ class RenderedPrompt:
     key_fields: tuple[str, ...]
     json_mode: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the judge's typed reply, sent as a JSON schema where the provider enforces one
+    reply_model: type[BaseModel] | None = None
 
     @property
     def messages(self) -> list[dict[str, str]]:

@@ -39,6 +39,7 @@ def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
         tpm=cfg.judge_tpm,
         rate_url=rate_url,
         rate_share=rate_share,
+        structured_output=cfg.structured_output,
     )
 
 

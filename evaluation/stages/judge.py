@@ -29,6 +29,7 @@ from evaluation.judges import (
     route,
 )
 from evaluation.judges.row import ParsedRow, Spent
+from evaluation.judges.schema import reply_format_of
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
 from evaluation.stages.check import judge_client
 from evaluation.stages.plan import key_range
@@ -258,7 +259,7 @@ def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -
             stored = _ledger_entry(cfg, item, outcome)  # a repeat of a prompt judged in this chunk: not paid twice
         elif stored is None and outcome is not None and unique[item.request_hash] is not item:
             outcome = replace(outcome, attempts=0, latency_ms=0.0, cost_usd=0.0)  # its failed call is counted once
-        row_out, call = _judged_row(cfg, item, outcome, stored)
+        row_out, call = _judged_row(cfg, item, outcome, stored, prepared.parameters)
         rows.append(row_out)
         if call is not None:
             calls.append(call)
@@ -306,10 +307,11 @@ def _finish(row: ParsedRow, cfg: RunConfig, prompt_version: str, spent: Spent = 
 
 
 def _judged_row(
-    cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None
+    cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None, parameters: dict[str, Any]
 ) -> tuple[ParsedRow, dict[str, Any] | None]:
     """The parsed row of one (record, judge) and its ``judge_calls`` row (none when the budget
-    stopped the call before it was made)."""
+    stopped the call before it was made). A reply reused from the ledger was asked for the same
+    way (the call parameters are part of its request hash)."""
     call: dict[str, Any] = {
         "run_id": cfg.run_id,
         "record_id": item.record.record_id,
@@ -320,6 +322,7 @@ def _judged_row(
         "system_prompt": item.prompt.system,
         "user_prompt": item.prompt.user,
         "redactions": item.redactions,
+        "response_format": reply_format_of(item.prompt, parameters),
     }
     if stored is not None:
         row = parse_reply(item.judge, item.judged_record, stored["raw_response"], item.prompt)

@@ -214,7 +214,8 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
         sampled=sampled_count,
         estimate=estimate,
         call_parameters=judge_client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
-                                                     temperature=cfg.temperature),
+                                                     temperature=cfg.temperature,
+                                                     structured_output=cfg.structured_output),
         seconds=round(time.monotonic() - started, 3),
     ))
     logger.info("%s: %d chunks of up to %d records; estimate %s", where(cfg), len(chunks), chunk_size, estimate)

@@ -94,6 +94,7 @@ CALLS_SCHEMA: dict[str, Any] = {
     "error_class": pl.String,
     **SPENT_SCHEMA,
     "redactions": pl.Int64,
+    "response_format": pl.String,
 }
 
 REJECT_SCHEMA: dict[str, Any] = {

@@ -10,7 +10,10 @@ Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models`` and the batch API
 (:mod:`evaluation.testing.batches`), each also without ``/v1``. Replies have the exact OpenAI
 ``chat.completion`` shape, with deterministic token usage (:func:`count_tokens`). A *responder*
 decides each reply, which can be a fault, and a :class:`FaultPlan` injects faults (both in
-:mod:`evaluation.testing.replies`, importable from here).
+:mod:`evaluation.testing.replies`, importable from here). A request whose ``response_format``
+carries a ``json_schema`` is answered as a provider that enforces it strictly: the content is the
+reply's first JSON object made to follow the schema, and the content faults (``malformed``,
+``prose``) are not injected.
 
 The server runs on its own event loop in a background thread, so it can serve synchronous and
 asynchronous test code alike, and hundreds of concurrent requests (latency is an ``asyncio.sleep``).
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import itertools
 import json
@@ -47,6 +51,7 @@ from aiohttp import web
 from evaluation.testing.batches import BatchEndpoints, json_response
 from evaluation.testing.ratelimit import EnforcedRate
 from evaluation.testing.replies import (
+    CONTENT_FAULTS,
     DEFAULT_REPLY_CONTENT,
     FAULT_KINDS,
     MALFORMED_CONTENT,
@@ -62,6 +67,8 @@ from evaluation.testing.replies import (
     count_tokens,
     default_responder,
     error_body,
+    requested_schema,
+    schema_reply,
 )
 
 __all__ = [
@@ -355,6 +362,7 @@ class OpenAIServer:
                 if wait > 0:
                     return self._render(body, _throttled(wait, which, limits))
 
+        schema = requested_schema(body)
         plan = self.faults
         fault: FaultKind | None = None
         attempt = 0
@@ -364,15 +372,21 @@ class OpenAIServer:
                 attempt = self._attempts.get(key, 0)
                 self._attempts[key] = attempt + 1
                 fault = plan.decide(key, attempt, self.seed, self._body_faults.get(key, 0))
+                if fault in CONTENT_FAULTS and schema is not None:
+                    fault = None  # a provider that enforces a schema returns no prose and no broken JSON
                 if fault is not None:
                     self._fault_counts[fault] += 1
                     self._body_faults[key] = self._body_faults.get(key, 0) + 1
         self._record(RecordedRequest(body, received_at=received_at, path=request.path, attempt=attempt, fault=fault))
 
-        if plan is not None and fault is not None:
+        if plan is not None and fault == "prose":
+            reply = plan.reply_for(fault, await self._call_responder(body))
+        elif plan is not None and fault is not None:
             reply = plan.reply_for(fault)
         else:
             reply = await self._call_responder(body)
+        if schema is not None and reply.status == 200 and reply.body is None and not reply.hang:
+            reply = dataclasses.replace(reply, content=schema_reply(reply.content, schema))
 
         if limits is not None and reply.status == 200:
             with self._lock:

@@ -21,9 +21,15 @@ DEFAULT_REPLY_CONTENT = json.dumps({"score": 1.0, "hits": [], "misses": [], "rea
 #: Content of a :meth:`Reply.malformed` reply: a 200 whose content is not JSON.
 MALFORMED_CONTENT = "I think the answer is good"
 
-FaultKind = Literal["rate_limit", "server_error", "hang", "malformed"]
-#: Fault kinds a :class:`FaultPlan` can inject, in the order their probability bands are laid out.
-FAULT_KINDS: tuple[FaultKind, ...] = ("rate_limit", "server_error", "hang", "malformed")
+#: The responder's content wrapped in prose and a code fence, as chatty models answer.
+PROSE_TEMPLATE = "Here is my evaluation of the answer.\n```json\n{content}\n```\nLet me know if you need more detail."
+
+FaultKind = Literal["rate_limit", "server_error", "hang", "malformed", "prose"]
+#: Fault kinds a :class:`FaultPlan` can inject, in the order their probability bands are laid out
+#: (``prose`` last, so adding it left every earlier band where it was).
+FAULT_KINDS: tuple[FaultKind, ...] = ("rate_limit", "server_error", "hang", "malformed", "prose")
+#: Faults of the content a provider that enforces a JSON schema never produces.
+CONTENT_FAULTS: frozenset[FaultKind] = frozenset({"malformed", "prose"})
 _Kind = TypeVar("_Kind", bound=str)
 
 
@@ -274,6 +280,7 @@ class FaultPlan:
     server_error: float = 0.1
     hang: float = 0.05
     malformed: float = 0.05
+    prose: float = 0.0
     retry_after: float = 0
     seed: int = 0
     max_faults_per_body: int | None = None
@@ -295,8 +302,11 @@ class FaultPlan:
             return None
         return draw_fault(self, FAULT_KINDS, f"{self.seed}:{server_seed}:{attempt}:{body_key}")
 
-    def reply_for(self, kind: FaultKind) -> Reply:
-        """The :class:`Reply` that expresses a fault kind."""
+    def reply_for(self, kind: FaultKind, answer: Reply | None = None) -> Reply:
+        """The :class:`Reply` that expresses a fault kind (``prose`` wraps the responder's ``answer``)."""
+        if kind == "prose":
+            content = answer.content if answer is not None and answer.content is not None else DEFAULT_REPLY_CONTENT
+            return Reply(content=PROSE_TEMPLATE.format(content=content))
         if kind == "rate_limit":
             return Reply.rate_limited(retry_after=self.retry_after)
         return {"server_error": Reply.server_error, "hang": Reply.hang, "malformed": Reply.malformed}[kind]()
@@ -345,3 +355,75 @@ class RecordedRequest(dict[str, Any]):
             f"RecordedRequest({dict.__repr__(self)}, received_at={self.received_at!r}, "
             f"path={self.path!r}, attempt={self.attempt}, fault={self.fault!r})"
         )
+
+
+# ------------------------------------------------------------------------------------- JSON schemas
+
+
+def requested_schema(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request's ``response_format`` asks the reply to follow, or None."""
+    response_format = body.get("response_format")
+    if not isinstance(response_format, Mapping) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    return schema if isinstance(schema, dict) else None
+
+
+def _first_object(text: str | None) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    position = (text or "").find("{")
+    while position >= 0 and text is not None:
+        try:
+            value, _ = decoder.raw_decode(text, position)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        position = text.find("{", position + 1)
+    return None
+
+
+def _conform(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` made to follow ``schema`` (the subset strict schemas use): a value of the right type
+    is kept, an object keeps exactly the schema's properties, anything else becomes the schema's
+    first option (null where allowed, else the first enum value, 0, "", false, [] or {})."""
+    choices = schema.get("anyOf")
+    if isinstance(choices, list):
+        for choice in choices:
+            if _fits(value, choice):
+                return _conform(value, choice)
+        nullable = any(c.get("type") == "null" for c in choices)
+        return None if nullable else _conform(None, choices[0])
+    kind = schema.get("type")
+    if "enum" in schema:
+        return value if value in schema["enum"] else schema["enum"][0]
+    if kind == "object":
+        given = value if isinstance(value, dict) else {}
+        return {name: _conform(given.get(name), sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        items = schema.get("items", {})
+        return [_conform(item, items) for item in value if _fits(item, items)] if isinstance(value, list) else []
+    if _fits(value, schema):
+        return value
+    return {"number": 0.0, "integer": 0, "string": "", "boolean": False, "null": None}.get(str(kind))
+
+
+def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
+    kind = schema.get("type")
+    if "anyOf" in schema:
+        return any(_fits(value, choice) for choice in schema["anyOf"])
+    if "enum" in schema:
+        return value in schema["enum"]
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return {"string": isinstance(value, str), "boolean": isinstance(value, bool), "null": value is None,
+            "object": isinstance(value, dict), "array": isinstance(value, list)}.get(str(kind), True)
+
+
+def schema_reply(content: str | None, schema: Mapping[str, Any]) -> str:
+    """What a provider that enforces ``schema`` (strictly) answers where the responder answered
+    ``content``: the first JSON object of it, made to follow the schema, as the whole content."""
+    return json.dumps(_conform(_first_object(content), schema), ensure_ascii=False)

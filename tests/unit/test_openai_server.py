@@ -293,7 +293,7 @@ def test_fault_plan_rates_follow_the_probabilities() -> None:
     assert plan == FaultPlan()  # those are the defaults
     n = 8000
     decisions = [plan.decide(FaultPlan.body_key({"i": i}), 0) for i in range(n)]
-    for kind, p in zip(FAULT_KINDS, (0.3, 0.1, 0.05, 0.05), strict=True):
+    for kind, p in zip(FAULT_KINDS, (0.3, 0.1, 0.05, 0.05, 0.0), strict=True):
         assert abs(decisions.count(kind) / n - p) < 0.02, kind
     assert abs(decisions.count(None) / n - 0.5) < 0.02
     with pytest.raises(ValueError):
@@ -349,7 +349,7 @@ def test_max_faults_per_body_caps_the_faults_and_retry_after_is_sent() -> None:
         counts = srv.fault_counts
     assert [r[0] for r in results] == [429, 429, 200, 429]
     assert results[0][1]["Retry-After"] == "2"
-    assert counts == {"rate_limit": 3, "server_error": 0, "hang": 0, "malformed": 0}
+    assert counts == {"rate_limit": 3, "server_error": 0, "hang": 0, "malformed": 0, "prose": 0}
 
 
 # -------------------------------------------------------------------------------- responders & misc
