@@ -301,6 +301,12 @@ class RunConfig(BaseModel):
         default=48.0, gt=0.0, description="Hours after a chunk's first batch past which nothing is re-submitted."
     )
     batch_poll_s: float = Field(default=60.0, gt=0.0, description="Seconds between two looks at a batch.")
+    batch_max_requests: int | None = Field(
+        default=None, ge=0, description="Requests per provider batch; None or 0: the provider's limit."
+    )
+    batch_max_bytes: int | None = Field(
+        default=None, ge=0, description="Bytes of a provider batch's input file; None or 0: the provider's limit."
+    )
     dry_run: bool = Field(default=False, description="Stop after planning: no judge call, nothing landed.")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
