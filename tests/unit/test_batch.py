@@ -305,14 +305,15 @@ def test_the_plan_estimates_the_online_and_the_batch_price(tmp_path: Path) -> No
 def _run_args(tmp_path: Path, api_base: str) -> list[str]:
     return ["run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw"), "--output", str(tmp_path / "out"),
             "--judge-model", MODEL, "--api-base", api_base, "--batch", "--batch-poll-s", "0.1",
-            "--run-id", "r1"]
+            "--run-id", "r1", "--batch-max-requests", "20"]
 
 
-def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_path: Path) -> None:
+def test_a_killed_batch_run_resumes_its_batches_without_submitting_them_again(tmp_path: Path) -> None:
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
     out = storage.LocalStore(tmp_path / "out")
     with OpenAIServer(responder=judge_reply) as server:
-        server.batches.delay_s = 3600  # the batch stays in progress until the test lets it finish
+        server.batches.delay_s = 3600  # the batches stay in progress until the test lets them finish
+        server.batches.max_requests = 20
         stderr = tmp_path / "stderr.txt"
         with stderr.open("wb") as sink:
             process = subprocess.Popen([PYTHON, "-m", "evaluation", *_run_args(tmp_path, server.base_url)],
@@ -320,23 +321,25 @@ def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_pa
         key = state_key(config(tmp_path), 0)
         try:
             deadline = time.monotonic() + 120
-            # Killed once the batch is kept with the chunk and the CLI shows it waiting.
+            # Killed once the batches are kept with the chunk and the CLI shows them waiting.
             while not (out.exists(key) and "in_progress" in stderr.read_text(errors="replace")):
                 assert process.poll() is None, stderr.read_text(errors="replace")[-2000:]
                 assert time.monotonic() < deadline, "the batch was never submitted"
                 time.sleep(0.05)
-            process.kill()  # SIGKILL while it waits for its batch
+            process.kill()  # SIGKILL while it waits for its batches
             process.wait(30)
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait(30)
         assert process.returncode == -9
+        kept = storage.read_json(out, key)["batches"]
+        requests = sum(len(b["hashes"]) for b in kept)
+        parts = math.ceil(requests / 20)
         progress = [line for line in stderr.read_text().splitlines() if "in_progress" in line]
-        assert progress[0].endswith("0 done, 0 failed of " + str(len(storage.read_json(out, key)["batches"][0]["hashes"])))
-        assert server.batches.counts["batches_created"] == 1 and server.batches.line_ids == []
-        (batch_id,) = server.batches.batches
-        assert storage.read_json(out, key)["batches"][0]["id"] == batch_id
+        assert progress[0].endswith(f"{parts} batches {parts} in_progress: 0 done, 0 failed of {requests}")
+        assert server.batches.counts["batches_created"] == parts > 1 and server.batches.line_ids == []
+        assert [b["id"] for b in kept] == list(server.batches.batches)
 
         server.batches.delay_s = 0.0  # the provider gets to it: the restarted run collects it
         stdout = io.StringIO()
@@ -345,7 +348,7 @@ def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_pa
         counts = dict(server.batches.counts)
         lines = list(server.batches.line_ids)
     summary = json.loads(stdout.getvalue())
-    assert counts["batches_created"] == counts["files_created"] == 1, "the batch was paid for twice"
+    assert counts["batches_created"] == counts["files_created"] == parts, "a batch was paid for twice"
     assert len(lines) == len(set(lines)) == summary["calls_made"] > 0
     assert summary["status"] == "success" and summary["rows"] == 30 * 3
     assert table(tmp_path / "out", "evaluations").filter(pl.col("judge_status") != "skipped")["judge_status"] \
@@ -372,19 +375,23 @@ def test_the_trigger_fires_once_every_batch_has_ended() -> None:
     from evaluation.batch import BatchApi
 
     with OpenAIServer() as server:
-        server.batches.delay_s = 0.6
 
-        async def submit_then_wait() -> tuple[str, str, dict, object, float]:  # one event loop, as a triggerer's
+        async def submit_then_wait() -> tuple[list[str], str, dict, object, float]:  # one loop, as a triggerer's
             api = BatchApi(MODEL, api_base=server.base_url, api_key="k")
             file_id = await api.upload("in.jsonl", (json.dumps(_line("a", "x")) + "\n").encode())
-            batch_id = str((await api.create(file_id, {}))["id"])
-            classpath, kwargs = BatchTrigger([batch_id], MODEL, server.base_url, poll_s=0.1).serialize()
+            first = str((await api.create(file_id, {}))["id"])
+            while (await api.retrieve(first))["status"] != "completed":  # a part that has ended...
+                await asyncio.sleep(0.01)
+            server.batches.delay_s = 0.6
+            second = str((await api.create(file_id, {}))["id"])  # ...beside one still running
+            classpath, kwargs = BatchTrigger([first, second], MODEL, server.base_url, poll_s=0.1).serialize()
             started = time.monotonic()
             event = await anext(BatchTrigger(**kwargs).run())
-            return batch_id, classpath, kwargs, event, time.monotonic() - started
+            return [first, second], classpath, kwargs, event, time.monotonic() - started
 
-        batch_id, classpath, kwargs, event, waited = asyncio.run(submit_then_wait())
+        batch_ids, classpath, kwargs, event, waited = asyncio.run(submit_then_wait())
         assert classpath == "evaluation_batch.BatchTrigger" and "api_key" not in kwargs
-        assert event.payload == {"status": "ended", "batch_ids": [batch_id]}  # type: ignore[attr-defined]
-        assert waited >= 0.5 and server.batches.counts["batch_reads"] >= 3
-        assert server.batches.batches[batch_id]["status"] == "completed"
+        assert event.payload == {"status": "ended", "batch_ids": batch_ids}  # type: ignore[attr-defined]
+        assert waited >= 0.5, "the trigger waits for every part, not the first that ended"
+        assert server.batches.counts["batch_reads"] >= 3
+        assert all(server.batches.batches[b]["status"] == "completed" for b in batch_ids)
