@@ -296,7 +296,7 @@ class RunConfig(BaseModel):
     rejudge_parse_errors: bool = Field(
         default=False, description="Call the judge again for ledger replies that do not parse (parse_error)."
     )
-    batch: bool = Field(default=False, description="Send a chunk's judge calls as one provider batch (batch prices).")
+    batch: bool = Field(default=False, description="Send a chunk's judge calls as provider batches (batch prices).")
     batch_deadline_h: float = Field(
         default=48.0, gt=0.0, description="Hours after a chunk's first batch past which nothing is re-submitted."
     )

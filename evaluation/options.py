@@ -113,7 +113,7 @@ OPTIONS: tuple[Option, ...] = (
            "provider glitch; the new reply replaces the old one in the ledger. Off: stored replies "
            "are reused as they are, never paid for twice."),
     Option("batch", "boolean", False, "Batch mode",
-           "Send each chunk's judge calls as one provider batch (OpenAI or Azure batch API: batch prices, "
+           "Send each chunk's judge calls as provider batches (OpenAI or Azure batch API: batch prices, "
            "results within 24 h); the judge task waits deferred, holding no worker slot."),
     Option("batch_deadline_h", "number", 48.0, "Batch deadline (h)",
            "Hours after a chunk's first batch within which an expired or cancelled batch's missing requests, "
