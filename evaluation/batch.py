@@ -252,7 +252,7 @@ class ChunkBatch:
         self._collected: set[str] = set()
         self.prices = batch_prices(cfg.judge_model)
         if cfg.budget_usd is not None:
-            logger.warning("%s: budget_usd %s does not stop a batch: a chunk's batch is submitted whole",
+            logger.warning("%s: budget_usd %s does not stop a batch: a chunk's batches are submitted whole",
                            cfg.run_id, cfg.budget_usd)
         if not self.prices[2]:
             logger.info("%s: litellm has no batch price for %s: batch calls are costed at its online price "
