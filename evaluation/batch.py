@@ -1,16 +1,22 @@
-"""Batch mode: a judge chunk's calls sent as one provider batch (the OpenAI batch API, through litellm).
+"""Batch mode: a judge chunk's calls sent as provider batches (the OpenAI batch API, through litellm).
 
-A chunk in batch mode uploads one JSONL file (a line per request the ledger does not hold:
+A chunk in batch mode uploads JSONL files (a line per request the ledger does not hold:
 ``custom_id`` is the ledger's request hash, ``body`` the chat-completions body an online call would
-send), creates a batch on ``/v1/chat/completions`` with a 24 h completion window, waits for it, and
-downloads its output and error files. Every result line becomes the same
-:class:`~evaluation.outcome.CallOutcome` an online call would: a reply, or a failure with its error
-class. A batch that expires or is cancelled keeps the lines it finished; the missing ones are
-submitted again until ``batch_deadline_h`` after the chunk's first batch, then end as ``timeout``.
+send), creates a batch of each on ``/v1/chat/completions`` with a 24 h completion window, waits for
+them, and downloads their output and error files. The requests are split into as many provider
+batches (parts) as the provider's limits of one batch need (:data:`PROVIDER_LIMITS`, requests and
+input-file bytes; the ``batch_max_requests`` / ``batch_max_bytes`` options override them). Every
+result line becomes the same :class:`~evaluation.outcome.CallOutcome` an online call would: a reply,
+or a failure with its error class. Lines not run (a batch that expired or was cancelled) and lines
+that failed for a transient reason (:data:`~evaluation.outcome.RETRYABLE`: 5xx, 429, timeouts; each
+line run at most ``max_attempts`` times) are submitted again in a follow-up batch until
+``batch_deadline_h`` after the chunk's first batch; then they end as their last failure, or
+``timeout`` when they never ran. Permanent failures (400, auth) are final at once.
 
-The batch ids are kept with the chunk in the run's output store (``_work/.../batch/chunk-N.json``)
-as soon as a batch is created, before any wait: a task that is retried, or a process that died,
-finds them and waits for the batches already paid for instead of submitting them again.
+Each part's batch id is kept with the chunk in the run's output store
+(``_work/.../batch/chunk-N.json``) as soon as the part is created, before the next part and any
+wait: a task that is retried, or a process that died, finds them, waits for the parts already paid
+for and submits only the requests no part holds.
 
 Costs are litellm's batch prices (``input_cost_per_token_batches`` / ``output_cost_per_token_batches``
 in its price map) where it has them, else its online prices (and a log line says so).
@@ -25,14 +31,16 @@ import datetime as dt
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluation import storage
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt
 from evaluation.judges.schema import response_format
-from evaluation.outcome import CallOutcome, status_error_class
+from evaluation.outcome import RETRYABLE, CallOutcome, status_error_class
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +52,27 @@ TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 NOT_RUN = frozenset({"batch_expired", "batch_cancelled"})
 COMPLETION_WINDOW = "24h"
 ENDPOINT = "/v1/chat/completions"
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """What one provider batch may hold: requests, and bytes of its input file."""
+
+    max_requests: int
+    max_bytes: int
+
+
+#: One batch's limits per litellm provider, from the providers' documentation (2026). They change:
+#: the ``batch_max_requests`` / ``batch_max_bytes`` options override them.
+PROVIDER_LIMITS: dict[str, BatchLimits] = {
+    "openai": BatchLimits(50_000, 200 * MB),
+    "azure": BatchLimits(50_000, 200 * MB),  # Azure OpenAI's global batch takes OpenAI's file format and limits
+    "anthropic": BatchLimits(100_000, 256 * MB),  # Message Batches
+}
+#: Any other provider (vertex_ai, bedrock, ...): below what each documents today (Vertex AI and
+#: Bedrock take more per job, Bedrock 50,000 records by default quota), conservative on purpose.
+DEFAULT_LIMITS = BatchLimits(10_000, 100 * MB)
 
 
 class BatchUnsupported(ValueError):
@@ -119,6 +148,33 @@ def error_class(status: int | None, code: str | None = None, message: str | None
     return "other"
 
 
+def limits_for(cfg: RunConfig, provider: str) -> BatchLimits:
+    """One batch's limits for ``provider``: the known ones, each replaced by its option when set (> 0)."""
+    known = PROVIDER_LIMITS.get(provider, DEFAULT_LIMITS)
+    return BatchLimits(cfg.batch_max_requests or known.max_requests, cfg.batch_max_bytes or known.max_bytes)
+
+
+def split_parts(sizes: list[int], limits: BatchLimits) -> tuple[list[list[int]], list[int]]:
+    """Positions of lines (``sizes``: each line's bytes, newline included) packed in order into parts
+    within ``limits``, and the positions of lines larger than a whole batch may be."""
+    parts: list[list[int]] = []
+    too_large: list[int] = []
+    current: list[int] = []
+    used = 0
+    for position, size in enumerate(sizes):
+        if size > limits.max_bytes:
+            too_large.append(position)
+            continue
+        if current and (len(current) >= limits.max_requests or used + size > limits.max_bytes):
+            parts.append(current)
+            current, used = [], 0
+        current.append(position)
+        used += size
+    if current:
+        parts.append(current)
+    return parts, too_large
+
+
 def state_key(cfg: RunConfig, index: int) -> str:
     """Where a chunk's batches are kept, beside its staged parquet."""
     return storage.work_key(cfg.date, cfg.run_id, f"batch/chunk-{index:05d}.json")
@@ -175,8 +231,9 @@ class ChunkBatch:
 
     ``requests`` maps request hashes to the prompts still to be judged (what the ledger does not
     hold). :meth:`advance` does one round (look at the live batches, collect the ended ones, submit
-    what is missing) and returns the ids still to wait for; :meth:`wait` repeats it every
-    ``batch_poll_s`` until none is left; :meth:`outcomes` then gives one outcome per request."""
+    what is missing or failed for a transient reason, split within :attr:`limits`) and returns the
+    ids still to wait for; :meth:`wait` repeats it every ``batch_poll_s`` until none is left;
+    :meth:`outcomes` then gives one outcome per request."""
 
     def __init__(self, cfg: RunConfig, stores: Any, index: int, requests: dict[str, RenderedPrompt], *,
                  api_key: str | None, parameters: dict[str, Any]) -> None:
@@ -187,12 +244,17 @@ class ChunkBatch:
         self.parameters = parameters
         self.api = BatchApi(cfg.judge_model, api_base=cfg.api_base, api_key=api_key, timeout_s=max(cfg.timeout_s, 60.0))
         self.key = state_key(cfg, index)
+        self.limits = limits_for(cfg, self.api.provider)
         self.state: dict[str, Any] = self._load()
-        self._results: dict[str, Any] = {}
+        self._results: dict[str, CallOutcome] = {}
+        #: The last transient failure of a request no batch has answered yet (submitted again).
+        self._transient: dict[str, CallOutcome] = {}
+        #: How many times each request was run (result lines other than "not run").
+        self._runs: Counter[str] = Counter()
         self._collected: set[str] = set()
         self.prices = batch_prices(cfg.judge_model)
         if cfg.budget_usd is not None:
-            logger.warning("%s: budget_usd %s does not stop a batch: a chunk's batch is submitted whole",
+            logger.warning("%s: budget_usd %s does not stop a batch: a chunk's batches are submitted whole",
                            cfg.run_id, cfg.budget_usd)
         if not self.prices[2]:
             logger.info("%s: litellm has no batch price for %s: batch calls are costed at its online price "
@@ -244,15 +306,20 @@ class ChunkBatch:
         for entry in self.state["batches"]:
             if entry["id"] in live:
                 covered.update(entry["hashes"])
-        missing = [h for h in self.requests if h not in covered]
+        missing = []
+        for digest in (h for h in self.requests if h not in covered):
+            if self._runs[digest] >= self.cfg.max_attempts and digest in self._transient:
+                self._results[digest] = self._transient[digest]  # ran max_attempts times: its last failure
+            else:
+                missing.append(digest)
         if missing:
             if self.state["batches"] and self._deadline_passed():
                 for digest in missing:
-                    self._results[digest] = _failure(
+                    self._results[digest] = self._transient.get(digest) or _failure(
                         "timeout", f"timeout (not retried): no batch result within batch_deadline_h="
                         f"{self.cfg.batch_deadline_h:g} of the chunk's first batch", 0.0)
             else:
-                live.append(await self._submit(missing))
+                live.extend(await self._submit(missing))
         return live
 
     async def wait(self, on_status: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -266,41 +333,67 @@ class ChunkBatch:
             await asyncio.sleep(self.cfg.batch_poll_s)
 
     def describe(self) -> str:
-        """A progress line: each live batch's state and its finished lines."""
-        parts = []
-        for entry in self.state["batches"]:
-            counts = entry.get("counts") or {}
-            parts.append(f"batch {entry['id']} {entry['status']}: {counts.get('completed', 0)} done, "
-                         f"{counts.get('failed', 0)} failed of {len(entry['hashes'])}")
-        return "; ".join(parts)
+        """A progress line: the batch's state (or the parts' states) and the finished lines."""
+        entries = self.state["batches"]
+        done = sum(int((e.get("counts") or {}).get("completed", 0)) for e in entries)
+        failed = sum(int((e.get("counts") or {}).get("failed", 0)) for e in entries)
+        total = sum(len(e["hashes"]) for e in entries)
+        if len(entries) == 1:
+            head = f"batch {entries[0]['id']} {entries[0]['status']}"
+        else:
+            states = Counter(str(e["status"]) for e in entries)
+            head = f"{len(entries)} batches " + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        return f"{head}: {done} done, {failed} failed of {total}"
 
-    def outcomes(self) -> dict[str, Any]:
-        """One outcome per request (call once :meth:`advance` returned no live batch)."""
+    def outcomes(self) -> dict[str, CallOutcome]:
+        """One outcome per request (call once :meth:`advance` returned no live batch); ``attempts``
+        is how many times the request was run."""
         missing = [h for h in self.requests if h not in self._results]
         if missing:
             raise RuntimeError(f"chunk {self.index}: {len(missing)} requests have no batch result yet")
-        return {h: self._results[h] for h in self.requests}
+        return {h: replace(self._results[h], attempts=self._runs[h] or self._results[h].attempts)
+                for h in self.requests}
 
-    async def _submit(self, hashes: list[str]) -> str:
+    async def _submit(self, hashes: list[str]) -> list[str]:
+        """Submit ``hashes`` as one or more provider batches within :attr:`limits`; returns their ids."""
         json_mode = bool(self.parameters.get("json_mode"))
         temperature = float(self.parameters.get("temperature", self.cfg.temperature))
         schema = self.parameters.get("response_format") == "json_schema"
-        lines = [request_line(self.cfg.judge_model, self.requests[h], h, temperature=temperature, json_mode=json_mode,
-                              response_schema=schema) for h in hashes]
-        data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
+        encoded = [(json.dumps(request_line(self.cfg.judge_model, self.requests[h], h, temperature=temperature,
+                                            json_mode=json_mode, response_schema=schema), ensure_ascii=False)
+                    + "\n").encode("utf-8")
+                   for h in hashes]
+        parts, too_large = split_parts([len(line) for line in encoded], self.limits)
+        for position in too_large:
+            self._results[hashes[position]] = _failure(
+                "bad_request", f"bad_request (not retried): the request is {len(encoded[position])} bytes, more than "
+                f"one batch may hold (batch_max_bytes={self.limits.max_bytes})", 0.0)
+        round_number = 1 + max((int(e.get("round", 1)) for e in self.state["batches"]), default=0)
+        if len(parts) > 1:
+            logger.info("%s chunk %d: %d requests split into %d batches (at most %d requests and %d bytes each)",
+                        self.cfg.judge_model, self.index, len(hashes), len(parts), self.limits.max_requests,
+                        self.limits.max_bytes)
+        ids = []
+        for part in parts:
+            ids.append(await self._submit_part([hashes[p] for p in part], b"".join(encoded[p] for p in part),
+                                               round_number))
+        return ids
+
+    async def _submit_part(self, hashes: list[str], data: bytes, round_number: int) -> str:
         name = f"{storage.safe_id(self.cfg.run_id)}-chunk{self.index:05d}-{len(self.state['batches'])}.jsonl"
         file_id = await self.api.upload(name, data)
         created = await self.api.create(file_id, {"run_id": self.cfg.run_id[:500], "chunk": str(self.index)})
         now = time.time()
         batch_id = str(created["id"])
         entry = {"id": batch_id, "input_file_id": file_id, "status": str(created.get("status") or "validating"),
-                 "submitted_at": now, "hashes": hashes, "counts": _counts(created)}
+                 "submitted_at": now, "round": round_number, "bytes": len(data), "hashes": hashes,
+                 "counts": _counts(created)}
         self.state["batches"].append(entry)
         if self.state.get("first_submitted_at") is None:
             self.state["first_submitted_at"] = now
-        self._save()  # before any wait: a retry or a restart resumes this batch instead of paying again
-        logger.info("%s chunk %d: submitted batch %s of %d requests (%s)", self.cfg.judge_model, self.index,
-                    batch_id, len(hashes), name)
+        self._save()  # before the next part and any wait: a retry or a restart resumes it instead of paying again
+        logger.info("%s chunk %d: submitted batch %s of %d requests, %d bytes (%s)", self.cfg.judge_model,
+                    self.index, batch_id, len(hashes), len(data), name)
         return batch_id
 
     async def _collect(self, entry: dict[str, Any]) -> None:
@@ -320,7 +413,12 @@ class ChunkBatch:
                 if digest not in ours:
                     continue
                 outcome = self._outcome(line, latency_ms)
-                if outcome is not None and (digest not in self._results or outcome.ok):
+                if outcome is None:  # never run: submitted again
+                    continue
+                self._runs[digest] += 1
+                if outcome.error_class in RETRYABLE:
+                    self._transient[digest] = outcome  # submitted again, up to max_attempts runs
+                elif digest not in self._results or outcome.ok:
                     self._results[digest] = outcome
         if entry["status"] == "failed":  # the whole batch was refused (e.g. its file did not validate)
             for digest in ours - set(self._results):

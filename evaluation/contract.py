@@ -306,11 +306,17 @@ class RunConfig(BaseModel):
     rejudge_parse_errors: bool = Field(
         default=False, description="Call the judge again for ledger replies that do not parse (parse_error)."
     )
-    batch: bool = Field(default=False, description="Send a chunk's judge calls as one provider batch (batch prices).")
+    batch: bool = Field(default=False, description="Send a chunk's judge calls as provider batches (batch prices).")
     batch_deadline_h: float = Field(
         default=48.0, gt=0.0, description="Hours after a chunk's first batch past which nothing is re-submitted."
     )
     batch_poll_s: float = Field(default=60.0, gt=0.0, description="Seconds between two looks at a batch.")
+    batch_max_requests: int | None = Field(
+        default=None, ge=0, description="Requests per provider batch; None or 0: the provider's limit."
+    )
+    batch_max_bytes: int | None = Field(
+        default=None, ge=0, description="Bytes of a provider batch's input file; None or 0: the provider's limit."
+    )
     dry_run: bool = Field(default=False, description="Stop after planning: no judge call, nothing landed.")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")

@@ -118,12 +118,19 @@ OPTIONS: tuple[Option, ...] = (
            "provider glitch; the new reply replaces the old one in the ledger. Off: stored replies "
            "are reused as they are, never paid for twice."),
     Option("batch", "boolean", False, "Batch mode",
-           "Send each chunk's judge calls as one provider batch (OpenAI or Azure batch API: batch prices, "
+           "Send each chunk's judge calls as provider batches (OpenAI or Azure batch API: batch prices, "
            "results within 24 h); the judge task waits deferred, holding no worker slot."),
     Option("batch_deadline_h", "number", 48.0, "Batch deadline (h)",
-           "Hours after a chunk's first batch within which an expired or cancelled batch's missing requests "
-           "are submitted again; past it they end as call_error (timeout).", 0.001),
+           "Hours after a chunk's first batch within which an expired or cancelled batch's missing requests, "
+           "and lines that failed for a transient reason (5xx, 429, timeout; up to max_attempts runs), are "
+           "submitted again; past it they end as call_error.", 0.001),
     Option("batch_poll_s", "number", 60.0, "Batch poll interval (s)", "Seconds between two looks at a batch.", 0.01),
+    Option("batch_max_requests", "integer", None, "Batch max requests",
+           "Requests per provider batch: a chunk's batch is split into parts of at most this many. "
+           "Empty or 0: the provider's limit (OpenAI and Azure 50,000).", 0, nullable=True),
+    Option("batch_max_bytes", "integer", None, "Batch max bytes",
+           "Bytes of a provider batch's input file: a chunk's batch is split into parts of at most this size. "
+           "Empty or 0: the provider's limit (OpenAI and Azure 200 MB).", 0, nullable=True),
     Option("dry_run", "boolean", False, "Dry run",
            "Stop after planning: read and validate the day and estimate its calls, tokens, cost and time "
            "(in the plan task's log and result); no judge call, nothing landed."),

@@ -1,12 +1,14 @@
 """Batch mode under Airflow: the judge task that waits for a provider batch without a worker slot.
 
 :class:`JudgeChunkOperator` is the daily DAG's mapped judge task. With ``batch`` off it judges its
-chunk online, as before. With ``batch`` on it submits the chunk's calls as one provider batch (or
-finds the batch an earlier try of the task already submitted: its id is kept with the chunk) and
-defers to :class:`BatchTrigger`, which polls the batch on the triggerer; when the batch has ended
-the task resumes in :meth:`JudgeChunkOperator.execute_complete`, collects the results (submitting
-again what an expired or cancelled batch left undone, and deferring once more) and stages the
-chunk exactly as an online run does.
+chunk online, as before. With ``batch`` on it submits the chunk's calls as provider batches, as
+many parts as the provider's limits of one batch need (or finds the parts an earlier try of the
+task already submitted: their ids are kept with the chunk, and only what no part holds is
+submitted) and defers to :class:`BatchTrigger`, which polls every part on the triggerer; when all
+have ended the task resumes in :meth:`JudgeChunkOperator.execute_complete`, collects the results
+(submitting again, in a follow-up batch, what an expired or cancelled batch left undone and the
+lines that failed for a transient reason, and deferring once more) and stages the chunk exactly as
+an online run does.
 
 The trigger holds no key: it reads the ``llm_judge`` Connection (or the environment) itself.
 """

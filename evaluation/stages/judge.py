@@ -1,8 +1,8 @@
 """Stage 3: judge one chunk.
 
 A chunk is judged in three parts: :func:`prepare_chunk` renders its prompts and asks the ledger
-what is already paid for, a caller sends the rest (online through the judge client, or as one
-provider batch, see :mod:`evaluation.batch`), and :func:`finish_chunk` turns every outcome into a
+what is already paid for, a caller sends the rest (online through the judge client, or as provider
+batches, see :mod:`evaluation.batch`), and :func:`finish_chunk` turns every outcome into a
 ledger entry, a ``judge_calls`` row and a parsed row. Online and batch mode share everything but
 the calling."""
 
@@ -193,7 +193,7 @@ def judge_chunk(
 ) -> ChunkResult:
     """Run the selected judges on one staged chunk; stage its parsed rows and judge calls.
 
-    With ``cfg.batch`` the requests go to the provider as one batch, waited for in this process
+    With ``cfg.batch`` the requests go to the provider as batches, waited for in this process
     (the CLI; the DAG's judge task defers instead, see :func:`judge_batch_step`)."""
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
     if progress is not None:
@@ -218,7 +218,7 @@ def judge_chunk(
 def judge_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None
                      ) -> tuple[ChunkResult | None, list[str]]:
     """One step of a chunk judged in batch mode, for a task that waits by deferring: collects the
-    batches that ended, submits what is still missing (the batch id is kept with the chunk before
+    batches that ended, submits what is still missing (each batch id is kept with the chunk before
     any wait), and returns the chunk's result once every request has an outcome, else the ids of
     the batches to wait for."""
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)

@@ -1,8 +1,8 @@
 """The OpenAI batch API of the test server (:class:`evaluation.testing.openai_server.OpenAIServer`).
 
 Endpoints: ``POST /v1/files`` (multipart upload, ``purpose=batch``), ``GET /v1/files/{id}`` and
-``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}`` and
-``POST /v1/batches/{id}/cancel`` (each also without ``/v1``). A batch's lines are answered by the
+``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches`` (the list, newest first),
+``GET /v1/batches/{id}`` and ``POST /v1/batches/{id}/cancel`` (each also without ``/v1``). A batch's lines are answered by the
 server's own responder and rendered by its own completion builder, so a batch line gets the very
 reply an online call of the same body gets.
 
@@ -11,7 +11,13 @@ any time):
 
 * ``delay_s``: seconds a batch stays ``in_progress`` before its lines are run;
 * ``fail_ids`` / ``fail_fraction``: lines (by ``custom_id``, or a deterministic share of them)
-  answered with a 500 in the error file;
+  answered with a 500 in the error file; ``fail_times``: how many times each such line fails
+  before it is answered (None: every time);
+* ``bad_fraction``: a deterministic share of the lines answered with a 400 (``invalid_request_error``);
+* ``max_requests`` / ``max_bytes``: one batch's limits; a batch whose input file has more lines or
+  bytes ``failed`` at validation, running none of its lines, as OpenAI's does;
+* ``max_batches``: batches created past this many are refused with a 500 (a provider failing
+  half-way through a chunk's submission);
 * ``expire_batches`` / ``expire_after``: the next ``expire_batches`` batches expire after running
   ``expire_after`` of their lines (an int, or a fraction of the lines); the rest land in the error
   file with code ``batch_expired``, as OpenAI does.
@@ -70,6 +76,12 @@ class BatchEndpoints:
         self.delay_s = 0.0
         self.fail_ids: set[str] = set()
         self.fail_fraction = 0.0
+        self.fail_times: int | None = None
+        self.bad_fraction = 0.0
+        self.max_requests: int | None = None
+        self.max_bytes: int | None = None
+        self.max_batches: int | None = None
+        self._failures: dict[str, int] = {}
         self.expire_batches = 0
         self.expire_after: float = 0.5
         self._lock = threading.Lock()
@@ -89,6 +101,7 @@ class BatchEndpoints:
             app.router.add_get(f"{prefix}/files/{{file_id}}", self._get_file)
             app.router.add_get(f"{prefix}/files/{{file_id}}/content", self._file_content)
             app.router.add_post(f"{prefix}/batches", self._create_batch)
+            app.router.add_get(f"{prefix}/batches", self._list_batches)
             app.router.add_get(f"{prefix}/batches/{{batch_id}}", self._get_batch)
             app.router.add_post(f"{prefix}/batches/{{batch_id}}/cancel", self._cancel_batch)
 
@@ -134,9 +147,15 @@ class BatchEndpoints:
         input_id = body.get("input_file_id")
         if input_id not in self._contents:
             return json_response(400, error_body(f"unknown input_file_id {input_id!r}", "invalid_request_error"))
+        if self.max_batches is not None and len(self.batches) >= self.max_batches:
+            return json_response(500, error_body("The server had an error creating the batch", "server_error"))
         now = int(time.time())
         batch_id = f"batch_{next(self._ids):08d}"
-        lines = [json.loads(raw) for raw in self._contents[input_id].decode().splitlines() if raw.strip()]
+        data = self._contents[input_id]
+        lines = [json.loads(raw) for raw in data.decode().splitlines() if raw.strip()]
+        too_large = [f"{what} {have} is more than {limit}" for what, have, limit in
+                     (("the file's requests", len(lines), self.max_requests), ("the file's bytes", len(data), self.max_bytes))
+                     if limit is not None and have > limit]
         batch: dict[str, Any] = {
             "id": batch_id, "object": "batch", "endpoint": body.get("endpoint", "/v1/chat/completions"),
             "errors": None, "input_file_id": input_id, "completion_window": body.get("completion_window", "24h"),
@@ -147,6 +166,12 @@ class BatchEndpoints:
             "metadata": body.get("metadata"),
         }
         expire_after: int | None = None
+        if too_large:  # refused at validation: failed, nothing run
+            batch.update(status="failed", failed_at=now, in_progress_at=None, errors={"object": "list", "data": [
+                {"code": "batch_too_large", "message": "; ".join(too_large), "param": None, "line": None}]})
+            with self._lock:
+                self.batches[batch_id] = batch
+            return json_response(200, batch)
         with self._lock:
             self.batches[batch_id] = batch
             if self.expire_batches > 0:
@@ -157,6 +182,14 @@ class BatchEndpoints:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return json_response(200, batch)
+
+    async def _list_batches(self, request: web.Request) -> web.Response:
+        self._count("batch_reads")
+        with self._lock:
+            listed = list(reversed(self.batches.values()))
+        return json_response(200, {"object": "list", "data": listed, "has_more": False,
+                                   "first_id": listed[0]["id"] if listed else None,
+                                   "last_id": listed[-1]["id"] if listed else None})
 
     async def _get_batch(self, request: web.Request) -> web.Response:
         self._count("batch_reads")
@@ -208,8 +241,17 @@ class BatchEndpoints:
         with self._lock:
             self.counts["lines"] += 1
             self.line_ids.append(custom_id)
-        if custom_id in self.fail_ids or (self.fail_fraction > 0 and _share(custom_id) < self.fail_fraction):
+        failing = custom_id in self.fail_ids or (self.fail_fraction > 0 and _share(custom_id) < self.fail_fraction)
+        if failing:
+            with self._lock:
+                failed = self._failures.get(custom_id, 0)
+                failing = self.fail_times is None or failed < self.fail_times
+                if failing:
+                    self._failures[custom_id] = failed + 1
+        if failing:
             reply = Reply.server_error("injected batch line failure")
+        elif self.bad_fraction > 0 and 1.0 - _share(custom_id) < self.bad_fraction:
+            reply = Reply.error(400, "injected invalid request", "invalid_request_error")
         else:
             reply = await server._call_responder(body)
         payload = server._payload(body, reply)

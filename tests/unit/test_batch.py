@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -15,7 +17,8 @@ import polars as pl
 import pytest
 
 from evaluation import cli, stages, storage, synthetic
-from evaluation.batch import batch_prices, state_key
+from evaluation.batch import DEFAULT_LIMITS, MB, BatchLimits, batch_prices, limits_for, split_parts, state_key
+from evaluation.stages.judge import judge_batch_step
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
 
@@ -133,23 +136,150 @@ def test_a_batch_day_lands_like_an_online_day_at_the_batch_price(tmp_path: Path)
 
 def test_failed_and_expired_lines_land_every_record_once_per_judge(tmp_path: Path) -> None:
     with OpenAIServer(responder=judge_reply) as server:
-        server.batches.fail_fraction = 0.1
+        server.batches.fail_fraction = 0.1  # these lines fail with a 500 every time they run
         server.batches.expire_batches, server.batches.expire_after = 1, 0.5
-        _judge_day(tmp_path, server, 40, chunk_size=100, max_call_error_ratio=0.5)
-        lines = list(server.batches.line_ids)
-        counts = dict(server.batches.counts)
+        _judge_day(tmp_path, server, 40, chunk_size=100, max_call_error_ratio=0.5, max_attempts=3)
+        runs = Counter(server.batches.line_ids)
+        batches = list(server.batches.batches.values())
     out = tmp_path / "out"
     evaluations, calls = table(out, "evaluations"), table(out, "judge_calls")
     assert evaluations.height == 40 * 3
     assert evaluations.group_by("record_id", "judge").len()["len"].eq(1).all()
-    assert counts["batches_created"] == 2, "the expired batch's missing half is submitted once more"
-    assert len(lines) == len(set(lines)), "no line is run twice"
+    assert batches[0]["status"] == "expired" and all(b["status"] == "completed" for b in batches[1:])
+    # The expired batch's missing half runs once; a line failing with a 500 runs max_attempts times.
     failed = calls.filter(pl.col("error_class").is_not_null())
     assert failed.height > 0 and failed["error_class"].eq("server_error").all()
+    # Run max_attempts times (a repeat of the same prompt within the chunk is counted once: 0).
+    assert failed.group_by("request_hash").agg(pl.col("attempts").max())["attempts"].eq(3).all()
+    assert {h for h, n in runs.items() if n == 3} == set(failed["request_hash"])
+    assert set(runs.values()) == {1, 3} and set(runs) == set(calls["request_hash"])
+    assert 3 <= len(batches) <= 4, "follow-up batches end once the failing lines ran max_attempts times"
     errors = evaluations.filter(pl.col("judge_status") == "call_error")
     assert errors.height == failed.height
     statuses = set(evaluations["judge_status"])
     assert statuses <= {"ok", "call_error", "skipped"} and "ok" in statuses
+
+
+def test_batch_limits_are_the_providers_unless_the_options_set_them(tmp_path: Path) -> None:
+    cfg = config(tmp_path, judge_model=MODEL)
+    assert limits_for(cfg, "openai") == limits_for(cfg, "azure") == BatchLimits(50_000, 200 * MB)
+    assert limits_for(cfg, "anthropic") == BatchLimits(100_000, 256 * MB)
+    assert limits_for(cfg, "bedrock") == limits_for(cfg, "vertex_ai") == DEFAULT_LIMITS
+    assert DEFAULT_LIMITS.max_requests < 50_000 and DEFAULT_LIMITS.max_bytes < 200 * MB
+    assert limits_for(config(tmp_path, batch_max_requests=7), "openai") == BatchLimits(7, 200 * MB)
+    assert limits_for(config(tmp_path, batch_max_bytes=1000), "anthropic") == BatchLimits(100_000, 1000)
+    assert limits_for(config(tmp_path, batch_max_requests=0, batch_max_bytes=0), "openai") == BatchLimits(50_000, 200 * MB)
+
+
+def test_lines_are_packed_in_order_within_both_limits() -> None:
+    assert split_parts([10] * 5, BatchLimits(2, 1000)) == ([[0, 1], [2, 3], [4]], [])
+    assert split_parts([10, 10, 10, 10, 10], BatchLimits(100, 25)) == ([[0, 1], [2, 3], [4]], [])
+    assert split_parts([5, 30, 20, 5, 25], BatchLimits(100, 25)) == ([[0, 2], [3], [4]], [1])
+    assert split_parts([], BatchLimits(1, 1)) == ([], [])
+
+
+def _parts_within(server: OpenAIServer, *, max_requests: int | None = None, max_bytes: int | None = None) -> list[dict]:
+    """The server's batches, each checked against the limits (the server refuses larger ones too)."""
+    batches = list(server.batches.batches.values())
+    for batch in batches:
+        assert batch["status"] == "completed", batch
+        assert max_requests is None or batch["request_counts"]["total"] <= max_requests
+        assert max_bytes is None or server.batches.files[batch["input_file_id"]]["bytes"] <= max_bytes
+    return batches
+
+
+def test_a_chunk_larger_than_the_batch_request_limit_is_split_and_lands_whole(tmp_path: Path) -> None:
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.max_requests = 7  # the provider's limit: a larger batch fails validation
+        result = _judge_day(tmp_path, server, 40, chunk_size=100, batch_max_requests=7)
+        batches = _parts_within(server, max_requests=7)
+        runs = Counter(server.batches.line_ids)
+    evaluations = table(tmp_path / "out", "evaluations")
+    assert evaluations.height == 40 * 3
+    assert evaluations.filter(pl.col("judge_status") != "skipped")["judge_status"].eq("ok").all()
+    assert result["calls_made"] == len(runs) > 7 and set(runs.values()) == {1}
+    assert len(batches) == math.ceil(len(runs) / 7), "one chunk, as many provider batches as the limit needs"
+    assert {b["metadata"]["chunk"] for b in batches} == {"0"}
+
+
+def test_a_chunk_larger_than_the_batch_byte_limit_is_split_and_lands_whole(tmp_path: Path) -> None:
+    limit = 40_000
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.max_bytes = limit
+        _judge_day(tmp_path, server, 40, chunk_size=100, batch_max_bytes=limit)
+        batches = _parts_within(server, max_bytes=limit)
+        sent = sum(server.batches.files[b["input_file_id"]]["bytes"] for b in batches)
+        runs = Counter(server.batches.line_ids)
+    evaluations = table(tmp_path / "out", "evaluations")
+    assert evaluations.filter(pl.col("judge_status") != "skipped")["judge_status"].eq("ok").all()
+    assert set(runs.values()) == {1} and len(batches) >= math.ceil(sent / limit) >= 2
+
+
+def test_a_chunk_interrupted_between_its_parts_resumes_them_without_submitting_any_twice(tmp_path: Path) -> None:
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 40, bad=False)
+    with OpenAIServer(responder=judge_reply) as server:
+        cfg = config(tmp_path, judge_model=MODEL, api_base=server.base_url, batch=True, batch_poll_s=0.05,
+                     chunk_size=100, batch_max_requests=7)
+        stores = stages.Stores.open(cfg)
+        stages.ingest_and_validate(cfg, stores)
+        stages.plan_chunks(cfg, stores)
+        server.batches.delay_s = 3600
+        server.batches.max_batches = 2  # the provider fails on the third part: the task dies there
+        with pytest.raises(Exception, match="creating the batch"):
+            judge_batch_step(cfg, stores, 0, api_key="k")
+        kept = storage.read_json(stores.out, state_key(cfg, 0))["batches"]
+        assert [b["id"] for b in kept] == list(server.batches.batches), "each part is kept as soon as it is created"
+        assert len(kept) == 2
+
+        server.batches.max_batches = None  # a retry of the task: the two parts are waited for, the rest submitted
+        result, waiting = judge_batch_step(cfg, stores, 0, api_key="k")
+        assert result is None and waiting[:2] == [b["id"] for b in kept] and waiting == list(server.batches.batches)
+        requests = {h for b in storage.read_json(stores.out, state_key(cfg, 0))["batches"] for h in b["hashes"]}
+        assert len(waiting) == math.ceil(len(requests) / 7) > 2
+
+        server.batches.delay_s = 0.0
+        summary = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")  # the same run, started again
+        runs = Counter(server.batches.line_ids)
+        created = list(server.batches.batches)
+    assert created == waiting, "no part was submitted twice"
+    assert set(runs) == requests and set(runs.values()) == {1} and summary["calls_made"] == len(requests)
+    evaluations = table(tmp_path / "out", "evaluations")
+    assert evaluations.height == 40 * 3
+    assert evaluations.filter(pl.col("judge_status") != "skipped")["judge_status"].eq("ok").all()
+
+
+def test_lines_that_failed_for_a_transient_reason_are_submitted_again_and_the_day_lands_complete(
+        tmp_path: Path) -> None:
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.fail_fraction, server.batches.fail_times = 0.05, 1  # a 500 the first time they run
+        _judge_day(tmp_path, server, 40, chunk_size=100)
+        batches = list(server.batches.batches.values())
+        runs = Counter(server.batches.line_ids)
+    evaluations, calls = table(tmp_path / "out", "evaluations"), table(tmp_path / "out", "judge_calls")
+    retried = {h for h, n in runs.items() if n == 2}
+    assert retried and set(runs.values()) == {1, 2}
+    assert evaluations.filter(pl.col("judge_status") == "call_error").height == 0
+    assert evaluations.filter(pl.col("judge_status") != "skipped")["judge_status"].eq("ok").all()
+    assert calls["error_class"].is_null().all()
+    # The follow-up batch, in the server's list, holds exactly the lines that failed.
+    assert len(batches) == 2 and batches[0]["request_counts"]["failed"] == len(retried)
+    assert batches[1]["request_counts"] == {"total": len(retried), "completed": len(retried), "failed": 0}
+    assert set(calls.filter(pl.col("attempts") == 2)["request_hash"]) == retried
+
+
+def test_a_line_refused_with_a_400_is_a_call_error_and_not_submitted_again(tmp_path: Path) -> None:
+    with OpenAIServer(responder=judge_reply) as server:
+        server.batches.bad_fraction = 0.05
+        _judge_day(tmp_path, server, 40, chunk_size=100, max_call_error_ratio=0.5)
+        batches = list(server.batches.batches.values())
+        runs = Counter(server.batches.line_ids)
+    evaluations, calls = table(tmp_path / "out", "evaluations"), table(tmp_path / "out", "judge_calls")
+    failed = calls.filter(pl.col("error_class").is_not_null())
+    assert len(batches) == 1 and set(runs.values()) == {1}
+    assert failed["request_hash"].n_unique() == batches[0]["request_counts"]["failed"] > 0
+    assert failed["error_class"].eq("bad_request").all() and failed["attempts"].max() == 1
+    errors = evaluations.filter(pl.col("judge_status") == "call_error")
+    assert errors.height == failed.height
 
 
 @pytest.mark.parametrize("model", ["offline/lexical", "ollama/llama3.1"])
@@ -175,14 +305,15 @@ def test_the_plan_estimates_the_online_and_the_batch_price(tmp_path: Path) -> No
 def _run_args(tmp_path: Path, api_base: str) -> list[str]:
     return ["run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw"), "--output", str(tmp_path / "out"),
             "--judge-model", MODEL, "--api-base", api_base, "--batch", "--batch-poll-s", "0.1",
-            "--run-id", "r1"]
+            "--run-id", "r1", "--batch-max-requests", "20"]
 
 
-def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_path: Path) -> None:
+def test_a_killed_batch_run_resumes_its_batches_without_submitting_them_again(tmp_path: Path) -> None:
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
     out = storage.LocalStore(tmp_path / "out")
     with OpenAIServer(responder=judge_reply) as server:
-        server.batches.delay_s = 3600  # the batch stays in progress until the test lets it finish
+        server.batches.delay_s = 3600  # the batches stay in progress until the test lets them finish
+        server.batches.max_requests = 20
         stderr = tmp_path / "stderr.txt"
         with stderr.open("wb") as sink:
             process = subprocess.Popen([PYTHON, "-m", "evaluation", *_run_args(tmp_path, server.base_url)],
@@ -190,23 +321,25 @@ def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_pa
         key = state_key(config(tmp_path), 0)
         try:
             deadline = time.monotonic() + 120
-            # Killed once the batch is kept with the chunk and the CLI shows it waiting.
+            # Killed once the batches are kept with the chunk and the CLI shows them waiting.
             while not (out.exists(key) and "in_progress" in stderr.read_text(errors="replace")):
                 assert process.poll() is None, stderr.read_text(errors="replace")[-2000:]
                 assert time.monotonic() < deadline, "the batch was never submitted"
                 time.sleep(0.05)
-            process.kill()  # SIGKILL while it waits for its batch
+            process.kill()  # SIGKILL while it waits for its batches
             process.wait(30)
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait(30)
         assert process.returncode == -9
+        kept = storage.read_json(out, key)["batches"]
+        requests = sum(len(b["hashes"]) for b in kept)
+        parts = math.ceil(requests / 20)
         progress = [line for line in stderr.read_text().splitlines() if "in_progress" in line]
-        assert progress[0].endswith("0 done, 0 failed of " + str(len(storage.read_json(out, key)["batches"][0]["hashes"])))
-        assert server.batches.counts["batches_created"] == 1 and server.batches.line_ids == []
-        (batch_id,) = server.batches.batches
-        assert storage.read_json(out, key)["batches"][0]["id"] == batch_id
+        assert progress[0].endswith(f"{parts} batches {parts} in_progress: 0 done, 0 failed of {requests}")
+        assert server.batches.counts["batches_created"] == parts > 1 and server.batches.line_ids == []
+        assert [b["id"] for b in kept] == list(server.batches.batches)
 
         server.batches.delay_s = 0.0  # the provider gets to it: the restarted run collects it
         stdout = io.StringIO()
@@ -215,7 +348,7 @@ def test_a_killed_batch_run_resumes_its_batch_without_submitting_it_again(tmp_pa
         counts = dict(server.batches.counts)
         lines = list(server.batches.line_ids)
     summary = json.loads(stdout.getvalue())
-    assert counts["batches_created"] == counts["files_created"] == 1, "the batch was paid for twice"
+    assert counts["batches_created"] == counts["files_created"] == parts, "a batch was paid for twice"
     assert len(lines) == len(set(lines)) == summary["calls_made"] > 0
     assert summary["status"] == "success" and summary["rows"] == 30 * 3
     assert table(tmp_path / "out", "evaluations").filter(pl.col("judge_status") != "skipped")["judge_status"] \
@@ -242,19 +375,23 @@ def test_the_trigger_fires_once_every_batch_has_ended() -> None:
     from evaluation.batch import BatchApi
 
     with OpenAIServer() as server:
-        server.batches.delay_s = 0.6
 
-        async def submit_then_wait() -> tuple[str, str, dict, object, float]:  # one event loop, as a triggerer's
+        async def submit_then_wait() -> tuple[list[str], str, dict, object, float]:  # one loop, as a triggerer's
             api = BatchApi(MODEL, api_base=server.base_url, api_key="k")
             file_id = await api.upload("in.jsonl", (json.dumps(_line("a", "x")) + "\n").encode())
-            batch_id = str((await api.create(file_id, {}))["id"])
-            classpath, kwargs = BatchTrigger([batch_id], MODEL, server.base_url, poll_s=0.1).serialize()
+            first = str((await api.create(file_id, {}))["id"])
+            while (await api.retrieve(first))["status"] != "completed":  # a part that has ended...
+                await asyncio.sleep(0.01)
+            server.batches.delay_s = 0.6
+            second = str((await api.create(file_id, {}))["id"])  # ...beside one still running
+            classpath, kwargs = BatchTrigger([first, second], MODEL, server.base_url, poll_s=0.1).serialize()
             started = time.monotonic()
             event = await anext(BatchTrigger(**kwargs).run())
-            return batch_id, classpath, kwargs, event, time.monotonic() - started
+            return [first, second], classpath, kwargs, event, time.monotonic() - started
 
-        batch_id, classpath, kwargs, event, waited = asyncio.run(submit_then_wait())
+        batch_ids, classpath, kwargs, event, waited = asyncio.run(submit_then_wait())
         assert classpath == "evaluation_batch.BatchTrigger" and "api_key" not in kwargs
-        assert event.payload == {"status": "ended", "batch_ids": [batch_id]}  # type: ignore[attr-defined]
-        assert waited >= 0.5 and server.batches.counts["batch_reads"] >= 3
-        assert server.batches.batches[batch_id]["status"] == "completed"
+        assert event.payload == {"status": "ended", "batch_ids": batch_ids}  # type: ignore[attr-defined]
+        assert waited >= 0.5, "the trigger waits for every part, not the first that ended"
+        assert server.batches.counts["batch_reads"] >= 3
+        assert all(server.batches.batches[b]["status"] == "completed" for b in batch_ids)
