@@ -43,7 +43,7 @@ test: setup chromium compose ## run the test suite (unit, DAG integrity, end to 
 
 lint: setup ## ruff and mypy
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy evaluation
+	$(VENV)/bin/mypy evaluation plugins dags scripts bench
 
 bench: setup ## run the benchmarks and print the table (bench/results/)
 	$(PY) -m bench.run

@@ -12,9 +12,12 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.common import child_main
+
+if TYPE_CHECKING:
+    from bench.run import Bench
 
 MODEL = "openai/gpt-4o-mini"
 
@@ -69,7 +72,7 @@ def day(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def batch_items(bench: Any) -> None:
+def batch_items(bench: Bench) -> None:
     """Item 4's batch row in ``make bench`` (called by :mod:`bench.run`)."""
     records, result = bench.day("batch", "day", 1500)
     batch, online = result["batch"], result["online"]

@@ -24,16 +24,23 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 from bench.common import LoadProbe, child_main, cpu_seconds, judge_server, wait_for_quiet
 from bench.judge import GOOD_REPLY, _prepare, _warm_up
+
+if TYPE_CHECKING:
+    from bench.run import Bench
+    from evaluation.contract import RunConfig
+    from evaluation.judges import RenderedPrompt
+    from evaluation.stages import Stores
 
 MODEL = "openai/mock-judge"
 KEY = "bench-key"
 
 
-def _prompts(cfg: Any, stores: Any) -> list[Any]:
+def _prompts(cfg: RunConfig, stores: Stores) -> list[RenderedPrompt]:
     """The rag prompts of the staged chunk, rendered as the stage renders them."""
     from evaluation import storage
     from evaluation.judges import render
@@ -44,14 +51,14 @@ def _prompts(cfg: Any, stores: Any) -> list[Any]:
     return [p for p in prompts if p is not None]
 
 
-def _bare(prompts: list[Any], concurrency: int, api_base: str) -> list[str]:
+def _bare(prompts: list[RenderedPrompt], concurrency: int, api_base: str | None) -> list[str]:
     """The bare loop: litellm.acompletion under a semaphore, the reply's text kept."""
     import litellm
 
     async def run() -> list[str]:
         semaphore = asyncio.Semaphore(concurrency)
 
-        async def one(prompt: Any) -> str:
+        async def one(prompt: RenderedPrompt) -> str:
             async with semaphore:
                 response = await litellm.acompletion(
                     model=MODEL, messages=prompt.messages, api_base=api_base, api_key=KEY, temperature=0.0,
@@ -165,13 +172,10 @@ def faulty(params: dict[str, Any]) -> dict[str, Any]:
             cfg = cfg.model_copy(update={"concurrency": int(params["concurrency"])})
             _warm_up(cfg)
             server.reset()
-            client_module.AdaptiveLimit = limit_class  # type: ignore[misc]  # this child process only
-            try:
+            with mock.patch.object(client_module, "AdaptiveLimit", limit_class):  # this child process only
                 started = time.monotonic()
                 result = stages.judge_chunk(cfg, stores, 0, api_key=KEY)
                 wall = time.monotonic() - started
-            finally:
-                client_module.AdaptiveLimit = AdaptiveLimit  # type: ignore[misc]
             out[name] = {"seconds": round(wall, 2), "calls_made": result["calls_made"],
                          "faults": server.fault_counts, "rows_lost": result["statuses"].get("call_error", 0)}
         shutil.rmtree(cfg.output_uri, ignore_errors=True)
@@ -183,7 +187,7 @@ def faulty(params: dict[str, Any]) -> dict[str, Any]:
 # Item 8 of ``make bench`` (runs in bench.run's process; each measurement in a child)
 
 
-def calling_items(bench: Any) -> None:
+def calling_items(bench: Bench) -> None:
     """The bare-litellm loop beside the judge stage at 8, 32 and 128 calls in flight, and a
     rate-limited day with and without a budget."""
     latency, quick = 0.2, bench.args.quick

@@ -15,9 +15,13 @@ import resource
 import shutil
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.common import LoadProbe, child_main, cpu_seconds
+
+if TYPE_CHECKING:
+    from evaluation.contract import JudgeName, RunConfig
+    from evaluation.stages import Stores
 
 #: A reply every judge parses as a success: rag's status and metrics, masis's dimensions, the
 #: prompt judge's freeform score and its rubric checks (the ids of the synthetic rubrics).
@@ -55,10 +59,10 @@ class CallTimer:
             self.calls += sum(1 for o in outcomes if o is not None)
             return outcomes
 
-        JudgeClient.call_many = call_many  # type: ignore[method-assign]
+        JudgeClient.call_many = call_many  # type: ignore[method-assign,assignment]  # a timing wrapper, same call
 
 
-def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[Any, Any]:
+def _prepare(records: int, judges: list[JudgeName], params: dict[str, Any]) -> tuple[RunConfig, Stores]:
     from bench import data
     from evaluation import stages
     from evaluation.contract import RunConfig
@@ -76,7 +80,7 @@ def _prepare(records: int, judges: list[str], params: dict[str, Any]) -> tuple[A
     return cfg, stores
 
 
-def _warm_up(cfg: Any) -> float:
+def _warm_up(cfg: RunConfig) -> float:
     """One call outside the measured stage: litellm sets up its provider and HTTP client lazily."""
     from evaluation.client import JudgeClient
     from evaluation.judges import RenderedPrompt
@@ -168,8 +172,8 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
             "http_attempts": attempts,
             "calls_per_record": round(attempts / n, 4) if n else None,
             "prompt_tokens_per_record": round(sum(tokens[judge]) / len(tokens[judge]), 1) if tokens[judge] else None,
-            "server_prompt_tokens_per_record": round(float(made["input_tokens"].mean() or 0.0), 1),
-            "output_tokens_per_record": round(float(made["output_tokens"].mean() or 0.0), 1),
+            "server_prompt_tokens_per_record": round(float(made.select(pl.mean("input_tokens")).item() or 0.0), 1),
+            "output_tokens_per_record": round(float(made.select(pl.mean("output_tokens")).item() or 0.0), 1),
         }
     return {"records": records, "tokenizer_model": tokenizer_model, "calls_made": result["calls_made"],
             "judges": judges}

@@ -131,6 +131,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
 
     from bench import data
     from evaluation import stages, storage
+    from evaluation.judges import RenderedPrompt
     from evaluation.judges.dispatch import route
     from evaluation.ledger import Ledger, request_hash
     from evaluation.stages.schemas import record_from_row
@@ -156,7 +157,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
             record = record.model_copy(update={"question": f"{record.question} (ticket {record.record_id})"})
             for judge in cfg.judges:
                 prompt = route(judge, record)
-                if not hasattr(prompt, "messages"):  # not applicable: no call
+                if not isinstance(prompt, RenderedPrompt):  # not applicable: no call
                     continue
                 digest = request_hash(cfg.judge_model, prompt, {"temperature": 0.0})
                 reply = _reply(judge, rng, record.record_id)

@@ -152,8 +152,8 @@ def daily_evaluation() -> None:
     wait = WaitForDayOperator(task_id="wait_for_day", retries=2)
     counts = ingest_validate()
     check_run() >> wait >> counts
-    chunks = plan(counts)
-    report(score_land(judge.expand(chunk=chunks).output, wait.output))
+    chunks = plan(counts)  # type: ignore[arg-type]  # XComArgs: TaskFlow passes their values when the task runs
+    report(score_land(judge.expand(chunk=chunks).output, wait.output))  # type: ignore[arg-type]  # XComArgs: TaskFlow passes their values when the task runs
 
 
 daily_evaluation()

@@ -108,7 +108,7 @@ def model_comparison() -> None:
         }
 
     plan = build_spec()
-    needs_judging(plan) >> rejudge(plan) >> compare(plan)
+    needs_judging(plan) >> rejudge(plan) >> compare(plan)  # type: ignore[arg-type]  # XComArgs: TaskFlow passes their values when the task runs
 
 
 model_comparison()

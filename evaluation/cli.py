@@ -395,9 +395,9 @@ def _gc_parser(sub: Any) -> None:
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
-    from evaluation import retention, storage
+    from evaluation import contract, retention, storage
 
-    policy = retention.Retention.model_validate({k: getattr(args, k) for k in retention.Retention.model_fields})
+    policy = contract.Retention.model_validate({k: getattr(args, k) for k in contract.Retention.model_fields})
     store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     plan = retention.collect(store, policy, now=dt.datetime.now(dt.UTC))
     if args.apply:

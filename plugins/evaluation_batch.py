@@ -19,11 +19,14 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import evaluation_airflow as glue
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+if TYPE_CHECKING:
+    from evaluation.contract import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ class JudgeChunkOperator(BaseOperator):
         super().__init__(**kwargs)
         self.chunk = chunk
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         """Judge online, or submit the chunk's batch (or find it) and defer until it has ended."""
         from evaluation import stages
 
@@ -94,7 +97,7 @@ class JudgeChunkOperator(BaseOperator):
             return stages.judge_chunk(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key).model_dump(mode="json")
         return self._step(cfg, api_key)
 
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """The batches have ended: collect them, or submit what is missing and defer again."""
         if event is not None and event.get("status") == "error":
             raise RuntimeError(f"batches {event.get('batch_ids')} could not be looked at: {event.get('error')}")
@@ -102,7 +105,7 @@ class JudgeChunkOperator(BaseOperator):
         api_key, _ = glue.judge_credentials(cfg.api_base)
         return self._step(cfg, api_key)
 
-    def _step(self, cfg: Any, api_key: str | None) -> dict[str, Any]:
+    def _step(self, cfg: RunConfig, api_key: str | None) -> dict[str, Any]:
         from evaluation.stages.judge import judge_batch_step
 
         result, waiting = judge_batch_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)

@@ -27,11 +27,14 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import Asset
+from airflow.sdk import Asset, Context
 from airflow.sdk.bases.notifier import BaseNotifier
 from evaluation_airflow import connection, evaluation_day, run_config, stores
+
+if TYPE_CHECKING:
+    import jinja2
 
 logger = logging.getLogger(__name__)
 
@@ -150,14 +153,14 @@ def report_link(day: str, report_uri: str, base_url: str | None) -> str:
     return f"{base_url}/{report_key(dt.date.fromisoformat(day), 'index.html')}"
 
 
-def _value(measure: str, value: Any) -> str:
+def _value(measure: str, value: float | None) -> str:
     if value is None:
         return "n/a"
     text = f"{value * 100:.1f}%" if measure.endswith("_rate") else f"{value:.3f}"
     return text.replace("-", _MINUS)
 
 
-def _delta(measure: str, delta: Any) -> str:
+def _delta(measure: str, delta: float | None) -> str:
     if delta is None:
         return "n/a"
     text = f"{delta * 100:+.1f} pp" if measure.endswith("_rate") else f"{delta:+.3f}"
@@ -246,7 +249,7 @@ class _UntemplatedNotifier(BaseNotifier):
 
     template_fields: Sequence[str] = ()
 
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
         return None
 
 
@@ -261,7 +264,7 @@ class RegressionNotifier(_UntemplatedNotifier):
         self.summary = summary
         self.report_uri = report_uri
 
-    def notify(self, context: Any) -> None:
+    def notify(self, context: Context) -> None:
         message = regression_message(self.summary, self.report_uri, report_base_url())
         if message is None:
             logger.info("no model regressed on %s: nothing to send", self.summary.get("dt"))
@@ -272,7 +275,7 @@ class RegressionNotifier(_UntemplatedNotifier):
 class RunFailureNotifier(_UntemplatedNotifier):
     """The DAG's ``on_failure_callback``: the day, the run, the failed task and the reason."""
 
-    def notify(self, context: Any) -> None:
+    def notify(self, context: Context) -> None:
         dag_run = context.get("dag_run")
         ti = context.get("ti") or context.get("task_instance")
         try:
@@ -300,7 +303,7 @@ class RunFailureNotifier(_UntemplatedNotifier):
         deliver(message)
 
 
-def _run_row(context: Any) -> dict[str, Any] | None:
+def _run_row(context: Context) -> dict[str, Any] | None:
     """The failed run's ``runs`` row, when it landed one (None when it cannot be read)."""
     from evaluation import storage  # Polars: only when a run has failed, not when the DAG file is parsed
 

@@ -28,13 +28,17 @@ import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import evaluation_airflow as glue
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
+
+if TYPE_CHECKING:
+    from evaluation.contract import RunConfig
+    from evaluation.storage import S3Access
 
 #: Extra time the scheduler gives the trigger past the deadline before it fails the task itself
 #: (the trigger reports the deadline first, with its own message).
@@ -62,14 +66,14 @@ class DayPrefix:
         return cls(directory, None, directory)
 
 
-def _day_objects(bucket: str | None, prefix: str, s3: Any = None) -> dict[str, float]:
+def _day_objects(bucket: str | None, prefix: str, s3: S3Access | None = None) -> dict[str, float]:
     """Objects under the day's prefix and their modification times: full S3 keys (through the
     :class:`~evaluation.storage.S3Access` ``s3``), or a directory's file paths (``.tmp-`` files
     excepted)."""
     from evaluation import storage
 
     if bucket is not None:
-        return {info.key: info.modified for info in storage.S3Store(f"s3://{bucket}", s3).list(prefix)}
+        return {info.key: info.modified for info in storage.open_store(f"s3://{bucket}", s3).list(prefix)}
     root, partition = os.path.split(prefix.rstrip("/"))
     return {os.path.join(root, info.key): info.modified for info in storage.LocalStore(root).list(partition + "/")}
 
@@ -163,7 +167,7 @@ class WaitForDayOperator(BaseOperator):
 
     ui_color = "#e8f4fa"
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         from evaluation.wait import is_complete, min_objects, poke_interval, waiting_for
 
         cfg = glue.run_config(context)
@@ -202,7 +206,7 @@ class WaitForDayOperator(BaseOperator):
             timeout=dt.timedelta(seconds=cfg.wait_deadline_s + DEADLINE_GRACE_S),
         )
 
-    def _deadline_failure(self, context: Any, cfg: Any, waited_s: float) -> AirflowFailException:
+    def _deadline_failure(self, context: Context, cfg: RunConfig, waited_s: float) -> AirflowFailException:
         """The run fails at the deadline, without retry; its ``runs`` row says why."""
         from evaluation.stages import fail_run, where
         from evaluation.stages.ingest import missing_input
@@ -218,7 +222,7 @@ class WaitForDayOperator(BaseOperator):
             self.log.exception("could not record the failed wait in runs")
         return AirflowFailException(message)
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         from evaluation.wait import waiting_for
 
         cfg = glue.run_config(context)
@@ -232,7 +236,7 @@ class WaitForDayOperator(BaseOperator):
         return {"waited_s": waited, "prefix": day.uri,
                 "complete_by": "marker" if cfg.completion_marker else "quiet_period"}
 
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """The scheduler's own timeout (the trigger did not report the deadline in time) fails
         the run the same way."""
         from airflow.sdk.exceptions import TaskDeferralTimeout

@@ -8,6 +8,7 @@ schemes docker-compose.yml uses. Exits 1 naming every check that failed.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -64,10 +65,14 @@ def _broker() -> str:
     return f"{transport.driver_name} {transport.driver_version()}"  # imports redis-py for redis://
 
 
+def _imported(module: str) -> str:
+    return importlib.import_module(module).__name__
+
+
 def checks() -> dict[str, Callable[[], str]]:
     """Every check by name; each returns what it found or raises."""
     found: dict[str, Callable[[], str]] = {
-        f"import {module}": (lambda module=module: importlib.import_module(module).__name__) for module in MODULES
+        f"import {module}": functools.partial(_imported, module) for module in MODULES
     }
     found.update({
         "metadata DB driver": lambda: _driver(_url("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")),

@@ -31,7 +31,7 @@ DEMO_OUTPUT = airflow_local.REPO / "demo-output"
 REGRESSING_MODEL = "assistant-v2"
 #: Like a real export, each generated day ends with a completion marker, which the DAG waits for.
 MARKER = "_SUCCESS"
-RUN_CONF = {"judge_model": "offline/lexical", "chunk_size": 150, "concurrency": 16, "completion_marker": MARKER}
+RUN_CONF: dict[str, Any] = {"judge_model": "offline/lexical", "chunk_size": 150, "concurrency": 16, "completion_marker": MARKER}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,7 +87,7 @@ def halueval_records(rows: list[dict[str, Any]], limit: int, seed: int) -> list[
     chosen = sorted(by_row)
     if limit:
         chosen = sorted(sorted(by_row, key=lambda r: _rank(seed, f"halueval-{r}"))[: limit // 2])
-    records = []
+    records: list[dict[str, Any]] = []
     for number in chosen:
         for row in sorted(by_row[number], key=lambda r: not r["gold"]["faithful"]):
             faithful = bool(row["gold"]["faithful"])
@@ -121,7 +121,7 @@ def begin_records(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dic
             chosen += sorted(members, key=lambda r: _rank(seed, r["id"]))[: takes[label]]
         order = {row["id"]: index for index, row in enumerate(rows)}
         chosen.sort(key=lambda r: order[r["id"]])
-    records = []
+    records: list[dict[str, Any]] = []
     for row in chosen:
         label = row["gold"]["begin_label"]
         records.append({

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.metadata as metadata
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -21,7 +20,8 @@ DEV = ROOT / "requirements-dev.txt"
 
 
 def _pins(path: Path) -> tuple[list[str], set[str]]:
-    header, names = [], set()
+    header: list[str] = []
+    names: set[str] = set()
     for line in path.read_text().splitlines():
         if line.startswith("#") or line.startswith("-r "):
             header.append(line)
@@ -41,9 +41,7 @@ def _closure(roots: set[str], installed: dict[str, metadata.Distribution]) -> se
         for text in installed[name].requires or []:
             requirement = Requirement(text)
             marker = requirement.marker
-            if marker is None or any(
-                marker.evaluate({**default_environment(), "extra": extra}) for extra in ("", *requirement.extras)
-            ):
+            if marker is None or any(marker.evaluate({"extra": extra}) for extra in ("", *requirement.extras)):
                 stack.append(canonicalize_name(requirement.name))
     return seen
 
@@ -54,7 +52,7 @@ def _order(pin: str) -> str:
 
 def main() -> None:
     """Rewrite both files."""
-    installed = {canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions()}
+    installed: dict[str, metadata.Distribution] = {canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions()}
     for tool in ("pip", "setuptools", "wheel"):  # the virtual environment's own
         installed.pop(tool, None)
     prod_header, prod_names = _pins(PROD)

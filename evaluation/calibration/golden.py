@@ -28,10 +28,10 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
+from evaluation.adapters import type_name as _kind
 from evaluation.calibration.spec import LABEL_FIELDS, CalibrationSpec
 from evaluation.contract import VERDICTS
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
-from evaluation.normalise import _type_name as _kind
 from evaluation.stages.schemas import LABELS_SCHEMA
 from evaluation.validation import DayValidator
 

@@ -47,8 +47,9 @@ from evaluation.report.alerts import (
     pool,
     t_quantile_975,
 )
+from evaluation.stages.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Store, scan_parquet, scan_table, table_key
-from evaluation.summary import METRICS, build_daily_summary
+from evaluation.summary import build_daily_summary
 
 REPORT_VERSION = 1
 CONFIDENCE = 0.95

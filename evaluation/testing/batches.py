@@ -124,7 +124,7 @@ class BatchEndpoints:
         self._count("files_created")
         form = await request.post()
         upload, purpose = form.get("file"), str(form.get("purpose") or "")
-        if upload is None or not hasattr(upload, "file"):
+        if not isinstance(upload, web.FileField):
             return json_response(400, error_body("a file is required", "invalid_request_error"))
         return json_response(200, self._store_file(str(upload.filename or "upload.jsonl"), upload.file.read(), purpose))
 
