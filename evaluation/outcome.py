@@ -137,38 +137,29 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         return max(0.0, (parsed - dt.datetime.now(dt.UTC)).total_seconds())
 
 
+def _rate_limit_numbers(exc: BaseException, which: str) -> dict[str, float]:
+    """The numbers an error's ``x-ratelimit-{which}-requests`` / ``-tokens`` headers state."""
+    headers: Any = _headers(exc) or {}
+    numbers: dict[str, float] = {}
+    for kind in ("requests", "tokens"):
+        try:
+            numbers[kind] = float(headers[f"x-ratelimit-{which}-{kind}"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return numbers
+
+
 def rate_limit_headers(exc: BaseException) -> dict[str, float]:
     """The provider's limits per minute stated by an error's ``x-ratelimit-limit-requests`` and
     ``x-ratelimit-limit-tokens`` headers (OpenAI's, also sent by vLLM and many proxies)."""
-    headers = _headers(exc)
-    limits: dict[str, float] = {}
-    if not headers:
-        return limits
-    for kind in ("requests", "tokens"):
-        value = headers.get(f"x-ratelimit-limit-{kind}")
-        try:
-            number = float(value) if value is not None else 0.0
-        except ValueError:
-            continue
-        if number > 0:
-            limits[kind] = number
-    return limits
+    return {kind: value for kind, value in _rate_limit_numbers(exc, "limit").items() if value > 0}
 
 
 def rate_limit_remaining(exc: BaseException) -> dict[str, float]:
     """What an error's ``x-ratelimit-remaining-requests`` / ``-tokens`` headers say is left of the
     provider's limits (the ones it states as numbers)."""
-    headers = _headers(exc)
-    remaining: dict[str, float] = {}
-    if not headers:
-        return remaining
-    for kind in ("requests", "tokens"):
-        value = headers.get(f"x-ratelimit-remaining-{kind}")
-        try:
-            remaining[kind] = float(value)
-        except (TypeError, ValueError):
-            continue
-    return remaining
+    return _rate_limit_numbers(exc, "remaining")
+
 
 def error_message(exc: BaseException, secret: str | None) -> str:
     """The exception's type and text on one line, at most 300 characters, ``secret`` masked."""
