@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                   "evaluation.synthetic")),
     ("storage", ("evaluation.storage", "evaluation.ingest", "evaluation.validation", "evaluation.ledger",
                  "evaluation.sql", "evaluation.retention", "evaluation.summary")),
-    ("client", ("evaluation.client", "evaluation.outcome", "evaluation.ratelimit", "evaluation.fleetrate",
+    ("client", ("evaluation._compat", "evaluation.client", "evaluation.outcome", "evaluation.ratelimit", "evaluation.fleetrate",
                 "evaluation.offline", "evaluation.batch")),
     ("stages", ("evaluation.stages", "evaluation.wait")),
     ("pages", ("evaluation.charts", "evaluation.html", "evaluation.report", "evaluation.compare",
