@@ -20,7 +20,7 @@ from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
 from evaluation.html import page, table
 from evaluation.report.alerts import HEADLINE_METRICS, assess
-from evaluation.stages.schemas import SUMMARY_METRICS as METRICS
+from evaluation.schemas import SUMMARY_METRICS as METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
 _METRIC_LABELS = {m: m.replace("_", " ").capitalize() for m in METRICS}

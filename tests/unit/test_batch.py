@@ -239,7 +239,7 @@ def test_a_chunk_interrupted_between_its_parts_resumes_them_without_submitting_a
         assert len(waiting) == math.ceil(len(requests) / 7) > 2
 
         server.batches.delay_s = 0.0
-        summary = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")  # the same run, started again
+        summary = run_day(cfg, stages.Stores.open(cfg), api_key="k")  # the same run, started again
         runs = Counter(server.batches.line_ids)
         created = list(server.batches.batches)
     assert created == waiting, "no part was submitted twice"
