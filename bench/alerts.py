@@ -3,7 +3,7 @@ an alert on a steady day, and how often it catches a planted regression, by size
 
 Every simulated day goes through the real pipeline: generated logs (:mod:`evaluation.synthetic`,
 the three assistants drawn from fixed mixtures of grounded, hallucinated and refusing answers),
-:func:`evaluation.stages.run_day` with the offline judge (ingest, validation, judging, scoring,
+:func:`evaluation.day.run_day` with the offline judge (ingest, validation, judging, scoring,
 landing, ``daily_summary``) and the daily report it writes (``summary.json``), whose
 ``headline``/``alerting`` are counted. For each volume (records per model per day):
 
@@ -40,7 +40,8 @@ def _run(raw: Path, out: Path, day: dt.date, records: int, behaviour: dict[str, 
     and return the report's ``summary.json``."""
     from evaluation import storage, synthetic
     from evaluation.contract import RunConfig
-    from evaluation.stages import Stores, run_day
+    from evaluation.day import run_day
+    from evaluation.stages import Stores
 
     synthetic.write_day(storage.open_store(str(raw)), day, records, behaviour=behaviour)
     cfg = RunConfig(date=day, input_uri=str(raw), output_uri=str(out), run_id=run_id, **RUN)

@@ -25,13 +25,14 @@ MODEL = "openai/gpt-4o-mini"
 def _day(raw: Path, api_base: str, run_id: str, **values: Any) -> tuple[Any, float]:
     from bench import data
     from evaluation import stages
+    from evaluation.day import run_day
     from evaluation.options import build_config
 
     out = Path(tempfile.mkdtemp(prefix=f"bench-batch-{run_id}-"))
     cfg = build_config({"input_uri": str(raw), "output_uri": str(out), "judge_model": MODEL, "api_base": api_base,
                         **values}, date=data.DAY, run_id=run_id, trigger="bench")
     started = time.monotonic()
-    result = stages.run_day(cfg, stages.Stores.open(cfg), api_key="bench-key")
+    result = run_day(cfg, stages.Stores.open(cfg), api_key="bench-key")
     return result, time.monotonic() - started
 
 

@@ -44,7 +44,7 @@ def _prompts(cfg: RunConfig, stores: Stores) -> list[RenderedPrompt]:
     """The rag prompts of the staged chunk, rendered as the stage renders them."""
     from evaluation import storage
     from evaluation.judges import render
-    from evaluation.stages.schemas import record_from_row
+    from evaluation.schemas import record_from_row
 
     frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", 0))
     prompts = [render("rag", record_from_row(row)) for row in frame.iter_rows(named=True)]

@@ -7,7 +7,7 @@
   so its days repeat the same prompts (2,000 records give only 1,275 distinct rag prompts), which a
   chunk calls once. Throughput against the limit must count real calls, so judge benchmarks use
   unique records.
-* :func:`parsed_rows`: judged rows in :data:`evaluation.stages.PARSED_SCHEMA`, generated with
+* :func:`parsed_rows`: judged rows in :data:`evaluation.schemas.PARSED_SCHEMA`, generated with
   vectorised Polars (every judge and status, out-of-range metrics that trigger each clamp).
 """
 
@@ -87,7 +87,7 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
     model), three rows per record (rag, masis, prompt) as a chunk of the pipeline would hold."""
     from evaluation.contract import RULES_VERSION
     from evaluation.judges import PROMPT_VERSIONS
-    from evaluation.stages import PARSED_SCHEMA
+    from evaluation.schemas import PARSED_SCHEMA
 
     rng = np.random.default_rng(seed)
     judges = np.array(["rag", "masis", "prompt"])
@@ -193,7 +193,7 @@ def _cached_parquet(name: str, columns: Iterable[str], make: Callable[[], pl.Dat
 
 def parsed_file(rows: int) -> Path:
     """``rows`` judged rows as one cached Parquet file."""
-    from evaluation.stages import PARSED_SCHEMA
+    from evaluation.schemas import PARSED_SCHEMA
 
     return _cached_parquet(f"parsed-{rows}", PARSED_SCHEMA, lambda: parsed_rows(rows))
 

@@ -139,7 +139,7 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from evaluation import client as judge_client
-    from evaluation import stages, storage
+    from evaluation import schemas, stages, storage
     from evaluation.judges import render
 
     records = int(params["records"])
@@ -152,7 +152,7 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
     tokenizer_model = params.get("tokenizer_model", "gpt-4o-mini")
     tokens: dict[str, list[int]] = {j: [] for j in cfg.judges}
     for row in frame.iter_rows(named=True):
-        record = stages.record_from_row(row)
+        record = schemas.record_from_row(row)
         for judge in cfg.judges:
             prompt = render(judge, record)
             if prompt is not None:

@@ -130,11 +130,11 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from bench import data
-    from evaluation import stages, storage
+    from evaluation import schemas, stages, storage
     from evaluation.judges import RenderedPrompt
     from evaluation.judges.dispatch import route
     from evaluation.ledger import Ledger, request_hash
-    from evaluation.stages.schemas import record_from_row
+    from evaluation.schemas import record_from_row
 
     cfg = _config(params)
     stores = stages.Stores.open(cfg)
@@ -178,7 +178,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
                                      "judge": judge, "prompt_version": prompt.prompt_version})
         ledger.flush()
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", index),
-                              pl.DataFrame(calls, schema=stages.CALLS_SCHEMA))
+                              pl.DataFrame(calls, schema=schemas.CALLS_SCHEMA))
         rows += judged.height
         calls_rows += len(calls)
     pl.DataFrame(rejudged).write_parquet(os.path.join(params["work"], "rejudged.parquet"))

@@ -1,42 +1,18 @@
 """Daily offline evaluation of LLM assistants' conversation logs with LLM judges.
 
-The library behind the Airflow DAGs and ``python -m evaluation``; it never imports Airflow. The
-public API is :data:`__all__`, loaded on first use (``from evaluation import run_day``), so that
-importing a light module (``evaluation.options`` at DAG-parse time) pulls in nothing heavy. Each
-public name's module is in ``_EXPORTS`` below; :mod:`evaluation.client` is the one that imports litellm.
+The library behind the Airflow DAGs and ``python -m evaluation``; it never imports Airflow.
+
+This package re-exports only light names: the contract's models and the run options. A DAG file
+imports ``evaluation.options`` at parse time, which runs this module first, so it must import
+nothing heavy (Polars, Great Expectations, litellm). The jobs are imported from their modules:
+``evaluation.day.run_day``, ``evaluation.stages`` (each stage), ``evaluation.judges``,
+``evaluation.client.JudgeClient`` (the one module that imports litellm),
+``evaluation.storage.open_store``, ``evaluation.report.write_daily_report``,
+``evaluation.compare.run_comparison``, ``evaluation.calibration.run.run_calibration`` and
+``evaluation.sql.run_sql``. docs/layout.md gives the layers they sit in.
 """
 
-from __future__ import annotations
+from evaluation.contract import ComparisonSpec, InputRecord, RunConfig, Thresholds, question_key
+from evaluation.options import build_config
 
-from evaluation._lazy import lazy_exports
-
-_EXPORTS = {
-    "ComparisonSpec": "evaluation.contract",
-    "InputRecord": "evaluation.contract",
-    "RunConfig": "evaluation.contract",
-    "Thresholds": "evaluation.contract",
-    "question_key": "evaluation.contract",
-    "OPTIONS": "evaluation.options",
-    "build_config": "evaluation.options",
-    "RunFailed": "evaluation.stages",
-    "Stores": "evaluation.stages",
-    "check_run": "evaluation.stages",
-    "ingest_and_validate": "evaluation.stages",
-    "judge_chunk": "evaluation.stages",
-    "plan_chunks": "evaluation.stages",
-    "run_day": "evaluation.stages",
-    "score_and_land": "evaluation.stages",
-    "parse_reply": "evaluation.judges",
-    "render": "evaluation.judges",
-    "score_table": "evaluation.judges",
-    "JudgeClient": "evaluation.client",
-    "open_store": "evaluation.storage",
-    "write_daily_report": "evaluation.report",
-    "run_comparison": "evaluation.compare",
-    "run_sql": "evaluation.sql",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["ComparisonSpec", "InputRecord", "RunConfig", "Thresholds", "build_config", "question_key"]

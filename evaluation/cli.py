@@ -33,8 +33,10 @@ from typing import Any
 from evaluation import sample_logs
 from evaluation.calibration import cli as calibration_cli
 from evaluation.cli_support import (
+    KEY_HINT,
     CliError,
     Parser,
+    api_key_from_env,
     bounded,
     day_expression,
     dispatch,
@@ -46,11 +48,6 @@ from evaluation.options import OPTIONS, Option, build_config
 
 logger = logging.getLogger("evaluation")
 
-#: Environment variables searched, in order, for the judge's API key (litellm also reads the
-#: providers' own, such as OPENAI_API_KEY or ANTHROPIC_API_KEY, by itself).
-API_KEY_ENV = ("EVALUATION_JUDGE_API_KEY", "LLM_API_KEY")
-#: Where the command line looks for the judge's key, as messages about credentials name it.
-KEY_HINT = " / ".join(API_KEY_ENV)
 
 
 def _option_help(option: Option) -> str:
@@ -154,18 +151,9 @@ def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
     return f"{day} report: {figures['html']} {seconds}"
 
 
-def api_key_from_env(cfg_api_base: str | None) -> str | None:
-    """The judge's key from the environment; a placeholder for a keyless OpenAI-compatible server."""
-    for name in API_KEY_ENV:
-        if os.environ.get(name):
-            return os.environ[name]
-    if cfg_api_base and not os.environ.get("OPENAI_API_KEY"):
-        return "EMPTY"  # vLLM / Ollama style servers take any key, but the client wants one
-    return None
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     from evaluation import stages, storage
+    from evaluation.day import run_day
 
     values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name) is not None}
     for option in OPTIONS:
@@ -205,7 +193,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
             waited = wait_for_day(cfg, stores, on_wait=None if args.no_progress else
                                   lambda line: print(f"{cfg.date} wait: {line}", file=sys.stderr, flush=True))
-        result = stages.run_day(
+        result = run_day(
             cfg,
             stores,
             api_key=api_key_from_env(cfg.api_base),

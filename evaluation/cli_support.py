@@ -33,6 +33,22 @@ USAGE = 2
 #: Exit code of a command that could not do its work.
 FAILED = 1
 
+#: Environment variables searched, in order, for the judge's API key (litellm also reads the
+#: providers' own, such as OPENAI_API_KEY or ANTHROPIC_API_KEY, by itself).
+API_KEY_ENV = ("EVALUATION_JUDGE_API_KEY", "LLM_API_KEY")
+#: Where the command line looks for the judge's key, as messages about credentials name it.
+KEY_HINT = " / ".join(API_KEY_ENV)
+
+
+def api_key_from_env(cfg_api_base: str | None) -> str | None:
+    """The judge's key from the environment; a placeholder for a keyless OpenAI-compatible server."""
+    for name in API_KEY_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    if cfg_api_base and not os.environ.get("OPENAI_API_KEY"):
+        return "EMPTY"  # vLLM / Ollama style servers take any key, but the client wants one
+    return None
+
 
 class CliError(Exception):
     """A command line that cannot be used as given; the message names the option and the value."""

@@ -51,7 +51,7 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.judges import RenderedPrompt
-from evaluation.stages.schemas import LEDGER_SCHEMA
+from evaluation.schemas import LEDGER_SCHEMA
 
 logger = logging.getLogger(__name__)
 

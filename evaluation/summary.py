@@ -34,10 +34,10 @@ from typing import Any
 import polars as pl
 
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.stages.schemas import LATENCY_QUANTILES as _LATENCY_QUANTILES
-from evaluation.stages.schemas import SUMMARY_METRICS as METRICS
-from evaluation.stages.schemas import SUMMARY_QUANTILES as _QUANTILES
-from evaluation.stages.schemas import summary_schema
+from evaluation.schemas import LATENCY_QUANTILES as _LATENCY_QUANTILES
+from evaluation.schemas import SUMMARY_METRICS as METRICS
+from evaluation.schemas import SUMMARY_QUANTILES as _QUANTILES
+from evaluation.schemas import summary_schema
 
 _LATENCY = "latency_ms"
 #: The columns the summary reads, as it reads them.

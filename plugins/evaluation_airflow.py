@@ -29,6 +29,8 @@ from airflow.sdk import BaseHook, Connection, Context, Param
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
+from evaluation.cli_support import KEY_HINT, api_key_from_env
+
 if TYPE_CHECKING:
     from airflow.sdk.types import DagRunProtocol
 
@@ -75,8 +77,6 @@ def judge_credentials(api_base: str | None = None, conn_id: str = JUDGE_CONN_ID)
 
 def credentials_of(conn: Connection | None, api_base: str | None) -> tuple[str | None, str | None]:
     """:func:`judge_credentials` from a judge Connection already read (None: there is none)."""
-    from evaluation.cli import api_key_from_env
-
     if conn is not None:
         api_base = api_base or conn.host or None
         if conn.password:
@@ -86,8 +86,6 @@ def credentials_of(conn: Connection | None, api_base: str | None) -> tuple[str |
 
 def judge_key_hint(conn_id: str = JUDGE_CONN_ID) -> str:
     """Where a task looks for the judge's key, as a message about missing credentials names it."""
-    from evaluation.cli import KEY_HINT
-
     return f"the password of the {conn_id} connection, or {KEY_HINT} in the workers' environment"
 
 

@@ -4,7 +4,7 @@ shows what the product is for.
 Starts a real S3 API in-process on loopback (moto's server mode) and writes seven generated days
 of conversation logs to it; on the last day one model regresses (:data:`REGRESSING_MODEL`'s
 answers lose their grounding, :data:`evaluation.synthetic.UNGROUNDED`). The six earlier days are
-evaluated in-process by the pipeline's own stages (:func:`evaluation.stages.run_day`, what
+evaluated in-process by the pipeline's own stages (:func:`evaluation.day.run_day`, what
 ``python -m evaluation run`` does), the last one by ``daily_evaluation`` under Airflow
 (``dag.test()`` with a SQLite metadata DB in ``.airflow/``), all with the built-in offline judge.
 It prints what landed, the report's seven-day trends, how many flags and alerts each steady day's
@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     airflow_local.configure()
     from evaluation import storage, synthetic
     from evaluation.contract import RunConfig
-    from evaluation.stages import Stores, run_day
+    from evaluation.day import run_day
+    from evaluation.stages import Stores
     from evaluation.testing.s3 import local_s3_environment
 
     days = [args.date - dt.timedelta(days=i) for i in range(args.days - 1, -1, -1)]

@@ -13,28 +13,14 @@ one row per set, judge, judge model, prompt version and metric, :data:`CALIBRATI
 ``report.html`` (ROC curve per judge) and the evidence beside them (:mod:`evaluation.calibration.run`).
 The ``judge_calibration`` DAG and ``python -m evaluation calibrate`` run it.
 
-The names below load on first use, so that the DAG file (which needs only the spec) and the CLI's
-parser stay light.
+This package re-exports only the spec, which a DAG file imports at parse time (running this
+module first), so nothing heavy; the job and its parts are imported from their modules:
+:func:`evaluation.calibration.run.run_calibration` (and ``calibrate``, ``calibration_id``,
+``judge_golden_set``), :mod:`evaluation.calibration.golden` (``read_golden_set``,
+``label_problems``), :mod:`evaluation.calibration.compute` (``calibration_rows``) and the table's
+schema, :data:`evaluation.schemas.CALIBRATIONS_SCHEMA`.
 """
 
-from __future__ import annotations
+from evaluation.calibration.spec import CalibrationError, CalibrationSpec
 
-from evaluation._lazy import lazy_exports
-
-_EXPORTS = {
-    "CalibrationError": "evaluation.calibration.spec",
-    "CalibrationSpec": "evaluation.calibration.spec",
-    "CALIBRATIONS_SCHEMA": "evaluation.stages.schemas",
-    "calibration_rows": "evaluation.calibration.compute",
-    "label_problems": "evaluation.calibration.golden",
-    "read_golden_set": "evaluation.calibration.golden",
-    "calibrate": "evaluation.calibration.run",
-    "calibration_id": "evaluation.calibration.run",
-    "judge_golden_set": "evaluation.calibration.run",
-    "run_calibration": "evaluation.calibration.run",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["CalibrationError", "CalibrationSpec"]

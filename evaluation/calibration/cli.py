@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evaluation.cli_support import CliError, judge_names
+from evaluation.calibration.spec import CalibrationError, CalibrationSpec
+from evaluation.cli_support import CliError, api_key_from_env, judge_names
 
 #: The source checkout this package runs from.
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -62,10 +63,8 @@ def _in_repository(uri: str) -> bool:
     return Path(uri).resolve().is_relative_to(REPOSITORY)
 
 
-def spec_from_args(args: argparse.Namespace) -> Any:
+def spec_from_args(args: argparse.Namespace) -> CalibrationSpec:
     """The CalibrationSpec of the parsed flags."""
-    from evaluation.calibration import CalibrationSpec
-
     values: dict[str, Any] = {name: getattr(args, name) for name in _FIELDS if getattr(args, name) is not None}
     values["golden_uri"] = args.golden_uri
     values.setdefault("judge_model", os.environ.get("EVALUATION_JUDGE_MODEL") or "offline/lexical")
@@ -78,8 +77,9 @@ def spec_from_args(args: argparse.Namespace) -> Any:
 
 def command(args: argparse.Namespace) -> int:
     """Run the calibration; print its JSON summary (exit 1 with a JSON error when it cannot run)."""
-    from evaluation import calibration, stages, storage
-    from evaluation.cli import api_key_from_env
+    # the job: Polars, Great Expectations and the stages, only when calibrating
+    from evaluation import stages, storage
+    from evaluation.calibration.run import run_calibration
 
     spec = spec_from_args(args)
     output_uri = args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI") or _parent(spec.golden_uri)
@@ -88,9 +88,9 @@ def command(args: argparse.Namespace) -> int:
                        "calibrations/ and _ledger/ would land (give --output DIR or set EVALUATION_OUTPUT_URI)")
     store, golden = storage.open_stores(output_uri, spec.golden_uri, make_access=args.s3_access)
     try:
-        result = calibration.run_calibration(store, golden, spec, calibration=args.calibration_id,
+        result = run_calibration(store, golden, spec, calibration=args.calibration_id,
                                              api_key=api_key_from_env(spec.api_base))
-    except (calibration.CalibrationError, stages.JudgeUnreachable) as exc:
+    except (CalibrationError, stages.JudgeUnreachable) as exc:
         print(json.dumps({"status": "failed", "set": spec.set_name, "error": str(exc)}, indent=2))
         return 1
     print(json.dumps({"status": "success", **result}, indent=2, default=str))

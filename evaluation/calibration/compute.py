@@ -32,7 +32,7 @@ from evaluation.calibration.spec import CalibrationSpec
 from evaluation.compare.stats import rng_for
 from evaluation.contract import JUDGE_STATUSES, RULES_VERSION, VERDICTS, Thresholds
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS
-from evaluation.stages.schemas import CALIBRATIONS_SCHEMA
+from evaluation.schemas import CALIBRATIONS_SCHEMA
 
 #: Metrics calibrated per judge, in report order.
 JUDGE_METRICS: dict[str, tuple[str, ...]] = {

@@ -1,7 +1,7 @@
 """Agreement in the daily story: the latest calibration of the day's judge model and prompt versions,
 for the daily report (:func:`calibration_summary`, its ``summary.json`` part, and
-:func:`calibration_section`, its HTML), and the thresholds a run takes from a calibration
-(:func:`calibrated_thresholds`)."""
+:func:`calibration_section`, its HTML). The thresholds a run takes from a calibration are the
+stages' (:mod:`evaluation.stages.thresholds`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.calibration.spec import CalibrationError
 from evaluation.charts import esc
-from evaluation.contract import JudgeThresholds, RunConfig, Thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +24,6 @@ SHOWN = ("judge", "prompt_version", "set_name", "calibration_id", "calibrated_at
 def calibration_summary(store: storage.Store, judge_models: list[str], prompt_versions: list[str]) -> dict[str, Any]:
     """Per judge model of the day, the latest calibration (``score`` rows, every set) of each of the
     day's judge prompt versions (``judge@hash``), and the prompt versions no calibration covers."""
-    from evaluation.calibration.run import latest_calibrations
-
     versions: dict[str, str] = {}
     for version in prompt_versions:
         judge, _, _ = version.partition("@")
@@ -49,6 +45,22 @@ def calibration_summary(store: storage.Store, judge_models: list[str], prompt_ve
         missing += [{"judge_model": judge_model, "judge": j, "prompt_version": v} for j, v in versions.items()
                     if j not in covered]
     return {"calibrations": found, "uncalibrated": missing}
+
+
+def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> pl.DataFrame | None:
+    """The latest ``calibrations`` rows of ``judge_model`` per (set, judge), for the judges'
+    current prompt versions (``versions``: judge -> prompt version); None when there are none."""
+    keys = [o.key for o in store.list("calibrations/") if o.key.endswith("/calibration.parquet")]
+    if not keys:
+        return None
+    frame = storage.scan_parquet(store, keys, hive=False).filter(pl.col("judge_model") == judge_model).collect()
+    wanted = [j for j, v in versions.items() if v]
+    frame = frame.filter(pl.struct("judge", "prompt_version").map_elements(
+        lambda s: s["judge"] in wanted and s["prompt_version"] == versions[s["judge"]], return_dtype=pl.Boolean))
+    if frame.is_empty():
+        return None
+    latest = frame.group_by("set_name", "judge").agg(pl.col("calibrated_at").max())
+    return frame.join(latest, on=["set_name", "judge", "calibrated_at"], how="semi").sort("set_name", "judge", "metric")
 
 
 def _fmt(value: Any) -> str:
@@ -92,71 +104,3 @@ def calibration_section(summary: dict[str, Any]) -> str:
         parts.append("<p class='note'>No judge ran this day: no calibration to show.</p>")
     parts.append("</section>")
     return "".join(parts)
-
-
-#: Labelled rows of a judge's fit split below which a calibration's thresholds are not taken: a cut
-#: chosen to maximise κ on fewer rows follows the sample more than the judge.
-MIN_FIT_ROWS = 30
-
-
-def calibrated_thresholds(store: storage.Store, reference: str, configured: Thresholds) -> JudgeThresholds:
-    """The thresholds a calibration fitted for one judge (its ``score`` row). ``reference`` is
-    ``<calibration id>/<judge>``, or the id alone when the calibration covers one judge.
-
-    Refused (:class:`CalibrationError`) when the judge had fewer than :data:`MIN_FIT_ROWS`
-    labelled rows to fit on, or no thresholds were fitted. Fitted against expected verdicts, both
-    cuts are the calibration's; fitted against a binary label, only the pass cut is: the borderline
-    stays ``configured``'s, or, where that is not below the fitted pass cut, sits the configured
-    band's width under it, so the band never collapses onto the pass cut unless it was fitted so."""
-    calibration, _, judge = reference.partition("/")
-    key = storage.calibration_key(calibration, "calibration.parquet")
-    if not store.exists(key):
-        raise CalibrationError(f"thresholds_from {reference!r}: no calibration at {store.uri(key)}")
-    scores = storage.read_parquet(store, key).filter(pl.col("metric") == "score")
-    judges = ", ".join(scores["judge"].to_list()) or "none"
-    rows = scores.filter(pl.col("judge") == judge) if judge else scores
-    if rows.height != 1:
-        raise CalibrationError(f"thresholds_from {reference!r}: name one judge of calibration {calibration} as "
-                               f"<calibration id>/<judge> (its judges: {judges})")
-    row = rows.row(0, named=True)
-    source = f"{calibration}/{row['judge']}"
-    fitted_on = row["n_fit"] or 0
-    if fitted_on < MIN_FIT_ROWS:
-        raise CalibrationError(
-            f"thresholds_from {reference!r}: judge {row['judge']} had {fitted_on} labelled rows to fit thresholds "
-            f"on ({row['n_ok']} ok rows of {row['n_records']} records); at least {MIN_FIT_ROWS} are needed: "
-            "calibrate on a larger golden set, or leave this judge at the run's own thresholds")
-    passing, borderline = row["suggested_pass"], row["suggested_borderline"]
-    if passing is None or borderline is None:
-        raise CalibrationError(f"thresholds_from {reference!r}: calibration {calibration} fitted no thresholds for "
-                               f"judge {row['judge']} (its labels on the fit split may all be of one class)")
-    if row["suggested_by"] == "verdict":  # three verdicts labelled: the band itself was fitted
-        return JudgeThresholds.model_validate({"pass": max(passing, borderline), "borderline": borderline,
-                                               "source": source})
-    if configured.borderline >= passing:
-        width = configured.pass_ - configured.borderline
-        borderline = round(max(0.0, passing - width), 6)
-    else:
-        borderline = configured.borderline
-    return JudgeThresholds.model_validate({"pass": passing, "borderline": borderline, "source": source})
-
-
-def with_calibrated_thresholds(cfg: RunConfig, store: storage.Store) -> RunConfig:
-    """``cfg`` with its ``thresholds_in_force``: for each judge its ``thresholds_from`` names, the
-    thresholds that calibration fitted for it; for every other selected judge, the run's own."""
-    calibrated: dict[str, JudgeThresholds] = {}
-    for reference in (cfg.thresholds_from or "").split(","):
-        if not reference:
-            continue
-        thresholds = calibrated_thresholds(store, reference, cfg.thresholds)
-        judge = thresholds.source.rpartition("/")[2]
-        if judge not in cfg.judges:
-            raise CalibrationError(f"thresholds_from {reference!r}: the run does not select judge {judge} "
-                                   f"(judges: {', '.join(cfg.judges)})")
-        if judge in calibrated:
-            raise CalibrationError(f"thresholds_from names judge {judge} twice ({calibrated[judge].source} and "
-                                   f"{thresholds.source})")
-        calibrated[judge] = thresholds
-        logger.info("run %s: judge %s verdicts at pass %s / borderline %s from calibration %s", cfg.run_id, judge,
-                    thresholds.pass_, thresholds.borderline, thresholds.source)
-    return cfg.with_thresholds_in_force(calibrated)

@@ -32,7 +32,7 @@ from evaluation.adapters import type_name as _kind
 from evaluation.calibration.spec import LABEL_FIELDS, CalibrationSpec
 from evaluation.contract import VERDICTS
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
-from evaluation.stages.schemas import LABELS_SCHEMA
+from evaluation.schemas import LABELS_SCHEMA
 from evaluation.validation import DayValidator
 
 logger = logging.getLogger(__name__)
@@ -169,8 +169,8 @@ def read_golden_set(store: storage.Store, spec: CalibrationSpec, *, run_id: str)
     (CONTRACT §1's and the labels'); ``failures`` holds the set-level rules that broke (no objects,
     no valid labelled record, too many rejects) for the caller to raise once the rejects are landed."""
     from evaluation.ingest import Reject, truncate_raw
+    from evaluation.schemas import RECORD_SCHEMA, REJECT_SCHEMA
     from evaluation.stages.ingest import validated_batches
-    from evaluation.stages.schemas import RECORD_SCHEMA, REJECT_SCHEMA
 
     name = spec.set_name
     objects = _objects(store)

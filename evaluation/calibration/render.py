@@ -13,7 +13,7 @@ from evaluation import charts
 from evaluation.calibration.spec import CalibrationSpec
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.report.render import page, table  # the daily report's, so both pages read alike
+from evaluation.html import page, table
 
 Curve = list[tuple[float, float, float]]
 

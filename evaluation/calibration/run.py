@@ -53,7 +53,7 @@ def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.Data
     """Judge calls the set needs that the ledger has no reply for (0 on a re-run)."""
     from evaluation.judges import RenderedPrompt, route
     from evaluation.ledger import Ledger, request_hash
-    from evaluation.stages import record_from_row
+    from evaluation.schemas import record_from_row
 
     missing = 0
     for (day,), group in records.group_by(pl.col("timestamp").dt.date(), maintain_order=True):
@@ -193,19 +193,3 @@ def run_calibration(
     calibration = storage.safe_id(calibration or calibration_id(spec))
     judge_golden_set(store, golden, spec, calibration=calibration, api_key=api_key)
     return calibrate(store, spec, calibration=calibration, calibrated_at=calibrated_at or dt.datetime.now(dt.UTC))
-
-
-def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> pl.DataFrame | None:
-    """The latest ``calibrations`` rows of ``judge_model`` per (set, judge), for the judges'
-    current prompt versions (``versions``: judge -> prompt version); None when there are none."""
-    keys = [o.key for o in store.list("calibrations/") if o.key.endswith("/calibration.parquet")]
-    if not keys:
-        return None
-    frame = storage.scan_parquet(store, keys, hive=False).filter(pl.col("judge_model") == judge_model).collect()
-    wanted = [j for j, v in versions.items() if v]
-    frame = frame.filter(pl.struct("judge", "prompt_version").map_elements(
-        lambda s: s["judge"] in wanted and s["prompt_version"] == versions[s["judge"]], return_dtype=pl.Boolean))
-    if frame.is_empty():
-        return None
-    latest = frame.group_by("set_name", "judge").agg(pl.col("calibrated_at").max())
-    return frame.join(latest, on=["set_name", "judge", "calibrated_at"], how="semi").sort("set_name", "judge", "metric")

@@ -69,7 +69,7 @@ from evaluation.compare.stats import (
     unpaired_test,
 )
 from evaluation.contract import ComparisonError, ComparisonSpec, question_key
-from evaluation.stages.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
+from evaluation.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
 __all__ = ["ALPHA", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "adjust_p_values",
            "benjamini_hochberg", "bootstrap_means", "compare_metrics", "holm", "judge_sample", "paired_questions",

@@ -27,7 +27,7 @@ from evaluation.compare.stats import (
 )
 from evaluation.contract import VERDICTS, ComparisonError, ComparisonSpec, RunConfig, question_key
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks
-from evaluation.stages.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
+from evaluation.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
 logger = logging.getLogger(__name__)
 

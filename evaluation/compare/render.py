@@ -12,7 +12,7 @@ import polars as pl
 from evaluation import charts
 from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS, ComparisonSpec
-from evaluation.report.render import page, table  # the daily report's, so the pages read alike
+from evaluation.html import page, table
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

@@ -1,4 +1,4 @@
-"""The parsed row, typed: one row of ``PARSED_SCHEMA`` (:mod:`evaluation.stages.schemas`) as the judges
+"""The parsed row, typed: one row of ``PARSED_SCHEMA`` (:mod:`evaluation.schemas`) as the judges
 build it and the judge stage completes it. A TypedDict, not a model: a day holds millions of rows, and
 ``tests/unit/test_parsed_rows.py`` keeps its keys and types those of the schema. No postponed
 annotations here: Python 3.11 reads ``NotRequired`` only from evaluated ones."""

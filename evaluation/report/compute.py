@@ -47,7 +47,7 @@ from evaluation.report.alerts import (
     pool,
     t_quantile_975,
 )
-from evaluation.stages.schemas import SUMMARY_METRICS as METRICS
+from evaluation.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Store, scan_parquet, scan_table, table_key
 from evaluation.summary import build_daily_summary
 

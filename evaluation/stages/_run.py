@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evaluation import storage
 from evaluation.contract import JUDGE_STATUSES, RunConfig
 from evaluation.reject_summary import ReasonCount, as_json
-from evaluation.stages.schemas import runs_schema
+from evaluation.schemas import runs_schema
 
 logger = logging.getLogger("evaluation.stages")
 

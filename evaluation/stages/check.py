@@ -7,9 +7,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from evaluation.calibration.spec import CalibrationError
 from evaluation.contract import RunConfig
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
 from evaluation.stages.ingest import missing_input
+from evaluation.stages.thresholds import with_calibrated_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +67,6 @@ def check_run(
     judge's key, for the message of missing or refused credentials; ``on_wait`` receives a line
     every ``every_s`` seconds while the probe waits for an answer."""
     from evaluation.batch import BatchUnsupported, require_batches
-    from evaluation.calibration.daily import with_calibrated_thresholds
-    from evaluation.calibration.spec import CalibrationError
 
     missing = missing_input(stores.raw, cfg.date) if input_ready and not cfg.allow_empty else None
     if missing:

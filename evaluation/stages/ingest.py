@@ -18,6 +18,7 @@ from evaluation.adapters import InputAdapter, adapter_for
 from evaluation.contract import RunConfig
 from evaluation.ingest import BATCH_ROWS, ingest_batches
 from evaluation.reject_summary import reason_lines, summarise_rejects
+from evaluation.schemas import RECORD_SCHEMA, REJECT_SCHEMA
 from evaluation.stages._run import (
     IngestCounts,
     IngestRecord,
@@ -31,7 +32,6 @@ from evaluation.stages._run import (
     where,
     write_record,
 )
-from evaluation.stages.schemas import RECORD_SCHEMA, REJECT_SCHEMA
 
 logger = logging.getLogger(__name__)
 

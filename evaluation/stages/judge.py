@@ -30,10 +30,10 @@ from evaluation.judges import (
 )
 from evaluation.judges.row import ParsedRow, Spent
 from evaluation.judges.schema import reply_format_of
+from evaluation.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
 from evaluation.stages.check import judge_client
 from evaluation.stages.plan import key_range
-from evaluation.stages.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
 
 logger = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from evaluation import storage
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, VERDICTS, RunConfig
 from evaluation.judges import score_table
 from evaluation.ledger import compact
+from evaluation.schemas import CALLS_SCHEMA, evaluation_schema
 from evaluation.stages._run import (
     STAGED,
     DayResult,
@@ -28,7 +29,7 @@ from evaluation.stages._run import (
     where,
     write_run_row,
 )
-from evaluation.stages.schemas import CALLS_SCHEMA, evaluation_schema
+from evaluation.stages.thresholds import with_calibrated_thresholds
 from evaluation.summary import SummaryBuilder
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,6 @@ def score_and_land(
     the run's ``runs`` row (with ``waited_s``, how long the run waited for its day to be complete). A run whose counts do not reconcile, or whose call errors exceed
     ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`. Once the day has
     landed, its ledger is compacted (:func:`compact_ledger`)."""
-    from evaluation.calibration.daily import with_calibrated_thresholds
-
     started = time.monotonic()
     cfg = with_calibrated_thresholds(cfg, stores.out)
     manifest = read_manifest(cfg, stores)

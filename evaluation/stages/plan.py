@@ -15,6 +15,7 @@ import polars as pl
 from evaluation import storage
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt, route
+from evaluation.schemas import RECORD_SCHEMA, record_from_row
 from evaluation.stages._run import (
     ChunkPlan,
     CostEstimate,
@@ -26,7 +27,6 @@ from evaluation.stages._run import (
     where,
     write_record,
 )
-from evaluation.stages.schemas import RECORD_SCHEMA, record_from_row
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ import pytest
 
 from evaluation import storage, synthetic
 from evaluation.contract import RunConfig
-from evaluation.stages import Stores, run_day
+from evaluation.day import run_day
+from evaluation.stages import Stores
 from scripts import airflow_local
 
 pytestmark = pytest.mark.e2e

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from evaluation import stages, storage
+from evaluation.day import run_day
 from evaluation.options import build_config
 
 DAY = dt.date(2026, 11, 25)
@@ -61,5 +62,5 @@ def test_no_input_objects_fails_unless_empty_days_are_allowed(tmp_path) -> None:
         stages.ingest_and_validate(cfg, stages.Stores.open(cfg))
     assert "2026-11-25" in str(error.value) and "no input" in str(error.value)
     allowed = _config(tmp_path, allow_empty=True)
-    result = stages.run_day(allowed, stages.Stores.open(allowed))
+    result = run_day(allowed, stages.Stores.open(allowed))
     assert result["input"] == 0 and result["rows"] == 0

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens
 from tests.reliability.helpers import DAY, config, judge_reply, runs, table
 
@@ -38,7 +39,7 @@ def _write_unequal_day(tmp_path: Path) -> dict[str, str]:
 
 def _sampled(tmp_path: Path, run_id: str, sample: str, chunk_size: int = 500) -> tuple[dict, pl.DataFrame]:
     cfg = config(tmp_path, run_id=run_id, sample=sample, chunk_size=chunk_size, judge_model="offline/lexical")
-    result = stages.run_day(cfg, stages.Stores.open(cfg))
+    result = run_day(cfg, stages.Stores.open(cfg))
     return result, table(tmp_path / "out", "evaluations")
 
 
@@ -137,11 +138,11 @@ def test_a_rerun_with_the_same_budget_reuses_the_paid_replies_and_judges_more(tm
     with OpenAIServer(responder=judge_reply) as server:
         first_cfg = config(tmp_path, judge_model="openai/gpt-4o-mini", api_base=server.base_url, concurrency=1,
                            budget_usd=0.001)
-        first = stages.run_day(first_cfg, stages.Stores.open(first_cfg), api_key="k")
+        first = run_day(first_cfg, stages.Stores.open(first_cfg), api_key="k")
         before = table(tmp_path / "out", "evaluations")
         seen = len(server.requests)
         second_cfg = first_cfg.model_copy(update={"run_id": "r2"})
-        second = stages.run_day(second_cfg, stages.Stores.open(second_cfg), api_key="k")
+        second = run_day(second_cfg, stages.Stores.open(second_cfg), api_key="k")
         asked_again = {json.dumps(r["messages"]) for r in server.requests[seen:]} & {
             json.dumps(r["messages"]) for r in server.requests[:seen]}
     after = table(tmp_path / "out", "evaluations")

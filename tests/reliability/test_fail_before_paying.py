@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluation import stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.testing.openai_server import OpenAIServer, Reply
 from tests.reliability.helpers import DAY, config, runs
 
@@ -22,7 +23,7 @@ def landed_day(tmp_path: Path) -> dict[str, bytes]:
     """A day evaluated by a good run (r0): its landed tables, byte for byte."""
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
     good = config(tmp_path, run_id="r0", judge_model="offline/lexical")
-    stages.run_day(good, stages.Stores.open(good))
+    run_day(good, stages.Stores.open(good))
     return {name: (tmp_path / "out" / storage.table_key(name, DAY)).read_bytes() for name in LANDED}
 
 
@@ -35,7 +36,7 @@ def _assert_nothing_ran(tmp_path: Path, landed: dict[str, bytes], run_id: str = 
 def test_a_model_litellm_cannot_resolve_fails_the_run_first_and_keeps_the_day(tmp_path: Path, landed_day) -> None:
     cfg = config(tmp_path, judge_model="nope/not-a-model")
     with pytest.raises(stages.RunFailed) as failure:
-        stages.run_day(cfg, stages.Stores.open(cfg))
+        run_day(cfg, stages.Stores.open(cfg))
     message = str(failure.value)
     assert "run r1 of 2026-11-20" in message and "judge model 'nope/not-a-model' cannot be used" in message
     assert "bad_request (not retried)" in message and "nope/not-a-model" in message.split("failed with", 1)[1]
@@ -56,7 +57,7 @@ def test_an_endpoint_that_refuses_the_probe_for_good_fails_without_retrying(
     with OpenAIServer(responder=lambda body: reply, answer_probes=False) as server:
         cfg = config(tmp_path, judge_model="openai/gpt-nope", api_base=server.base_url, max_attempts=4)
         with pytest.raises(stages.RunFailed) as failure:
-            stages.run_day(cfg, stages.Stores.open(cfg), api_key="sk-bad-key-0000")
+            run_day(cfg, stages.Stores.open(cfg), api_key="sk-bad-key-0000")
         assert server.request_count == 1  # a refusal is final: the probe is not retried
     message = str(failure.value)
     assert "judge model 'openai/gpt-nope' cannot be used" in message and fragment in message
@@ -76,7 +77,7 @@ def test_a_busy_endpoint_is_a_transient_failure_with_its_runs_row(tmp_path: Path
     with OpenAIServer(responder=lambda body: Reply.server_error(), answer_probes=False) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url, max_attempts=2)
         with pytest.raises(stages.JudgeUnreachable, match="did not answer a probe call: server_error") as failure:
-            stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+            run_day(cfg, stages.Stores.open(cfg), api_key="k")
         assert server.request_count == 2  # a busy endpoint's 5xx is tried again, within probe_timeout_s
     assert server.base_url in str(failure.value)
     _assert_nothing_ran(tmp_path, landed_day)
@@ -94,7 +95,7 @@ def test_missing_credentials_fail_at_once_naming_the_variable_to_set(tmp_path: P
     with OpenAIServer(answer_probes=False) as server:
         cfg = config(tmp_path, judge_model="openai/gpt-4o-mini", api_base=server.base_url, max_attempts=4)
         with pytest.raises(stages.RunFailed) as failure:
-            stages.run_day(cfg, stages.Stores.open(cfg), api_key=None, key_hint="EVALUATION_JUDGE_API_KEY / LLM_API_KEY")
+            run_day(cfg, stages.Stores.open(cfg), api_key=None, key_hint="EVALUATION_JUDGE_API_KEY / LLM_API_KEY")
         assert server.request_count == 0  # the client found no key: nothing was sent, nothing retried
     message = str(failure.value)
     assert "has no usable credentials (missing or refused): set OPENAI_API_KEY or EVALUATION_JUDGE_API_KEY / " \
@@ -112,7 +113,7 @@ def test_refused_credentials_fail_at_once_naming_the_variable_and_connection(
     with OpenAIServer(responder=lambda body: refusal, answer_probes=False) as server:
         cfg = config(tmp_path, judge_model="openai/gpt-4o-mini", api_base=server.base_url, max_attempts=4)
         with pytest.raises(stages.RunFailed) as failure:
-            stages.run_day(cfg, stages.Stores.open(cfg), api_key="sk-bad-key-0000",
+            run_day(cfg, stages.Stores.open(cfg), api_key="sk-bad-key-0000",
                            key_hint="the password of the llm_judge connection")
         assert server.request_count == 1  # one attempt: a refused key is not tried again
     message = str(failure.value)
@@ -127,7 +128,7 @@ def test_a_refused_connection_names_the_url_it_tried(tmp_path: Path, landed_day)
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=url, max_attempts=4)
     with pytest.raises(stages.JudgeUnreachable) as failure:
-        stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+        run_day(cfg, stages.Stores.open(cfg), api_key="k")
     message = str(failure.value)
     assert f"judge model 'openai/mock-judge': could not connect to {url}: connection (not retried)" in message
     _assert_nothing_ran(tmp_path, landed_day)
@@ -164,7 +165,7 @@ def test_an_offline_judge_model_that_does_not_exist_is_refused_listing_those_tha
 ) -> None:
     cfg = config(tmp_path, judge_model="offline/lexcal")
     with pytest.raises(stages.RunFailed) as failure:
-        stages.run_day(cfg, stages.Stores.open(cfg))
+        run_day(cfg, stages.Stores.open(cfg))
     message = str(failure.value)
     assert ("judge model 'offline/lexcal' cannot be used: there is no offline judge model 'offline/lexcal'; "
             "the offline judge models are: offline/lexical") in message

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.testing.openai_server import MALFORMED_CONTENT, FaultPlan, OpenAIServer, Reply
 from tests.reliability.helpers import DAY, config, judge_kind, judge_reply, prompt_pair, runs, table
 
@@ -49,7 +50,7 @@ def test_faulty_judge_day_lands_reconciles_and_a_rerun_pays_only_for_call_errors
     with OpenAIServer(responder=_babbling_judge, faults=plan) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url,
                      concurrency=32, chunk_size=200)
-        result = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+        result = run_day(cfg, stages.Stores.open(cfg), api_key="k")
         first_requests = server.requests
         faults = server.fault_counts
         assert all(faults[kind] > 0 for kind in ("rate_limit", "server_error", "hang", "malformed")), faults
@@ -104,7 +105,7 @@ def test_faulty_judge_day_lands_reconciles_and_a_rerun_pays_only_for_call_errors
         seen = len(server.requests)
         rerun = config(tmp_path, run_id="r2", judge_model="openai/mock-judge", api_base=server.base_url,
                        concurrency=32, chunk_size=200)
-        second = stages.run_day(rerun, stages.Stores.open(rerun), api_key="k")
+        second = run_day(rerun, stages.Stores.open(rerun), api_key="k")
         new_requests = server.requests[seen:]
     assert {prompt_pair(r) for r in new_requests} == failed_prompts
     assert second["rows"] == RECORDS * len(JUDGES) and second["calls_made"] == len(failed_prompts)
@@ -128,12 +129,12 @@ def test_a_rerun_after_recovered_faults_makes_zero_requests(tmp_path: Path) -> N
                      max_faults_per_body=3)
     with OpenAIServer(responder=judge_reply, faults=plan) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url, concurrency=8)
-        first = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+        first = run_day(cfg, stages.Stores.open(cfg), api_key="k")
         assert sum(server.fault_counts.values()) > 0
         assert first["statuses"]["call_error"] == 0 and first["statuses"]["ok"] > 0
         seen = server.request_count
         rerun = config(tmp_path, run_id="r2", judge_model="openai/mock-judge", api_base=server.base_url)
-        second = stages.run_day(rerun, stages.Stores.open(rerun), api_key="k")
+        second = run_day(rerun, stages.Stores.open(rerun), api_key="k")
         assert server.request_count == seen
     assert second["calls_made"] == 0 and second["statuses"] == first["statuses"]
     judged = table(tmp_path / "out", "evaluations").filter(pl.col("judge_status") != "skipped")
@@ -144,14 +145,14 @@ def test_every_call_failing_fails_on_the_call_error_ceiling_and_keeps_the_landed
     record_ids = _write_day(tmp_path, 20)
     out = tmp_path / "out"
     good = config(tmp_path, run_id="r0", judge_model="offline/lexical")
-    stages.run_day(good, stages.Stores.open(good))
+    run_day(good, stages.Stores.open(good))
     landed = {name: (out / storage.table_key(name, DAY)).read_bytes()
               for name in ("evaluations", "judge_calls", "daily_summary", "rejects")}
     with OpenAIServer(responder=lambda body: Reply.server_error()) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url,
                      max_attempts=2, max_call_error_ratio=0.2, concurrency=16)
         with pytest.raises(stages.RunFailed) as failure:
-            stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+            run_day(cfg, stages.Stores.open(cfg), api_key="k")
         requests = server.requests
         assert len(server.probes) == 1  # the model answered its probe: the run went ahead
     message = str(failure.value)

@@ -21,8 +21,9 @@ import pytest
 from evaluation import stages, storage
 from evaluation.client import JudgeClient
 from evaluation.contract import InputRecord
+from evaluation.day import run_day
 from evaluation.judges import parse_reply, read_fenced_blocks, render, score_table
-from evaluation.stages.schemas import PARSED_SCHEMA
+from evaluation.schemas import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer, ScriptedResponder
 from tests.reliability.helpers import DAY, config, judge_kind, table
 
@@ -312,7 +313,7 @@ def test_the_pipeline_lands_the_judges_values_not_the_planted_ones(tmp_path: Pat
     with OpenAIServer(responder=_quoting_judge) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url, concurrency=16,
                      max_record_chars=400_000)
-        result = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+        result = run_day(cfg, stages.Stores.open(cfg), api_key="k")
         sent = server.requests
     assert result["valid"] == len(lines) and result["rows"] == 3 * len(lines)
     for body in sent:  # on the wire, every block still holds exactly the logged answer

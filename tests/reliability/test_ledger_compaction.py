@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from evaluation import ledger, stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.ledger import Ledger, compact
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, config, judge_reply, runs, table
@@ -115,7 +116,7 @@ def _cfg(tmp_path: Path, server: OpenAIServer, run_id: str, **options: Any) -> A
 
 def _run(tmp_path: Path, server: OpenAIServer, run_id: str, **options: Any) -> dict[str, Any]:
     cfg = _cfg(tmp_path, server, run_id, **options)
-    return stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+    return run_day(cfg, stages.Stores.open(cfg), api_key="k")
 
 
 def _evaluations(out: Path) -> pl.DataFrame:

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from evaluation import ledger, stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.ledger import Ledger
 from tests.reliability.helpers import DAY, config
 
@@ -87,7 +88,7 @@ def test_a_rerun_chunk_reads_its_own_ledger_objects_and_makes_no_call(tmp_path: 
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 100)
     first = config(tmp_path, run_id="first", **OFFLINE)
     monkeypatch.setattr(ledger, "COMPACT_MAX_BYTES", 1)  # compacted: an object per chunk's key range
-    stages.run_day(first, stages.Stores.open(first))
+    run_day(first, stages.Stores.open(first))
     objects = [o.key for o in storage.LocalStore(tmp_path / "out").list(storage.ledger_prefix(DAY))]
     assert len(objects) >= 3 and all(k.rsplit("/", 1)[-1].startswith("k") for k in objects)
 
@@ -115,7 +116,7 @@ def test_a_rerun_chunk_with_nothing_to_call_never_imports_litellm(tmp_path: Path
 
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 40, bad=False)
     first = config(tmp_path, run_id="r0", **OFFLINE)
-    stages.run_day(first, stages.Stores.open(first))
+    run_day(first, stages.Stores.open(first))
     rerun = config(tmp_path, run_id="r1", **OFFLINE)
     stores = stages.Stores.open(rerun)
     stages.ingest_and_validate(rerun, stores)

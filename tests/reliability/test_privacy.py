@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 
 from evaluation import stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.redact import redact_text
 from evaluation.testing.openai_server import FaultPlan, OpenAIServer, Reply
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
@@ -76,7 +77,7 @@ def test_with_redact_pii_the_judge_never_sees_the_planted_pii(tmp_path: Path) ->
     storage.LocalStore(tmp_path / "raw").write_bytes(f"dt={DAY}/pii.jsonl", ("\n".join(lines) + "\n").encode())
     with OpenAIServer(responder=judge_reply) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url, redact_pii=True)
-        result = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+        result = run_day(cfg, stages.Stores.open(cfg), api_key="k")
         sent = [json.dumps(r.body, ensure_ascii=False) for r in server.requests]
     assert result["statuses"]["ok"] == result["rows"] == 18
     assert len(sent) >= 3

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.testing.openai_server import MALFORMED_CONTENT, OpenAIServer
 from tests.reliability.helpers import DAY, config, judge_reply, prompt_pair, runs, table
 
@@ -41,7 +42,7 @@ class GlitchOnce:
 def _run(tmp_path: Path, server: OpenAIServer, run_id: str, **options: Any) -> dict[str, Any]:
     cfg = config(tmp_path, run_id=run_id, judge_model="openai/mock-judge", api_base=server.base_url,
                  chunk_size=15, **options)
-    return stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+    return run_day(cfg, stages.Stores.open(cfg), api_key="k")
 
 
 def test_parse_errors_are_judged_again_only_when_asked_and_only_once(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from evaluation import retention, stages, storage, synthetic
 from evaluation.contract import Retention
+from evaluation.day import run_day
 from tests.reliability.helpers import DAY, REPO, cli_env, config, table
 
 RECORDS = 30
@@ -29,13 +30,13 @@ def _landed_and_failed(tmp_path: Path) -> storage.LocalStore:
     raw = storage.LocalStore(tmp_path / "raw")
     synthetic.write_day(raw, DAY, RECORDS, bad=False)
     cfg = config(tmp_path, run_id="good")
-    result = stages.run_day(cfg, stages.Stores.open(cfg))
+    result = run_day(cfg, stages.Stores.open(cfg))
     assert result.rows == RECORDS * 3
     failed_day = DAY - dt.timedelta(days=1)
     synthetic.write_day(raw, failed_day, RECORDS, bad=True)
     cfg = config(tmp_path, run_id="bad", day=failed_day, max_reject_ratio=0.0)
     with pytest.raises(stages.RunFailed):
-        stages.run_day(cfg, stages.Stores.open(cfg))
+        run_day(cfg, stages.Stores.open(cfg))
     out = storage.LocalStore(tmp_path / "out")
     # a run that died after staging: its chunks stay under _work/
     out.write_bytes(storage.chunk_key(DAY, "dead", "records", 0), b"staged records")
@@ -99,7 +100,7 @@ def test_a_rerun_after_gc_of_the_ledger_pays_again_but_lands(tmp_path: Path) -> 
     later = dt.datetime.combine(DAY, dt.time(), dt.UTC) + dt.timedelta(days=400)
     retention.apply(out, retention.collect(out, Retention(), now=later))
     cfg = config(tmp_path, run_id="again")
-    result = stages.run_day(cfg, stages.Stores.open(cfg))
+    result = run_day(cfg, stages.Stores.open(cfg))
     assert result.rows == RECORDS * 3
     assert table(tmp_path / "out", "evaluations").height == RECORDS * 3
 

@@ -16,6 +16,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from evaluation import sql, stages, storage, synthetic
+from evaluation.day import run_day
 from evaluation.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
 from tests.reliability.faulty_proxy import FaultyProxy, S3FaultPlan
 from tests.reliability.helpers import DAY, config
@@ -42,7 +43,7 @@ def _access(endpoint_url: str, **config: Any) -> storage.S3Access:
 def _run(tmp_path: Any, output_uri: str, s3_access: storage.S3Access) -> stages.DayResult:
     cfg = config(tmp_path, run_id="r1", input_uri="s3://logs/raw", output_uri=output_uri, judge_model="offline/lexical",
                  chunk_size=25, max_reject_ratio=0.5)
-    return stages.run_day(cfg, stages.Stores.open(cfg, s3_access))
+    return run_day(cfg, stages.Stores.open(cfg, s3_access))
 
 
 def _table(store: storage.Store, name: str) -> pl.DataFrame:

@@ -15,6 +15,7 @@ import pytest
 
 from evaluation import stages, storage, synthetic
 from evaluation.contract import RunConfig
+from evaluation.day import run_day
 from tests.reliability.helpers import DAY, config, runs, table
 
 OFFLINE = {"judge_model": "offline/lexical", "max_reject_ratio": 0.5}  # the planted bad records land as rejects
@@ -70,7 +71,7 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
     out = tmp_path / "out"
     for day in (previous_day, DAY):
         cfg = config(tmp_path, run_id=f"first-{day}", day=day, **OFFLINE)
-        stages.run_day(cfg, stages.Stores.open(cfg))
+        run_day(cfg, stages.Stores.open(cfg))
     before = {(t, d): table(out, t, d) for t in LANDED for d in (previous_day, DAY)}
     files_before = {d: _day_files(out, d) for d in (previous_day, DAY)}
     assert all(names == ["part-0.parquet"] for t, names in files_before[DAY].items() if t != "runs")
@@ -92,7 +93,7 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
     monkeypatch.setattr(storage.LocalStore, "upload_file", crashing_upload)
     rerun = config(tmp_path, run_id="second", **OFFLINE)
     with pytest.raises(OSError, match="simulated crash"):
-        stages.run_day(rerun, stages.Stores.open(rerun))
+        run_day(rerun, stages.Stores.open(rerun))
     monkeypatch.setattr(storage.LocalStore, "upload_file", original)
     assert landed == [storage.table_key("evaluations", DAY), storage.table_key("judge_calls", DAY)]
 
@@ -114,7 +115,7 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
 
     # Run again: the day lands whole, from the ledger, with no call made twice.
     again = config(tmp_path, run_id="third", **OFFLINE)
-    result = stages.run_day(again, stages.Stores.open(again))
+    result = run_day(again, stages.Stores.open(again))
     assert result["calls_made"] == 0 and result["rows"] == 18 * 3
     for name in ("evaluations", "judge_calls", "daily_summary"):
         assert set(table(out, name)["run_id"]) == {"third"}

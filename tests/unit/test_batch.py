@@ -18,6 +18,7 @@ import pytest
 
 from evaluation import cli, stages, storage, synthetic
 from evaluation.batch import DEFAULT_LIMITS, MB, BatchLimits, batch_prices, limits_for, split_parts, state_key
+from evaluation.day import run_day
 from evaluation.stages.judge import judge_batch_step
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
@@ -103,7 +104,7 @@ def test_server_batches_expire_part_done_and_cancel() -> None:
 def _judge_day(tmp_path: Path, server: OpenAIServer, records: int, **values: object) -> stages.DayResult:
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, records, bad=False)
     cfg = config(tmp_path, judge_model=MODEL, api_base=server.base_url, batch=True, batch_poll_s=0.05, **values)
-    return stages.run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
+    return run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
 
 
 def test_a_batch_day_lands_like_an_online_day_at_the_batch_price(tmp_path: Path) -> None:
@@ -117,7 +118,7 @@ def test_a_batch_day_lands_like_an_online_day_at_the_batch_price(tmp_path: Path)
         # The same day again, online: every batch reply is reused from the ledger.
         cfg = config(tmp_path, run_id="r2", judge_model=MODEL, api_base=server.base_url)
         before = server.request_count
-        rerun = stages.run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
+        rerun = run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
         assert server.request_count == before and rerun["calls_made"] == 0
     judged = evaluations.filter(pl.col("judge_status") != "skipped")
     assert evaluations.height == 60 * 3 and judged["judge_status"].eq("ok").all()
@@ -238,7 +239,7 @@ def test_a_chunk_interrupted_between_its_parts_resumes_them_without_submitting_a
         assert len(waiting) == math.ceil(len(requests) / 7) > 2
 
         server.batches.delay_s = 0.0
-        summary = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")  # the same run, started again
+        summary = run_day(cfg, stages.Stores.open(cfg), api_key="k")  # the same run, started again
         runs = Counter(server.batches.line_ids)
         created = list(server.batches.batches)
     assert created == waiting, "no part was submitted twice"

@@ -17,8 +17,9 @@ import pytest
 from scipy import stats
 
 from evaluation import cli, storage
-from evaluation.calibration import CalibrationError, CalibrationSpec, label_problems, run_calibration
-from evaluation.calibration.run import calibration_id
+from evaluation.calibration import CalibrationError, CalibrationSpec
+from evaluation.calibration.golden import label_problems
+from evaluation.calibration.run import calibration_id, run_calibration
 from evaluation.judges import read_fenced_blocks
 from evaluation.testing.openai_server import OpenAIServer
 

@@ -16,12 +16,15 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
-from evaluation.calibration import CalibrationSpec, run_calibration
-from evaluation.calibration.daily import calibrated_thresholds, calibration_summary
+from evaluation.calibration import CalibrationSpec
+from evaluation.calibration.daily import calibration_summary
+from evaluation.calibration.run import run_calibration
 from evaluation.calibration.spec import CalibrationError
 from evaluation.contract import RunConfig, Thresholds
+from evaluation.day import run_day
 from evaluation.report import build_daily_report
-from evaluation.stages import RunFailed, Stores, run_day
+from evaluation.stages import RunFailed, Stores
+from evaluation.stages.thresholds import calibrated_thresholds
 
 DAY = dt.date(2026, 11, 25)
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "golden"

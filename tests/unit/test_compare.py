@@ -17,7 +17,8 @@ from polars.testing import assert_frame_equal
 from evaluation import compare, storage, synthetic
 from evaluation.compare import ComparisonError, ComparisonSpec, run_comparison
 from evaluation.contract import RunConfig
-from evaluation.stages import Stores, run_day
+from evaluation.day import run_day
+from evaluation.stages import Stores
 
 DAYS = (dt.date(2026, 11, 1), dt.date(2026, 11, 2))
 RECORDS = 300  # per day, spread over the three models
@@ -321,7 +322,7 @@ def test_landed_tables_read_back_as_written(landed) -> None:
 def test_streamed_sample_is_the_whole_day_sample(landed, per_model: int | None) -> None:
     """Streaming the days in small batches picks the records the whole days would pick."""
     from evaluation.ingest import ingest_objects
-    from evaluation.stages import RECORD_SCHEMA
+    from evaluation.schemas import RECORD_SCHEMA
     from evaluation.validation import validate
 
     raw = landed["raw"]

@@ -12,8 +12,9 @@ import pytest
 from evaluation import compare, storage, synthetic
 from evaluation.compare import ComparisonSpec, run_comparison
 from evaluation.contract import RunConfig
+from evaluation.day import run_day
 from evaluation.options import form_fields
-from evaluation.stages import Stores, run_day
+from evaluation.stages import Stores
 
 DAYS = (dt.date(2026, 11, 1), dt.date(2026, 11, 2))
 RECORDS = 240

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluation import schemas
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES
 from evaluation.options import OPTIONS
-from evaluation.stages import schemas
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")

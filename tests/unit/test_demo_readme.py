@@ -16,7 +16,8 @@ import pytest
 from evaluation import storage, synthetic
 from evaluation.cli import main
 from evaluation.contract import RunConfig
-from evaluation.stages import Stores, run_day
+from evaluation.day import run_day
+from evaluation.stages import Stores
 from scripts.demo import RUN_CONF, WRITTEN_LIST, copy_outputs, next_steps
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ import pytest
 
 from evaluation import storage, synthetic
 from evaluation.contract import RunConfig
-from evaluation.stages import Stores, run_day
+from evaluation.day import run_day
+from evaluation.stages import Stores
 from scripts.demo import REGRESSING_MODEL, RUN_CONF, headline_lines, steady_day_lines
 
 LAST = dt.date(2026, 11, 7)

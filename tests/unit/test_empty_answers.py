@@ -14,8 +14,9 @@ import pytest
 
 from evaluation import stages, storage
 from evaluation.contract import InputRecord, JudgeName, Thresholds
+from evaluation.day import run_day
 from evaluation.judges import RenderedPrompt, empty_answer_row, route, score_table
-from evaluation.stages.schemas import PARSED_SCHEMA
+from evaluation.schemas import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer
 from tests.factories import jsonl, make_record, raw_record
 from tests.reliability.helpers import config, judge_reply
@@ -108,7 +109,7 @@ def test_empty_answers_land_alike_in_every_judge_with_no_call(tmp_path: Path, ba
     _write_day(tmp_path)
     with OpenAIServer(responder=judge_reply) as server:
         cfg = config(tmp_path, day=DAY, judge_model=MODEL, api_base=server.base_url, batch=batch, batch_poll_s=0.05)
-        result = stages.run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
+        result = run_day(cfg, stages.Stores.open(cfg), api_key="test-key")
         sent = [request.body for request in server.requests]
         requests = server.request_count
         lines = list(server.batches.line_ids)
@@ -135,7 +136,7 @@ def test_the_plan_estimates_no_call_for_an_empty_answer(tmp_path: Path) -> None:
 def test_empty_answers_land_alike_with_the_offline_judge(tmp_path: Path) -> None:
     _write_day(tmp_path)
     cfg = config(tmp_path, day=DAY, judge_model="offline/lexical")
-    result = stages.run_day(cfg, stages.Stores.open(cfg))
+    result = run_day(cfg, stages.Stores.open(cfg))
     _check_landed_day(tmp_path / "out", result)
 
 

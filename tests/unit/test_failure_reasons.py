@@ -16,7 +16,7 @@ from evaluation_notifications import failure_message
 from evaluation import sql, storage, synthetic
 from evaluation.cli import main
 from evaluation.reject_summary import reason_lines, summarise_rejects
-from evaluation.stages.schemas import REJECT_SCHEMA
+from evaluation.schemas import REJECT_SCHEMA
 
 DAY = dt.date(2026, 9, 10)
 #: A judge nobody answers for: a run that got as far as the probe would fail on it instead.

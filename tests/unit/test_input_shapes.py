@@ -14,8 +14,9 @@ import pytest
 
 from evaluation import storage, synthetic
 from evaluation.cli import main
+from evaluation.day import run_day
 from evaluation.options import build_config
-from evaluation.stages import Stores, run_day
+from evaluation.stages import Stores
 
 DAY = dt.date(2026, 11, 25)
 RECORDS = 60

@@ -27,7 +27,7 @@ from evaluation.client import JudgeClient
 from evaluation.contract import InputRecord, JudgeName
 from evaluation.judges import call_error_row, not_applicable_row, parse_reply, render, score_table
 from evaluation.outcome import CallOutcome
-from evaluation.stages import PARSED_SCHEMA
+from evaluation.schemas import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder
 from tests.factories import make_record
 from tests.unit.judge_oracle import score_row

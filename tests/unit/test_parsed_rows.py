@@ -13,7 +13,7 @@ import pytest
 
 from evaluation.contract import InputRecord, JudgeName
 from evaluation.judges import ParsedRow, call_error_row, not_applicable_row, parse_reply
-from evaluation.stages.schemas import PARSED_SCHEMA
+from evaluation.schemas import PARSED_SCHEMA
 from tests.factories import make_record
 
 _HINTS = get_type_hints(ParsedRow)

@@ -13,6 +13,7 @@ import pytest
 
 from evaluation import cli, stages, storage, synthetic
 from evaluation.client import price_per_token
+from evaluation.day import run_day
 from evaluation.options import build_config
 from evaluation.stages.sizing import TOKEN_MARGIN, TYPICAL_REPLY_TOKENS, judging_time
 from evaluation.testing.openai_server import OpenAIServer
@@ -48,7 +49,7 @@ def test_the_plan_matches_a_real_run_of_the_same_day(day: Path, options: dict[st
         assert not (day / "out").exists()  # nothing written under the output root (no claim, no work files)
 
         run = _config(day, "r1", judge_model="openai/gpt-4o-mini", api_base=server.base_url, **options)
-        result = stages.run_day(run, stages.Stores.open(run), api_key="k")
+        result = run_day(run, stages.Stores.open(run), api_key="k")
 
     assert (size.records, size.valid, size.rejected) == (result.input, result.valid, result.rejected)
     assert size.calls == result.calls_made > 0
@@ -70,7 +71,7 @@ def test_the_plan_matches_a_real_run_of_the_same_day(day: Path, options: dict[st
 def test_a_second_plan_counts_the_ledgers_replies_as_no_calls(day: Path) -> None:
     with OpenAIServer(responder=judge_reply) as server:
         run = _config(day, "r1", judge_model="openai/mock-judge", api_base=server.base_url)
-        first = stages.run_day(run, stages.Stores.open(run), api_key="k")
+        first = run_day(run, stages.Stores.open(run), api_key="k")
         cfg = _config(day, "plan", judge_model="openai/mock-judge", api_base=server.base_url)
         size = stages.plan_day(cfg, stages.Stores.open(cfg))
     assert size.calls == 0 and size.input_tokens == 0 and size.seconds == 0

@@ -5,15 +5,42 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import ModuleType
+
+import pytest
 
 import evaluation
+import evaluation.calibration
+import evaluation.compare
+import evaluation.contract
+import evaluation.judges
+import evaluation.report
+import evaluation.stages
 
 
-def test_every_public_name_resolves() -> None:
-    assert evaluation.__all__ == sorted(evaluation.__all__)
-    for name in evaluation.__all__:
-        assert getattr(evaluation, name) is not None, name
-    assert callable(evaluation.run_day) and callable(evaluation.score_table)
+@pytest.mark.parametrize("package", [evaluation, evaluation.calibration, evaluation.compare, evaluation.judges,
+                                     evaluation.report, evaluation.stages], ids=lambda p: p.__name__)
+def test_every_public_name_is_imported_explicitly(package: ModuleType) -> None:
+    """``__all__`` names each public name once, and each is bound by an import or a definition in the package
+    (no module ``__getattr__`` resolving names at run time)."""
+    assert len(set(package.__all__)) == len(package.__all__)
+    assert not hasattr(package, "__getattr__")
+    for name in package.__all__:
+        assert name in vars(package), f"{package.__name__}.{name}"
+
+
+def test_the_packages_a_dag_file_reaches_import_nothing_heavy() -> None:
+    """``evaluation`` and ``evaluation.calibration`` run when a DAG file imports the options or the
+    calibration spec: they re-export light names only."""
+    code = (
+        "import sys, evaluation, evaluation.calibration, evaluation.options\n"
+        "print(sorted(m for m in ('litellm', 'polars', 'great_expectations', 'pandas', 'boto3', 'openai') "
+        "if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert evaluation.RunConfig is evaluation.contract.RunConfig
 
 
 def test_importing_the_library_changes_nothing_in_the_process() -> None:

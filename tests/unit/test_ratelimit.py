@@ -23,6 +23,7 @@ import pytest
 
 from evaluation import stages, storage, synthetic
 from evaluation.client import JudgeClient
+from evaluation.day import run_day
 from evaluation.judges import RenderedPrompt
 from evaluation.ratelimit import (
     DEFAULT_BURST_S,
@@ -229,7 +230,7 @@ def _run(tmp_path: Path, server: OpenAIServer, **values: Any) -> tuple[dict[str,
     cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url, judges=["rag"],
                  timeout_s=5, chunk_size=1000, **values)
     started = time.monotonic()
-    result = stages.run_day(cfg, stages.Stores.open(cfg), api_key="k")
+    result = run_day(cfg, stages.Stores.open(cfg), api_key="k")
     return result, time.monotonic() - started
 
 

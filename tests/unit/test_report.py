@@ -29,7 +29,7 @@ from evaluation.report import (
     wilson_interval,
     write_daily_report,
 )
-from evaluation.stages import PARSED_SCHEMA, REJECT_SCHEMA
+from evaluation.schemas import PARSED_SCHEMA, REJECT_SCHEMA
 from evaluation.summary import METRICS, build_daily_summary
 
 DAY = dt.date(2026, 11, 20)
@@ -541,13 +541,14 @@ def test_report_on_a_real_pipeline_run(tmp_path: Path) -> None:
     pytest.importorskip("evaluation.validation", reason="the validation stage is not in this tree yet")
     from evaluation import stages, synthetic
     from evaluation.contract import RunConfig
+    from evaluation.day import run_day
 
     raw = storage.open_store(str(tmp_path / "raw"))
     for day in (DAY - dt.timedelta(days=1), DAY):
         synthetic.write_day(raw, day, 40, seed=day.day)
         cfg = RunConfig(date=day, input_uri=str(tmp_path / "raw"), output_uri=str(tmp_path / "out"), run_id=f"t-{day}",
                         max_reject_ratio=0.5)
-        stages.run_day(cfg, stages.Stores.open(cfg))
+        run_day(cfg, stages.Stores.open(cfg))
     out = storage.open_store(str(tmp_path / "out"))
     page, summary = build_daily_report(out, DAY)
     evaluations = storage.read_parquet(out, storage.table_key("evaluations", DAY))

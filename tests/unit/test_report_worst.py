@@ -13,6 +13,7 @@ import pytest
 
 from evaluation import stages, storage, synthetic
 from evaluation.contract import RunConfig
+from evaluation.day import run_day
 from evaluation.report import build_daily_report
 from evaluation.report.compute import EMPTY_IDS_SHOWN, QUESTION_LIMIT, TEXT_LIMIT
 
@@ -39,7 +40,7 @@ def day_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[storage.Store, di
     raw = storage.open_store(str(root / "raw"))
     raw.write_bytes(f"dt={DAY.isoformat()}/part-000.jsonl", ("\n".join(json.dumps(r) for r in records) + "\n").encode())
     cfg = RunConfig(date=DAY, input_uri=str(root / "raw"), output_uri=str(root / "out"), run_id="t-worst")
-    stages.run_day(cfg, stages.Stores.open(cfg))
+    run_day(cfg, stages.Stores.open(cfg))
     return storage.open_store(str(root / "out")), {r["record_id"]: r for r in records}, emptied
 
 

@@ -22,7 +22,7 @@ from evaluation.judges import (
     score_table,
     verdict,
 )
-from evaluation.stages import PARSED_SCHEMA
+from evaluation.schemas import PARSED_SCHEMA
 from tests.factories import make_record
 from tests.unit.judge_oracle import score_row
 

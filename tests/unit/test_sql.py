@@ -16,7 +16,8 @@ import pytest
 
 from evaluation import compare, sql, storage, synthetic
 from evaluation.contract import RunConfig
-from evaluation.stages import Stores, run_day
+from evaluation.day import run_day
+from evaluation.stages import Stores
 
 DAYS = (dt.date(2026, 11, 1), dt.date(2026, 11, 2), dt.date(2026, 11, 3))
 RECORDS = 150  # per day; enough that the planted bad lines stay under max_reject_ratio

@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import ingest, stages, storage, synthetic, validation
+from evaluation import ingest, schemas, stages, storage, synthetic, validation
 from evaluation.contract import RunConfig
 from evaluation.ingest import IngestResult, Reject, ingest_batches, ingest_objects, iter_object, read_object
 from evaluation.validation import DayValidator, validate
@@ -309,11 +309,11 @@ def test_pipeline_in_small_batches_lands_and_stages_what_one_batch_does(tmp_path
     # The chunks are the valid records in content-key order (ties in input order), as the whole
     # table sorted and cut in slices would be.
     records = pl.concat(one["chunks"])
-    assert records.columns == [*stages.RECORD_SCHEMA, "sampled"]
+    assert records.columns == [*schemas.RECORD_SCHEMA, "sampled"]
     assert records["sampled"].equals(stages.sample_mask(records, _config(tmp_path, "x", sample=sample)))
     whole = ingest_objects(objects, DAY)
     expected = validate(whole.rows, day=DAY, ingest_rejects=len(whole.rejects), max_reject_ratio=1.0).valid
-    expected = expected.select([pl.col(c).cast(t) for c, t in stages.RECORD_SCHEMA.items()])
+    expected = expected.select([pl.col(c).cast(t) for c, t in schemas.RECORD_SCHEMA.items()])
     expected = expected.with_columns(stages.content_keys(expected)).sort("_key", maintain_order=True)
     assert records.select("record_id", "line_no").equals(expected.select("record_id", "line_no"))
     assert records.height == counts["valid"] and records["record_id"].n_unique() == records.height
@@ -363,7 +363,7 @@ def test_a_day_without_objects(tmp_path: Path, allow_empty: bool) -> None:
     assert stages.ingest_and_validate(cfg, stores).model_dump() == {"objects": 0, "input": 0, "valid": 0, "rejected": 0}
     assert stages.plan_chunks(cfg, stores) == []
     rejects = storage.read_parquet(stores.out, stages.staged_key(cfg, "rejects"))
-    assert rejects.height == 0 and rejects.schema == pl.Schema(stages.REJECT_SCHEMA)
+    assert rejects.height == 0 and rejects.schema == pl.Schema(schemas.REJECT_SCHEMA)
 
 
 def test_a_rerun_of_ingest_replaces_the_staged_parts(tmp_path: Path) -> None:

@@ -17,13 +17,15 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
-from evaluation.calibration import CalibrationSpec, run_calibration
-from evaluation.calibration.daily import MIN_FIT_ROWS, calibrated_thresholds
+from evaluation.calibration import CalibrationSpec
+from evaluation.calibration.run import run_calibration
 from evaluation.calibration.spec import CalibrationError
 from evaluation.contract import RunConfig, Thresholds
+from evaluation.day import run_day
 from evaluation.options import build_config
-from evaluation.stages import RunFailed, Stores, run_day
-from evaluation.stages.schemas import CALIBRATIONS_SCHEMA
+from evaluation.schemas import CALIBRATIONS_SCHEMA
+from evaluation.stages import RunFailed, Stores
+from evaluation.stages.thresholds import MIN_FIT_ROWS, calibrated_thresholds
 
 DAY = dt.date(2026, 11, 25)
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "golden" / "halueval-qa" / "records.jsonl"

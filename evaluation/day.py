@@ -1,4 +1,5 @@
-"""Every stage of a day in one process (``python -m evaluation run``)."""
+"""Every stage of a day in one process, then its report (``python -m evaluation run``): above both
+the stages and the report."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluation.contract import RunConfig
+from evaluation.report import write_daily_report
 from evaluation.stages._run import DayResult, Stores, read_manifest
 from evaluation.stages.check import check_run
 from evaluation.stages.ingest import ingest_and_validate
@@ -33,8 +35,6 @@ def run_day(
     receives each finished stage's name (check, ingest, plan, land, report) with its figures and
     ``seconds``. ``waited_s`` (how long the caller waited for a complete day) goes to ``runs``.
     ``key_hint`` and ``on_wait`` are :func:`~evaluation.stages.check.check_run`'s."""
-    from evaluation.report import write_daily_report
-
     started_at = dt.datetime.now(dt.UTC)
     started = time.monotonic()
 
