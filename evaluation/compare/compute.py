@@ -178,8 +178,10 @@ def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | Non
     from evaluation.validation import DayValidator
 
     validator = DayValidator(day, max_reject_ratio=1.0, allow_empty=True)
-    options = {} if batch_rows is None else {"batch_rows": batch_rows}
-    for batch in stages.validated_batches(raw_store, stages.raw_objects(raw_store, day), validator, **options):
+    objects = stages.raw_objects(raw_store, day)
+    batches = (stages.validated_batches(raw_store, objects, validator) if batch_rows is None
+               else stages.validated_batches(raw_store, objects, validator, batch_rows=batch_rows))
+    for batch in batches:
         if batch.valid.height:
             yield batch.valid
 
