@@ -28,6 +28,7 @@ from evaluation.stages import RunFailed, Stores
 from evaluation.stages.thresholds import MIN_FIT_ROWS, calibrated_thresholds
 
 DAY = dt.date(2026, 11, 25)
+N = 150  # records of the day: enough that some rag scores fall between the default and the fitted pass cut
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "golden" / "halueval-qa" / "records.jsonl"
 OPTIONS = Thresholds(**{"pass": 0.8, "borderline": 0.6})
 
@@ -120,7 +121,7 @@ def _run(tmp_path: Path, run_id: str, **options: Any) -> tuple[pl.DataFrame, dic
     """One run of the day: its evaluations and the ``thresholds_in_force`` its runs row records."""
     raw = tmp_path / "raw"
     if not raw.exists():
-        synthetic.write_day(storage.LocalStore(raw), DAY, 60, bad=False)
+        synthetic.write_day(storage.LocalStore(raw), DAY, N, bad=False)
     cfg = RunConfig(date=DAY, input_uri=str(raw), output_uri=str(tmp_path / "out"), run_id=run_id, chunk_size=30,
                     **options)
     run_day(cfg, Stores.open(cfg))
