@@ -16,7 +16,7 @@ _EXPORTS = {
     "RunConfig": "evaluation.contract",
     "Thresholds": "evaluation.contract",
     "question_key": "evaluation.contract",
-    "OPTIONS": "evaluation.options",
+    "RUN_OPTIONS": "evaluation.options",
     "build_config": "evaluation.options",
     "RunFailed": "evaluation.stages",
     "Stores": "evaluation.stages",
