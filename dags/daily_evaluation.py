@@ -54,7 +54,7 @@ from evaluation_batch import JudgeChunkOperator
 from evaluation_notifications import LANDED_ASSETS, RegressionNotifier, RunFailureNotifier
 from evaluation_wait import WaitForDayOperator
 
-from evaluation.options import OPTIONS, param_schema
+from evaluation.options import RUN_OPTIONS
 
 POOL = "llm_judge"
 
@@ -65,9 +65,7 @@ def _params() -> dict[str, Param]:
                       description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
                       pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
     }
-    for option in OPTIONS:
-        params[option.name] = Param(option.default, title=option.title, description=option.help, **param_schema(option))
-    return params
+    return {**params, **glue.form_params(RUN_OPTIONS)}
 
 
 @dag(

@@ -26,13 +26,13 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from evaluation.contract import Retention
-from evaluation.options import form_fields
+from evaluation.options import options
 
 logger = logging.getLogger(__name__)
 
 
 def _params() -> dict[str, Param]:
-    params = glue.form_params(form_fields(Retention))
+    params = glue.form_params(options(Retention))
     params["output_uri"] = Param("", type="string", title="Output URI",
                                  description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI.")
     params["dry_run"] = Param(False, type="boolean", title="Dry run", description="List what would go; delete nothing.")

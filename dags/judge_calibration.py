@@ -33,12 +33,12 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from evaluation.calibration.spec import CalibrationSpec
-from evaluation.options import form_fields
+from evaluation.options import fill_from_env, model_input, options
 
 POOL = "llm_judge"
 #: The form: the spec's fields (what `python -m evaluation calibrate` takes too) but the set's
 #: folder, which is `golden_uri` + `golden_set` here, and the sizes of the job.
-SPEC_FIELDS = form_fields(CalibrationSpec, skip=("golden_uri", "max_record_chars", "chunk_size", "thresholds"))
+SPEC_OPTIONS = options(CalibrationSpec, skip=("golden_uri", "max_record_chars", "chunk_size"))
 
 
 def _params() -> dict[str, Param]:
@@ -49,11 +49,7 @@ def _params() -> dict[str, Param]:
                             description="Where golden sets live (s3://bucket/prefix or a directory); empty: "
                                         "$EVALUATION_GOLDEN_URI."),
     }
-    params.update(glue.form_params(SPEC_FIELDS))
-    params["pass_threshold"] = Param(0.8, type="number", minimum=0, maximum=1, title="Pass threshold",
-                                     description="score >= this is pass (the thresholds the judges are measured at).")
-    params["borderline_threshold"] = Param(0.6, type="number", minimum=0, maximum=1, title="Borderline threshold",
-                                           description="score >= this is borderline; below is fail.")
+    params.update(glue.form_params(SPEC_OPTIONS))
     params["output_uri"] = Param("", type="string", title="Output URI",
                                  description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI. The "
                                              "calibration lands under calibrations/.")
@@ -84,13 +80,10 @@ def judge_calibration() -> None:
         if not root or not output_uri:
             raise AirflowFailException("set golden_uri and output_uri (or EVALUATION_GOLDEN_URI and "
                                        "EVALUATION_OUTPUT_URI)")
-        values = {name: params.get(name) for name in SPEC_FIELDS}
-        if not values.get("judge_model"):
-            values["judge_model"] = os.environ.get("EVALUATION_JUDGE_MODEL") or "offline/lexical"
+        values = model_input(SPEC_OPTIONS, fill_from_env(SPEC_OPTIONS, dict(params)))
         if not values.get("api_base"):
             values["api_base"] = glue.judge_credentials()[1]
-        values.update(golden_uri=f"{root}/{params['golden_set']}",
-                      thresholds={"pass": params["pass_threshold"], "borderline": params["borderline_threshold"]})
+        values["golden_uri"] = f"{root}/{params['golden_set']}"
         with glue.fail_without_retry(ValueError, prefix="invalid calibration: "):
             spec = CalibrationSpec.model_validate(values)
         return {"calibration_id": calibration_id(spec), "spec": spec.model_dump(mode="json"), "output_uri": output_uri}

@@ -31,17 +31,17 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from evaluation.contract import ComparisonSpec
-from evaluation.options import OPTIONS, form_fields
+from evaluation.options import COMPARE_OPTIONS, RUN_OPTIONS, model_input
 
 POOL = "llm_judge"
-#: The form: every field of ComparisonSpec (what `python -m evaluation compare` takes too) but the
-#: re-judging thresholds, then where the tables live.
-SPEC_FIELDS = form_fields(ComparisonSpec, skip=("thresholds",))
-_URIS = {o.name: o for o in OPTIONS if o.name in ("input_uri", "output_uri")}
+#: Where the tables live: the run options of that name.
+_URIS = {o.name: o for o in RUN_OPTIONS if o.name in ("input_uri", "output_uri")}
 
 
 def _params() -> dict[str, Param]:
-    params = glue.form_params(SPEC_FIELDS)
+    """The form: the flags of `python -m evaluation compare` (ComparisonSpec's fields but the
+    re-judging thresholds), then where the tables live."""
+    params = glue.form_params(COMPARE_OPTIONS)
     for name, purpose in (("input_uri", "needed to re-judge"), ("output_uri", "the comparison lands under comparisons/")):
         option = _URIS[name]
         params[name] = Param("", type="string", title=option.title, description=f"{option.help} ({purpose})")
@@ -65,8 +65,8 @@ def model_comparison() -> None:
         context = get_current_context()
         glue.check_conf(context)
         params = context["params"]
-        values = {name: params.get(name) for name in SPEC_FIELDS}
-        if values["judge_model"] and not values["api_base"]:
+        values = model_input(COMPARE_OPTIONS, params)
+        if values.get("judge_model") and not values.get("api_base"):
             values["api_base"] = glue.judge_credentials()[1]
         with glue.fail_without_retry(ValueError, prefix="invalid comparison: "):
             spec = ComparisonSpec.model_validate(values)

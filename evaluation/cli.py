@@ -36,69 +36,34 @@ from evaluation.cli_support import (
     KEY_HINT,
     CliError,
     Parser,
+    add_options,
     api_key_from_env,
     bounded,
     day_expression,
     dispatch,
     iso_date,
-    judge_names,
+    option_values,
     route_third_party_logs,
 )
-from evaluation.options import OPTIONS, Option, build_config
+from evaluation.contract import ComparisonSpec
+from evaluation.options import COMPARE_OPTIONS, RUN_OPTIONS, build_config, model_input
 
 logger = logging.getLogger("evaluation")
 
-
-
-def _option_help(option: Option) -> str:
-    """An option's help with its default, or the environment variable it falls back to."""
-    text = option.help.split(" Empty: ")[0].split("; empty for ")[0].rstrip(".") + "."
-    if option.env:
-        fallback = "" if option.fallback is None else f", else {option.fallback:g}" if isinstance(
-            option.fallback, float) else f", else {option.fallback}"
-        return f"{text} (default: ${option.env}{fallback})"
-    if option.kind == "boolean":
-        return f"{text} (default: {'on' if option.default else 'off'})"
-    shown = ",".join(option.default) if option.kind == "judges" else "none" if option.default in (None, "") \
-        else option.default
-    return f"{text} (default: {shown})"
-
-
-def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
-    if option.kind == "boolean":
-        parser.add_argument(option.flag, dest=option.name, action=argparse.BooleanOptionalAction,
-                            default=None, help=_option_help(option))
-        return
-    kinds: dict[str, Any] = {"integer": bounded(int, option.minimum, option.maximum),
-                             "number": bounded(float, option.minimum, option.maximum),
-                             "string": str, "judges": judge_names}
-    uri = option.name in ("input_uri", "output_uri")
-    parser.add_argument(
-        option.flag.removesuffix("-uri"),  # --input / --output, as CONTRACT §6 spells them
-        *([option.flag] if uri else []),
-        dest=option.name,
-        type=kinds[option.kind],
-        default=None,
-        metavar="URI" if uri else None,
-        help=_option_help(option),
-    )
 
 
 def _run_parser(sub: Any) -> None:
     parser = sub.add_parser("run", help="evaluate one day and print a JSON summary")
     parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to evaluate, YYYY-MM-DD")
     parser.add_argument("--run-id", default=None, help="id of this run (default: cli-<date>-<time>)")
-    for option in OPTIONS:
-        _add_option(parser, option)
+    add_options(parser, RUN_OPTIONS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar and no stage lines on stderr")
 
 
 def _plan_parser(sub: Any) -> None:
     parser = sub.add_parser("plan", help="size a day before paying: calls, tokens, cost and time, no judge call")
     parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to plan, YYYY-MM-DD")
-    for option in OPTIONS:
-        if option.name != "dry_run":
-            _add_option(parser, option)
+    add_options(parser, [o for o in RUN_OPTIONS if o.name != "dry_run"])
     parser.add_argument("--pool-slots", type=int, default=1,
                         help="chunks judged at once (the llm_judge pool's slots; default 1, as `run` judges them)")
     parser.add_argument("--latency-s", type=float, default=None,
@@ -121,8 +86,7 @@ def _print_plan(cfg: Any, s3_access: Callable[[], Any], *, pool_slots: int = 1, 
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name, None) is not None}
-    cfg = build_config({**values, "dry_run": True}, date=args.date, run_id=f"plan-{args.date.isoformat()}",
+    cfg = build_config({**option_values(args, RUN_OPTIONS), "dry_run": True}, date=args.date, run_id=f"plan-{args.date.isoformat()}",
                        trigger="cli")
     if args.pool_slots < 1:
         raise ValueError("--pool-slots must be at least 1")
@@ -155,11 +119,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from evaluation import stages, storage
     from evaluation.day import run_day
 
-    values = {o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name) is not None}
-    for option in OPTIONS:
-        if option.name in ("input_uri", "output_uri") and not values.get(option.name) and not os.environ.get(
-                option.env or ""):
-            raise CliError(f"{option.flag.removesuffix('-uri')} is required (or set {option.env})")
+    values = option_values(args, RUN_OPTIONS)
+    for option in (o for o in RUN_OPTIONS if o.name in ("input_uri", "output_uri")):
+        if not values.get(option.name) and not os.environ.get(option.env or ""):
+            raise CliError(f"{option.flags[0]} is required (or set {option.env})")
     run_id = args.run_id or f"cli-{args.date.isoformat()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
     cfg = build_config(values, date=args.date, run_id=run_id, trigger="cli")
     if cfg.dry_run:  # stop after planning: the plan, as `plan` prints it
@@ -218,24 +181,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _compare_parser(sub: Any) -> None:
     parser = sub.add_parser("compare", help="compare models over a date range and print a JSON summary")
-    parser.add_argument("--from", dest="start_date", required=True, type=day_expression,
-                        help="first day (dt): YYYY-MM-DD, latest (the newest landed day) or latest-N")
-    parser.add_argument("--to", dest="end_date", required=True, type=day_expression,
-                        help="last day (dt): YYYY-MM-DD, latest or latest-N")
-    parser.add_argument("--models", required=True, help="models to compare, comma-separated (at least two)")
-    parser.add_argument("--baseline", default=None, help="the model the others are compared to (default: the first)")
-    parser.add_argument("--judges", type=judge_names, default=None,
-                        help="judges to compare, comma-separated (default: all)")
-    parser.add_argument("--sample", dest="sample_per_model", type=int, default=None,
-                        help="at most this many records per model, a seeded sample (default: all)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sample, bootstrap and permutations")
-    parser.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples (default 2000)")
-    parser.add_argument("--judge-model", default=None,
-                        help="re-judge the sample with this litellm model (default: compare the landed scores)")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible judge server")
-    parser.add_argument("--concurrency", type=int, default=None, help="judge calls in flight when re-judging")
-    parser.add_argument("--p-adjust", dest="p_adjust", choices=("holm", "bh"), default=None,
-                        help="adjustment of the p-values for their number: holm (default) or bh (Benjamini–Hochberg)")
+    add_options(parser, COMPARE_OPTIONS)
     parser.add_argument("--comparison-id", default=None, help="id of the comparison (default: a hash of the spec)")
     parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
                         help="root of the landed tables (s3://bucket/prefix or a directory)")
@@ -262,13 +208,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     store, raw_store = storage.open_stores(args.output_uri, args.input_uri, make_access=args.s3_access)
     args.start_date = args.start_date.resolve(lambda: latest_day(store, "--from"))
     args.end_date = args.end_date.resolve(lambda: latest_day(store, "--to"))
-    values = {
-        k: getattr(args, k)
-        for k in ("start_date", "end_date", "models", "baseline", "judges", "sample_per_model", "seed", "bootstrap",
-                  "judge_model", "api_base", "concurrency", "p_adjust")
-        if getattr(args, k) is not None
-    }
-    spec = compare.ComparisonSpec.model_validate(values)
+    spec = ComparisonSpec.model_validate(model_input(COMPARE_OPTIONS, option_values(args, COMPARE_OPTIONS)))
     if spec.judge_model is not None and not args.input_uri:
         raise CliError("--judge-model re-judges records from the raw logs: give --input")
     try:

@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import difflib
 import logging
+import operator
 import os
 import re
 import sys
@@ -24,9 +25,10 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from evaluation.contract import JUDGES
+from evaluation.options import Option
 
-__all__ = ["CliError", "DayExpression", "Parser", "bounded", "day_expression", "dispatch", "iso_date", "judge_names", "plain", "route_third_party_logs",
-           "suggest", "validation_message"]
+__all__ = ["CliError", "DayExpression", "Parser", "add_options", "bounded", "day_expression", "dispatch", "iso_date",
+           "judge_names", "option_values", "plain", "route_third_party_logs", "suggest", "validation_message"]
 
 #: Exit code of a command line that cannot be used as given.
 USAGE = 2
@@ -115,25 +117,64 @@ def judge_names(value: str) -> str:
     return ",".join(names)
 
 
-def bounded(kind: type[int] | type[float], minimum: float | None = None,
-            maximum: float | None = None) -> Callable[[str], int | float]:
-    """An argparse type: an int or float within [minimum, maximum], refused with the range."""
+def bounded(kind: type[int] | type[float], minimum: float | None = None, maximum: float | None = None, *,
+            above: float | None = None, below: float | None = None) -> Callable[[str], int | float]:
+    """An argparse type: an int or float within [minimum, maximum] (and above ``above``, below
+    ``below``), refused with the range."""
     noun = "a whole number" if kind is int else "a number"
+    limits = [(bound, words, holds) for bound, words, holds in (
+        (minimum, "at least", operator.ge), (above, "above", operator.gt), (maximum, "at most", operator.le),
+        (below, "below", operator.lt)) if bound is not None]
+    if minimum is not None and maximum is not None and len(limits) == 2:
+        accepted = f"from {minimum:g} to {maximum:g}"
+    else:
+        accepted = " and ".join(f"{words} {bound:g}" for bound, words, _ in limits)
 
     def convert(value: str) -> int | float:
         try:
             number = kind(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{value!r} is not {noun}") from None
-        if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
-            low = "" if minimum is None else f"{minimum:g}"
-            high = "" if maximum is None else f"{maximum:g}"
-            accepted = f"from {low} to {high}" if low and high else f"at least {low}" if low else f"at most {high}"
+        if not all(holds(number, bound) for bound, _, holds in limits):
             raise argparse.ArgumentTypeError(f"{value} is out of range (accepted: {accepted})")
         return number
 
     convert.__name__ = kind.__name__  # argparse names the type in its own messages
     return convert
+
+
+def _flag_type(option: Option) -> Callable[[str], Any]:
+    """The argparse type of an option, from its JSON Schema."""
+    schema = option.schema
+    if option.kind in ("integer", "number"):
+        return bounded(int if option.kind == "integer" else float, schema.get("minimum"), schema.get("maximum"),
+                       above=schema.get("exclusiveMinimum"), below=schema.get("exclusiveMaximum"))
+    if option.kind == "array" and "enum" in schema.get("items", {}):
+        return judge_names
+    if schema.get("format") == "date":
+        return day_expression
+    return str
+
+
+def add_options(parser: argparse.ArgumentParser, found: Iterable[Option]) -> None:
+    """A flag per option, with its help and its default (or the variable an empty one takes)."""
+    for option in found:
+        text = option.description.rstrip(".")
+        if option.schema.get("format") == "date":
+            text += ": YYYY-MM-DD, latest (the newest landed day) or latest-N"
+        kwargs: dict[str, Any] = {"dest": option.name, "default": None,
+                                  "help": text if option.required else f"{text} (default: {option.default_text})"}
+        if option.kind == "boolean":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs.update(type=_flag_type(option), required=option.required,
+                          metavar="URI" if option.name.endswith("_uri") else None)
+        parser.add_argument(*option.flags, **kwargs)
+
+
+def option_values(args: argparse.Namespace, found: Iterable[Option]) -> dict[str, Any]:
+    """The options given on the command line (those left out are absent)."""
+    return {o.name: getattr(args, o.name) for o in found if getattr(args, o.name, None) is not None}
 
 
 class Parser(argparse.ArgumentParser):

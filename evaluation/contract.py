@@ -11,11 +11,12 @@ import datetime as dt
 import hashlib
 import unicodedata
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from evaluation.adapters import check_input_format, parse_mapping
+from evaluation.adapters import INPUT_FORMATS, check_input_format, parse_mapping
 
 JudgeName = Literal["rag", "masis", "prompt"]
 JUDGES: tuple[JudgeName, ...] = ("rag", "masis", "prompt")
@@ -44,6 +45,21 @@ def _judge_list(value: object) -> object:
 def _blank_is_none(value: object) -> object:
     return None if isinstance(value, str) and not value.strip() else value
 
+
+@dataclass(frozen=True)
+class Cli:
+    """Field metadata for its option (:mod:`evaluation.options`): ``env``, the variable an empty
+    value takes when the run is configured (else the field's default); ``flags``, its spellings on
+    the command line (else ``--field-name``); ``name``, the option of a nested model's field
+    (``pass_threshold`` for ``thresholds.pass``)."""
+
+    env: str | None = None
+    flags: tuple[str, ...] = ()
+    name: str | None = None
+
+
+#: A string a form or a flag gives as text: shown as a plain string field.
+FormText = WithJsonSchema({"type": "string"})
 
 #: Judges as a list or a comma-separated string; a judge named twice counts once.
 JudgeList = Annotated[list[JudgeName], BeforeValidator(_judge_list)]
@@ -175,8 +191,11 @@ class CallRecord(BaseModel):
 class Thresholds(BaseModel):
     """Verdict thresholds (CONTRACT §2.5): pass if score >= pass_, borderline if >= borderline."""
 
-    pass_: float = Field(default=0.8, alias="pass", ge=0.0, le=1.0)
-    borderline: float = Field(default=0.6, ge=0.0, le=1.0)
+    pass_: Annotated[float, Cli(name="pass_threshold")] = Field(
+        default=0.8, alias="pass", ge=0.0, le=1.0, title="Pass threshold", description="score >= this is pass.")
+    borderline: Annotated[float, Cli(name="borderline_threshold")] = Field(
+        default=0.6, ge=0.0, le=1.0, title="Borderline threshold",
+        description="score >= this is borderline; below is fail.")
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -250,74 +269,129 @@ StructuredOutput = Literal["auto", "on", "off"]
 STRUCTURED_OUTPUT: tuple[StructuredOutput, ...] = ("auto", "on", "off")
 
 
+#: RunConfig's fields that are not run options: the run sets them itself, or they are fixed.
+RUN_INTERNALS = ("date", "run_id", "trigger", "thresholds_in_force", "temperature", "max_map_length")
+
+
 class RunConfig(BaseModel):
-    """Everything one evaluation run of one day needs. The DAG's Params and the CLI map onto it."""
+    """Everything one evaluation run of one day needs. Its fields (but :data:`RUN_INTERNALS`) are
+    the run options: the DAG's Params and the flags of ``run`` and ``plan`` are generated from them
+    (:mod:`evaluation.options`), with their titles, descriptions, defaults, ranges and variables."""
 
     model_config = ConfigDict(extra="forbid")
 
     date: dt.date = Field(description="The day (`dt`) to evaluate.")
-    input_uri: str = Field(description="Root of the raw logs: `s3://bucket/prefix` or a directory.")
-    output_uri: str = Field(description="Root of the landed tables: `s3://bucket/prefix` or a directory.")
+    input_uri: Annotated[str, Cli(env="EVALUATION_INPUT_URI", flags=("--input", "--input-uri"))] = Field(
+        title="Input URI",
+        description="Root of the raw logs: s3://bucket/prefix or a directory; the day is read from dt=YYYY-MM-DD/.")
+    output_uri: Annotated[str, Cli(env="EVALUATION_OUTPUT_URI", flags=("--output", "--output-uri"))] = Field(
+        title="Output URI", description="Root of the landed tables: s3://bucket/prefix or a directory.")
     input_format: Annotated[str, BeforeValidator(check_input_format)] = Field(
-        default="own", description="Shape of the raw records: `own` (CONTRACT §1) or `openai-chat`.")
-    input_mapping: Annotated[dict[str, str], BeforeValidator(parse_mapping)] = Field(
-        default_factory=dict, description="Fields read from other paths of a record: field → dotted path.")
+        default="own", title="Input format", json_schema_extra={"enum": list(INPUT_FORMATS)},
+        description="Shape of the raw records: own (the contract's fields) or openai-chat (a messages list in the "
+        "OpenAI chat format). See docs/inputs.md.")
+    input_mapping: Annotated[dict[str, str], BeforeValidator(parse_mapping), FormText] = Field(
+        default="", validate_default=True, title="Input mapping",
+        description="Fields read from other places of a record, on top of the input format: field=path pairs "
+        "separated by commas, e.g. question=request.messages[-1].content,answer=response.text. Empty: none.")
     run_id: str = Field(default="manual", description="Id of this run; names its work files.")
     trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
-    judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1)
-    judge_model: str = Field(default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
-    api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges to run: rag, masis, prompt.")
+    judge_model: Annotated[str, Cli(env="EVALUATION_JUDGE_MODEL")] = Field(
+        default=OFFLINE_JUDGE_MODEL, title="Judge model",
+        description="Any litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...); "
+        "offline/lexical is the built-in lexical baseline (no network, no key).")
+    api_base: Annotated[OptionalText, Cli(env="EVALUATION_API_BASE")] = Field(
+        default=None, title="API base",
+        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); none: the provider's own.")
     structured_output: StructuredOutput = Field(
-        default="auto", description="Send each judge's reply model as a JSON schema: auto (where litellm says the "
-        "provider enforces one), on, off (JSON mode only); batch lines too.")
+        default="auto", description="Send each judge's reply model as a JSON schema (the reply then parses by "
+        "construction; extraction stays the fallback): auto where litellm says the provider and model enforce one, "
+        "on for an OpenAI-compatible server that does, off for JSON mode only. Batch lines too; changes the "
+        "ledger's request hashes.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight per chunk.")
-    chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk (mapped task).")
-    timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one HTTP attempt.")
-    max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts per call, first included.")
-    retry_budget_s: float = Field(default=120.0, gt=0, description="Cap on time spent on one call.")
-    probe_timeout_s: float = Field(default=30.0, gt=0, description="How long the probe call before a run may take.")
+    chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk (one mapped task each).")
+    timeout_s: float = Field(default=60.0, gt=0, title="Call timeout (s)", description="Timeout of one HTTP attempt.")
+    max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts per judge call, the first included.")
+    retry_budget_s: float = Field(default=120.0, gt=0, title="Retry budget (s)",
+                                  description="Cap on the time spent on one call.")
+    probe_timeout_s: float = Field(
+        default=30.0, gt=0, title="Probe timeout (s)",
+        description="How long the probe call sent before the run starts may take, retries of a busy endpoint "
+        "included; missing or refused credentials and a refused connection end it at once.")
     thresholds: Thresholds = Field(default_factory=Thresholds)
-    thresholds_from: Annotated[str | None, BeforeValidator(_threshold_references)] = Field(
-        default=None,
-        description="`<calibration id>/<judge>`, comma-separated for several judges: each named judge's verdicts "
-        "use the thresholds that calibration fitted for it; the others keep `thresholds`.",
-    )
+    thresholds_from: Annotated[str | None, BeforeValidator(_threshold_references), FormText] = Field(
+        default="", validate_default=True, title="Thresholds from a calibration",
+        description="Empty, or <calibration id>/<judge>, comma-separated for several judges (cal-1/rag,cal-2/masis): "
+        "that judge's verdicts use the thresholds the calibration fitted for it (its score row); every other judge "
+        "keeps the two above. The runs row records each judge's thresholds and source.")
     thresholds_in_force: dict[JudgeName, JudgeThresholds] = Field(
         default_factory=dict,
         description="Per selected judge, the thresholds its verdicts use and their source; filled when the run "
         "reads its `thresholds_from` calibrations (empty before).",
     )
-    max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
-    max_record_chars: int = Field(default=200_000, ge=1)
-    allow_empty: bool = Field(default=False, description="Succeed on a day with no input objects.")
+    max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0, description=(
+        "Fail the run (after landing rejects) when more input records than this share are rejected."))
+    max_record_chars: int = Field(default=200_000, ge=1, description="Reject records whose texts exceed this.")
+    allow_empty: bool = Field(default=False, title="Allow empty day",
+                              description="Succeed when the day has no input objects.")
     completion_marker: str = Field(
-        default="", description="Object under the day's prefix that marks it complete (e.g. `_SUCCESS`); empty: none."
-    )
-    quiet_period_s: float = Field(
-        default=300.0, ge=0.0, description="Without a marker: seconds with no new object that make the day complete."
-    )
-    wait_deadline_s: float = Field(default=21600.0, gt=0.0, description="How long to wait for a complete day.")
-    max_call_error_ratio: float = Field(default=0.2, ge=0.0, le=1.0)
-    sample: Sample | None = None
-    budget_usd: float | None = Field(default=None, ge=0.0, description="Stop new calls once spent.")
-    judge_rpm: float | None = Field(default=None, ge=0.0, description="Judge requests per minute, whole deployment.")
-    judge_tpm: float | None = Field(default=None, ge=0.0, description="Judge tokens per minute, whole deployment.")
-    redact_pii: bool = Field(default=False, description="Redact PII before text reaches the judge.")
+        default="", title="Completion marker",
+        description="Name of the object (e.g. _SUCCESS) under the day's prefix that says the day's export is "
+        "complete: the DAG waits for it before ingesting. Empty: wait for the quiet period instead.")
+    quiet_period_s: Annotated[float, Cli(env="EVALUATION_QUIET_PERIOD_S")] = Field(
+        default=300.0, ge=0.0, title="Quiet period (s)",
+        description="Without a completion marker, the day is complete once no object has been added under its "
+        "prefix for this long (0: do not wait).")
+    wait_deadline_s: float = Field(
+        default=21600.0, gt=0.0, title="Wait deadline (s)",
+        description="How long the DAG waits for the day to be complete (marker or quiet period) before the run fails.")
+    max_call_error_ratio: float = Field(
+        default=0.2, ge=0.0, le=1.0, title="Max call-error ratio",
+        description="Fail the run (after landing) when more judge calls than this share end in call_error.")
+    sample: Annotated[Sample | None, FormText] = Field(
+        default="", validate_default=True, title="Sample",
+        description="Empty for every record; a fraction (0.25) or a count per model (200), stratified by model.")
+    budget_usd: float | None = Field(default=None, ge=0.0, title="Budget (USD)",
+                                     description="Stop new judge calls once this much is spent.")
+    judge_rpm: float | None = Field(
+        default=None, ge=0.0, title="Judge requests/min",
+        description="The provider's requests per minute for the whole deployment, shared by every judge task "
+        "(through Redis, else divided by the llm_judge pool's slots). Empty: the llm_judge connection's extra "
+        "rpm, else none.")
+    judge_tpm: float | None = Field(
+        default=None, ge=0.0, title="Judge tokens/min",
+        description="The provider's tokens per minute (prompt and completion) for the whole deployment, shared "
+        "like judge_rpm, estimated before each call and corrected with the usage returned. Empty: the llm_judge "
+        "connection's extra tpm, else none.")
+    redact_pii: bool = Field(default=False, title="Redact PII",
+                             description="Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge.")
     rejudge_parse_errors: bool = Field(
-        default=False, description="Call the judge again for ledger replies that do not parse (parse_error)."
-    )
-    batch: bool = Field(default=False, description="Send a chunk's judge calls as provider batches (batch prices).")
+        default=False, title="Re-judge parse errors",
+        description="Call the judge again where the stored reply does not parse (parse_error), e.g. after a "
+        "provider glitch; the new reply replaces the old one in the ledger. Off: stored replies are reused as "
+        "they are, never paid for twice.")
+    batch: bool = Field(
+        default=False, title="Batch mode",
+        description="Send each chunk's judge calls as provider batches (OpenAI or Azure batch API: batch prices, "
+        "results within 24 h); the judge task waits deferred, holding no worker slot.")
     batch_deadline_h: float = Field(
-        default=48.0, gt=0.0, description="Hours after a chunk's first batch past which nothing is re-submitted."
-    )
-    batch_poll_s: float = Field(default=60.0, gt=0.0, description="Seconds between two looks at a batch.")
+        default=48.0, gt=0.0, title="Batch deadline (h)",
+        description="Hours after a chunk's first batch within which an expired or cancelled batch's missing "
+        "requests, and lines that failed for a transient reason (5xx, 429, timeout; up to max_attempts runs), are "
+        "submitted again; past it they end as call_error.")
+    batch_poll_s: float = Field(default=60.0, gt=0.0, title="Batch poll interval (s)",
+                                description="Seconds between two looks at a batch.")
     batch_max_requests: int | None = Field(
-        default=None, ge=0, description="Requests per provider batch; None or 0: the provider's limit."
-    )
+        default=None, ge=0, description="Requests per provider batch: a chunk's batch is split into parts of at most "
+        "this many. Empty or 0: the provider's limit (OpenAI and Azure 50,000).")
     batch_max_bytes: int | None = Field(
-        default=None, ge=0, description="Bytes of a provider batch's input file; None or 0: the provider's limit."
-    )
-    dry_run: bool = Field(default=False, description="Stop after planning: no judge call, nothing landed.")
+        default=None, ge=0, description="Bytes of a provider batch's input file: a chunk's batch is split into parts "
+        "of at most this size. Empty or 0: the provider's limit (OpenAI and Azure 200 MB).")
+    dry_run: bool = Field(
+        default=False, title="Dry run",
+        description="Stop after planning: read and validate the day and estimate its calls, tokens, cost and time "
+        "(in the plan task's log and result); no judge call, nothing landed.")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
 
@@ -380,18 +454,18 @@ class ComparisonSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    start_date: dt.date = Field(description="First day (dt) of the range, inclusive.")
-    end_date: dt.date = Field(description="Last day (dt) of the range, inclusive.")
+    start_date: Annotated[dt.date, Cli(flags=("--from",))] = Field(description="First day (dt) of the range, inclusive.")
+    end_date: Annotated[dt.date, Cli(flags=("--to",))] = Field(description="Last day (dt) of the range, inclusive.")
     models: Annotated[list[str], BeforeValidator(comma_list)] = Field(
         min_length=2, description="The models (the `model` column) to compare.")
-    baseline: OptionalText = Field(default=None, description="The model the others are compared to; default the first.")
+    baseline: OptionalText = Field(default=None, description="The model the others are compared to; empty: the first.")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges compared.")
-    sample_per_model: int | None = Field(
-        default=None, ge=1, description="At most this many records per model, a seeded sample; None for all."
+    sample_per_model: Annotated[int | None, Cli(flags=("--sample",))] = Field(
+        default=None, ge=1, description="At most this many records per model, a seeded sample; empty: all."
     )
     seed: int = Field(default=0, ge=0, description="Seeds the sample, the bootstrap and the permutations.")
     judge_model: OptionalText = Field(
-        default=None, description="Re-judge the sample with this litellm model; None compares the landed scores."
+        default=None, description="Re-judge the sample with this litellm model; empty: compare the landed scores."
     )
     api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight when re-judging.")

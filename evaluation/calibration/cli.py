@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.calibration.spec import CalibrationError, CalibrationSpec
-from evaluation.cli_support import CliError, api_key_from_env, judge_names
+from evaluation.cli_support import CliError, add_options, api_key_from_env, option_values
+from evaluation.options import fill_from_env, model_input, options
 
 #: The source checkout this package runs from.
 REPOSITORY = Path(__file__).resolve().parents[2]
-
-#: CLI flag -> CalibrationSpec field, for the optional ones.
-_FIELDS = ("judges", "judge_model", "api_base", "concurrency", "seed", "bootstrap", "holdout_share",
-           "max_reject_ratio", "max_record_chars", "chunk_size")
+#: The flags of ``calibrate``: every field of the spec.
+CALIBRATE_OPTIONS = options(CalibrationSpec)
 
 
 def add_parser(sub: Any) -> None:
@@ -25,27 +24,11 @@ def add_parser(sub: Any) -> None:
         "calibrate", help="judge a golden set and measure the judges' agreement with its labels",
         description="Judge a golden set (docs/golden-sets.md) and land calibrations/calibration_id=<id>/ "
                     "(calibration.parquet, report.html, the judged rows); prints a JSON summary of the figures.")
-    parser.add_argument("--golden", "--golden-uri", dest="golden_uri", required=True,
-                        help="the golden set's folder (s3://bucket/prefix/<set> or a directory)")
+    add_options(parser, CALIBRATE_OPTIONS)
     parser.add_argument("--output", "--output-uri", dest="output_uri", default=None,
                         help="root of the landed tables (default: $EVALUATION_OUTPUT_URI, else the golden set's "
                              "parent folder, so that calibrations/ lands beside the golden sets; required for the "
                              "sets shipped in the repository)")
-    parser.add_argument("--judges", type=judge_names, default=None, help="judges to calibrate, comma-separated (default: all)")
-    parser.add_argument("--judge-model", default=None,
-                        help="any litellm model string (default: $EVALUATION_JUDGE_MODEL, else offline/lexical)")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible judge server")
-    parser.add_argument("--concurrency", type=int, default=None, help="judge calls in flight (default 8)")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the held-out split and the bootstrap (default 0)")
-    parser.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples of the AUROC interval (default 2000)")
-    parser.add_argument("--holdout-share", type=float, default=None,
-                        help="share of each label class held out from the threshold search (default 0.5)")
-    parser.add_argument("--pass-threshold", type=float, default=None, help="pass threshold the judges run at (0.8)")
-    parser.add_argument("--borderline-threshold", type=float, default=None, help="borderline threshold (0.6)")
-    parser.add_argument("--max-reject-ratio", type=float, default=None,
-                        help="fail when more of the set than this is rejected (default 0.05)")
-    parser.add_argument("--max-record-chars", type=int, default=None, help="reject records whose texts exceed this")
-    parser.add_argument("--chunk-size", type=int, default=None, help="records per judge chunk (default 500)")
     parser.add_argument("--calibration-id", default=None, help="id of the calibration (default: a hash of the spec)")
 
 
@@ -64,15 +47,9 @@ def _in_repository(uri: str) -> bool:
 
 
 def spec_from_args(args: argparse.Namespace) -> CalibrationSpec:
-    """The CalibrationSpec of the parsed flags."""
-    values: dict[str, Any] = {name: getattr(args, name) for name in _FIELDS if getattr(args, name) is not None}
-    values["golden_uri"] = args.golden_uri
-    values.setdefault("judge_model", os.environ.get("EVALUATION_JUDGE_MODEL") or "offline/lexical")
-    thresholds = {k: v for k, v in (("pass", args.pass_threshold), ("borderline", args.borderline_threshold))
-                  if v is not None}
-    if thresholds:
-        values["thresholds"] = thresholds
-    return CalibrationSpec.model_validate(values)
+    """The CalibrationSpec of the parsed flags (an empty judge model from the environment)."""
+    values = fill_from_env(CALIBRATE_OPTIONS, option_values(args, CALIBRATE_OPTIONS))
+    return CalibrationSpec.model_validate(model_input(CALIBRATE_OPTIONS, values))
 
 
 def command(args: argparse.Namespace) -> int:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RULES_VERSION, JudgeList, OptionalText, Thresholds
+from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RULES_VERSION, Cli, JudgeList, OptionalText, Thresholds
 
 
 class CalibrationError(RuntimeError):
@@ -19,10 +20,12 @@ class CalibrationSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    golden_uri: str = Field(description="The golden set's folder: `s3://bucket/prefix/<set name>` or a directory.")
+    golden_uri: Annotated[str, Cli(flags=("--golden", "--golden-uri"))] = Field(
+        description="The golden set's folder: `s3://bucket/prefix/<set name>` or a directory.")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1,
                                     description="Judges to calibrate.")
-    judge_model: str = Field(default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
+    judge_model: Annotated[str, Cli(env="EVALUATION_JUDGE_MODEL")] = Field(
+        default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
     api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight.")
     seed: int = Field(default=0, ge=0, description="Seeds the held-out split and the bootstrap.")

@@ -46,9 +46,9 @@ def test_daily_schedule_pool_and_params(dagbag) -> None:
     judge = dag.get_task("judge")
     assert judge.pool == airflow_local.POOL
     assert judge.retries >= 2
-    from evaluation.options import OPTION_NAMES
+    from evaluation.options import RUN_OPTIONS
 
-    assert set(OPTION_NAMES) | {"date"} == set(dag.params.keys())
+    assert {o.name for o in RUN_OPTIONS} | {"date"} == set(dag.params.keys())
 
 
 @pytest.mark.parametrize(

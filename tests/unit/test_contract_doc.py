@@ -12,7 +12,7 @@ import pytest
 
 from evaluation import schemas
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES
-from evaluation.options import OPTIONS
+from evaluation.options import RUN_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")
@@ -75,8 +75,8 @@ def test_every_landed_table_is_described() -> None:
 
 def test_the_options_are_the_run_options() -> None:
     rows = re.findall(r"^\| `(\w+)` \| `(--[\w-]+)` \|", _section("**Run options**", "## §6"), re.M)
-    assert [name for name, _ in rows] == [o.name for o in OPTIONS]
-    assert [flag for _, flag in rows] == [o.flag.removesuffix("-uri") for o in OPTIONS]
+    assert [name for name, _ in rows] == [o.name for o in RUN_OPTIONS]
+    assert [flag for _, flag in rows] == [o.flags[0] for o in RUN_OPTIONS]
 
 
 def test_the_statuses_are_the_judge_statuses() -> None:
@@ -93,6 +93,6 @@ def test_every_status_option_and_column_in_the_text_exists() -> None:
               "empty_answer", "evaluation_status", "input_format", "failed_rejects", "overall_reasoning",
               "aws_default", "llm_judge", "evaluation_smtp", "evaluation_webhook", "input_uri", "output_uri"}
     dags = {path.stem for path in (REPO / "dags").glob("*.py")}  # one DAG per file, dag_id == file stem
-    known = columns | {o.name for o in OPTIONS} | set(JUDGE_STATUSES) | others | set(TABLES) | dags
+    known = columns | {o.name for o in RUN_OPTIONS} | set(JUDGE_STATUSES) | others | set(TABLES) | dags
     named = set(re.findall(r"`([a-z]+(?:_[a-z0-9]+)+)`", DOC))
     assert named - known == set()
