@@ -53,6 +53,7 @@ def _params() -> dict[str, Param]:
 def evaluation_maintenance() -> None:
     @task
     def apply_retention() -> dict[str, Any]:
+        # Polars: DAG files must parse light
         from evaluation import retention
 
         context = get_current_context()

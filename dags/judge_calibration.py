@@ -32,7 +32,7 @@ import evaluation_airflow as glue
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from evaluation.calibration.spec import CalibrationSpec
+from evaluation.calibration.spec import CalibrationError, CalibrationSpec
 from evaluation.options import fill_from_env, model_input, options
 
 POOL = "llm_judge"
@@ -70,6 +70,7 @@ def _params() -> dict[str, Param]:
 def judge_calibration() -> None:
     @task(retries=1)
     def build_spec() -> dict[str, Any]:
+        # Polars: DAG files must parse light
         from evaluation.calibration.run import calibration_id
 
         context = get_current_context()
@@ -90,8 +91,8 @@ def judge_calibration() -> None:
 
     @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
     def judge(plan: dict[str, Any]) -> dict[str, Any]:
+        # Polars: DAG files must parse light
         from evaluation.calibration.run import judge_golden_set
-        from evaluation.calibration.spec import CalibrationError
 
         out, golden = glue.open_stores(plan["output_uri"], plan["spec"]["golden_uri"])
         spec = CalibrationSpec.model_validate(plan["spec"])
@@ -101,8 +102,8 @@ def judge_calibration() -> None:
 
     @task(retries=2)
     def calibrate(plan: dict[str, Any], judged: dict[str, Any]) -> dict[str, Any]:
+        # Polars: DAG files must parse light
         from evaluation.calibration.run import calibrate as measure
-        from evaluation.calibration.spec import CalibrationError
 
         context = get_current_context()
         out, _ = glue.open_stores(plan["output_uri"], plan["spec"]["golden_uri"])

@@ -84,6 +84,7 @@ def model_comparison() -> None:
 
     @task(pool=POOL, retries=3, retry_delay=dt.timedelta(minutes=1), retry_exponential_backoff=True)
     def rejudge(plan: dict[str, Any]) -> dict[str, Any]:
+        # Polars: DAG files must parse light
         from evaluation import compare
 
         out, raw = glue.open_stores(plan["output_uri"], plan["input_uri"])
@@ -94,6 +95,7 @@ def model_comparison() -> None:
 
     @task(retries=2, trigger_rule="none_failed")
     def compare(plan: dict[str, Any]) -> dict[str, Any]:
+        # Polars: DAG files must parse light
         from evaluation import compare as comparison
 
         out, _ = glue.open_stores(plan["output_uri"], plan["input_uri"])

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluation import storage
+from evaluation.client import configure
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt
 from evaluation.judges.schema import response_format
@@ -80,7 +81,6 @@ class BatchUnsupported(ValueError):
 
 
 def _litellm() -> Any:
-    from evaluation.client import configure
 
     return configure()
 

@@ -73,6 +73,7 @@ def _plan_parser(sub: Any) -> None:
 
 def _print_plan(cfg: Any, s3_access: Callable[[], Any], *, pool_slots: int = 1, latency_s: float | None = None,
                 as_json: bool = False) -> int:
+    # Polars and the stages: only for this command, so `evaluation --help` starts fast
     from evaluation import stages, storage
 
     stores = stages.Stores(*storage.open_stores(cfg.input_uri, cfg.output_uri, make_access=s3_access))
@@ -116,6 +117,7 @@ def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    # Polars and the stages: only for this command, so `evaluation --help` starts fast
     from evaluation import stages, storage
     from evaluation.day import run_day
 
@@ -133,6 +135,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def planned(total: int) -> None:
         nonlocal bar
         if not args.no_progress:
+            # tqdm: only when a progress bar is drawn
             from tqdm import tqdm
 
             bar = tqdm(total=total, unit="judgement", desc=f"judging {cfg.date}", file=sys.stderr, dynamic_ncols=True)
@@ -152,6 +155,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         waited = None
         if {"completion_marker", "quiet_period_s"} & set(values):  # the CLI waits only when asked to
+            # Polars via the stages: only when waiting for a day
             from evaluation.wait import wait_for_day
 
             waited = wait_for_day(cfg, stores, on_wait=None if args.no_progress else
@@ -191,8 +195,10 @@ def _compare_parser(sub: Any) -> None:
 
 def latest_day(store: Any, option: str) -> dt.date:
     """The newest day landed under ``store`` (its ``daily_summary``), for ``latest`` in ``option``."""
+    # Polars: only for this command, so `evaluation --help` starts fast
     import polars as pl
 
+    # Polars via storage: only for this command
     from evaluation import storage
 
     summary = storage.scan_table(store, "daily_summary")
@@ -203,6 +209,7 @@ def latest_day(store: Any, option: str) -> dt.date:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    # Polars and the comparison: only when comparing
     from evaluation import compare, storage
 
     store, raw_store = storage.open_stores(args.output_uri, args.input_uri, make_access=args.s3_access)
@@ -227,6 +234,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _sql_parser(sub: Any) -> None:
+    # Polars via sql: only for this command
     from evaluation.sql import FORMATS, TABLES
 
     parser = sub.add_parser("sql", help="run SQL over the landed tables (Polars SQL)",
@@ -243,6 +251,7 @@ def _sql_parser(sub: Any) -> None:
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
+    # Polars via sql and storage: only for this command
     from evaluation import sql, storage
 
     if args.format == "parquet" and not args.to:
@@ -286,6 +295,7 @@ def _report_parser(sub: Any) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    # Polars via the report: only for this command
     from evaluation import report, storage
 
     # a bad value is a pydantic error, which the command line's dispatch names by option
@@ -306,6 +316,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _gc_parser(sub: Any) -> None:
+    # light: belongs at the top (left here while the CLI's options are reworked)
     from evaluation.contract import Retention
 
     parser = sub.add_parser("gc", help="delete working data past its retention (a dry run unless --apply)",
@@ -323,6 +334,7 @@ def _gc_parser(sub: Any) -> None:
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
+    # Polars via retention and storage: only for this command
     from evaluation import contract, retention, storage
 
     policy = contract.Retention.model_validate({k: getattr(args, k) for k in contract.Retention.model_fields})
@@ -339,6 +351,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
 def _s3_access(profile: str | None, endpoint_url: str | None) -> Any:
     """S3 for the commands, made when a URI is on S3 (local directories need no AWS setup)."""
+    # Polars via storage: only for this command
     from evaluation import storage
 
     return storage.s3_access(profile=profile, endpoint_url=endpoint_url)

@@ -279,6 +279,7 @@ def route_third_party_logs(verbose: bool) -> None:
 
 def _failure_line(exc: BaseException) -> tuple[int, str]:
     """The exit code and the one line of an exception that ends a command."""
+    # Polars via storage: cli_support is imported when DAG files parse
     from evaluation.storage import StorageError
 
     if isinstance(exc, CliError):

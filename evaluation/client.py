@@ -84,6 +84,7 @@ def configure() -> Any:
     _compat.check_litellm()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_LOG", "ERROR")
+    # litellm: seconds to import, only once a judge client is set up
     import litellm as module
 
     module.suppress_debug_info = True
@@ -115,6 +116,7 @@ def _unlogged() -> ContextVar[bool] | None:
 
 def _offline_provider() -> Any:
     """litellm custom provider ``offline``: answers with :func:`evaluation.offline.respond`."""
+    # litellm: seconds to import, only once a judge client is set up
     from litellm.llms.custom_llm import CustomLLM
 
     def answer(kwargs: dict[str, Any]) -> Any:

@@ -149,6 +149,7 @@ class ValidationOutcome(DayOutcome):
 def _gx() -> Any:
     # GE logs hundreds of INFO lines on import when a root handler is configured (Airflow).
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    # great_expectations: seconds to import, only when a day is validated
     import great_expectations as gx
 
     return gx
@@ -164,6 +165,7 @@ class _Batches:
 def _batches() -> _Batches:
     """The ephemeral context and its two whole-dataframe batch definitions, built once."""
     gx = _gx()
+    # great_expectations: seconds to import, only when a day is validated
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,
@@ -191,6 +193,7 @@ def build_suite(day: dt.date, max_record_chars: int) -> ExpectationSuite:
     """
     _batches()  # GE builds suites only inside an active context
     gx = _gx()
+    # great_expectations: seconds to import, only when a day is validated
     import great_expectations.expectations as gxe
 
     suite = gx.ExpectationSuite(
@@ -233,6 +236,7 @@ def build_table_suite(*, max_reject_ratio: float, allow_empty: bool, has_records
     """
     _batches()  # GE builds suites only inside an active context
     gx = _gx()
+    # great_expectations: seconds to import, only when a day is validated
     import great_expectations.expectations as gxe
 
     suite = gx.ExpectationSuite(name=TABLE_SUITE_NAME)

@@ -71,6 +71,7 @@ def wait_for_day(
     """Block until the run's day is complete; returns the seconds waited, None when it was
     complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after landing the
     run's failed ``runs`` row) at the deadline."""
+    # numpy via the stages: only when the wait gives up
     from evaluation.stages import fail_run, where
     from evaluation.stages.ingest import missing_input
 

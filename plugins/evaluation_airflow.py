@@ -30,7 +30,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from evaluation.cli_support import KEY_HINT, api_key_from_env
-from evaluation.options import Option
+from evaluation.options import RUN_OPTIONS, Option, build_config
 
 if TYPE_CHECKING:
     from airflow.sdk.types import DagRunProtocol
@@ -57,8 +57,10 @@ def s3_access(conn_id: str | None = S3_CONN_ID) -> S3Access:
     """S3 as the Amazon provider reaches it: the boto3 session its S3 hook makes from the
     connection ``conn_id`` (credentials refreshed as they expire, an assumed role's included), and
     an S3 client from that session with the connection's endpoint, region and botocore config."""
+    # amazon provider and boto3: only on the S3 path, not when DAG files parse
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
+    # Polars: plugins are imported when DAG files parse, so they stay light
     from evaluation import storage
 
     hook = S3Hook(aws_conn_id=conn_id)
@@ -101,6 +103,7 @@ def judge_pool_slots() -> int:
 
 def log_day_size(size: DaySize) -> None:
     """A dry run's plan in the task log: the lines ``python -m evaluation plan`` prints, then its JSON."""
+    # Polars: plugins are imported when DAG files parse, so they stay light
     from evaluation.stages import size_text
 
     logger.info("dry run, nothing judged or landed:\n%s", size_text(size))
@@ -158,8 +161,6 @@ def trigger(dag_run: DagRunProtocol) -> str:
 
 def run_config(context: Context) -> RunConfig:
     """The RunConfig of this DAG run, from its Params and context (after :func:`check_conf`)."""
-    from evaluation.options import RUN_OPTIONS, build_config
-
     check_conf(context)
     names = {o.name for o in RUN_OPTIONS}
     params = {k: v for k, v in context["params"].items() if k in names}
@@ -195,6 +196,7 @@ def refuse_local_output_when_distributed(output_uri: str, executor: str) -> None
 
 def stores(cfg: RunConfig) -> Stores:
     """The run's input and output stores, S3 through the Airflow connection."""
+    # Polars: plugins are imported when DAG files parse, so they stay light
     from evaluation.stages import Stores
 
     return Stores(*open_stores(cfg.input_uri, cfg.output_uri))
@@ -202,6 +204,7 @@ def stores(cfg: RunConfig) -> Stores:
 
 def open_stores(*uris: str) -> list[Any]:
     """A store for each URI (None for an empty one), S3 through the Airflow connection."""
+    # Polars: plugins are imported when DAG files parse, so they stay light
     from evaluation import storage
 
     return storage.open_stores(*uris, make_access=s3_access)

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import evaluation_airflow as glue
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseHook, BaseOperator, Context
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ class BatchTrigger(BaseTrigger):
                                                   "api_base": self.api_base, "poll_s": self.poll_s})
 
     async def _api_key(self) -> tuple[str | None, str | None]:
-        from airflow.sdk import BaseHook
 
         try:
             conn = await BaseHook.aget_connection(glue.JUDGE_CONN_ID)
@@ -61,6 +60,7 @@ class BatchTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll every ``poll_s`` until every batch has ended."""
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.batch import batches_ended
 
         api_key, api_base = await self._api_key()
@@ -89,6 +89,7 @@ class JudgeChunkOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Judge online, or submit the chunk's batch (or find it) and defer until it has ended."""
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation import stages
 
         cfg = glue.run_config(context)
@@ -106,6 +107,7 @@ class JudgeChunkOperator(BaseOperator):
         return self._step(cfg, api_key)
 
     def _step(self, cfg: RunConfig, api_key: str | None) -> dict[str, Any]:
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.stages.judge import judge_batch_step
 
         result, waiting = judge_batch_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)

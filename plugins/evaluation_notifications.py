@@ -72,6 +72,7 @@ def send_email(message: Message, conn_id: str = SMTP_CONN_ID) -> bool:
     if not to:
         logger.warning("connection %s has no extra.to: no e-mail sent", conn_id)
         return False
+    # smtp provider: only when a mail is sent, not when DAG files parse
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
     html = "<pre>" + message.body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</pre>"
@@ -86,6 +87,7 @@ def send_webhook(message: Message, conn_id: str = WEBHOOK_CONN_ID) -> bool:
     conn = connection(conn_id)
     if conn is None:
         return False
+    # http provider: only when a webhook is called, not when DAG files parse
     from airflow.providers.http.hooks.http import HttpHook
 
     endpoint = (conn.extra_dejson or {}).get("endpoint")

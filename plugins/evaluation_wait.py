@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import evaluation_airflow as glue
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferralTimeout
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
@@ -55,6 +55,7 @@ class DayPrefix:
 
     @classmethod
     def of(cls, input_uri: str, day: dt.date) -> DayPrefix:
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation import storage
 
         partition = storage.raw_prefix(day)
@@ -70,6 +71,7 @@ def _day_objects(bucket: str | None, prefix: str, s3: S3Access | None = None) ->
     """Objects under the day's prefix and their modification times: full S3 keys (through the
     :class:`~evaluation.storage.S3Access` ``s3``), or a directory's file paths (``.tmp-`` files
     excepted)."""
+    # Polars: plugins are imported when DAG files parse, so they stay light
     from evaluation import storage
 
     if bucket is not None:
@@ -125,6 +127,7 @@ class DayCompleteTrigger(BaseTrigger):
 
     async def _until_complete(self) -> str:
         """Look at the day's prefix every ``poke_interval`` until it is complete; says how."""
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation import storage
 
         s3: storage.S3Access | None = None
@@ -149,6 +152,7 @@ class DayCompleteTrigger(BaseTrigger):
         return {"status": status, "message": message, "waited_s": round(waited, 3), "started": self.started}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.storage import StorageError
 
         remaining = (dt.datetime.fromisoformat(self.deadline) - dt.datetime.now(dt.UTC)).total_seconds()
@@ -168,6 +172,7 @@ class WaitForDayOperator(BaseOperator):
     ui_color = "#e8f4fa"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.wait import is_complete, min_objects, poke_interval, waiting_for
 
         cfg = glue.run_config(context)
@@ -189,6 +194,7 @@ class WaitForDayOperator(BaseOperator):
         self.log.info("%s is not complete yet: waiting (deferred) for %s until %s", day.uri,
                       waiting_for(cfg), deadline.isoformat())
         if not objects:
+            # Polars: plugins are imported when DAG files parse, so they stay light
             from evaluation.stages.ingest import missing_input
 
             self.log.warning("nothing there yet: %s", missing_input(glue.stores(cfg).raw, cfg.date))
@@ -208,6 +214,7 @@ class WaitForDayOperator(BaseOperator):
 
     def _deadline_failure(self, context: Context, cfg: RunConfig, waited_s: float) -> AirflowFailException:
         """The run fails at the deadline, without retry; its ``runs`` row says why."""
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.stages import fail_run, where
         from evaluation.stages.ingest import missing_input
         from evaluation.wait import incomplete_message
@@ -223,6 +230,7 @@ class WaitForDayOperator(BaseOperator):
         return AirflowFailException(message)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.wait import waiting_for
 
         cfg = glue.run_config(context)
@@ -239,7 +247,6 @@ class WaitForDayOperator(BaseOperator):
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """The scheduler's own timeout (the trigger did not report the deadline in time) fails
         the run the same way."""
-        from airflow.sdk.exceptions import TaskDeferralTimeout
 
         try:
             return super().resume_execution(next_method, next_kwargs, context)

@@ -31,8 +31,10 @@ from evaluation import storage
 from evaluation.adapters import type_name as _kind
 from evaluation.calibration.spec import LABEL_FIELDS, CalibrationSpec
 from evaluation.contract import VERDICTS
+from evaluation.ingest import Reject, iter_object, truncate_raw
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
-from evaluation.schemas import LABELS_SCHEMA
+from evaluation.schemas import LABELS_SCHEMA, RECORD_SCHEMA, REJECT_SCHEMA
+from evaluation.stages.ingest import raw_sources, validated_batches
 from evaluation.validation import DayValidator
 
 logger = logging.getLogger(__name__)
@@ -150,8 +152,6 @@ def _objects(store: storage.Store) -> list[storage.ObjectInfo]:
 
 def _read_labels(store: storage.Store, objects: list[storage.ObjectInfo]) -> dict[tuple[str, int], tuple[Any, ...]]:
     """``(source_uri, line_no) -> (labels or None, problems, raw)`` for every parsed record."""
-    from evaluation.ingest import iter_object
-    from evaluation.stages.ingest import raw_sources
 
     found: dict[tuple[str, int], tuple[Any, ...]] = {}
     with tempfile.TemporaryDirectory(prefix="evaluation-golden-") as folder:
@@ -168,9 +168,6 @@ def read_golden_set(store: storage.Store, spec: CalibrationSpec, *, run_id: str)
     """Read and validate the golden set under ``store`` (its folder). Rejects carry every reason
     (CONTRACT §1's and the labels'); ``failures`` holds the set-level rules that broke (no objects,
     no valid labelled record, too many rejects) for the caller to raise once the rejects are landed."""
-    from evaluation.ingest import Reject, truncate_raw
-    from evaluation.schemas import RECORD_SCHEMA, REJECT_SCHEMA
-    from evaluation.stages.ingest import validated_batches
 
     name = spec.set_name
     objects = _objects(store)

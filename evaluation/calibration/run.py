@@ -16,13 +16,16 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import storage
+from evaluation import client, stages, storage
 from evaluation.calibration.compute import calibration_rows, forced_fail, roc_curves
 from evaluation.calibration.golden import read_golden_set
 from evaluation.calibration.render import render_page
 from evaluation.calibration.spec import CalibrationError, CalibrationSpec
 from evaluation.compare.compute import judge_by_day, rounded_rows
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, RunConfig
+from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route, score_table
+from evaluation.ledger import Ledger, request_hash
+from evaluation.schemas import record_from_row
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +37,6 @@ _HEADLINE_COLUMNS = ["judge", "metric", "n", "auroc", "auroc_ci_low", "auroc_ci_
 
 def prompt_versions(spec: CalibrationSpec) -> dict[str, str]:
     """The prompt version of each judge of the spec (what the calibration's id covers)."""
-    from evaluation.judges import PROMPT_VERSIONS
 
     return {judge: PROMPT_VERSIONS[judge] for judge in spec.judges}
 
@@ -51,9 +53,6 @@ def _key(calibration: str, name: str) -> str:
 def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.DataFrame,
                    parameters: dict[str, Any]) -> int:
     """Judge calls the set needs that the ledger has no reply for (0 on a re-run)."""
-    from evaluation.judges import RenderedPrompt, route
-    from evaluation.ledger import Ledger, request_hash
-    from evaluation.schemas import record_from_row
 
     missing = 0
     for (day,), group in records.group_by(pl.col("timestamp").dt.date(), maintain_order=True):
@@ -84,8 +83,6 @@ def judge_golden_set(
     Raises :class:`CalibrationError` when the set breaks a set-level rule (after landing its
     rejects) or the judge model cannot be used; the probe call that checks the model is only made
     when the ledger leaves calls to pay for."""
-    from evaluation import client, stages
-    from evaluation.judges import score_table
 
     run_id = f"calibration-{calibration}"  # what its judge chunks are staged and ledgered under
     golden_set = read_golden_set(golden, spec, run_id=run_id)

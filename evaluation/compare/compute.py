@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from evaluation import storage
+from evaluation import stages, storage
 from evaluation.compare.render import render_report
 from evaluation.compare.stats import (
     ALPHA,
@@ -25,9 +25,10 @@ from evaluation.compare.stats import (
     rng_for,
     unpaired_test,
 )
-from evaluation.contract import VERDICTS, ComparisonError, ComparisonSpec, RunConfig, question_key
-from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks
+from evaluation.contract import EVALUATION_COLUMNS, VERDICTS, ComparisonError, ComparisonSpec, RunConfig, question_key
+from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks, score_table
 from evaluation.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
+from evaluation.stages import CostEstimate, PlanRecord, write_record
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
 def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | None = None) -> Iterator[pl.DataFrame]:
     """The day's valid records as the daily ingest stages them (the same reading and row rules),
     one bounded batch at a time: objects are read one by one, never the whole day at once."""
-    from evaluation import stages
+    # pandas via validation (Great Expectations on use): only when a day is read
     from evaluation.validation import DayValidator
 
     validator = DayValidator(day, max_reject_ratio=1.0, allow_empty=True)
@@ -224,8 +225,6 @@ def judge_by_day(
     each reads only its key range of the day's ledger (see evaluation.ledger) and a retry pays only
     for calls not made yet. With ``call_parameters`` the plan record carries them: a chunk whose
     replies are all in the ledger then sets up no judge client (nor litellm, seconds to import)."""
-    from evaluation import stages
-    from evaluation.stages import CostEstimate, PlanRecord, write_record
 
     judged: list[pl.DataFrame] = []
     calls: list[pl.DataFrame] = []
@@ -262,9 +261,6 @@ def judge_sample(
     """Re-judge a seeded sample of each model's valid records with ``spec.judge_model`` and land
     them as the comparison's ``evaluations.parquet`` and ``judge_calls.parquet``
     (:func:`judge_by_day`: a retry pays only for calls not made yet)."""
-    from evaluation import stages
-    from evaluation.contract import EVALUATION_COLUMNS
-    from evaluation.judges import score_table
 
     if spec.judge_model is None:
         raise ComparisonError(f"comparison {comparison_id}: judge_sample needs a judge_model")

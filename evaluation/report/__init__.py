@@ -14,6 +14,7 @@ import logging
 import math
 from typing import Any
 
+from evaluation.calibration.daily import calibration_summary
 from evaluation.report.alerts import AlertPolicy, t_quantile_975
 from evaluation.report.compute import (
     ReportError,
@@ -48,7 +49,6 @@ def build_daily_report(
 ) -> tuple[str, dict[str, Any]]:
     """The day's page and its summary (the content of ``summary.json``), without landing them;
     ``policy`` decides the flags (:mod:`evaluation.report.alerts`, its defaults when None)."""
-    from evaluation.calibration.daily import calibration_summary
 
     inputs = load_inputs(store, day, history_days=history_days)
     summary = compute_summary(inputs, worst_per_judge=worst_per_judge, policy=policy)

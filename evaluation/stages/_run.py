@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluation import storage
+from evaluation import storage, versions
 from evaluation.contract import JUDGE_STATUSES, RunConfig
 from evaluation.reject_summary import ReasonCount, as_json
 from evaluation.schemas import runs_schema
@@ -282,7 +282,6 @@ def write_run_row(
     rejected, when that failed it. Its ``config`` holds the thresholds each judge's verdicts used
     (``thresholds_in_force``), empty only for a run with ``thresholds_from`` that failed before
     reading its calibrations."""
-    from evaluation import versions
 
     if not cfg.thresholds_in_force and cfg.thresholds_from is None:  # a run that failed before scoring
         cfg = cfg.with_thresholds_in_force({})

@@ -7,8 +7,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from evaluation import offline
+from evaluation.batch import BatchUnsupported, require_batches
 from evaluation.calibration.spec import CalibrationError
+from evaluation.client import JudgeClient, credential_variables, endpoint
 from evaluation.contract import RunConfig
+from evaluation.fleetrate import rate_settings
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
 from evaluation.stages.ingest import missing_input
 from evaluation.stages.thresholds import with_calibrated_thresholds
@@ -23,8 +27,6 @@ def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
     """The run's judge client (imports litellm: only where calls are made). Its rate budget is
     the deployment's: shared through Redis, or divided by the judge tasks that run at once
     (:func:`evaluation.fleetrate.rate_settings`)."""
-    from evaluation.client import JudgeClient
-    from evaluation.fleetrate import rate_settings
 
     rate_url, rate_share = rate_settings()
 
@@ -66,7 +68,6 @@ def check_run(
     attempt of the run replaces its row). ``key_hint`` names where the caller looks for the
     judge's key, for the message of missing or refused credentials; ``on_wait`` receives a line
     every ``every_s`` seconds while the probe waits for an answer."""
-    from evaluation.batch import BatchUnsupported, require_batches
 
     missing = missing_input(stores.raw, cfg.date) if input_ready and not cfg.allow_empty else None
     if missing:
@@ -100,7 +101,6 @@ def check_run(
 def refuse_unknown_offline_model(model: str, where: str) -> None:
     """Raise :class:`JudgeUnusable` for an ``offline/...`` model that does not exist (a typo of
     ``offline/lexical``), listing the ones that do."""
-    from evaluation import offline
 
     unknown = offline.unknown_model(model)
     if unknown is not None:
@@ -123,7 +123,6 @@ def probe_judge(
     other refusal; :class:`JudgeUnreachable` naming the URL for a refused connection, a probe
     unanswered within ``timeout_s`` or an endpoint that stayed busy. While it waits, a line saying
     what for is logged, and passed to ``on_wait``, every ``every_s`` seconds."""
-    from evaluation.client import credential_variables, endpoint
 
     model = client.model
     refuse_unknown_offline_model(model, where)

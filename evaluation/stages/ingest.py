@@ -147,6 +147,7 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     part (``valid/part-NNNNN.parquet``, counted in the ingest record as ``valid_parts``), and its
     rejects go to local parts streamed into the staged ``rejects`` at the end (ingest rejects
     first, then row-rule rejects, each in input order)."""
+    # pandas via validation (Great Expectations on use): only when a day is ingested
     from evaluation.validation import DayValidator
 
     started = time.monotonic()

@@ -19,6 +19,8 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
+from evaluation.batch import ChunkBatch
+from evaluation.client import price_per_token
 from evaluation.contract import RULES_VERSION, CallRecord, InputRecord, JudgeName, RunConfig, question_key
 from evaluation.judges import (
     PROMPT_VERSIONS,
@@ -30,6 +32,8 @@ from evaluation.judges import (
 )
 from evaluation.judges.row import ParsedRow, Spent
 from evaluation.judges.schema import reply_format_of
+from evaluation.ledger import Ledger, request_hash
+from evaluation.redact import redact_record
 from evaluation.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
 from evaluation.stages.check import judge_client
@@ -81,8 +85,6 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
     The ledger is asked first what is already paid for: the judge client (and litellm, a few
     seconds to import) is set up only when there are calls to make, so a re-run of a judged day
     costs the reading of its chunks and ledger."""
-    from evaluation.ledger import Ledger, request_hash
-    from evaluation.redact import redact_record
 
     started = time.monotonic()
     plan = read_manifest(cfg, stores).plan
@@ -157,7 +159,6 @@ def record_outcome(prepared: PreparedChunk, item: _Pending, outcome: Any) -> Non
 def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
                 progress: Callable[[int], None] | None = None) -> list[Any]:
     """Send the chunk's requests through the judge client, one call each (with its retries)."""
-    from evaluation.client import price_per_token
 
     cfg, to_call = prepared.cfg, prepared.to_call
     if not to_call:
@@ -235,7 +236,6 @@ def judge_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str
 
 def _chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None) -> Any:
     """The provider batches of the chunk's requests still to send (resumed when already submitted)."""
-    from evaluation.batch import ChunkBatch
 
     return ChunkBatch(prepared.cfg, stores, prepared.index, {p.request_hash: p.prompt for p in prepared.to_call},
                       api_key=api_key, parameters=prepared.parameters)

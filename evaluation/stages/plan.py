@@ -12,7 +12,9 @@ from pathlib import Path
 
 import polars as pl
 
+from evaluation import client as judge_client
 from evaluation import storage
+from evaluation.batch import BATCH_PROVIDERS, batch_prices, provider_of
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt, route
 from evaluation.schemas import RECORD_SCHEMA, record_from_row
@@ -172,7 +174,6 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
     The staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`):
     memory follows a part and a chunk, plus the day's record_id and model columns, which are all
     the sample needs."""
-    from evaluation import client as judge_client
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="evaluation-plan-") as folder:
@@ -228,7 +229,6 @@ _ESTIMATE_SAMPLE = 50
 def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> CostEstimate:
     """Prompt tokens and cost for the day's ``records``, from its first sampled records (at most
     :data:`_ESTIMATE_SAMPLE`) rendered and scaled to the day."""
-    from evaluation import client as judge_client
 
     if sample.height == 0:
         return CostEstimate(records=0, prompt_tokens=0, cost_usd=0.0, sampled_records=0)
@@ -259,7 +259,6 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
 
 def batch_cost(model: str, prompt_tokens: int, output_tokens: int) -> float | None:
     """The same calls at the provider's batch price (None when it has no batch API)."""
-    from evaluation.batch import BATCH_PROVIDERS, batch_prices, provider_of
 
     if provider_of(model) not in BATCH_PROVIDERS:
         return None

@@ -37,7 +37,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from evaluation import storage
+from evaluation import client as judge_client
+from evaluation import offline, storage
 from evaluation.contract import RunConfig
 from evaluation.stages._run import ChunkPlan, RunFailed, StageResult, Stores, read_manifest, where
 from evaluation.stages.ingest import ingest_and_validate
@@ -100,7 +101,6 @@ class DaySize(StageResult):
 def plan_day(cfg: RunConfig, stores: Stores, *, pool_slots: int = 1, latency_s: float | None = None) -> DaySize:
     """Read, validate and plan the day in a scratch folder, and size it (see the module
     docstring). Raises :class:`RunFailed` when the day breaks a table rule, as its run would."""
-    from evaluation import offline
 
     unknown = offline.unknown_model(cfg.judge_model)
     if unknown is not None:
@@ -119,7 +119,6 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
                 pool_slots: int = 1, latency_s: float | None = None) -> DaySize:
     """Size the staged ``chunks`` of a planned run: each chunk's calls as the judge stage decides
     them (:func:`prepare_chunk`, the ledger of ``ledger_store``, default the output store's)."""
-    from evaluation import client as judge_client
 
     manifest = read_manifest(cfg, stores)
     if manifest.ingest is None or manifest.plan is None:

@@ -80,6 +80,7 @@ logger = logging.getLogger(__name__)
 
 
 def _is_probe(body: Mapping[str, Any]) -> bool:
+    # Polars via judges: the test server starts without it; only a probe needs the prompt
     from evaluation.judges import PROBE_PROMPT
 
     messages = body.get("messages")
@@ -522,6 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
     if not args.no_uvloop:
         with contextlib.suppress(ImportError):
+            # optional: the server runs on asyncio's loop without uvloop
             import uvloop
 
             loop_factory = uvloop.new_event_loop

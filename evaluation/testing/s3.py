@@ -43,6 +43,7 @@ class LocalS3:
     """An in-process S3 server. ``with LocalS3() as s3: s3.endpoint_url``."""
 
     def __init__(self) -> None:
+        # moto: test-only and slow to import, only when a local S3 starts
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -66,12 +67,14 @@ class LocalS3:
 
     def session(self) -> boto3.Session:
         """A boto3 session with the server's static keys."""
+        # boto3: only once the local S3 is used
         import boto3
 
         return boto3.Session(aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=REGION)
 
     def access(self, session: boto3.Session | None = None) -> S3Access:
         """S3 on this server through ``session`` (default: :meth:`session`)."""
+        # Polars via storage: only when a client is built
         from evaluation.storage import s3_access
 
         return s3_access(session or self.session(), endpoint_url=self.endpoint_url)
@@ -95,6 +98,7 @@ class LocalS3:
 
     def assumed_roles(self) -> list[AssumedRole]:
         """Every AssumeRole the server has answered, oldest first (moto's record of them)."""
+        # moto: test-only and slow to import, only when a role is looked up
         from moto.backends import get_backend
 
         return [AssumedRole(role.role_arn, role.access_key_id, role.expiration.replace(tzinfo=dt.UTC))

@@ -153,3 +153,48 @@ def test_the_walk_sees_function_level_imports_and_cycles() -> None:
     assert inner and inner[0].module == "evaluation.cli" and layer("evaluation.cli") > layer("evaluation.contract")
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
     assert GRAPH["evaluation.day"]["evaluation.report"] and GRAPH["evaluation.stages.check"]["evaluation.calibration"]
+
+
+def _function_level_imports(source: str) -> list[int]:
+    """The line of every import statement inside a function of ``source``."""
+    found: list[int] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, ast.Import | ast.ImportFrom):
+                found.append(child.lineno)
+            visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+
+    visit(ast.parse(source), False)
+    return found
+
+
+def _unexplained(source: str) -> list[int]:
+    """Function-level imports with no comment on their line or the line above (a run of adjacent
+    imports shares the comment of its first)."""
+    lines = source.splitlines()
+    inside = set(_function_level_imports(source))
+    explained: set[int] = set()
+    for line in sorted(inside):
+        above = lines[line - 2].strip() if line > 1 else ""
+        if "#" in lines[line - 1] or above.startswith("#") or (line - 1 in explained):
+            explained.add(line)
+    return sorted(inside - explained)
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    """Imports live at module top; one left inside a function (a heavy module on one path) carries a
+    few words why, on its line or the line above."""
+    bare = [
+        f"{path.relative_to(REPO)}:{line}"
+        for folder in ("evaluation", "plugins", "dags") for path in sorted((REPO / folder).rglob("*.py"))
+        for line in _unexplained(path.read_text())
+    ]
+    assert bare == []
+
+
+def test_the_unexplained_import_check_can_fail() -> None:
+    source = ("import os\n\n\ndef f():\n    # polars: heavy, only here\n    import polars\n    import numpy\n\n"
+              "    import pandas\n\n\ndef g():\n    from json import dumps  # light really\n")
+    assert _function_level_imports(source) == [6, 7, 9, 13]
+    assert _unexplained(source) == [9]
