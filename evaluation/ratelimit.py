@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 #: Seconds of its rate a bucket holds at most (a burst).
@@ -47,15 +47,16 @@ class TokenBucket:
     :meth:`reserve` takes an amount at once, going into debt if need be, and returns how long the
     caller must wait until the debt is paid; :meth:`adjust` corrects an earlier reservation."""
 
-    __slots__ = ("capacity", "level", "rate_per_s", "updated")
+    __slots__ = ("capacity", "clock", "level", "rate_per_s", "updated")
 
-    def __init__(self, rate_per_s: float, capacity: float) -> None:
+    def __init__(self, rate_per_s: float, capacity: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         if rate_per_s <= 0:
             raise ValueError("a token bucket needs a positive rate")
         self.rate_per_s = float(rate_per_s)
         self.capacity = max(1.0, float(capacity))
         self.level = self.capacity
-        self.updated = time.monotonic()
+        self.clock = clock
+        self.updated = clock()
 
     def refill(self, now: float) -> None:
         """Add what the rate gave since the last look, up to the capacity."""
@@ -70,19 +71,23 @@ class TokenBucket:
 
     def adjust(self, delta: float) -> None:
         """Take ``delta`` more (or give ``-delta`` back) for a reservation already made."""
-        self.refill(time.monotonic())
+        self.refill(self.clock())
         self.level = min(self.capacity, self.level - delta)
 
 
 class RateBudget:
-    """Requests and tokens per minute shared by the calls of one event loop (either may be None)."""
+    """Requests and tokens per minute shared by the calls of one event loop (either may be None).
+    ``clock`` and ``sleep`` are injectable for tests."""
 
-    def __init__(self, rpm: float | None = None, tpm: float | None = None, *, burst_s: float = DEFAULT_BURST_S) -> None:
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, *, burst_s: float = DEFAULT_BURST_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.rpm = float(rpm) if rpm else None
         self.tpm = float(tpm) if tpm else None
         self.burst_s = burst_s
-        self.requests = TokenBucket(self.rpm / 60.0, self.rpm / 60.0 * burst_s) if self.rpm else None
-        self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s) if self.tpm else None
+        self._clock, self._sleep = clock, sleep
+        self.requests = TokenBucket(self.rpm / 60.0, self.rpm / 60.0 * burst_s, clock=clock) if self.rpm else None
+        self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s, clock=clock) if self.tpm else None
         self._output_mean = float(DEFAULT_OUTPUT_TOKENS)
         self._observed = 0
 
@@ -92,7 +97,7 @@ class RateBudget:
     def share(self, parts: float) -> RateBudget:
         """This budget split evenly over ``parts`` judge tasks."""
         return RateBudget(self.rpm / parts if self.rpm else None, self.tpm / parts if self.tpm else None,
-                          burst_s=self.burst_s)
+                          burst_s=self.burst_s, clock=self._clock, sleep=self._sleep)
 
     def expected_tokens(self, prompt_tokens: int, max_tokens: int | None = None) -> int:
         """Tokens a call is expected to use: its prompt and the mean output so far (or ``max_tokens``)."""
@@ -101,14 +106,14 @@ class RateBudget:
 
     async def acquire(self, tokens: int) -> None:
         """Reserve one request and ``tokens``; return once the budget covers them."""
-        now = time.monotonic()
+        now = self._clock()
         wait = 0.0
         if self.requests is not None:
             wait = self.requests.reserve(1.0, now)
         if self.tokens is not None:
             wait = max(wait, self.tokens.reserve(float(tokens), now))
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
 
     def settle(self, reserved: int, used: int, output_tokens: int) -> None:
         """Correct a reservation of ``reserved`` tokens with the ``used`` ones the provider counted."""
