@@ -269,12 +269,18 @@ class _ThirdPartyToInfo(logging.Filter):
 
 def route_third_party_logs(verbose: bool) -> None:
     """Log to stderr at WARNING (INFO with ``verbose``), other libraries' warnings at INFO."""
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.captureWarnings(True)
     threshold = logging.INFO if verbose else logging.WARNING
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_ThirdPartyToInfo(threshold))
+    for handler in root.handlers:
+        for old in [f for f in handler.filters if isinstance(f, _ThirdPartyToInfo)]:
+            handler.removeFilter(old)  # a second call replaces the first one's threshold
+        # the terminal's handler only: one set up by whoever embeds the CLI keeps its own records
+        if handler not in before or (type(handler) is logging.StreamHandler and handler.stream is sys.stderr):
+            handler.addFilter(_ThirdPartyToInfo(threshold))
 
 
 def _failure_line(exc: BaseException) -> tuple[int, str]:

@@ -141,3 +141,22 @@ def test_a_storage_failure_is_one_line_naming_the_uri(capsys: pytest.CaptureFixt
             code, errors, _ = _run_cli([*verbose, "--output", "s3://absent-bucket/x"], capsys)
             assert code == 1 and "Traceback (most recent call last):" in errors
             assert errors[-1].startswith("python -m evaluation sql: error: cannot list s3://absent-bucket/x/runs/")
+
+
+def test_a_normal_run_prints_no_third_party_warning_on_the_terminal(tmp_path: Path) -> None:
+    """In a process of its own (no test harness's log handlers): litellm's pricing note for the
+    offline judge goes to the log at INFO, not to the terminal; the run's own lines stay."""
+    import subprocess
+    import sys
+
+    from tests.reliability.helpers import REPO, cli_env
+
+    synthetic.write_day(storage.open_store(str(tmp_path / "raw")), DAY, 12, bad=False)
+    argv = [sys.executable, "-m", "evaluation", "run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw"),
+            "--output", str(tmp_path / "out")]
+    quiet = subprocess.run(argv, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300, check=True)
+    assert f"{DAY} landed" in quiet.stderr
+    assert "LiteLLM" not in quiet.stderr and "WARNING" not in quiet.stderr, quiet.stderr
+    verbose = subprocess.run([*argv[:3], "-v", *argv[3:]], cwd=REPO, env=cli_env(), capture_output=True, text=True,
+                             timeout=300, check=True)
+    assert "INFO LiteLLM" in verbose.stderr  # the same note, in the log at INFO
