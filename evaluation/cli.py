@@ -45,7 +45,7 @@ from evaluation.cli_support import (
     option_values,
     route_third_party_logs,
 )
-from evaluation.contract import ComparisonSpec
+from evaluation.contract import ComparisonSpec, Retention
 from evaluation.options import COMPARE_OPTIONS, RUN_OPTIONS, build_config, model_input
 
 logger = logging.getLogger("evaluation")
@@ -316,9 +316,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _gc_parser(sub: Any) -> None:
-    # light: belongs at the top (left here while the CLI's options are reworked)
-    from evaluation.contract import Retention
-
     parser = sub.add_parser("gc", help="delete working data past its retention (a dry run unless --apply)",
                             description="Lists the working data (_work/, _failed/, the ledger and claims) that the "
                                         "retention lets go, with objects and bytes; deletes exactly those objects "
@@ -335,9 +332,9 @@ def _gc_parser(sub: Any) -> None:
 
 def _cmd_gc(args: argparse.Namespace) -> int:
     # Polars via retention and storage: only for this command
-    from evaluation import contract, retention, storage
+    from evaluation import retention, storage
 
-    policy = contract.Retention.model_validate({k: getattr(args, k) for k in contract.Retention.model_fields})
+    policy = Retention.model_validate({k: getattr(args, k) for k in Retention.model_fields})
     store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     plan = retention.collect(store, policy, now=dt.datetime.now(dt.UTC))
     if args.apply:
