@@ -231,7 +231,7 @@ def test_hang_is_cut_by_client_timeout_and_server_keeps_serving() -> None:
         assert 0.25 <= elapsed
         assert status == 200
         assert json.loads(raw)["choices"][0]["message"]["content"] == "after the hang"
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + 60  # a hang guard, not a timing bound
         while srv.hanging_requests and time.monotonic() < deadline:  # the disconnect cancels the hang
             time.sleep(0.01)
         assert srv.hanging_requests == 0
