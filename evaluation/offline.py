@@ -112,10 +112,21 @@ _REFUSALS = (
     "doesn't contain",
 )
 
-#: Each content word of the answer that the contexts do not hold multiplies its support by this.
+#: The declared tuning set: the only data the constants below were fitted on (and the stop words
+#: chosen against): HaluEval QA and BEGIN (Wizard of Wikipedia part), the golden sets of
+#: ``scripts/golden_sets.py``. Figures on them are in-sample; the out-of-sample figures, on
+#: human-labelled sets of other sources and shapes that played no part, are in docs/calibration.md
+#: (``python -m scripts.offline_figures``).
+TUNING_SETS = ("halueval-qa", "begin-wow")
+#: The constants fitted on :data:`TUNING_SETS`: ``python -m scripts.offline_figures --fit`` searches a
+#: grid of them on the fit half of each set (the rag verdict's κ) and measures the held-out half.
+FITTED_CONSTANTS = ("SUPPORT_DECAY", "UNSUPPORTED_BELOW")
+#: Each content word of the answer that the contexts do not hold multiplies its support by this
+#: (fitted on :data:`TUNING_SETS`).
 SUPPORT_DECAY = 0.8
 #: Support below this reads as an unsupported answer: its faithfulness is scaled below
-#: :data:`UNSUPPORTED_CEILING`, low enough that every judge's verdict is ``fail``.
+#: :data:`UNSUPPORTED_CEILING`, low enough that every judge's verdict is ``fail`` (fitted on
+#: :data:`TUNING_SETS`).
 UNSUPPORTED_BELOW = 0.6
 UNSUPPORTED_CEILING = 0.15
 #: An answer of at most this many content words is a direct answer (relevant as it stands).
