@@ -4,8 +4,9 @@ It reads the fenced data blocks of a rendered judge prompt and answers with a JS
 judge's exact output contract, computed from word overlap. Words are *content words*: lowercased,
 stop words and words under three letters dropped (numbers kept), ``'s`` cut off, and
 contractions (``they're``, ``haven't``) and discourse words (``yes``, ``yeah``, ``actually``)
-dropped. Its values, measured against human labels by the calibration job on HaluEval QA and
-BEGIN, are in docs/calibration.md.
+dropped. Its constants were fitted on its declared tuning set (:data:`TUNING_SETS`: HaluEval QA
+and BEGIN); its agreement with human labels there (in-sample) and on sets that played no part (out
+of sample, where plain word overlap does about as well) is in docs/calibration.md.
 
 * **Faithfulness** — how much of the answer the evidence holds: the share of the answer's content
   words found in the contexts, multiplied by :data:`SUPPORT_DECAY` for each one that is not there

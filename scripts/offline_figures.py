@@ -55,6 +55,7 @@ import argparse
 import csv
 import hashlib
 import io
+import itertools
 import json
 import re
 import subprocess
@@ -92,17 +93,17 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 SETS: dict[str, dict[str, Any]] = {
     "halueval-qa": {
-        "shape": "QA", "sample": "in-sample (tuning set)", "shipped": "300-record subset",
+        "title": "HaluEval QA", "shape": "QA", "sample": "in-sample (tuning set)",
         "licence": "MIT (HaluEval); HotpotQA CC BY-SA 4.0",
         "label_origin": "construction: gold answer = faithful, generated hallucinated answer = not faithful",
     },
     "begin-wow": {
-        "shape": "dialogue", "sample": "in-sample (tuning set)", "shipped": "300-record subset",
+        "title": "BEGIN (WoW)", "shape": "dialogue", "sample": "in-sample (tuning set)",
         "licence": "CC-BY-4.0",
         "label_origin": "crowd: 'Fully attributable' = faithful; 'Not fully attributable', 'Generic' = not",
     },
     "q2-dialogue": {
-        "shape": "dialogue", "sample": "out of sample", "shipped": "no (convert from the source)",
+        "title": "Q²", "shape": "dialogue", "sample": "out of sample",
         "description": "Q²: knowledge-grounded dialogue responses of DodecaDialogue and MemNet on Wizard of "
                        "Wikipedia, annotated for factual consistency with the knowledge sentence; the previous "
                        "turn is the question.",
@@ -114,7 +115,7 @@ SETS: dict[str, dict[str, Any]] = {
                     "Question Generation and Question Answering, EMNLP 2021",
     },
     "qags-cnndm": {
-        "shape": "summarization", "sample": "out of sample", "shipped": "no (no licence)",
+        "title": "QAGS CNN/DM", "shape": "summarization", "sample": "out of sample",
         "description": "QAGS, CNN/DailyMail part: model summaries with three crowd judgements per sentence.",
         "source": "https://github.com/W4ngatang/qags (data/mturk_cnndm.jsonl)",
         "licence": "none stated (measured, not redistributed)",
@@ -123,7 +124,7 @@ SETS: dict[str, dict[str, Any]] = {
                     "Summaries, ACL 2020",
     },
     "qags-xsum": {
-        "shape": "summarization", "sample": "out of sample", "shipped": "no (no licence)",
+        "title": "QAGS XSum", "shape": "summarization", "sample": "out of sample",
         "description": "QAGS, XSum part: one-sentence model summaries with three crowd judgements.",
         "source": "https://github.com/W4ngatang/qags (data/mturk_xsum.jsonl)",
         "licence": "none stated (measured, not redistributed)",
@@ -132,7 +133,7 @@ SETS: dict[str, dict[str, Any]] = {
                     "Summaries, ACL 2020",
     },
     "summedits": {
-        "shape": "summarization", "sample": "out of sample", "shipped": "no (third-party documents)",
+        "title": "SummEdits", "shape": "summarization", "sample": "out of sample",
         "description": "SummEdits: seed summaries and edits of them in several domains, each labelled "
                        "consistent or inconsistent with its document by annotators.",
         "source": "https://github.com/salesforce/factualNLG (data/summedits/summedits_*.json)",
@@ -395,18 +396,20 @@ def measure(sets: dict[str, list[dict[str, Any]]], cuts: dict[str, float], work:
 
 def fit(tuning: dict[str, list[dict[str, Any]]], work: Path) -> dict[str, Any]:
     """Search :data:`FIT_GRID` on the tuning sets' fit halves (the rag verdict's κ, averaged over
-    the sets); the chosen values and every grid point's figures."""
+    the sets); the chosen values (ties: the nearest the current ones) and every grid point's figures."""
     halves = {name: tuning_split(records)[0] for name, records in tuning.items()}
     folders = {name: write_golden(work / "fit" / name, records, SETS[name]) for name, records in halves.items()}
-    grid = []
+    grid: list[dict[str, Any]] = []
     names = list(FIT_GRID)
-    for point in np.array(np.meshgrid(*FIT_GRID.values())).T.reshape(-1, len(names)).tolist():
+    assert tuple(names) == offline.FITTED_CONSTANTS, "the grid searches the constants offline.py declares fitted"
+    for point in itertools.product(*FIT_GRID.values()):
         values = dict(zip(names, point, strict=True))
         tag = "-".join(f"{v:g}" for v in point)
         with constants(values):
             kappas = {name: judge_figures(folder, work / "fit-calibrations" / tag / name)["rag"]["kappa"]
                       for name, folder in folders.items()}
-        grid.append({**values, "kappa": kappas, "objective": float(np.mean(list(kappas.values())))})
+        # an undefined κ (every record flagged, or none) agrees no better than chance: 0
+        grid.append({**values, "kappa": kappas, "objective": float(np.mean([k or 0.0 for k in kappas.values()]))})
         print(f"fit {values}: {kappas}", file=sys.stderr)
     current = {name: getattr(offline, name) for name in names}
     best = max(grid, key=lambda g: (round(g["objective"], 6),
@@ -423,23 +426,27 @@ def _num(value: Any, digits: int = 2) -> str:
     return "" if value is None else f"{value:.{digits}f}".replace("-", "−")
 
 
-def _cell(row: dict[str, Any], *names: str) -> str:
-    return " / ".join(_num(row[name]) for name in names)
+def _cell(row: dict[str, Any], names: tuple[str, ...], auroc_digits: int) -> str:
+    return " / ".join(_num(row[name], auroc_digits if name == "auroc" else 2) for name in names)
 
 
-def table(figures: dict[str, dict[str, Any]], sample: str | None = None) -> str:
-    """The README's table: one row per set, the judges' score and verdict and the baselines side by
-    side (AUROC / κ / F1; the baselines' κ at their tuning-set cut)."""
+def table(figures: dict[str, dict[str, Any]], *, detailed: bool = False) -> str:
+    """The README's table (``detailed``: docs/calibration.md's, with three-digit AUROCs and the
+    baselines' F1): one row per set, the judges' score and verdict and the baselines side by side
+    (the baselines' κ and F1 at their tuning-set cut)."""
+    judged, baseline = ("auroc", "kappa", "f1"), ("auroc", "kappa", "f1") if detailed else ("auroc", "kappa")
+    digits = 3 if detailed else 2
+    suffix = " / F1" if detailed else ""
     lines = ["| set | shape | sample | records (faithful) | `rag` AUROC / κ / F1 | `masis` AUROC / κ / F1 | "
-             "answer length AUROC / κ | word overlap AUROC / κ |",
+             f"answer length AUROC / κ{suffix} | word overlap AUROC / κ{suffix} |",
              "|---|---|---|---|---|---|---|---|"]
     for name, f in figures.items():
         info = SETS[name.split("/")[0]]
         judges, baselines = f["judges"], f["baselines"]
         lines.append(
-            f"| {name} | {info['shape']} | {sample or info['sample']} | {f['records']:,} ({f['faithful']:,}) | "
-            f"{_cell(judges['rag'], 'auroc', 'kappa', 'f1')} | {_cell(judges['masis'], 'auroc', 'kappa', 'f1')} | "
-            f"{_cell(baselines['length'], 'auroc', 'kappa')} | {_cell(baselines['overlap'], 'auroc', 'kappa')} |")
+            f"| {info['title']} | {info['shape']} | {info['sample']} | {f['records']:,} ({f['faithful']:,}) | "
+            f"{_cell(judges['rag'], judged, digits)} | {_cell(judges['masis'], judged, digits)} | "
+            f"{_cell(baselines['length'], baseline, digits)} | {_cell(baselines['overlap'], baseline, digits)} |")
     return "\n".join(lines)
 
 
@@ -448,8 +455,22 @@ def intervals(figures: dict[str, dict[str, Any]]) -> str:
     lines = ["| set | `rag` | `masis` | answer length | word overlap |", "|---|---|---|---|---|"]
     for name, f in figures.items():
         rows = [f["judges"]["rag"], f["judges"]["masis"], f["baselines"]["length"], f["baselines"]["overlap"]]
-        lines.append(f"| {name} | " + " | ".join(
+        lines.append(f"| {SETS[name]['title']} | " + " | ".join(
             f"{_num(r['auroc'], 3)} ({_num(r['auroc_ci_low'], 3)}–{_num(r['auroc_ci_high'], 3)})" for r in rows) + " |")
+    return "\n".join(lines)
+
+
+def held_out_table(current: dict[str, dict[str, Any]], refitted: dict[str, dict[str, Any]]) -> str:
+    """docs/calibration.md's table of the held-out halves, the shipped and the refitted constants."""
+    judged = ("auroc", "kappa", "f1")
+    lines = ["| held-out half | records (faithful) | shipped constants `rag` AUROC / κ / F1 | refitted constants `rag` "
+             "AUROC / κ / F1 | answer length AUROC / κ | word overlap AUROC / κ |", "|---|---|---|---|---|---|"]
+    for name, f in current.items():
+        baselines = f["baselines"]
+        lines.append(
+            f"| {SETS[name.split('/')[0]]['title']} | {f['records']:,} ({f['faithful']:,}) | "
+            f"{_cell(f['judges']['rag'], judged, 3)} | {_cell(refitted[name]['judges']['rag'], judged, 3)} | "
+            f"{_cell(baselines['length'], ('auroc', 'kappa'), 3)} | {_cell(baselines['overlap'], ('auroc', 'kappa'), 3)} |")
     return "\n".join(lines)
 
 
@@ -486,8 +507,7 @@ def main(argv: list[str] | None = None) -> int:
             with constants(report["fit"]["chosen"]):
                 report["held_out"]["refitted"] = measure(held_out, cuts, work / "refitted")
             print(json.dumps({k: report["fit"][k] for k in ("chosen", "current", "fit_records")}, indent=2))
-            for which, figures in report["held_out"].items():
-                print(f"\nHeld-out halves, {which} constants:\n{table(figures, 'held-out half')}")
+            print(held_out_table(report["held_out"]["current"], report["held_out"]["refitted"]))
         else:
             sets: dict[str, list[dict[str, Any]]] = dict(tuning)
             if args.q2:
@@ -498,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.summedits:
                 sets["summedits"] = read_summedits(args.summedits)
             report["figures"] = measure(sets, cuts, work)
-            print(table(report["figures"]) + "\n\n" + intervals(report["figures"]))
+            print("\n\n".join((table(report["figures"]), table(report["figures"], detailed=True),
+                                intervals(report["figures"]))))
         if args.json:
             args.json.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
     return 0

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from evaluation import offline
 from evaluation.calibration.golden import label_problems
 from scripts import offline_figures as figures
 
+REPO = Path(__file__).resolve().parents[2]
 Q2_HEADER = ["", "episode_idx", "round", "topic", "message", "response", "knowledge", "gold"]
 
 
@@ -136,7 +138,7 @@ def _public(folder: Path) -> Path:
                              "answer": f"19{n:02d}" if faithful else f"It opened in 17{n:02d} after a royal decree.",
                              "reference": f"19{n:02d}", "gold": {"faithful": faithful}, "meta": {"row": n}})
         label = "Fully attributable" if n % 2 else "Not fully attributable"
-        begin.append({"id": f"b{n}", "question": "tell me about harbours", "contexts": [passage],
+        begin.append({"id": f"b{n}", "question": f"tell me about harbour {n}", "contexts": [passage],
                       "answer": passage if n % 2 else "they sell ice cream on the pier every sunday",
                       "gold": {"begin_label": label}, "meta": {"generator": "gpt2", "split": "test"}})
     for name, rows in (("halueval_qa_rag.jsonl", halueval), ("begin_wow_rag.jsonl", begin)):
@@ -163,5 +165,35 @@ def test_the_script_measures_every_set_through_the_calibration_job(tmp_path: Pat
     assert cnndm["judges"]["rag"]["n"] == 12 and cnndm["judges"]["rag"]["auroc"] == 1.0  # judged, not skipped
     assert set(cnndm["baselines"]) == {"length", "overlap"}
     printed = capsys.readouterr().out
-    assert "| qags-xsum | summarization | out of sample | 12 (6) |" in printed
-    assert "| halueval-qa | QA | in-sample (tuning set) | 40 (20) |" in printed
+    assert "| QAGS XSum | summarization | out of sample | 12 (6) |" in printed
+    assert "| HaluEval QA | QA | in-sample (tuning set) | 40 (20) |" in printed
+
+
+def test_the_fit_searches_the_grid_on_the_fit_halves_and_measures_the_held_out_halves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(figures, "FIT_GRID", {"SUPPORT_DECAY": (0.8,), "UNSUPPORTED_BELOW": (0.6, 0.9)})
+    out = tmp_path / "fit.json"
+    assert figures.main(["--public", str(_public(tmp_path / "public")), "--fit", "--work", str(tmp_path / "work"),
+                         "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [(g["SUPPORT_DECAY"], g["UNSUPPORTED_BELOW"]) for g in report["fit"]["grid"]] == [(0.8, 0.6), (0.8, 0.9)]
+    assert report["fit"]["chosen"]["SUPPORT_DECAY"] == 0.8
+    assert report["fit"]["current"] == {"SUPPORT_DECAY": offline.SUPPORT_DECAY,
+                                        "UNSUPPORTED_BELOW": offline.UNSUPPORTED_BELOW}
+    assert (offline.SUPPORT_DECAY, offline.UNSUPPORTED_BELOW) == (0.8, 0.6)  # restored after the grid
+    fit_records = report["fit"]["fit_records"]
+    for which in ("current", "refitted"):
+        held = report["held_out"][which]
+        assert list(held) == ["halueval-qa/held-out", "begin-wow/held-out"]
+        assert held["halueval-qa/held-out"]["records"] + fit_records["halueval-qa"] == 40
+    assert "| HaluEval QA | " in capsys.readouterr().out
+
+
+def test_the_readme_and_the_docs_carry_the_tables_the_script_prints() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    docs = (REPO / "docs" / "calibration.md").read_text(encoding="utf-8")
+    assert figures.table({}) in readme
+    assert figures.table({}, detailed=True) in docs and figures.intervals({}) in docs
+    assert figures.held_out_table({}, {}) in docs
+    for info in figures.SETS.values():
+        assert f"| {info['title']} | {info['shape']} | {info['sample']} |" in readme
