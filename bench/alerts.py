@@ -80,13 +80,20 @@ def _regressed(size: float, gap: float) -> tuple[float, float, float]:
 
 
 def _copy_history(out: Path, target: Path, day: dt.date) -> None:
-    """The steady timeline's ``daily_summary`` partitions of the seven days before ``day``."""
+    """The steady timeline's ``daily_summary`` partitions of the seven days before ``day``, each
+    committed in ``target`` as its day."""
     from evaluation import storage
 
-    for back in range(1, HISTORY + 1):
-        key = storage.table_key("daily_summary", day - dt.timedelta(days=back))
+    past_days = [day - dt.timedelta(days=back) for back in range(1, HISTORY + 1)]
+    landed = storage.read_landed(storage.LocalStore(out), past_days)
+    for past in past_days:
+        key = landed.key("daily_summary", past)
+        if key is None:
+            raise ValueError(f"the steady timeline has no daily_summary of {past}")
         (target / key).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(out / key, target / key)
+        storage.commit_day(storage.LocalStore(target), past, landed.commits[past].run_id or "history",
+                           {"daily_summary": key})
 
 
 def simulate(params: dict[str, Any]) -> dict[str, Any]:

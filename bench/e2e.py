@@ -35,7 +35,7 @@ def _run(airflow_local: Any, day: dt.date, conf: dict[str, Any], timer: Any, out
     durations = airflow_local.task_instances(dag_run, lambda ti: round(float(ti.duration or 0.0), 2))
     runs = storage.read_parquet(out, storage.run_key(day, dag_run.run_id))
     row = runs.row(0, named=True)
-    evaluations = storage.read_parquet(out, storage.table_key("evaluations", day))
+    evaluations = storage.read_day(out, "evaluations", day)
     in_calls = timer.seconds - seconds_before
     return {
         "state": str(dag_run.state),

@@ -225,7 +225,7 @@ def score_land(params: dict[str, Any]) -> dict[str, Any]:
         tempfile.tempdir = None
         shutil.rmtree(folder, ignore_errors=True)
     store = storage.LocalStore(params["output_uri"])
-    calls_bytes = os.path.getsize(store.uri(storage.table_key("judge_calls", data.DAY)))
+    calls_bytes = os.path.getsize(store.uri(storage.landed_key(store, "judge_calls", data.DAY) or "judge_calls"))
     return {**timing, "rows": result["rows"], "reconciled": result["reconciled"], "peak_temp_bytes": peak[0],
             "judge_calls_bytes": calls_bytes, "ledger": _ledger_summary(store)}
 

@@ -61,8 +61,8 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
                 "rows": int(row["rows"]), "status": row["status"], "message": row["message"],
                 "failed_tasks": sorted(t for t, s in states.items() if s != "success"),
             })
-        landed = out.exists(storage.table_key("evaluations", day))
-        rows = storage.read_parquet(out, storage.table_key("evaluations", day)).select(pl.len()).item() if landed else 0
+        landed = storage.landed_key(out, "evaluations", day)
+        rows = storage.read_parquet(out, landed).select(pl.len()).item() if landed is not None else 0
     return {"records": records, "conf": conf, "setup_s": round(setup_s, 1), "first": results[0],
             "rerun": results[1], "landed_rows": rows}
 

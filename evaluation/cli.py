@@ -194,18 +194,16 @@ def _compare_parser(sub: Any) -> None:
 
 
 def latest_day(store: Any, option: str) -> dt.date:
-    """The newest day landed under ``store`` (its ``daily_summary``), for ``latest`` in ``option``."""
-    # Polars: only for this command, so `evaluation --help` starts fast
-    import polars as pl
-
+    """The newest day landed under ``store`` (its commit record names a ``daily_summary``), for
+    ``latest`` in ``option``."""
     # Polars via storage: only for this command
     from evaluation import storage
 
-    summary = storage.scan_table(store, "daily_summary")
-    newest = None if summary is None else summary.select(pl.col("dt").max()).collect().item()
-    if newest is None:
-        raise CliError(f"{option} latest: no day has landed under {store.uri('daily_summary/')}")
-    return newest  # type: ignore[no-any-return]
+    landed = storage.read_landed(store)
+    days = [day for day in landed.commits if landed.key("daily_summary", day) is not None]
+    if not days:
+        raise CliError(f"{option} latest: no day has landed under {store.uri('_landed/')}")
+    return max(days)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -2,13 +2,14 @@
 
 Tables are registered by name, only when the query names them, each as a ``LazyFrame`` over the
 table's objects where they live (a directory, or S3 read in place: see
-:func:`evaluation.storage.scan_table`):
+:func:`evaluation.storage.scan_table`). The four day tables are read through the days' commit
+records, read once for the query, so every day is one run's, in every table the query joins:
 
 ==========================  ================================================================
-``evaluations``             ``evaluations/dt=*/part-0.parquet``, ``dt`` (Date) from the path
-``judge_calls``             ``judge_calls/dt=*/part-0.parquet``, ``dt``
-``rejects``                 ``rejects/dt=*/part-0.parquet``, ``dt``
-``daily_summary``           ``daily_summary/dt=*/part-0.parquet``, ``dt``
+``evaluations``             each landed day's committed ``evaluations/dt=*/run-*.parquet``, ``dt`` (Date) from the path
+``judge_calls``             ``judge_calls/dt=*/``, likewise
+``rejects``                 ``rejects/dt=*/``, likewise
+``daily_summary``           ``daily_summary/dt=*/``, likewise
 ``runs``                    ``runs/dt=*/run-*.parquet``, ``dt``
 ``comparisons``             ``comparisons/comparison_id=*/metrics.parquet`` (has ``comparison_id``)
 ``comparison_verdicts``     ``comparisons/comparison_id=*/verdicts.parquet``
@@ -71,8 +72,9 @@ def referenced_tables(query: str) -> list[str]:
     return [t for t in TABLES if t in words]
 
 
-def scan(store: storage.Store, table: str) -> pl.LazyFrame:
-    """One table of :data:`TABLES` as a LazyFrame over its objects, read in place."""
+def scan(store: storage.Store, table: str, landed: storage.Landed | None = None) -> pl.LazyFrame:
+    """One table of :data:`TABLES` as a LazyFrame over its objects, read in place; a day table
+    through ``landed`` (else the commit records as they are now)."""
     if table in COMPARISON_TABLES:
         name = COMPARISON_TABLES[table]
         keys = [o.key for o in store.list("comparisons/") if re.fullmatch(rf"comparisons/comparison_id=[^/]+/{name}", o.key)]
@@ -88,7 +90,7 @@ def scan(store: storage.Store, table: str) -> pl.LazyFrame:
         frame = _scan_failed(store, FAILED_TABLES[table])
         where = store.uri("_failed/")
     elif table in DAILY_TABLES:
-        frame = storage.scan_table(store, table)
+        frame = storage.scan_table(store, table, landed)
         where = store.uri(storage.table_prefix(table))
     else:
         raise SqlError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
@@ -126,7 +128,10 @@ def _error_line(exc: Exception, tables: dict[str, pl.LazyFrame]) -> str:
 def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
     """Run one query over the tables under ``store`` (see the module docstring)."""
     context: pl.SQLContext[Any] = pl.SQLContext()
-    tables = {table: scan(store, table) for table in referenced_tables(query)}
+    named = referenced_tables(query)
+    # The commit records, read once: every day table of the query is of the same run per day.
+    landed = storage.read_landed(store) if set(named) & set(storage.DAY_TABLES) else None
+    tables = {table: scan(store, table, landed) for table in named}
     for table, frame in tables.items():
         context.register(table, frame)
     try:  # the streaming engine: aggregations over many days need memory for the groups, not the rows

@@ -2,32 +2,41 @@
 
 Layout under an output root (``s3://bucket/prefix`` or a directory), CONTRACT §3::
 
-    evaluations/dt=YYYY-MM-DD/part-0.parquet      one object per table and day
-    judge_calls/dt=YYYY-MM-DD/part-0.parquet
-    rejects/dt=YYYY-MM-DD/part-0.parquet
-    daily_summary/dt=YYYY-MM-DD/part-0.parquet
+    evaluations/dt=YYYY-MM-DD/run-<run id>.parquet   one object per table, day and landing run
+    judge_calls/dt=YYYY-MM-DD/run-<run id>.parquet
+    rejects/dt=YYYY-MM-DD/run-<run id>.parquet
+    daily_summary/dt=YYYY-MM-DD/run-<run id>.parquet
+    validation/dt=YYYY-MM-DD/run-<run id>.json     the Great Expectations result
+    _landed/dt=YYYY-MM-DD.json                     the day's commit record: which run's objects are the day
     runs/dt=YYYY-MM-DD/run-<run id>.parquet     one object per run: the audit log of every run
     comparisons/comparison_id=<id>/<table>.parquet
     calibrations/calibration_id=<id>/<table>.parquet, report.html
-    validation/dt=YYYY-MM-DD/result.json        the Great Expectations result
     reports/dt=YYYY-MM-DD/index.html, summary.json
     _work/dt=YYYY-MM-DD/run=<run id>/...        a run's staged chunks (readers skip `_` paths)
     _ledger/dt=YYYY-MM-DD/*.parquet             replies of earlier judge calls, for reuse
     _claims/dt=YYYY-MM-DD.json                  which run owns the day (stale runs may not land)
 
-Atomic landing: a table's day is one object, written whole in one request (a single PUT, or a
-multipart upload that S3 makes visible only when it completes; locally a file renamed into
-place), so a reader sees either the previous version of the day or the new one, never half of
-either, and a re-run replaces the day whole. ``dt`` lives in the path only (a Date hive
-partition); the files do not repeat it, as Hive, Athena and Trino expect.
+A day is landed whole: a landing writes each of its objects under a name of its own (so nothing a
+reader sees is overwritten), then the day's commit record (:class:`DayCommit`) in one PUT, then
+deletes the objects that record supersedes. Every reader of the project finds a day's objects
+through the commit records only (:func:`read_landed`, the one way), so it sees the day of one run,
+all its tables together, the previous run's until the commit and the new one's after; a landing
+that dies before its commit changes nothing a reader sees. Each object is itself written whole (a
+single PUT, or a multipart upload that S3 makes visible only when it completes; locally a file
+renamed into place). A day landed before commit records (``<table>/dt=D/part-0.parquet``,
+``validation/dt=D/result.json``, no record) reads as those objects. Engines that glob the
+folders (DuckDB, Athena, Polars) see every object there: both runs' rows between a landing's
+uploads and its deletions (each row carries its ``run_id``; docs/tables.md gives the query that
+keeps the landed run's). ``dt`` lives in the path only (a Date hive partition); the files do not
+repeat it, as Hive, Athena and Trino expect.
 
 S3: every S3 store reaches S3 through an :class:`S3Access`, a boto3 session and the client made
 from it. The session's credentials are whatever the session resolved (keys, a session token, a
 profile, an assumed role, an instance or pod role), refreshed by botocore before they expire; in
 Airflow the session comes from the ``aws_default`` connection through the Amazon provider's hook.
 
-Reading: :func:`scan_table` gives a landed table as a Polars ``LazyFrame`` over its objects where
-they live (a directory, or S3 through Polars' own client with the boto3 client's endpoint and
+Reading: :func:`scan_table` gives a landed table as a Polars ``LazyFrame`` over its days' committed
+objects where they live (a directory, or S3 through Polars' own client with the boto3 client's endpoint and
 region, and the session's credentials asked for before each request, so a long scan outlives
 short-lived credentials): nothing is downloaded first, only the columns a query selects are read,
 and a filter on ``dt`` skips the other partitions' objects unopened.
@@ -51,12 +60,14 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     import boto3
@@ -65,6 +76,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TABLES = ("evaluations", "judge_calls", "rejects", "daily_summary", "runs")
+#: The tables a landing replaces for its day, all at once (``runs`` keeps one object per run).
+DAY_TABLES = ("evaluations", "judge_calls", "rejects", "daily_summary")
+#: What a day's commit names: its tables and its validation result.
+DAY_OBJECTS = (*DAY_TABLES, "validation")
 RAW_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 PARQUET_COMPRESSION: Literal["zstd"] = "zstd"
 _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".parquet": "application/vnd.apache.parquet"}
@@ -102,9 +117,22 @@ def raw_prefix(day: dt.date) -> str:
     return f"{day_partition(day)}/"
 
 
-def table_key(table: str, day: dt.date) -> str:
-    """The one object holding ``table`` for ``day``."""
-    return f"{table}/{day_partition(day)}/part-0.parquet"
+def landing_key(name: str, day: dt.date, run_id: str) -> str:
+    """Where run ``run_id`` lands ``name`` (a table of :data:`DAY_TABLES`, or ``validation``) for
+    ``day``: an object of the run's own, so a landing never overwrites what readers see; the day's
+    commit record (:func:`commit_day`) makes it part of the day."""
+    suffix = ".json" if name == "validation" else ".parquet"
+    return f"{name}/{day_partition(day)}/run-{safe_id(run_id)}{suffix}"
+
+
+def legacy_key(name: str, day: dt.date) -> str:
+    """The one object of ``name`` of a day landed before commit records."""
+    return f"{name}/{day_partition(day)}/" + ("result.json" if name == "validation" else "part-0.parquet")
+
+
+def commit_key(day: dt.date) -> str:
+    """The day's commit record: which run's objects are the day (:class:`DayCommit`)."""
+    return f"_landed/{day_partition(day)}.json"
 
 
 def table_prefix(table: str) -> str:
@@ -114,11 +142,6 @@ def table_prefix(table: str) -> str:
 def run_key(day: dt.date, run_id: str) -> str:
     """The object holding the ``runs`` row of one run."""
     return f"runs/{day_partition(day)}/run-{safe_id(run_id)}.parquet"
-
-
-def validation_key(day: dt.date) -> str:
-    """The Great Expectations result of the day."""
-    return f"validation/{day_partition(day)}/result.json"
 
 
 def report_key(day: dt.date, name: str = "index.html") -> str:
@@ -571,9 +594,146 @@ def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.Lazy
     return frame.select("dt", pl.exclude("dt")) if hive else frame
 
 
-def scan_table(store: Store, table: str) -> pl.LazyFrame | None:
+def scan_table(store: Store, table: str, landed: Landed | None = None) -> pl.LazyFrame | None:
     """A landed daily table with its ``dt`` column (a Date), lazily, read in place; None when no
-    object of it has landed. Filter on ``dt`` to read only those days' objects, and select the
-    columns needed: nothing else is read."""
-    keys = [info.key for info in store.list(table_prefix(table)) if _DAILY_OBJECT.fullmatch(info.key)]
+    object of it has landed. A table of :data:`DAY_TABLES` is read through its days' commits:
+    ``landed`` (pass the same :class:`Landed` to every table a reader combines, so they are of one
+    run per day), else read now; ``runs`` is every run's object. Filter on ``dt`` to read only those
+    days' objects, and select the columns needed: nothing else is read."""
+    if table in DAY_TABLES:
+        keys = (landed if landed is not None else read_landed(store)).keys(table)
+    else:
+        keys = [info.key for info in store.list(table_prefix(table)) if _DAILY_OBJECT.fullmatch(info.key)]
     return scan_parquet(store, keys) if keys else None
+
+
+def scan_day(store: Store, table: str, day: dt.date, landed: Landed | None = None) -> pl.LazyFrame | None:
+    """One landed day of a table of :data:`DAY_TABLES` (with ``dt``), lazily; None when the day
+    has not landed. ``landed`` as for :func:`scan_table`."""
+    key = (landed if landed is not None else read_landed(store, [day])).key(table, day)
+    return None if key is None else scan_parquet(store, [key])
+
+
+def landed_key(store: Store, name: str, day: dt.date) -> str | None:
+    """The landed object of ``name`` (a table of :data:`DAY_TABLES`, or ``validation``) for
+    ``day``, as the day's commit names it; None when the day has not landed."""
+    return read_landed(store, [day]).key(name, day)
+
+
+def read_day(store: Store, table: str, day: dt.date) -> pl.DataFrame:
+    """One landed table-day, as its object holds it (no ``dt`` column); StorageError when the day
+    has not landed."""
+    key = landed_key(store, table, day)
+    if key is None:
+        raise StorageError(f"no {table} landed for {day.isoformat()} under {store.root} "
+                           f"(no commit record {store.uri(commit_key(day))})")
+    return read_parquet(store, key)
+
+
+# --------------------------------------------------------------------------------------------
+# Landed days: commit records
+
+
+class DayCommit(BaseModel):
+    """A day's commit record (``_landed/dt=YYYY-MM-DD.json``): the run whose objects are the
+    day's tables, and each object's key. A landing writes it last, in one PUT, once every object it
+    names is written (:func:`commit_day`); readers find a day's objects through it only, so one PUT
+    replaces every table of the day at once, and a landing that dies before it changes nothing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    day: dt.date = Field(description="The day (dt) landed.")
+    run_id: str | None = Field(description="The run that landed the day; None for a day landed before commit "
+                                           "records (read as its legacy objects).")
+    landed_at: dt.datetime | None = Field(description="When the commit was written (UTC).")
+    objects: dict[str, str] = Field(description="Each of DAY_OBJECTS -> its object's key under the output root.")
+
+
+@dataclass(frozen=True)
+class Landed:
+    """The landed days under a root, as read at one moment (:func:`read_landed`): each day's commit.
+    A reader that takes every table it combines from one ``Landed`` sees one run's day."""
+
+    commits: dict[dt.date, DayCommit]
+
+    def key(self, name: str, day: dt.date) -> str | None:
+        """The day's object of ``name``; None when the day has not landed."""
+        commit = self.commits.get(day)
+        return None if commit is None else commit.objects.get(name)
+
+    def keys(self, name: str) -> list[str]:
+        """Every landed day's object of ``name``, oldest day first."""
+        return [commit.objects[name] for _, commit in sorted(self.commits.items()) if name in commit.objects]
+
+
+_COMMIT = re.compile(r"_landed/dt=(\d{4}-\d{2}-\d{2})\.json")
+#: An object a landing names (``run-<id>``), or a legacy one, under a day folder of DAY_OBJECTS.
+_DAY_OBJECT = re.compile(rf"(?P<name>{'|'.join(DAY_OBJECTS)})/dt=(?P<day>\d{{4}}-\d{{2}}-\d{{2}})/"
+                         r"(?P<file>run-[A-Za-z0-9._-]+\.(?:parquet|json)|part-0\.parquet|result\.json)")
+#: Commit records read at once (small GETs; a year of days is a few hundred).
+COMMIT_READERS = 16
+
+
+def read_commit(store: Store, key: str) -> DayCommit:
+    """One commit record."""
+    data = store.read_bytes(key)
+    with _failing(f"cannot read the commit record {store.uri(key)}"):
+        return DayCommit.model_validate_json(data)
+
+
+def read_landed(store: Store, days: Iterable[dt.date] | None = None) -> Landed:
+    """What has landed under ``store`` (of ``days``, else every day): the one way every reader finds
+    a day's objects. A day is what its commit record names; a day without one that holds legacy
+    objects (landed before commit records) is those; any other object is no part of a day."""
+    wanted = None if days is None else set(days)
+    found: dict[dt.date, str] = {}
+    for info in store.list("_landed/"):
+        match = _COMMIT.fullmatch(info.key)
+        if match is not None and (wanted is None or dt.date.fromisoformat(match.group(1)) in wanted):
+            found[dt.date.fromisoformat(match.group(1))] = info.key
+    with ThreadPoolExecutor(max_workers=COMMIT_READERS) as pool:
+        commits = dict(zip(found, pool.map(lambda key: read_commit(store, key), found.values()), strict=True))
+    if wanted is None or wanted - commits.keys():
+        legacy: dict[dt.date, dict[str, str]] = {}
+        for name in DAY_OBJECTS:
+            for info in store.list(f"{name}/"):
+                match = _DAY_OBJECT.fullmatch(info.key)
+                day = dt.date.fromisoformat(match.group("day")) if match is not None else None
+                if (day is not None and day not in commits and (wanted is None or day in wanted)
+                        and info.key == legacy_key(name, day)):
+                    legacy.setdefault(day, {})[name] = info.key
+        commits.update({day: DayCommit(day=day, run_id=None, landed_at=None, objects=objects)
+                        for day, objects in legacy.items()})
+    return Landed(dict(sorted(commits.items())))
+
+
+def commit_day(store: Store, day: dt.date, run_id: str, objects: dict[str, str]) -> DayCommit:
+    """Make ``objects`` (each of :data:`DAY_OBJECTS` -> its key, every one written already) the
+    day's landed tables, all at once: one PUT of the day's commit record."""
+    commit = DayCommit(day=day, run_id=run_id, landed_at=dt.datetime.now(dt.UTC), objects=objects)
+    store.write_bytes(commit_key(day), commit.model_dump_json(indent=2).encode())
+    logger.info("committed %s: run %s", store.uri(commit_key(day)), run_id)
+    return commit
+
+
+def list_day_objects(store: Store, days: Iterable[dt.date] | None = None) -> list[ObjectInfo]:
+    """The objects landings wrote under the day folders of :data:`DAY_OBJECTS` (of ``days``, else
+    every day): ``run-<id>`` objects and legacy ones. Other files there are not listed."""
+    prefixes = ([f"{name}/" for name in DAY_OBJECTS] if days is None
+                else [f"{name}/{day_partition(day)}/" for name in DAY_OBJECTS for day in sorted(set(days))])
+    return [info for prefix in prefixes for info in store.list(prefix) if _DAY_OBJECT.fullmatch(info.key)]
+
+
+def uncommitted(objects: Iterable[ObjectInfo], landed: Landed) -> list[ObjectInfo]:
+    """Those of ``objects`` (from :func:`list_day_objects`) that no commit of ``landed`` names: a
+    superseded run's, and those of a landing that died before or after its commit. List the objects
+    first and read ``landed`` after: a commit written in between then names its objects."""
+    found = []
+    for info in objects:
+        match = _DAY_OBJECT.fullmatch(info.key)
+        if match is None:
+            continue
+        commit = landed.commits.get(dt.date.fromisoformat(match.group("day")))
+        if commit is None or info.key not in commit.objects.values():
+            found.append(info)
+    return found

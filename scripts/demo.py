@@ -174,8 +174,8 @@ def print_summary(out: object, day: dt.date) -> None:
 
     from evaluation import storage
 
-    evaluations = storage.read_parquet(out, storage.table_key("evaluations", day))  # type: ignore[arg-type]
-    rejects = storage.read_parquet(out, storage.table_key("rejects", day))  # type: ignore[arg-type]
+    evaluations = storage.read_day(out, "evaluations", day)  # type: ignore[arg-type]
+    rejects = storage.read_day(out, "rejects", day)  # type: ignore[arg-type]
     pl.Config.set_tbl_rows(60)
     pl.Config.set_tbl_hide_dataframe_shape(True)
     counts = (
@@ -194,7 +194,8 @@ WRITTEN_LIST = ".demo-files"
 
 
 def copy_outputs(out: object, target: Path) -> int:
-    """Copy the landed objects of the demo's week (every table, validation results, reports) to a
+    """Copy the landed objects of the demo's week (every table, validation results, reports, and
+    the days' commit records under ``_landed/``, through which the commands read the days) to a
     local folder, replacing only what the previous demo wrote there (listed in
     :data:`WRITTEN_LIST`): calibrations or notes that users put beside them stay."""
     listed = target / WRITTEN_LIST
@@ -208,7 +209,7 @@ def copy_outputs(out: object, target: Path) -> int:
                 folder.rmdir()
     written = []
     for info in out.list(""):  # type: ignore[attr-defined]
-        if info.key.startswith("_"):
+        if info.key.startswith("_") and not info.key.startswith("_landed/"):
             continue
         path = target / info.key
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -117,11 +117,11 @@ def _check_models(found: set[str], spec: ComparisonSpec, where: str) -> None:
         )
 
 
-def _landed_questions(store: storage.Store, keys: pl.DataFrame) -> pl.DataFrame:
+def _landed_questions(store: storage.Store, keys: pl.DataFrame, landed: storage.Landed) -> pl.DataFrame:
     """``question_key`` of records landed before ``evaluations`` carried it, from the prompts kept
     in ``judge_calls`` (every judge fences the question the same way; redacted runs match on the
     redacted text). Reads two columns of the days concerned."""
-    calls = storage.scan_table(store, "judge_calls")
+    calls = storage.scan_table(store, "judge_calls", landed)
     if calls is None or keys.is_empty():
         return pl.DataFrame(schema={"dt": pl.Date, "record_id": pl.String, "question_key": pl.String})
     prompts = (
@@ -140,9 +140,11 @@ def _landed_questions(store: storage.Store, keys: pl.DataFrame) -> pl.DataFrame:
 def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
     """The landed ``evaluations`` rows of the spec's models, judges and days (sampled when
     asked), with the ``question_key`` each record was asked: read in place, the range's
-    partitions and the columns compared only."""
+    partitions and the columns compared only, each day the run its commit names (one reading of
+    the commit records for ``evaluations`` and ``judge_calls``)."""
     where = store.uri("evaluations/")
-    evaluations = storage.scan_table(store, "evaluations")
+    landed = storage.read_landed(store, spec.days())
+    evaluations = storage.scan_table(store, "evaluations", landed)
     in_range = None if evaluations is None else evaluations.filter(pl.col("dt").is_between(spec.start_date, spec.end_date))
     found = set() if in_range is None else set(in_range.select(pl.col("model").unique()).collect(engine="streaming")["model"])
     if in_range is None or not found:
@@ -158,7 +160,7 @@ def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
         rows = rows.with_columns(question_key=pl.lit(None, dtype=pl.String))
     unkeyed = rows.filter(pl.col("question_key").is_null()).select("dt", "record_id").unique()
     if unkeyed.height:  # landed before evaluations had question_key
-        found_keys = _landed_questions(store, unkeyed).rename({"question_key": "_key"})
+        found_keys = _landed_questions(store, unkeyed, landed).rename({"question_key": "_key"})
         rows = rows.join(found_keys, on=["dt", "record_id"], how="left").with_columns(
             question_key=pl.coalesce("question_key", "_key")
         ).drop("_key")

@@ -1,7 +1,8 @@
 """The numbers of the daily report: what ``summary.json`` holds and the page shows.
 
 Reads the landed tables of an output root where they live (lazily, only the columns used; see
-:func:`evaluation.storage.scan_table`): ``daily_summary`` of the day and of up to
+:func:`evaluation.storage.scan_table`), every day through one reading of its commit record (one
+run's day, all tables together): ``daily_summary`` of the day and of up to
 ``history_days`` before it (trends, baselines; a ``dt`` filter reads only those days), the day's
 ``runs`` rows, and the day's ``evaluations`` and ``rejects`` as lazy tables that are aggregated
 by Polars' streaming engine — per-bin counts of the distributions, the lowest scores per judge
@@ -48,7 +49,7 @@ from evaluation.report.alerts import (
     t_quantile_975,
 )
 from evaluation.schemas import SUMMARY_METRICS as METRICS
-from evaluation.storage import Store, scan_parquet, scan_table, table_key
+from evaluation.storage import Store, commit_key, read_landed, scan_day, scan_table
 from evaluation.summary import build_daily_summary
 
 REPORT_VERSION = 1
@@ -118,26 +119,22 @@ class ReportInputs:
     judge_calls: pl.LazyFrame | None = None  # the day's judge calls: the worst records' question and answer
 
 
-def _scan_day(store: Store, table: str, day: dt.date) -> pl.LazyFrame | None:
-    key = table_key(table, day)
-    return scan_parquet(store, [key]) if store.exists(key) else None
-
-
 def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> ReportInputs:
     """Read what the report of ``day`` needs; raises ReportError when nothing landed for the day."""
     if history_days < 1:
         raise ValueError("history_days must be at least 1")
     first = day - dt.timedelta(days=max(history_days, BASELINE_DAYS + 1) - 1)
-    summaries = scan_table(store, "daily_summary")
+    landed = read_landed(store, [first + dt.timedelta(days=n) for n in range((day - first).days + 1)])
+    summaries = scan_table(store, "daily_summary", landed)
     history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(first, day)).collect()
-    evaluations = _scan_day(store, "evaluations", day)
+    evaluations = scan_day(store, "evaluations", day, landed)
     source = "daily_summary"
     has_day = not history.is_empty() and history.filter(pl.col("dt") == day).height > 0
-    if not has_day and not store.exists(table_key("daily_summary", day)):
+    if not has_day and landed.key("daily_summary", day) is None:
         if evaluations is None:
             raise ReportError(
                 f"no daily_summary or evaluations landed for {day.isoformat()} under {store.root}"
-                f" (expected {store.uri(table_key('daily_summary', day))})"
+                f" (expected the commit record {store.uri(commit_key(day))})"
             )
         run_id = evaluations.select(pl.col("run_id").first()).collect().item() or "unknown"
         built = build_daily_summary(evaluations, day, run_id).with_columns(dt=pl.lit(day, dtype=pl.Date))
@@ -150,8 +147,8 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> Report
         history_days=history_days,
         history=history,
         evaluations=evaluations,
-        rejects=_scan_day(store, "rejects", day),
-        judge_calls=_scan_day(store, "judge_calls", day),
+        rejects=scan_day(store, "rejects", day, landed),
+        judge_calls=scan_day(store, "judge_calls", day, landed),
         runs=None if runs is None else runs.filter(pl.col("dt") == day).collect(),
         summary_source=source,
     )

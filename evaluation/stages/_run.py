@@ -228,11 +228,6 @@ def staged_key(cfg: RunConfig, name: str) -> str:
     return storage.work_key(cfg.date, cfg.run_id, STAGED[name])
 
 
-def landed_key(cfg: RunConfig, name: str) -> str:
-    """Where a staged object lands when the run succeeds."""
-    return storage.validation_key(cfg.date) if name == "validation" else storage.table_key(name, cfg.date)
-
-
 def fail_run(
     cfg: RunConfig,
     stores: Stores,

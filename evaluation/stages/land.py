@@ -20,10 +20,10 @@ from evaluation.stages._run import (
     DayResult,
     IngestCounts,
     RunFailed,
+    StaleRun,
     Stores,
     check_claim,
     fail_run,
-    landed_key,
     read_manifest,
     staged_key,
     where,
@@ -42,11 +42,12 @@ LAND_BATCH_ROWS = 50_000
 def score_and_land(
     cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None, waited_s: float | None = None
 ) -> DayResult:
-    """Score every staged judgement (Polars), check the run-level rules, then land the day's
-    ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary`` and
-    the run's ``runs`` row (with ``waited_s``, how long the run waited for its day to be complete). A run whose counts do not reconcile, or whose call errors exceed
-    ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`. Once the day has
-    landed, its ledger is compacted (:func:`compact_ledger`)."""
+    """Score every staged judgement (Polars), check the run-level rules, then land the day whole
+    (:func:`land_day`: its ``rejects``, validation result, ``evaluations``, ``judge_calls`` and
+    ``daily_summary``, committed at once) and the run's ``runs`` row (with ``waited_s``, how long the
+    run waited for its day to be complete). A run whose counts do not reconcile, or whose call
+    errors exceed ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`. Once the
+    day has landed, its ledger is compacted (:func:`compact_ledger`)."""
     started = time.monotonic()
     cfg = with_calibrated_thresholds(cfg, stores.out)
     manifest = read_manifest(cfg, stores)
@@ -144,17 +145,55 @@ def score_and_land(
             raise fail_run(cfg, stores, f"{exc}; the day's landed tables were kept, this run's rows are at {evidence}",
                            scored=tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s) from exc
 
-        check_claim(cfg, stores)
-        for name in STAGED:
-            stores.out.copy(staged_key(cfg, name), landed_key(cfg, name))
-        for name, path in tables.items():
-            stores.out.upload_file(storage.table_key(name, cfg.date), path)
+        keys = upload_day(cfg, stores, tables)
+    commit = commit_or_withdraw(cfg, stores, keys)
     timings = {**manifest.timings, "score_land_s": round(time.monotonic() - started, 3)}
     write_run_row(cfg, stores, result.model_dump(), manifest, timings, "success", None, started_at, waited_s=waited_s)
+    delete_superseded(cfg, stores, commit)
     stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
     logger.info("%s landed: %s", where(cfg), result)
     compact_ledger(cfg, stores)
     return result
+
+
+def upload_day(cfg: RunConfig, stores: Stores, tables: dict[str, Path]) -> dict[str, str]:
+    """Write every object of the run's day under the run's own names (the staged rejects and
+    validation result, and ``tables``, name -> local Parquet file); returns name -> key. Nothing a
+    reader sees changes: the day's commit record still names the previous run's objects."""
+    check_claim(cfg, stores)
+    keys = {name: storage.landing_key(name, cfg.date, cfg.run_id) for name in storage.DAY_OBJECTS}
+    for name in STAGED:
+        stores.out.copy(staged_key(cfg, name), keys[name])
+    for name, path in tables.items():
+        stores.out.upload_file(keys[name], path)
+    return keys
+
+
+def commit_or_withdraw(cfg: RunConfig, stores: Stores, keys: dict[str, str]) -> storage.DayCommit:
+    """Commit the run's objects as the day (one PUT: every reader goes from the previous run's day
+    to this one's at once), unless a newer run claimed the day during the uploads: then it alone may
+    commit, and this run's objects are deleted before :class:`StaleRun` is raised."""
+    try:
+        check_claim(cfg, stores)
+    except StaleRun:
+        stores.out.delete_keys(list(keys.values()))
+        raise
+    return storage.commit_day(stores.out, cfg.date, cfg.run_id, keys)
+
+
+def delete_superseded(cfg: RunConfig, stores: Stores, commit: storage.DayCommit) -> None:
+    """Delete the day's objects ``commit`` does not name: the previous run's, and those of landings
+    that died. The day has landed already: a failure here is logged, never the run's; the next
+    landing of the day or ``gc`` deletes them (meanwhile engines that glob the folders see them)."""
+    try:
+        objects = storage.list_day_objects(stores.out, [cfg.date])
+        stale = storage.uncommitted(objects, storage.Landed({cfg.date: commit}))
+        stores.out.delete_keys([info.key for info in stale])
+    except Exception as exc:  # readers of the project read through the commit: nothing they see is wrong
+        logger.warning("%s: the objects the landing superseded were not deleted (the next landing or gc "
+                       "deletes them): %s", where(cfg), exc)
+        return
+    logger.info("%s: deleted %d superseded objects of the day", where(cfg), len(stale))
 
 
 def compact_ledger(cfg: RunConfig, stores: Stores) -> None:

@@ -41,8 +41,8 @@ def test_batch_mode_defers_each_chunk_and_lands_the_day_at_the_batch_price(airfl
     assert str(dag_run.state) == "success", states
     assert sum(1 for task in states if task.startswith("judge[")) == 3
     out = storage.open_store(OUTPUT_URI, local_s3.access())
-    evaluations = storage.read_parquet(out, storage.table_key("evaluations", DAY))
-    calls = storage.read_parquet(out, storage.table_key("judge_calls", DAY))
+    evaluations = storage.read_day(out, "evaluations", DAY)
+    calls = storage.read_day(out, "judge_calls", DAY)
     judged = evaluations.filter(pl.col("judge_status") != "skipped")
     assert evaluations.height == RECORDS * 3 and judged["judge_status"].eq("ok").all()
     # Each chunk split into the batches its size needs, each within the limit and completed (its

@@ -26,7 +26,7 @@ def _run(conf: dict) -> object:
 
 def _tables(s3, output_uri: str) -> dict[str, pl.DataFrame]:
     out = storage.open_store(output_uri, s3.access())
-    tables = {t: storage.read_parquet(out, storage.table_key(t, DAY)) for t in storage.TABLES if t != "runs"}
+    tables = {t: storage.read_day(out, t, DAY) for t in storage.TABLES if t != "runs"}
     tables["runs"] = storage.scan_table(out, "runs").filter(pl.col("dt") == DAY).collect()  # type: ignore[union-attr]
     return tables
 
@@ -219,13 +219,13 @@ def test_a_bad_judge_model_fails_before_paying_and_keeps_the_landed_day(airflow_
     conf = {"input_uri": INPUT_URI, "output_uri": output_uri, "judge_model": "offline/lexical", "chunk_size": 75}
     assert str(_run(conf).state) == "success"
     out = storage.open_store(output_uri, local_s3.access())
-    landed = {t: out.read_bytes(storage.table_key(t, DAY)) for t in ("evaluations", "judge_calls", "rejects")}
+    landed = {t: out.read_bytes(storage.landed_key(out, t, DAY) or t) for t in ("evaluations", "judge_calls", "rejects")}
 
     dag_run = _run({**conf, "judge_model": "nope/not-a-model"})
     states = airflow_local.task_states(dag_run)
     assert str(dag_run.state) == "failed" and states["check_run"] == "failed", states
     assert states["ingest_validate"] == "upstream_failed" and not any(t.startswith("judge[") for t in states)
-    assert {t: out.read_bytes(storage.table_key(t, DAY)) for t in landed} == landed
+    assert {t: out.read_bytes(storage.landed_key(out, t, DAY) or t) for t in landed} == landed
     runs = _tables(local_s3, output_uri)["runs"]
     failed = runs.filter(pl.col("run_id") == dag_run.run_id).row(0, named=True)
     assert failed["status"] == "failed" and "judge model 'nope/not-a-model' cannot be used" in failed["message"]

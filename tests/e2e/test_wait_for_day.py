@@ -145,7 +145,7 @@ def test_a_day_without_its_marker_fails_at_the_deadline(airflow_db, local_s3, ca
     run = _runs(out, day).row(0, named=True)
     assert run["status"] == "failed" and expected in run["message"]
     assert 4 <= run["waited_s"] < 10
-    assert not out.exists(storage.table_key("evaluations", day))  # nothing landed
+    assert storage.landed_key(out, "evaluations", day) is None  # nothing landed
 
 
 def test_a_misspelt_input_says_so_at_the_deadline(airflow_db, local_s3, capfd) -> None:
@@ -254,7 +254,7 @@ def test_a_day_that_gains_an_object_after_landing_pays_only_for_the_new_records(
     runs = _runs(out, day)
     row = runs.filter(pl.col("run_id") == second.run_id).row(0, named=True)
     assert row["valid_records"] == RECORDS + late and row["calls_made"] == late * judges
-    evaluations = storage.read_parquet(out, storage.table_key("evaluations", day))
+    evaluations = storage.read_day(out, "evaluations", day)
     assert evaluations["record_id"].n_unique() == RECORDS + late  # the day re-landed whole, with the new records
     fresh = evaluations.filter((pl.col("judge_status") != "skipped") & ~pl.col("cached")
                                & ~pl.col("clamps_applied").list.contains("empty_answer"))  # never sent

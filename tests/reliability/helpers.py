@@ -57,7 +57,13 @@ def config(tmp_path: Path, run_id: str = "r1", day: dt.date = DAY, **values: Any
 
 def table(out: Path | str, name: str, day: dt.date = DAY) -> pl.DataFrame:
     """One landed table-day."""
-    return pl.read_parquet(Path(out) / storage.table_key(name, day))
+    return storage.read_day(storage.LocalStore(out), name, day)
+
+
+def landed_bytes(out: Path | str, names: tuple[str, ...], day: dt.date = DAY) -> dict[str, bytes]:
+    """The landed objects of a day, byte for byte, as the day's commit names them."""
+    store = storage.LocalStore(out)
+    return {name: store.read_bytes(storage.landed_key(store, name, day) or f"(no {name} landed)") for name in names}
 
 
 def runs(out: Path | str, day: dt.date = DAY) -> pl.DataFrame:

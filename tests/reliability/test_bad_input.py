@@ -50,7 +50,7 @@ def test_a_day_of_only_bad_records_fails_clearly_with_the_rejects_as_evidence(tm
     out = storage.open_store(cfg.output_uri)
     evidence = out.uri(storage.failed_prefix(DAY, cfg.run_id))
     assert "2026-11-25" in message and "reject ratio" in message and f"rejects and validation result are at {evidence}" in message
-    assert not out.exists(storage.table_key("rejects", DAY))
+    assert storage.landed_key(out, "rejects", DAY) is None
     rejects = storage.read_parquet(out, storage.failed_key(DAY, cfg.run_id, "rejects.parquet"))
     assert rejects.height == 3 and all(rejects["reasons"].list.len() > 0)
 

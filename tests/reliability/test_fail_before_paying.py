@@ -13,7 +13,7 @@ import pytest
 from evaluation import stages, storage, synthetic
 from evaluation.day import run_day
 from evaluation.testing.openai_server import OpenAIServer, Reply
-from tests.reliability.helpers import DAY, config, runs
+from tests.reliability.helpers import DAY, config, landed_bytes, runs
 
 LANDED = ("evaluations", "judge_calls", "daily_summary", "rejects")
 
@@ -24,12 +24,12 @@ def landed_day(tmp_path: Path) -> dict[str, bytes]:
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
     good = config(tmp_path, run_id="r0", judge_model="offline/lexical")
     run_day(good, stages.Stores.open(good))
-    return {name: (tmp_path / "out" / storage.table_key(name, DAY)).read_bytes() for name in LANDED}
+    return landed_bytes(tmp_path / "out", LANDED)
 
 
 def _assert_nothing_ran(tmp_path: Path, landed: dict[str, bytes], run_id: str = "r1") -> None:
     out = tmp_path / "out"
-    assert {name: (out / storage.table_key(name, DAY)).read_bytes() for name in LANDED} == landed
+    assert landed_bytes(out, LANDED) == landed
     assert not (out / storage.work_prefix(DAY, run_id)).exists(), "the failed run staged work"
 
 

@@ -16,7 +16,7 @@ import pytest
 from evaluation import stages, storage, synthetic
 from evaluation.day import run_day
 from evaluation.testing.openai_server import MALFORMED_CONTENT, FaultPlan, OpenAIServer, Reply
-from tests.reliability.helpers import DAY, config, judge_kind, judge_reply, prompt_pair, runs, table
+from tests.reliability.helpers import DAY, config, judge_kind, judge_reply, landed_bytes, prompt_pair, runs, table
 
 RECORDS = 120
 JUDGES = ("rag", "masis", "prompt")
@@ -146,8 +146,7 @@ def test_every_call_failing_fails_on_the_call_error_ceiling_and_keeps_the_landed
     out = tmp_path / "out"
     good = config(tmp_path, run_id="r0", judge_model="offline/lexical")
     run_day(good, stages.Stores.open(good))
-    landed = {name: (out / storage.table_key(name, DAY)).read_bytes()
-              for name in ("evaluations", "judge_calls", "daily_summary", "rejects")}
+    landed = landed_bytes(out, ("evaluations", "judge_calls", "daily_summary", "rejects"))
     with OpenAIServer(responder=lambda body: Reply.server_error()) as server:
         cfg = config(tmp_path, judge_model="openai/mock-judge", api_base=server.base_url,
                      max_attempts=2, max_call_error_ratio=0.2, concurrency=16)
@@ -159,7 +158,7 @@ def test_every_call_failing_fails_on_the_call_error_ceiling_and_keeps_the_landed
     assert "run r1 of 2026-11-20" in message
     assert "max_call_error_ratio 20.0%" in message and "(100.0%)" in message
     # The failed run replaced nothing that analysts read: the day is the good run's, byte for byte.
-    assert {name: (out / storage.table_key(name, DAY)).read_bytes() for name in landed} == landed
+    assert landed_bytes(out, tuple(landed)) == landed
     evidence = out / storage.failed_prefix(DAY, "r1")
     assert f"this run's rows are at {evidence}" in message
     evaluations = pl.read_parquet(evidence / "evaluations.parquet")

@@ -46,7 +46,7 @@ def test_a_clean_day_reconciles_across_batches(staged) -> None:  # type: ignore[
     cfg, stores, _ = staged
     result = stages.score_and_land(cfg, stores)
     assert result["reconciled"]["rows"] == result["reconciled"]["expected_rows"] == result["valid"] * 3
-    summary = storage.read_parquet(stores.out, storage.table_key("daily_summary", DAY))
+    summary = storage.read_day(stores.out, "daily_summary", DAY)
     assert summary["rows"].sum() == result["rows"]
     assert sum(result["statuses"].values()) == result["rows"]
     assert summary["n_ok"].sum() == result["statuses"]["ok"]

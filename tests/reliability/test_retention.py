@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from evaluation import retention, stages, storage, synthetic
@@ -129,7 +128,7 @@ def test_cli_gc_is_a_dry_run_unless_applied(tmp_path: Path) -> None:
     remaining = _keys(out)
     assert not any(k.startswith(("_work/", "_failed/")) for k in remaining)
     assert {k for k in before if k.startswith(("_ledger/", "evaluations/", "runs/"))} <= remaining
-    assert pl.read_parquet(tmp_path / "out" / storage.table_key("evaluations", DAY)).height == RECORDS * 3
+    assert storage.read_day(storage.LocalStore(tmp_path / "out"), "evaluations", DAY).height == RECORDS * 3
 
 
 def test_s3_store_deletes_exactly_the_listed_keys(local_s3: object) -> None:

@@ -47,7 +47,7 @@ def _run(tmp_path: Any, output_uri: str, s3_access: storage.S3Access) -> stages.
 
 
 def _table(store: storage.Store, name: str) -> pl.DataFrame:
-    frame = storage.read_parquet(store, storage.table_key(name, DAY))
+    frame = storage.read_day(store, name, DAY)
     return frame.drop([c for c in TIMING if c in frame.columns])
 
 

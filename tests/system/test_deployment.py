@@ -124,7 +124,7 @@ def _runs_row(deployment: LocalDeployment, day: dt.date, run_id: str) -> dict[st
 
 
 def _evaluations(deployment: LocalDeployment, day: dt.date) -> pl.DataFrame:
-    return storage.read_parquet(_output_store(deployment), storage.table_key("evaluations", day))
+    return storage.read_day(_output_store(deployment), "evaluations", day)
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +201,8 @@ def test_judges_ran_on_the_celery_worker_within_the_pool(api: ApiClient, first_r
 def test_landed_day_follows_the_contract(deployment: LocalDeployment, first_run: dict[str, Any]) -> None:
     out = _output_store(deployment)
     evaluations = _evaluations(deployment, DAY)
-    rejects = storage.read_parquet(out, storage.table_key("rejects", DAY))
-    summary = storage.read_parquet(out, storage.table_key("daily_summary", DAY))
+    rejects = storage.read_day(out, "rejects", DAY)
+    summary = storage.read_day(out, "daily_summary", DAY)
     run = _runs_row(deployment, DAY, first_run["dag_run_id"])
 
     planted = len(synthetic.bad_lines(DAY)) + 1  # + the repeated record_id
@@ -302,14 +302,15 @@ def test_an_unknown_conf_key_fails_the_run_in_check_run(api: ApiClient) -> None:
 def test_a_bad_judge_model_fails_in_check_run_and_keeps_the_day(deployment: LocalDeployment, api: ApiClient,
                                                                  first_run: dict[str, Any]) -> None:
     out = _output_store(deployment)
-    key = storage.table_key("evaluations", DAY)
+    key = storage.landed_key(out, "evaluations", DAY)
+    assert key is not None
     before = out.read_bytes(key)
     run = _trigger_and_wait(api, DAILY, {"judge_model": "nope/not-a-model", "date": DAY.isoformat()})
     states = api.task_states(DAILY, run["dag_run_id"])
     assert run["state"] == "failed", states
     assert states["check_run"] == "failed", states
     assert not any(task.startswith("judge[") for task in states), states
-    assert out.read_bytes(key) == before
+    assert storage.landed_key(out, "evaluations", DAY) == key and out.read_bytes(key) == before
     row = _runs_row(deployment, DAY, run["dag_run_id"])
     assert row["status"] == "failed" and row["message"], row
 

@@ -99,7 +99,7 @@ def test_a_run_with_thresholds_from_a_calibration_records_which(tmp_path: Path) 
     assert (row["pass_threshold"], row["borderline_threshold"]) == (0.8, 0.6)  # the run's own, for masis and prompt
     assert json.loads(row["config"])["thresholds_in_force"]["rag"] == {
         "pass": suggested.pass_, "borderline": suggested.borderline, "source": reference}
-    evaluations = pl.read_parquet(tmp_path / "out" / storage.table_key("evaluations", DAY))
+    evaluations = storage.read_day(storage.LocalStore(tmp_path / "out"), "evaluations", DAY)
     rag = evaluations.filter((pl.col("judge") == "rag") & (pl.col("judge_status") == "ok")
                              & (pl.col("faithfulness") > 0))
     expected = [("pass" if s >= suggested.pass_ else "borderline" if s >= suggested.borderline else "fail")

@@ -66,7 +66,7 @@ def test_it_fails_at_the_deadline_naming_the_prefix(root: Path, capsys: pytest.C
             "(wait_deadline_s=2)") in result["error"]
     row = _runs(root).row(0, named=True)
     assert row["status"] == "failed" and row["waited_s"] >= 2 and "_SUCCESS" in row["message"]
-    assert not storage.open_store(str(root / "out")).exists(storage.table_key("evaluations", DAY))
+    assert storage.landed_key(storage.open_store(str(root / "out")), "evaluations", DAY) is None
 
 
 def test_without_the_options_it_does_not_wait(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

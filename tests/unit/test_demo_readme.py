@@ -70,8 +70,10 @@ def test_the_demo_output_holds_the_week_and_keeps_what_users_wrote(demo_output: 
     assert (demo_output / "calibrations" / "notes.txt").read_text() == "mine"
     assert not (demo_output / "evaluations" / "dt=2001-01-01" / "part-0.parquet").exists()
     listed = (demo_output / WRITTEN_LIST).read_text().split()
-    assert "calibrations/notes.txt" not in listed and storage.table_key("runs", LAST) not in listed  # runs: run-*.parquet
-    assert storage.table_key("evaluations", LAST) in listed
+    assert "calibrations/notes.txt" not in listed and storage.run_key(LAST, f"demo-{LAST}") in listed
+    # each day's tables and its commit record, through which the commands read the day
+    assert {storage.landing_key("evaluations", LAST, f"demo-{LAST}"), storage.commit_key(LAST)} <= set(listed)
+    assert set(storage.read_landed(storage.open_store(str(demo_output))).commits) == set(DAYS)
 
 
 def test_the_readme_commands_run_as_written(demo_output: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,6 +121,9 @@ def test_report_says_when_it_replaces_a_fuller_report(demo_output: Path, tmp_pat
         for path in source.iterdir():
             (only_last / table / source.name).mkdir(parents=True, exist_ok=True)
             (only_last / table / source.name / path.name).write_bytes(path.read_bytes())
+    commit = storage.commit_key(LAST)  # and the day's commit record, through which readers find it
+    (only_last / commit).parent.mkdir(parents=True)
+    (only_last / commit).write_bytes((demo_output / commit).read_bytes())
     report_dir = tmp_path / "report"
     code, _, err = _run(["report", "--date", "latest", "--output", "demo-output", "--report-output", str(report_dir)],
                         demo_output, capsys)

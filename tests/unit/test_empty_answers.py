@@ -75,8 +75,8 @@ def _spent_nothing(row: dict[str, Any]) -> bool:
 def _check_landed_day(out: Path, result: stages.DayResult) -> None:
     """Every empty answer lands as :func:`_expected_empty_row` with nothing spent and no call; the
     day's counts reconcile."""
-    evaluations = pl.read_parquet(out / storage.table_key("evaluations", DAY))
-    calls = pl.read_parquet(out / storage.table_key("judge_calls", DAY))
+    evaluations = storage.read_day(storage.LocalStore(out), "evaluations", DAY)
+    calls = storage.read_day(storage.LocalStore(out), "judge_calls", DAY)
     rows = {(r["record_id"], r["judge"]): r for r in evaluations.to_dicts()}
     for record_id in EMPTY:
         for judge in JUDGES:

@@ -88,7 +88,7 @@ def landed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, pl.D
                            date=DAY, run_id=f"shape-{shape}", trigger="test")
         run_day(cfg, Stores.open(cfg))
         out = storage.open_store(str(root / "out"))
-        tables[shape] = {name: storage.read_parquet(out, storage.table_key(name, DAY))
+        tables[shape] = {name: storage.read_day(out, name, DAY)
                          for name in ("evaluations", "rejects")}
         tables[shape]["runs"] = storage.read_parquet(out, storage.run_key(DAY, cfg.run_id))
     return tables
@@ -150,6 +150,6 @@ def test_generate_writes_a_day_that_run_lands(tmp_path: Path, capsys: pytest.Cap
     assert (summary["status"], summary["output_uri"]) == ("success", str(out))
     assert (summary["reconciled"]["valid"], summary["reconciled"]["rejected"]) == (
         200, generated["planted_bad_records"])
-    evaluations = storage.read_parquet(storage.open_store(str(out)), storage.table_key("evaluations", DAY))
+    evaluations = storage.read_day(storage.open_store(str(out)), "evaluations", DAY)
     assert sorted(evaluations["model"].unique()) == ["app-a", "app-b"]
     assert evaluations.height == 200 * 3

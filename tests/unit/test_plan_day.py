@@ -30,7 +30,7 @@ def _config(tmp_path: Path, run_id: str, **values: Any) -> Any:
 
 def _made(out: Path) -> pl.DataFrame:
     """The calls a run made (its reused replies excluded), per judge: how many, their prompt tokens."""
-    calls = pl.read_parquet(out / storage.table_key("judge_calls", DAY)).filter(pl.col("attempts") > 0)
+    calls = storage.read_day(storage.LocalStore(out), "judge_calls", DAY).filter(pl.col("attempts") > 0)
     return calls.group_by("judge").agg(pl.len().alias("calls"), pl.col("input_tokens").sum()).sort("judge")
 
 
@@ -75,7 +75,7 @@ def test_a_second_plan_counts_the_ledgers_replies_as_no_calls(day: Path) -> None
         cfg = _config(day, "plan", judge_model="openai/mock-judge", api_base=server.base_url)
         size = stages.plan_day(cfg, stages.Stores.open(cfg))
     assert size.calls == 0 and size.input_tokens == 0 and size.seconds == 0
-    landed = pl.read_parquet(Path(first.output_uri) / storage.table_key("evaluations", run.date))
+    landed = storage.read_day(storage.LocalStore(Path(first.output_uri)), "evaluations", run.date)
     empty = landed.filter(pl.col("reason") == "empty_answer").height
     assert empty > 0 and sum(j.no_call.get("empty_answer", 0) for j in size.judges) == empty
     # every pair the run sent or reused a reply for is a ledger hit now; the rest were never calls

@@ -127,11 +127,13 @@ def judged_rows(day: dt.date, model: str, quality: float, records: int, rng: ran
 def land_day(store: storage.Store, day: dt.date, rows: list[dict[str, Any]], rejects: list[dict[str, Any]] | None = None,
              *, summary: bool = True) -> pl.DataFrame:
     frame = pl.DataFrame(rows, schema=EVAL_SCHEMA)
-    storage.write_parquet(store, storage.table_key("evaluations", day), frame)
+    run = f"run-{day.isoformat()}"
+    tables = {"evaluations": frame, "rejects": pl.DataFrame(rejects or [], schema=REJECT_SCHEMA)}
     if summary:
-        storage.write_parquet(store, storage.table_key("daily_summary", day), build_daily_summary(frame, day, f"run-{day.isoformat()}"))
-    reject_frame = pl.DataFrame(rejects or [], schema=REJECT_SCHEMA)
-    storage.write_parquet(store, storage.table_key("rejects", day), reject_frame)
+        tables["daily_summary"] = build_daily_summary(frame, day, run)
+    for name, table in tables.items():
+        storage.write_parquet(store, storage.landing_key(name, day, run), table)
+    storage.commit_day(store, day, run, {name: storage.landing_key(name, day, run) for name in tables})
     return frame
 
 
@@ -551,7 +553,7 @@ def test_report_on_a_real_pipeline_run(tmp_path: Path) -> None:
         run_day(cfg, stages.Stores.open(cfg))
     out = storage.open_store(str(tmp_path / "out"))
     page, summary = build_daily_report(out, DAY)
-    evaluations = storage.read_parquet(out, storage.table_key("evaluations", DAY))
+    evaluations = storage.read_day(out, "evaluations", DAY)
     assert summary["totals"]["rows"] == evaluations.height
-    assert summary["rejects"]["total"] == storage.read_parquet(out, storage.table_key("rejects", DAY)).height
+    assert summary["rejects"]["total"] == storage.read_day(out, "rejects", DAY).height
     assert len(summary["source"]["days_with_summary"]) == 2 and "<script" not in page

@@ -65,7 +65,7 @@ def test_worst_records_show_the_question_and_answer_they_were_judged_on(day_run)
 def test_empty_answers_are_counted_once_and_the_worst_non_empty_ones_listed(day_run) -> None:
     out, _, emptied = day_run
     page, summary = build_daily_report(out, DAY, worst_per_judge=10)
-    evaluations = storage.read_parquet(out, storage.table_key("evaluations", DAY))
+    evaluations = storage.read_day(out, "evaluations", DAY)
     ok_empty = (evaluations.filter(pl.col("record_id").is_in(sorted(emptied)) & (pl.col("judge_status") == "ok"))
                 .group_by("judge").agg(pl.col("record_id").sort()))
     expected = {judge: ids for judge, ids in ok_empty.iter_rows()}
@@ -89,6 +89,8 @@ def test_a_record_without_a_kept_prompt_says_so(day_run, tmp_path: Path) -> None
     for table in ("evaluations", "daily_summary", "runs"):
         for info in out.list(f"{table}/"):
             copy.write_bytes(info.key, out.read_bytes(info.key))
+    commit = storage.read_landed(out, [DAY]).commits[DAY]
+    storage.commit_day(copy, DAY, commit.run_id or "", {t: commit.objects[t] for t in ("evaluations", "daily_summary")})
     page, summary = build_daily_report(copy, DAY)  # no judge_calls landed
     assert all(r["question"] is None and r["answer"] is None for r in summary["worst_records"])
     assert "no judge call kept this record&#x27;s prompt" in page or "no judge call kept this record's prompt" in page
@@ -99,18 +101,18 @@ def test_empty_answers_landed_with_the_clamp_and_no_judge_call_are_counted(day_r
     ``empty_answer`` clamp, and no judge call (so no prompt) exists for them."""
     out, _, emptied = day_run
     copy = storage.open_store(str(tmp_path / "copy"))
-    for table in ("daily_summary", "runs"):
+    for table in ("daily_summary", "rejects", "runs", "_landed"):  # the day's commit names the same objects
         for info in out.list(f"{table}/"):
             copy.write_bytes(info.key, out.read_bytes(info.key))
-    evaluations = storage.read_parquet(out, storage.table_key("evaluations", DAY))
+    evaluations = storage.read_day(out, "evaluations", DAY)
     is_empty = pl.col("record_id").is_in(sorted(emptied))
     evaluations = evaluations.with_columns(
         judge_status=pl.when(is_empty).then(pl.lit("ok")).otherwise("judge_status"),
         score=pl.when(is_empty).then(0.0).otherwise("score"),
         clamps_applied=pl.when(is_empty).then(pl.lit(["empty_answer"])).otherwise("clamps_applied"))
-    storage.write_parquet(copy, storage.table_key("evaluations", DAY), evaluations)
-    calls = storage.read_parquet(out, storage.table_key("judge_calls", DAY)).filter(~is_empty)
-    storage.write_parquet(copy, storage.table_key("judge_calls", DAY), calls)
+    storage.write_parquet(copy, storage.landed_key(out, "evaluations", DAY) or "", evaluations)
+    calls = storage.read_day(out, "judge_calls", DAY).filter(~is_empty)
+    storage.write_parquet(copy, storage.landed_key(out, "judge_calls", DAY) or "", calls)
 
     _, summary = build_daily_report(copy, DAY, worst_per_judge=10)
     assert {e["judge"]: e["count"] for e in summary["empty_answers"]} == {j: len(emptied) for j in summary["judges"]}

@@ -123,7 +123,7 @@ def with_torn_day(out, tmp_path_factory: pytest.TempPathFactory) -> storage.Stor
     opens it fails, so a query that succeeds never opened it."""
     root = tmp_path_factory.mktemp("torn") / "out"
     shutil.copytree(out.root, root)
-    torn = root / storage.table_key("evaluations", dt.date(2026, 10, 31))
+    torn = root / storage.legacy_key("evaluations", dt.date(2026, 10, 31))  # a day landed before commit records
     torn.parent.mkdir(parents=True)
     torn.write_bytes(b"PAR1 not parquet at all PAR1")
     return storage.open_store(str(root))

@@ -150,7 +150,8 @@ def test_a_polars_scan_asks_for_credentials_before_each_request_not_once(local_s
     store = storage.open_store("s3://llm-evaluation/credentials", local_s3.access(session))
     days = [dt.date(2026, 11, day) for day in range(1, 7)]
     for day in days:
-        storage.write_parquet(store, storage.table_key("evaluations", day), pl.DataFrame({"score": [float(day.day)]}))
+        storage.write_parquet(store, storage.landing_key("evaluations", day, "r1"), pl.DataFrame({"score": [float(day.day)]}))
+        storage.commit_day(store, day, "r1", {"evaluations": storage.landing_key("evaluations", day, "r1")})
     assert session.asked == 0
     table = storage.scan_table(store, "evaluations")
     assert table is not None and table.select(pl.col("score").sum()).collect().item() == sum(d.day for d in days)

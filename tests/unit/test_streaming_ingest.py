@@ -271,7 +271,7 @@ def _staged(cfg: RunConfig) -> dict[str, Any]:
     staged = stages.read_manifest(cfg, stages.Stores.open(cfg))
     manifest = {**staged.ingest.model_dump(), **staged.plan.model_dump()}
     chunks = [storage.read_parquet(store, storage.chunk_key(DAY, "r", "records", i)) for i in range(manifest["chunks"])]
-    assert not store.exists(storage.table_key("rejects", DAY))
+    assert storage.landed_key(store, "rejects", DAY) is None
     return {
         "rejects": storage.read_parquet(store, stages.staged_key(cfg, "rejects")),
         "result": storage.read_json(store, stages.staged_key(cfg, "validation")),
@@ -326,7 +326,7 @@ def test_a_day_of_only_bad_records_keeps_every_reject_as_evidence(tmp_path: Path
     with pytest.raises(stages.RunFailed, match=r"reject ratio 1 \(40 of 40\) exceeds max_reject_ratio 0.05"):
         stages.ingest_and_validate(cfg, stages.Stores.open(cfg), batch_rows=7)
     store = storage.LocalStore(tmp_path / "out")
-    assert not store.exists(storage.table_key("rejects", DAY))  # a failed run replaces no table
+    assert storage.landed_key(store, "rejects", DAY) is None  # a failed run replaces no table
     rejects = storage.read_parquet(store, storage.failed_key(DAY, "r", "rejects.parquet"))
     assert rejects.height == 40
     assert rejects["run_id"].unique().to_list() == ["r"]
@@ -358,7 +358,7 @@ def test_a_day_without_objects(tmp_path: Path, allow_empty: bool) -> None:
         with pytest.raises(stages.RunFailed, match="2026-11-25: no input objects"):
             stages.ingest_and_validate(cfg, stores)
         assert storage.read_parquet(stores.out, storage.failed_key(DAY, "r", "rejects.parquet")).height == 0
-        assert not stores.out.exists(storage.table_key("rejects", DAY))
+        assert storage.landed_key(stores.out, "rejects", DAY) is None
         return
     assert stages.ingest_and_validate(cfg, stores).model_dump() == {"objects": 0, "input": 0, "valid": 0, "rejected": 0}
     assert stages.plan_chunks(cfg, stores) == []

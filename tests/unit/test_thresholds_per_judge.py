@@ -125,7 +125,7 @@ def _run(tmp_path: Path, run_id: str, **options: Any) -> tuple[pl.DataFrame, dic
     cfg = RunConfig(date=DAY, input_uri=str(raw), output_uri=str(tmp_path / "out"), run_id=run_id, chunk_size=30,
                     **options)
     run_day(cfg, Stores.open(cfg))
-    evaluations = pl.read_parquet(tmp_path / "out" / storage.table_key("evaluations", DAY))
+    evaluations = storage.read_day(storage.LocalStore(tmp_path / "out"), "evaluations", DAY)
     row = pl.read_parquet(tmp_path / "out" / storage.run_key(DAY, run_id)).row(0, named=True)
     return evaluations.sort("record_id", "judge"), json.loads(row["config"])["thresholds_in_force"]
 
@@ -191,7 +191,7 @@ def test_a_run_refuses_a_calibration_with_too_few_labelled_rows_before_paying(
         _run(tmp_path, "r-refused", thresholds_from=f"{calibration}/{judge}")
     runs = pl.read_parquet(tmp_path / "out" / storage.run_key(DAY, "r-refused")).row(0, named=True)
     assert runs["status"] == "failed" and "nothing was ingested or judged" in runs["message"]
-    assert not (tmp_path / "out" / storage.table_key("evaluations", DAY)).exists()
+    assert storage.landed_key(storage.LocalStore(tmp_path / "out"), "evaluations", DAY) is None
 
 
 def test_a_calibration_of_a_judge_the_run_does_not_select_is_refused(tmp_path: Path) -> None:
