@@ -5,11 +5,14 @@ Every day, applies the retention of working data under the output root (CONTRACT
 
 **apply_retention** lists what the retention lets go: a failed or dead run's `_work/` folder
 after `work_days`, a failed run's evidence under `_failed/` after `failed_days`, a day's ledger
-and claim once `dt` is more than `ledger_days` old. It deletes exactly the listed objects (never a
-whole prefix, so what a run writes meanwhile stays), unless `dry_run` is on, and logs every folder
-with its objects and bytes. One task: the list of keys never travels through XCom.
+and claim once `dt` is more than `ledger_days` old, and after `work_days` an object of a day
+table that no day's commit record names (left by a landing that died). It deletes exactly the
+listed objects (never a whole prefix, so what a run writes meanwhile stays), unless `dry_run` is
+on, and logs every folder with its objects and bytes. One task: the list of keys never travels
+through XCom.
 
-Landed tables, reports, comparisons, calibrations and `runs` are never deleted. The same
+What a day's commit record names, reports, comparisons, calibrations and `runs` are never
+deleted. The same
 collection runs without Airflow as `python -m evaluation gc` (a dry run unless `--apply`).
 S3 is reached through the `aws_default` connection.
 """

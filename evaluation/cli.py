@@ -8,8 +8,8 @@
   ``comparisons/`` and a report page, print a JSON summary of the deltas.
 * ``sql``: run SQL over the landed tables (Polars SQL, dt partitions pruned) and print or save it.
 * ``report``: build a day's HTML report and ``summary.json`` from the landed tables, print the page's URI.
-* ``gc``: apply the retention of working data (``_work/``, ``_failed/``, the ledger); a dry run
-  unless ``--apply``.
+* ``gc``: apply the retention of working data (``_work/``, ``_failed/``, the ledger, objects no
+  day's commit names); a dry run unless ``--apply``.
 * ``calibrate``: judge a golden set (human-labelled records) and land the judges' agreement with the
   labels under ``calibrations/`` with a page; print a JSON summary of the figures.
 * ``generate``: write a realistic day of sample logs (own or openai-chat records) to try ``run`` on.
@@ -315,9 +315,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _gc_parser(sub: Any) -> None:
     parser = sub.add_parser("gc", help="delete working data past its retention (a dry run unless --apply)",
-                            description="Lists the working data (_work/, _failed/, the ledger and claims) that the "
+                            description="Lists the working data (_work/, _failed/, the ledger and claims, and "
+                                        "objects of the day tables that no day's commit names) that the "
                                         "retention lets go, with objects and bytes; deletes exactly those objects "
-                                        "with --apply. Landed tables, reports and runs are never deleted.")
+                                        "with --apply. What a day's commit names, reports and runs are never deleted.")
     parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
                         required=not os.environ.get("EVALUATION_OUTPUT_URI"),
                         help="root of the landed tables (s3://bucket/prefix or a directory; default $EVALUATION_OUTPUT_URI)")

@@ -530,7 +530,8 @@ class Retention(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    work_days: int = Field(default=3, ge=0, description="Days a failed or dead run's `_work/` folder is kept.")
+    work_days: int = Field(default=3, ge=0, description="Days a failed or dead run's `_work/` folder, and an object "
+                                                         "of a day table that no day's commit names, are kept.")
     failed_days: int = Field(default=30, ge=0, description="Days a failed run's evidence under `_failed/` is kept.")
     ledger_days: int = Field(
         default=35, ge=0,

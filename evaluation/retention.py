@@ -12,10 +12,15 @@ only as long as it is useful:
 * ``_ledger/dt=YYYY-MM-DD/``: replies kept so that a re-run of the day pays nothing. A day's ledger
   goes once the day (``dt``) is more than ``ledger_days`` old: a re-run after that pays again.
 * ``_claims/dt=YYYY-MM-DD.json``: which run owns a day; kept as long as that day's ledger.
+* uncommitted objects of the day tables (``<table>/dt=.../run-<id>.parquet``, and the validation
+  result) that no day's commit record names: a landing that died before its commit left them, or
+  one that died after it left the run it superseded. No reader of the project reads them; the next
+  landing of the day deletes them, and here each goes once older than ``work_days`` (so a landing
+  under way is never touched).
 
-Landed tables, reports, comparisons and calibrations are never deleted here: a table holds one
-object per day, replaced whole by a re-run, so older runs' versions do not accumulate, and the
-``runs`` table is the audit log of every run.
+What a day's commit record names, reports, comparisons and calibrations are never deleted here: a
+re-run replaces a day whole and deletes the objects it superseded itself, so older runs' versions
+do not accumulate, and the ``runs`` table is the audit log of every run.
 
 A collection is a plan: :func:`collect` lists the objects it would delete (nothing is deleted),
 and :func:`apply` deletes exactly the listed keys, no prefix, so an object written after the
@@ -39,9 +44,10 @@ _CLAIM = re.compile(r"^_claims/dt=(?P<day>\d{4}-\d{2}-\d{2})\.json$")
 
 @dataclass(frozen=True)
 class Group:
-    """One folder to delete: a run's working data or a day's ledger."""
+    """One folder to delete (a run's working data, a day's ledger), or one object (a claim, an
+    uncommitted object)."""
 
-    area: str  #: _work, _failed, _ledger or _claims
+    area: str  #: _work, _failed, _ledger, _claims or uncommitted
     prefix: str
     objects: tuple[storage.ObjectInfo, ...]
     age_days: float  #: how old the newest object (or, for the ledger, the day) is
@@ -122,6 +128,12 @@ def collect(store: storage.Store, retention: Retention, *, now: dt.datetime) -> 
         age = (today - dt.date.fromisoformat(match.group("day"))).days
         if age > retention.ledger_days:
             plan.groups.append(Group("_claims", info.key, (info,), float(age)))
+    objects = storage.list_day_objects(store)
+    landed = storage.read_landed(store)  # read after the listing: a commit written meanwhile names its objects
+    for info in storage.uncommitted(objects, landed):
+        age = (now_s - info.modified) / 86400
+        if age > retention.work_days:
+            plan.groups.append(Group("uncommitted", info.key, (info,), age))
     return plan
 
 
@@ -130,21 +142,28 @@ def apply(store: storage.Store, plan: Plan) -> int:
     keys = plan.keys()
     store.delete_keys(keys)
     if isinstance(store, storage.LocalStore):
-        for area in {g.area for g in plan.groups}:
-            store.prune(f"{area}/")
+        folders = {f"{g.area}/" for g in plan.groups if g.area.startswith("_")}
+        folders |= {g.prefix.rsplit("/", 1)[0] + "/" for g in plan.groups if g.area == "uncommitted"}
+        for folder in sorted(folders):
+            store.prune(folder)
     return len(keys)
 
 
 def describe(plan: Plan, *, applied: bool) -> list[str]:
     """Lines for a person: each folder, then the totals."""
     verb = "deleted" if applied else "would delete"
-    lines = [f"{g.prefix}  {len(g.objects)} objects, {_size(g.bytes)}, {g.age_days:.1f} days old" for g in plan.groups]
-    areas = ", ".join(f"{area} {e['folders']} folders / {_size(e['bytes'])}" for area, e in plan.by_area().items())
-    lines.append(f"{verb} {plan.objects} objects, {_size(plan.bytes)} under {plan.root}"
+    lines = [f"{g.prefix}  {_objects(len(g.objects))}, {_size(g.bytes)}, {g.age_days:.1f} days old" for g in plan.groups]
+    areas = ", ".join(f"{area} {e['folders']} {'objects' if area == 'uncommitted' else 'folders'} / {_size(e['bytes'])}"
+                      for area, e in plan.by_area().items())
+    lines.append(f"{verb} {_objects(plan.objects)}, {_size(plan.bytes)} under {plan.root}"
                  + (f" ({areas})" if areas else ""))
     if not applied and plan.objects:
         lines.append("dry run: nothing was deleted; run again with --apply to delete these objects")
     return lines
+
+
+def _objects(n: int) -> str:
+    return f"{n} object" if n == 1 else f"{n} objects"
 
 
 def _size(n: int) -> str:

@@ -9,7 +9,8 @@ the body) and how many times that request was seen, so an identical retry draws 
 bounded per request (keep ``max_faults_per_request`` below the client's attempts).
 A ``refuse`` rule may answer an S3 error instead of forwarding, from the access key id that signed
 the request (to stand for S3's own refusal of keys it does not accept, expired ones among them);
-every request is recorded with that key.
+every request is recorded with that key. A ``fail`` rule answers an S3 error for every attempt of
+the requests it picks by method and path (such as the upload of one object: a task that dies there).
 Requests whose URLs carry random parts (multipart upload ids, random names) draw differently from
 one run to the next. Everything listens on 127.0.0.1 and is closed by :meth:`FaultyProxy.stop`.
 """
@@ -76,18 +77,22 @@ class ProxiedRequest:
 
 #: An S3 error for a request signed with this access key id, as (status, code, message); None: forward it.
 RefuseRule = Callable[[str], "tuple[int, str, str] | None"]
+#: An S3 error for a request with this method and path (as sent: keys URL-encoded); None: forward it.
+FailRule = Callable[[str, str], "tuple[int, str, str] | None"]
 
 
 class FaultyProxy:
     """``with FaultyProxy(upstream_url, S3FaultPlan(seed=1)) as proxy: proxy.endpoint_url``."""
 
-    def __init__(self, upstream_url: str, plan: S3FaultPlan | None = None, *, refuse: RefuseRule | None = None) -> None:
+    def __init__(self, upstream_url: str, plan: S3FaultPlan | None = None, *, refuse: RefuseRule | None = None,
+                 fail: FailRule | None = None) -> None:
         upstream = urlsplit(upstream_url)
         if upstream.scheme != "http" or not upstream.hostname:
             raise ValueError(f"upstream must be an http:// URL, got {upstream_url!r}")
         self.upstream = (upstream.hostname, upstream.port or 80)
         self.plan = plan or S3FaultPlan()
         self.refuse = refuse
+        self.fail = fail
         self.endpoint_url = ""
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
@@ -208,6 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.close()
             return
         refusal = proxy.refuse(access_key) if fault is None and proxy.refuse is not None else None
+        if refusal is None and fault is None and proxy.fail is not None:
+            refusal = proxy.fail(self.command, self.path)
         if refusal is not None:
             proxy._record(self.command, self.path, "refused", access_key, agent)
         error = refusal if refusal is not None else _ERRORS[fault] if fault in _ERRORS else None

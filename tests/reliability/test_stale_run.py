@@ -1,22 +1,25 @@
-"""Stale runs and crashes while landing: readers always see a whole version of every table-day.
+"""Stale runs and crashes while landing: readers always see one run's day, whole.
 
 A newer run of a day takes the day's claim; an older run still going may then not land anything.
-A run that dies between two tables leaves every table-day whole: the ones it replaced are its own,
-the others still the previous version, each one object, each readable.
+A run that dies between two tables changes nothing a reader of the project sees: the day is the
+previous run's, every table of it, until a landing commits.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
-from evaluation import stages, storage, synthetic
+from evaluation import sql, stages, storage, synthetic
 from evaluation.contract import RunConfig
 from evaluation.day import run_day
-from tests.reliability.helpers import DAY, config, runs, table
+from evaluation.stages import land
+from tests.reliability.helpers import DAY, REPO, config, landed_bytes, runs, table
 
 OFFLINE = {"judge_model": "offline/lexical", "max_reject_ratio": 0.5}  # the planted bad records land as rejects
 LANDED = ("evaluations", "judge_calls", "daily_summary", "rejects")
@@ -54,16 +57,40 @@ def test_an_older_run_may_not_land_once_a_newer_one_claimed_the_day(tmp_path: Pa
     evaluations = table(out, "evaluations")
     assert evaluations["run_id"].unique().to_list() == ["run-b"] and evaluations.height == 24 * 3
     assert runs(out)["run_id"].to_list() == ["run-b"]
-    b_bytes = {t: (out / storage.table_key(t, DAY)).read_bytes() for t in LANDED}
+    b_bytes = landed_bytes(out, LANDED)
 
     # A, still around, tries again after B landed: refused, and B's tables are untouched.
     with pytest.raises(stages.StaleRun):
         stages.score_and_land(run_a, stores_a)
-    assert {t: (out / storage.table_key(t, DAY)).read_bytes() for t in LANDED} == b_bytes
+    assert landed_bytes(out, LANDED) == b_bytes
     assert runs(out)["run_id"].to_list() == ["run-b"]
 
 
-def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_that_loses_the_day_during_its_uploads_does_not_commit(tmp_path: Path) -> None:
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 12)
+    run_a = config(tmp_path, run_id="run-a", **OFFLINE)
+    run_b = config(tmp_path, run_id="run-b", **OFFLINE)
+    stores_a, stores_b = stages.Stores.open(run_a), stages.Stores.open(run_b)
+    _stage(run_a, stores_a)
+    keys = land.upload_day(run_a, stores_a, {})  # A's staged rejects and validation result are up...
+    store = storage.LocalStore(tmp_path / "out")
+    assert {o.key for o in storage.list_day_objects(store, [DAY])} == {keys["rejects"], keys["validation"]}
+    stages.ingest_and_validate(run_b, stores_b)  # ...when B claims the day: B alone may commit it.
+    with pytest.raises(stages.StaleRun, match="run run-b has claimed the day"):
+        land.commit_or_withdraw(run_a, stores_a, keys)
+    assert not store.exists(storage.commit_key(DAY)) and storage.list_day_objects(store, [DAY]) == []
+
+
+def _landed_only_sql(out: Path) -> str:
+    """The query docs/tables.md gives engines that glob the folders, over ``out``."""
+    text = (REPO / "docs" / "tables.md").read_text(encoding="utf-8")
+    block = re.search(r"only the landed run's rows.*?```sql\n(.*?)```", text, re.S | re.I)
+    assert block, "docs/tables.md gives no query for the landed run's rows"
+    return block.group(1).replace("'out/", f"'{out}/")
+
+
+def test_a_crash_between_two_tables_leaves_every_reader_on_the_day_landed_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     previous_day = DAY - dt.timedelta(days=1)
     raw = storage.LocalStore(tmp_path / "raw")
     synthetic.write_day(raw, previous_day, 18)
@@ -74,7 +101,7 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
         run_day(cfg, stages.Stores.open(cfg))
     before = {(t, d): table(out, t, d) for t in LANDED for d in (previous_day, DAY)}
     files_before = {d: _day_files(out, d) for d in (previous_day, DAY)}
-    assert all(names == ["part-0.parquet"] for t, names in files_before[DAY].items() if t != "runs")
+    assert all(names == [f"run-first-{DAY}.parquet"] for t, names in files_before[DAY].items() if t != "runs")
 
     # The re-run's landing dies on its second table: the process is gone mid-copy, leaving a torn
     # temporary file behind, as a crash would.
@@ -95,27 +122,31 @@ def test_a_crash_between_two_tables_leaves_every_table_day_whole(tmp_path: Path,
     with pytest.raises(OSError, match="simulated crash"):
         run_day(rerun, stages.Stores.open(rerun))
     monkeypatch.setattr(storage.LocalStore, "upload_file", original)
-    assert landed == [storage.table_key("evaluations", DAY), storage.table_key("judge_calls", DAY)]
+    assert landed == [storage.landing_key("evaluations", DAY, "second"), storage.landing_key("judge_calls", DAY, "second")]
 
-    # The other day is untouched; on the day, evaluations is the new version, the rest the old one.
+    # Every reader of the project sees the day landed before, every table of it; the other day is untouched.
+    store = storage.LocalStore(out)
     for name in LANDED:
-        assert table(out, name, previous_day).equals(before[(name, previous_day)])
-        assert table(out, name, DAY).height == before[(name, DAY)].height
+        for day in (previous_day, DAY):
+            assert table(out, name, day).equals(before[(name, day)])
+        assert sql.run_sql(store, f"SELECT DISTINCT run_id FROM {name} WHERE dt = DATE '{DAY}'").rows() == [
+            (f"first-{DAY}",)]
     assert _day_files(out, previous_day) == files_before[previous_day]
-    assert table(out, "evaluations")["run_id"].unique().to_list() == ["second"]
-    assert table(out, "judge_calls").equals(before[("judge_calls", DAY)])
-    assert table(out, "daily_summary").equals(before[("daily_summary", DAY)])
-    # One object per table-day for every reader that lists objects or scans parquet files.
-    for name in LANDED:
-        objects = [o.key for o in storage.LocalStore(out).list(f"{name}/dt={DAY}/")]
-        assert objects == [storage.table_key(name, DAY)]
-        assert pl.scan_parquet(out / name / "**" / "*.parquet").select(pl.len()).collect().item() == sum(
-            before[(name, d)].height for d in (previous_day, DAY))
     assert "second" not in runs(out)["run_id"].to_list()
+    # Engines that glob the folders see the dead landing's evaluations beside the landed ones...
+    everything = pl.scan_parquet(out / "evaluations" / "**" / "*.parquet", hive_partitioning=True).collect()
+    assert set(everything.filter(pl.col("dt") == DAY)["run_id"]) == {f"first-{DAY}", "second"}
+    # ...and the query docs/tables.md gives them keeps the landed run's rows only.
+    kept = duckdb.sql(_landed_only_sql(out)).pl()
+    assert kept.height == sum(before[("evaluations", d)].height for d in (previous_day, DAY))
+    assert set(kept["run_id"]) == {f"first-{previous_day}", f"first-{DAY}"}
 
-    # Run again: the day lands whole, from the ledger, with no call made twice.
+    # Run again: the day lands whole, from the ledger, with no call made twice, and nothing of the
+    # dead landing stays.
     again = config(tmp_path, run_id="third", **OFFLINE)
     result = run_day(again, stages.Stores.open(again))
     assert result["calls_made"] == 0 and result["rows"] == 18 * 3
-    for name in ("evaluations", "judge_calls", "daily_summary"):
+    for name in LANDED:
         assert set(table(out, name)["run_id"]) == {"third"}
+        assert [o.key for o in store.list(f"{name}/dt={DAY}/")] == [storage.landing_key(name, DAY, "third")]
+    assert duckdb.sql(_landed_only_sql(out)).pl().filter(pl.col("dt") == DAY)["run_id"].unique().to_list() == ["third"]
