@@ -25,7 +25,9 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
    on, a chunk's calls go to the provider as one batch and the task defers until it has ended.
 5. **score_land** — clamps, scores and verdicts over the whole table; checks that the counts
    reconcile and that call errors stay under their ceiling, and only then replaces the day's
-   `rejects`, `evaluations`, `judge_calls` and `daily_summary`. A run that breaks a rule keeps
+   `rejects`, `evaluations`, `judge_calls` and `daily_summary`, all at once (its own objects, then
+   the day's commit record in one PUT: a task that dies between two uploads changes nothing
+   readers see, and its retry lands the day whole). A run that breaks a rule keeps
    the day's tables as they were and lands its rows under `_failed/`; either way `runs` gets the
    run's row, with its status and cause. Once the day has landed, its ledger is compacted into a
    few objects (a failed compaction is logged, and the next landing compacts).

@@ -153,8 +153,8 @@ def describe(plan: Plan, *, applied: bool) -> list[str]:
     """Lines for a person: each folder, then the totals."""
     verb = "deleted" if applied else "would delete"
     lines = [f"{g.prefix}  {_objects(len(g.objects))}, {_size(g.bytes)}, {g.age_days:.1f} days old" for g in plan.groups]
-    areas = ", ".join(f"{area} {e['folders']} {'objects' if area == 'uncommitted' else 'folders'} / {_size(e['bytes'])}"
-                      for area, e in plan.by_area().items())
+    areas = ", ".join(f"{area} {_objects(e['folders']) if area == 'uncommitted' else str(e['folders']) + ' folders'}"
+                      f" / {_size(e['bytes'])}" for area, e in plan.by_area().items())
     lines.append(f"{verb} {_objects(plan.objects)}, {_size(plan.bytes)} under {plan.root}"
                  + (f" ({areas})" if areas else ""))
     if not applied and plan.objects:

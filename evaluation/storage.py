@@ -21,14 +21,16 @@ reader sees is overwritten), then the day's commit record (:class:`DayCommit`) i
 deletes the objects that record supersedes. Every reader of the project finds a day's objects
 through the commit records only (:func:`read_landed`, the one way), so it sees the day of one run,
 all its tables together, the previous run's until the commit and the new one's after; a landing
-that dies before its commit changes nothing a reader sees. Each object is itself written whole (a
-single PUT, or a multipart upload that S3 makes visible only when it completes; locally a file
-renamed into place). A day landed before commit records (``<table>/dt=D/part-0.parquet``,
-``validation/dt=D/result.json``, no record) reads as those objects. Engines that glob the
-folders (DuckDB, Athena, Polars) see every object there: both runs' rows between a landing's
-uploads and its deletions (each row carries its ``run_id``; docs/tables.md gives the query that
-keeps the landed run's). ``dt`` lives in the path only (a Date hive partition); the files do not
-repeat it, as Hive, Athena and Trino expect.
+that dies before its commit changes nothing a reader sees. (A reader that read the commit just
+before a newer one, and opens the day's objects after that landing deleted them, fails with a
+:class:`StorageError` naming the object: never a mix; reading again reads the new day.) Each
+object is itself written whole (a single PUT, or a multipart upload that S3 makes visible only
+when it completes; locally a file renamed into place). A day landed before commit records
+(``<table>/dt=D/part-0.parquet``, ``validation/dt=D/result.json``, no record) reads as those
+objects. Engines that glob the folders (DuckDB, Athena, Polars) see every object there: both
+runs' rows between a landing's uploads and its deletions (each row carries its ``run_id``;
+docs/tables.md gives the query that keeps the landed run's). ``dt`` lives in the path only (a Date
+hive partition); the files do not repeat it, as Hive, Athena and Trino expect.
 
 S3: every S3 store reaches S3 through an :class:`S3Access`, a boto3 session and the client made
 from it. The session's credentials are whatever the session resolved (keys, a session token, a
@@ -36,8 +38,8 @@ profile, an assumed role, an instance or pod role), refreshed by botocore before
 Airflow the session comes from the ``aws_default`` connection through the Amazon provider's hook.
 
 Reading: :func:`scan_table` gives a landed table as a Polars ``LazyFrame`` over its days' committed
-objects where they live (a directory, or S3 through Polars' own client with the boto3 client's endpoint and
-region, and the session's credentials asked for before each request, so a long scan outlives
+objects where they live (a directory, or S3 through Polars' own client with the boto3 client's
+endpoint and region, and the session's credentials asked for before each request, so a long scan outlives
 short-lived credentials): nothing is downloaded first, only the columns a query selects are read,
 and a filter on ``dt`` skips the other partitions' objects unopened.
 

@@ -115,11 +115,15 @@ def test_a_query_reads_only_the_partitions_it_can_match(s3: LocalS3) -> None:
     direct = storage.open_store("s3://curated/pruning", s3.access())
     for day in days:
         frame = pl.DataFrame({"model": ["a", "b"], "score": [0.5, float(day.day)]})
-        storage.write_parquet(direct, storage.table_key("evaluations", day), frame)
+        key = storage.landing_key("evaluations", day, "r1")
+        storage.write_parquet(direct, key, frame)
+        storage.commit_day(direct, day, "r1", {"evaluations": key})
     with FaultyProxy(s3.endpoint_url, S3FaultPlan(slow_down=0.0, server_error=0.0, reset=0.0)) as proxy:
         store = storage.open_store("s3://curated/pruning", _access(proxy.endpoint_url))
         result = sql.run_sql(store, "SELECT dt, max(score) AS top FROM evaluations WHERE dt = '2026-11-02' GROUP BY dt")
-        read = {r.path.split("/")[-2].replace("%3D", "=") for r in proxy.requests if r.method == "GET" and "dt" in r.path}
+        gets = [r.path.replace("%3D", "=") for r in proxy.requests if r.method == "GET" and "dt" in r.path]
     assert result.rows() == [(days[1], 2.0)]
-    # The day asked for, and the newest object, whose footer gives the table's schema.
-    assert read == {"dt=2026-11-02", "dt=2026-11-04"}
+    # Every day's commit record (small JSON), then only the day asked for, and the newest object,
+    # whose footer gives the table's schema.
+    assert sorted(p.split("/")[-1] for p in gets if "/_landed/" in p) == [f"dt={d}.json" for d in days]
+    assert {p.split("/")[-2] for p in gets if "/evaluations/" in p} == {"dt=2026-11-02", "dt=2026-11-04"}

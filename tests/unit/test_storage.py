@@ -1,5 +1,6 @@
-"""LocalStore writes: atomic replace, and nothing left behind when a copy fails; tables scanned in
-place whatever version wrote each object; Polars reads S3 with the boto3 client's settings."""
+"""LocalStore writes: atomic replace, and nothing left behind when a copy fails; a day is what its
+commit record names; tables scanned in place whatever version wrote each object; Polars reads S3
+with the boto3 client's settings."""
 
 from __future__ import annotations
 
@@ -39,6 +40,39 @@ def test_a_failed_copy_leaves_the_previous_object_and_no_temporary_file(tmp_path
     store.upload_file("t/dt=2026-11-20/part-0.parquet", source)
     assert store.read_bytes("t/dt=2026-11-20/part-0.parquet") == b"new" * 1000
     assert sorted(p.name for p in folder.iterdir()) == ["part-0.parquet"]
+
+
+def test_a_day_is_what_its_commit_names_and_a_day_without_one_its_legacy_objects(tmp_path: Path) -> None:
+    store = storage.LocalStore(tmp_path / "out")
+    legacy, committed, unlanded = dt.date(2026, 11, 1), dt.date(2026, 11, 2), dt.date(2026, 11, 3)
+    frame = pl.DataFrame({"run_id": ["x"]})
+    for name in ("evaluations", "daily_summary"):
+        storage.write_parquet(store, storage.legacy_key(name, legacy), frame)
+        storage.write_parquet(store, storage.legacy_key(name, committed), frame)  # superseded by the commit
+        storage.write_parquet(store, storage.landing_key(name, committed, "x"), frame)
+        storage.write_parquet(store, storage.landing_key(name, committed, "dead"), frame)  # died before committing
+        storage.write_parquet(store, storage.landing_key(name, unlanded, "first"), frame)  # a first landing that died
+    store.write_bytes("evaluations/dt=2026-11-02/notes.txt", b"not a landing's")
+    commit = storage.commit_day(store, committed, "x", {n: storage.landing_key(n, committed, "x")
+                                                         for n in ("evaluations", "daily_summary")})
+    assert storage.read_commit(store, storage.commit_key(committed)) == commit
+
+    objects = storage.list_day_objects(store)
+    landed = storage.read_landed(store)
+    assert sorted(landed.commits) == [legacy, committed]
+    assert landed.commits[legacy].run_id is None and landed.key("evaluations", legacy) == "evaluations/dt=2026-11-01/part-0.parquet"
+    assert landed.keys("evaluations") == [storage.legacy_key("evaluations", legacy),
+                                          storage.landing_key("evaluations", committed, "x")]
+    assert landed.key("rejects", committed) is None and landed.key("evaluations", unlanded) is None
+    assert storage.read_landed(store, [committed]).commits == {committed: commit}
+    assert sorted(o.key for o in storage.uncommitted(objects, landed)) == sorted(
+        [storage.legacy_key(n, committed) for n in ("evaluations", "daily_summary")]
+        + [storage.landing_key(n, d, r) for n in ("evaluations", "daily_summary")
+           for d, r in ((committed, "dead"), (unlanded, "first"))])
+    assert "evaluations/dt=2026-11-02/notes.txt" not in {o.key for o in objects}  # other files are left alone
+    assert storage.scan_table(store, "evaluations", landed).select(pl.len()).collect().item() == 2  # type: ignore[union-attr]
+    with pytest.raises(storage.StorageError, match="no evaluations landed for 2026-11-03"):
+        storage.read_day(store, "evaluations", unlanded)
 
 
 def test_scan_table_reads_objects_of_differing_schemas_in_place(tmp_path: Path) -> None:
