@@ -15,8 +15,9 @@ only as long as it is useful:
 * uncommitted objects of the day tables (``<table>/dt=.../run-<id>.parquet``, and the validation
   result) that no day's commit record names: a landing that died before its commit left them, or
   one that died after it left the run it superseded. No reader of the project reads them; the next
-  landing of the day deletes them, and here each goes once older than ``work_days`` (so a landing
-  under way is never touched).
+  landing of the day deletes them, and here each goes once older than ``work_days``, and at least
+  :data:`UNCOMMITTED_MIN_DAYS` (so a landing under way is never touched, whatever ``work_days``:
+  deleting an object it is about to commit would break its day).
 
 What a day's commit record names, reports, comparisons and calibrations are never deleted here: a
 re-run replaces a day whole and deletes the objects it superseded itself, so older runs' versions
@@ -40,6 +41,8 @@ from evaluation.contract import Retention
 _RUN_FOLDER = re.compile(r"^(?P<area>_work|_failed)/dt=(?P<day>\d{4}-\d{2}-\d{2})/run=(?P<run>[^/]+)/")
 _DAY_FOLDER = re.compile(r"^_ledger/dt=(?P<day>\d{4}-\d{2}-\d{2})/")
 _CLAIM = re.compile(r"^_claims/dt=(?P<day>\d{4}-\d{2}-\d{2})\.json$")
+#: The youngest an uncommitted object may be to go: far above a landing's uploads to its commit.
+UNCOMMITTED_MIN_DAYS = 1.0
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def collect(store: storage.Store, retention: Retention, *, now: dt.datetime) -> 
     landed = storage.read_landed(store)  # read after the listing: a commit written meanwhile names its objects
     for info in storage.uncommitted(objects, landed):
         age = (now_s - info.modified) / 86400
-        if age > retention.work_days:
+        if age > max(retention.work_days, UNCOMMITTED_MIN_DAYS):
             plan.groups.append(Group("uncommitted", info.key, (info,), age))
     return plan
 

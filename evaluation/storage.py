@@ -119,12 +119,14 @@ def raw_prefix(day: dt.date) -> str:
     return f"{day_partition(day)}/"
 
 
-def landing_key(name: str, day: dt.date, run_id: str) -> str:
+def landing_key(name: str, day: dt.date, run_id: str, *, again: bool = False) -> str:
     """Where run ``run_id`` lands ``name`` (a table of :data:`DAY_TABLES`, or ``validation``) for
     ``day``: an object of the run's own, so a landing never overwrites what readers see; the day's
-    commit record (:func:`commit_day`) makes it part of the day."""
+    commit record (:func:`commit_day`) makes it part of the day. ``again`` gives the other name of
+    the same run (``run-<id>~1``), for a run that lands its day again while its first objects are
+    the landed day."""
     suffix = ".json" if name == "validation" else ".parquet"
-    return f"{name}/{day_partition(day)}/run-{safe_id(run_id)}{suffix}"
+    return f"{name}/{day_partition(day)}/run-{safe_id(run_id)}{'~1' if again else ''}{suffix}"
 
 
 def legacy_key(name: str, day: dt.date) -> str:
@@ -671,7 +673,7 @@ class Landed:
 _COMMIT = re.compile(r"_landed/dt=(\d{4}-\d{2}-\d{2})\.json")
 #: An object a landing names (``run-<id>``), or a legacy one, under a day folder of DAY_OBJECTS.
 _DAY_OBJECT = re.compile(rf"(?P<name>{'|'.join(DAY_OBJECTS)})/dt=(?P<day>\d{{4}}-\d{{2}}-\d{{2}})/"
-                         r"(?P<file>run-[A-Za-z0-9._-]+\.(?:parquet|json)|part-0\.parquet|result\.json)")
+                         r"(?P<file>run-[A-Za-z0-9._-]+(?:~1)?\.(?:parquet|json)|part-0\.parquet|result\.json)")
 #: Commit records read at once (small GETs; a year of days is a few hundred).
 COMMIT_READERS = 16
 

@@ -159,9 +159,14 @@ def score_and_land(
 def upload_day(cfg: RunConfig, stores: Stores, tables: dict[str, Path]) -> dict[str, str]:
     """Write every object of the run's day under the run's own names (the staged rejects and
     validation result, and ``tables``, name -> local Parquet file); returns name -> key. Nothing a
-    reader sees changes: the day's commit record still names the previous run's objects."""
+    reader sees changes: the day's commit record still names the previous run's objects. A run
+    whose objects are the landed day already (it lands again under the same run id: a cleared
+    DAG run) writes under its other names, so no object a reader may be reading is overwritten;
+    a retry before the commit writes over the names its dead attempt used (no reader reads them)."""
     check_claim(cfg, stores)
-    keys = {name: storage.landing_key(name, cfg.date, cfg.run_id) for name in storage.DAY_OBJECTS}
+    landed = storage.read_landed(stores.out, [cfg.date]).commits.get(cfg.date)
+    again = landed is not None and storage.landing_key("evaluations", cfg.date, cfg.run_id) in landed.objects.values()
+    keys = {name: storage.landing_key(name, cfg.date, cfg.run_id, again=again) for name in storage.DAY_OBJECTS}
     for name in STAGED:
         stores.out.copy(staged_key(cfg, name), keys[name])
     for name, path in tables.items():

@@ -81,6 +81,21 @@ def test_a_run_that_loses_the_day_during_its_uploads_does_not_commit(tmp_path: P
     assert not store.exists(storage.commit_key(DAY)) and storage.list_day_objects(store, [DAY]) == []
 
 
+def test_a_run_landing_its_day_again_never_overwrites_the_landed_objects(tmp_path: Path) -> None:
+    """The same run id landing again (a cleared DAG run) writes under its other names and commits
+    them: what readers were reading is replaced whole, never overwritten in place."""
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 12)
+    cfg = config(tmp_path, run_id="same", **OFFLINE)
+    store = storage.LocalStore(tmp_path / "out")
+    names: list[list[str]] = []
+    for _ in range(3):
+        run_day(cfg, stages.Stores.open(cfg))
+        names.append(sorted(o.key.rsplit("/", 1)[1] for o in storage.list_day_objects(store, [DAY])))
+        assert set(table(tmp_path / "out", "evaluations")["run_id"]) == {"same"}
+    assert names[0] == names[2] == ["run-same.json"] + ["run-same.parquet"] * 4
+    assert names[1] == ["run-same~1.json"] + ["run-same~1.parquet"] * 4
+
+
 def _landed_only_sql(out: Path) -> str:
     """The query docs/tables.md gives engines that glob the folders, over ``out``."""
     text = (REPO / "docs" / "tables.md").read_text(encoding="utf-8")

@@ -146,12 +146,13 @@ def test_gc_deletes_the_dead_landing_exactly_as_its_dry_run_listed(s3: LocalS3, 
     store, before = _first_landed_then_killed(tmp_path, s3, "s3://curated/gc")
     dead = {storage.landing_key(name, DAY, "second") for name in ("rejects", "validation", "evaluations")}
 
-    # Fresh objects are never listed: a landing may be under way.
+    # Objects younger than a day are never listed, whatever work_days: a landing may be under way.
     now = dt.datetime.now(dt.UTC)
-    assert not [g for g in retention.collect(store, Retention(), now=now).groups if g.area == "uncommitted"]
-
     policy = Retention(work_days=0, failed_days=10_000, ledger_days=10_000)
-    plan = retention.collect(store, policy, now=now + dt.timedelta(days=1))
+    assert not [g for g in retention.collect(store, policy, now=now + dt.timedelta(hours=20)).groups
+                if g.area == "uncommitted"]
+
+    plan = retention.collect(store, policy, now=now + dt.timedelta(days=2))
     assert {g.prefix for g in plan.groups if g.area == "uncommitted"} == dead
     assert {g.area for g in plan.groups} == {"uncommitted", "_work"}  # and the dead run's staging
     lines = retention.describe(plan, applied=False)
@@ -161,7 +162,7 @@ def test_gc_deletes_the_dead_landing_exactly_as_its_dry_run_listed(s3: LocalS3, 
     assert retention.apply(store, plan) == len(listed)
     assert {o.key for o in store.list("")} == everything - listed
     _assert_same(_views(store), before)  # what readers see did not change
-    assert retention.collect(store, policy, now=now + dt.timedelta(days=1)).objects == 0
+    assert retention.collect(store, policy, now=now + dt.timedelta(days=2)).objects == 0
 
 
 def test_a_day_landed_before_commit_records_reads_and_a_rerun_replaces_it(s3: LocalS3, tmp_path: Path) -> None:
