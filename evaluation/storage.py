@@ -674,8 +674,9 @@ _COMMIT = re.compile(r"_landed/dt=(\d{4}-\d{2}-\d{2})\.json")
 #: An object a landing names (``run-<id>``), or a legacy one, under a day folder of DAY_OBJECTS.
 _DAY_OBJECT = re.compile(rf"(?P<name>{'|'.join(DAY_OBJECTS)})/dt=(?P<day>\d{{4}}-\d{{2}}-\d{{2}})/"
                          r"(?P<file>run-[A-Za-z0-9._-]+(?:~1)?\.(?:parquet|json)|part-0\.parquet|result\.json)")
-#: Commit records read at once (small GETs; a year of days is a few hundred).
-COMMIT_READERS = 16
+#: Commit records read at once (small GETs; a year of days is a few hundred): fewer than the boto3
+#: client's pool of connections (botocore's default, 10), so no reader waits for one.
+COMMIT_READERS = 8
 
 
 def read_commit(store: Store, key: str) -> DayCommit:
