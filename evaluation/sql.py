@@ -6,10 +6,10 @@ table's objects where they live (a directory, or S3 read in place: see
 records, read once for the query, so every day is one run's, in every table the query joins:
 
 ==========================  ================================================================
-``evaluations``             each landed day's committed ``evaluations/dt=*/run-*.parquet``, ``dt`` (Date) from the path
-``judge_calls``             ``judge_calls/dt=*/``, likewise
-``rejects``                 ``rejects/dt=*/``, likewise
-``daily_summary``           ``daily_summary/dt=*/``, likewise
+``evaluations``             ``evaluations/dt=*/run-*.parquet`` that a day's commit names, ``dt`` (Date) from the path
+``judge_calls``             ``judge_calls/dt=*/run-*.parquet``, likewise
+``rejects``                 ``rejects/dt=*/run-*.parquet``, likewise
+``daily_summary``           ``daily_summary/dt=*/run-*.parquet``, likewise
 ``runs``                    ``runs/dt=*/run-*.parquet``, ``dt``
 ``comparisons``             ``comparisons/comparison_id=*/metrics.parquet`` (has ``comparison_id``)
 ``comparison_verdicts``     ``comparisons/comparison_id=*/verdicts.parquet``

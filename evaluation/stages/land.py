@@ -42,12 +42,14 @@ LAND_BATCH_ROWS = 50_000
 def score_and_land(
     cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None, waited_s: float | None = None
 ) -> DayResult:
-    """Score every staged judgement (Polars), check the run-level rules, then land the day whole
-    (:func:`land_day`: its ``rejects``, validation result, ``evaluations``, ``judge_calls`` and
-    ``daily_summary``, committed at once) and the run's ``runs`` row (with ``waited_s``, how long the
-    run waited for its day to be complete). A run whose counts do not reconcile, or whose call
-    errors exceed ``max_call_error_ratio``, lands nothing of the day: see :func:`fail_run`. Once the
-    day has landed, its ledger is compacted (:func:`compact_ledger`)."""
+    """Score every staged judgement (Polars), check the run-level rules, then land the day whole:
+    its ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary``
+    under the run's own names (:func:`upload_day`), committed at once (:func:`commit_or_withdraw`);
+    then the run's ``runs`` row (with ``waited_s``, how long the run waited for its day to be
+    complete), and the superseded objects are deleted (:func:`delete_superseded`). A run whose
+    counts do not reconcile, or whose call errors exceed ``max_call_error_ratio``, lands nothing of
+    the day: see :func:`fail_run`. Once the day has landed, its ledger is compacted
+    (:func:`compact_ledger`)."""
     started = time.monotonic()
     cfg = with_calibrated_thresholds(cfg, stores.out)
     manifest = read_manifest(cfg, stores)
