@@ -126,7 +126,7 @@ class OpenAIServer:
         each rate; tokens are a request's prompt tokens at admission, its completion once answered):
         a request over it gets a 429 ``rate_limit_exceeded`` with ``Retry-After``, ``retry-after-ms``
         and OpenAI's ``x-ratelimit-*`` headers, and is neither recorded nor counted as a request
-        (:attr:`throttled_count` counts them)."""
+        (:attr:`throttled_count` counts them, :attr:`throttled_times` says when they came)."""
         self.responder: Responder = responder if responder is not None else default_responder
         self.latency_s = float(latency_s)
         self.faults = faults
@@ -143,6 +143,7 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._requests: list[RecordedRequest] = []
+        self._throttled_at: list[float] = []
         self._count = 0
         self._fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
         self._attempts: dict[str, int] = {}
@@ -303,6 +304,14 @@ class OpenAIServer:
             return self.rate_limits.refused if self.rate_limits is not None else 0
 
     @property
+    def throttled_times(self) -> list[float]:
+        """When each request refused by the enforced rate limit arrived (``time.time()``, in
+        arrival order; since the last reset): with :attr:`requests`' ``received_at``, every
+        attempt a client made."""
+        with self._lock:
+            return list(self._throttled_at)
+
+    @property
     def fault_counts(self) -> dict[str, int]:
         """Faults injected by the :class:`FaultPlan`, per kind (all kinds present, zero if none)."""
         with self._lock:
@@ -323,6 +332,7 @@ class OpenAIServer:
         """Forget recorded requests, counts, fault counts, per-body attempt numbers and errors."""
         with self._lock:
             self._requests.clear()
+            self._throttled_at.clear()
             self._probes.clear()
             self._count = 0
             self._fault_counts = dict.fromkeys(FAULT_KINDS, 0)
@@ -361,6 +371,7 @@ class OpenAIServer:
             with self._lock:
                 wait, which = limits.admit(count_prompt_tokens(body))
                 if wait > 0:
+                    self._throttled_at.append(received_at)
                     return self._render(body, _throttled(wait, which, limits))
 
         schema = requested_schema(body)

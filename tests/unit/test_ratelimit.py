@@ -258,6 +258,9 @@ def test_server_enforces_requests_per_minute_with_openai_headers() -> None:
         time.sleep(0.25)
         later = _post(server.base_url, body)
         assert server.request_count == 6 and server.throttled_count == 2
+        refused_at, admitted_at = server.throttled_times, [r.received_at for r in server.requests]
+    # every attempt has its time: the two refused ones between the burst and the later one
+    assert len(refused_at) == 2 and admitted_at[4] <= refused_at[0] <= refused_at[1] <= admitted_at[5]
     assert [status for status, _, _ in answers] == [200] * 5 + [429, 429]
     status, headers, payload = answers[5]
     assert payload["error"]["code"] == "rate_limit_exceeded" and payload["error"]["type"] == "requests"
