@@ -3,9 +3,10 @@
 :class:`LocalDeployment` reads the environment that every Airflow service of docker-compose.yml
 shares (the ``x-airflow-common`` block, interpolated with the given compose variables over those
 of ``dev.env``) and runs the same components as separate processes on this machine:
-``airflow scheduler``, ``dag-processor``, ``api-server``, ``triggerer`` and ``celery worker``
-(CeleryExecutor), with a PostgreSQL metadata database, a Redis broker and an S3 API. What compose
-would provide is mapped to this machine:
+``airflow scheduler``, ``dag-processor``, ``api-server``, ``triggerer`` and one ``celery worker``
+or more (CeleryExecutor; ``workers=2`` is compose's ``up --scale airflow-worker=2``), with a
+PostgreSQL metadata database, a Redis broker and an S3 API. What compose would provide is mapped to
+this machine:
 
 * the ``postgres`` host: a database of its own on the local PostgreSQL (created, dropped at the
   end; the URL's role is created when missing, under trust auth);
@@ -27,8 +28,11 @@ created.
 
 :class:`ApiClient` drives the deployment through the REST API v2 only.
 
-The Celery worker alone resolves its host name with :func:`celery_worker_hostname`, so the
-``hostname`` of a task instance tells that the Celery worker ran it. Each component also gets the
+Each Celery worker has a host name of its own (:meth:`LocalDeployment.worker_hostnames`), as each
+container of a scaled compose service has: its ``HOSTNAME`` (which Docker sets in a container),
+its Celery node name (``celery@<hostname>``, what compose's healthcheck pings) and, through
+:func:`celery_worker_hostname`, the ``hostname`` of the task instances it runs, which so tells
+which worker ran a task. Each component also gets the
 environment of its own compose service on top of the common block (the worker's preloading
 configuration, ``plugins/evaluation_celery.py``, among it).
 
@@ -62,8 +66,11 @@ from urllib.parse import urlsplit, urlunsplit
 REPO = Path(__file__).resolve().parent.parent
 #: The Airflow home inside the image; paths under it in the compose environment move to the local home.
 IMAGE_HOME = "/opt/airflow"
-#: What the Celery worker reports as its host name (task instances' ``hostname``).
+#: The Celery workers' host names are this, a dash and the worker's number from 1 (task
+#: instances' ``hostname``).
 CELERY_WORKER_HOSTNAME = "celery-worker-systest"
+#: The component name of the Celery workers (``celery-worker-1``, ...) and their compose service.
+WORKER_COMPONENT = "celery-worker"
 #: Buckets created when the compose file's s3-init job does not name them in a way we can read.
 DEFAULT_BUCKETS = ("llm-logs", "llm-evaluation")
 #: The IAM role the deployment's ``aws_default`` connection assumes (created on the local S3 server).
@@ -90,8 +97,9 @@ STARTUP_TIMEOUT_S = 240.0
 
 
 def celery_worker_hostname() -> str:
-    """``[core] hostname_callable`` of the Celery worker: names the worker in task instances."""
-    return CELERY_WORKER_HOSTNAME
+    """``[core] hostname_callable`` of the Celery workers: names the worker in task instances, from
+    the ``HOSTNAME`` the deployment gives each worker (as Docker gives each container its own)."""
+    return os.environ.get("HOSTNAME") or CELERY_WORKER_HOSTNAME
 
 
 class DeploymentError(RuntimeError):
@@ -124,6 +132,11 @@ def _port_open(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         return True
     return False
+
+
+def _kind(name: str) -> str:
+    """The entry of :data:`COMPONENTS` a component is an instance of (``celery-worker-2``: the worker)."""
+    return WORKER_COMPONENT if name.startswith(f"{WORKER_COMPONENT}-") else name
 
 
 def _on_loopback(url: str, port: int, path: str | None = None) -> str:
@@ -222,8 +235,9 @@ class LocalDeployment:
     given by neither takes the file's default. `prepare` runs once
     the S3 API and its buckets exist, while the database migrates and before any component starts
     (to put input data in place before the scheduler may create a run). `folder` holds the Airflow
-    home and the components' logs; a temporary folder (removed by :meth:`stop`) when not given. The
-    Celery worker runs one process more than the pool has slots.
+    home and the components' logs; a temporary folder (removed by :meth:`stop`) when not given.
+    `workers` Celery workers run (compose's ``--scale airflow-worker=N``), each one process more
+    than the pool has slots, each its own session and PID, stopped by PID with the rest.
     """
 
     def __init__(
@@ -233,9 +247,12 @@ class LocalDeployment:
         folder: Path | None = None,
         prepare: Callable[[LocalDeployment], None] | None = None,
         stop_grace: float = 15.0,
+        workers: int = 1,
     ) -> None:
         from scripts import compose
 
+        if workers < 1:
+            raise ValueError("a deployment needs at least one Celery worker")
         compose_file = compose.load_compose({**compose.dev_variables(), **(variables or {})})
         self.compose_env = compose.environment(compose_file[compose.AIRFLOW_COMMON])
         services = compose_file["services"]
@@ -260,6 +277,7 @@ class LocalDeployment:
         self.folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="llm-evaluation-deployment-"))
         self.home = self.folder / "airflow-home"
         self.worker_concurrency = self.pool_slots + 1
+        self.workers = workers
         self.prepare = prepare
         self.stop_grace = stop_grace
         self.expected_dags = sorted(p.stem for p in (REPO / "dags").glob("*.py") if not p.name.startswith("_"))
@@ -326,14 +344,17 @@ class LocalDeployment:
             "dag-processor": ["dag-processor"],
             "api-server": ["api-server", "-H", "127.0.0.1", "-p", str(self.api_port)],
             "triggerer": ["triggerer", "--skip-serve-logs"],
-            "celery-worker": ["celery", "worker", "--skip-serve-logs", "--concurrency", str(self.worker_concurrency)],
         }
-        pending = list(COMPONENTS)
+        for name, hostname in zip(self.worker_names, self.worker_hostnames, strict=True):
+            argv[name] = ["celery", "worker", "--skip-serve-logs", "--concurrency", str(self.worker_concurrency),
+                          "--celery-hostname", hostname]
+        pending = [name for kind in COMPONENTS for name in self._instances(kind)]
 
         def start_ready_components() -> str:
             for name in [n for n in pending if self._dependencies_met(n)]:
-                env = {**self.env, **self._service_env[name]}
-                if name == "celery-worker":
+                env = {**self.env, **self._service_env[_kind(name)]}
+                if name in self.worker_names:
+                    env["HOSTNAME"] = self.worker_hostnames[self.worker_names.index(name)]
                     env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{__name__}.{celery_worker_hostname.__name__}"
                 self.components[name] = self._spawn(name, argv[name], env)
                 pending.remove(name)
@@ -488,8 +509,8 @@ class LocalDeployment:
             return f"the API ({exc})"
         if missing:
             return f"parsed DAGs {missing}"
-        if not self._worker_ready():
-            return "the Celery worker"
+        if not self._workers_ready():
+            return "the Celery workers"
         if not self._scheduler_health():
             return f"the scheduler's health check on port {self.health_port}"
         return ""
@@ -498,8 +519,28 @@ class LocalDeployment:
         """The scheduler's own health check server answers 200 (compose's scheduler healthcheck)."""
         return _answers(f"http://127.0.0.1:{self.health_port}/health")
 
-    def _worker_ready(self) -> bool:
-        return bool(re.search(r"celery@\S+ ready", self.components["celery-worker"].log_tail(400)))
+    @property
+    def worker_names(self) -> list[str]:
+        """The Celery workers' component names (their logs are ``<name>.log``)."""
+        return [f"{WORKER_COMPONENT}-{number}" for number in range(1, self.workers + 1)]
+
+    @property
+    def worker_hostnames(self) -> list[str]:
+        """The Celery workers' host names, in the order of :attr:`worker_names`: what task
+        instances' ``hostname`` says."""
+        return [f"{CELERY_WORKER_HOSTNAME}-{number}" for number in range(1, self.workers + 1)]
+
+    def _instances(self, kind: str) -> list[str]:
+        """The components of one entry of :data:`COMPONENTS`: the workers for the worker's, else itself."""
+        return self.worker_names if kind == WORKER_COMPONENT else [kind]
+
+    def _worker_ready(self, name: str) -> bool:
+        """The worker's log says its Celery node (``celery@<its host name>``) is ready."""
+        hostname = self.worker_hostnames[self.worker_names.index(name)]
+        return f"celery@{hostname} ready" in self.components[name].log_tail(400)
+
+    def _workers_ready(self) -> bool:
+        return all(name in self.components and self._worker_ready(name) for name in self.worker_names)
 
     def _healthy(self, name: str) -> bool:
         """A started component passes its compose healthcheck's equivalent: for the api-server,
@@ -507,22 +548,23 @@ class LocalDeployment:
         checks: dict[str, Callable[[], bool]] = {
             "api-server": lambda: _answers(f"{self.api_url}/api/v2/version"),
             "scheduler": self._scheduler_health,
-            "celery-worker": self._worker_ready,
         }
-        return name in self.components and self.components[name].process.poll() is None and checks.get(name, lambda: True)()
+        check = (lambda: self._worker_ready(name)) if name in self.worker_names else checks.get(name, lambda: True)
+        return name in self.components and self.components[name].process.poll() is None and check()
 
     def _dependencies_met(self, name: str) -> bool:
         """Every component that `name`'s compose service depends on is started, or healthy when
-        the condition says ``service_healthy``."""
-        by_service = {service: component for component, service in COMPONENTS.items()}
-        for service, condition in self._depends_on[name].items():
-            dependency = by_service.get(service)
-            if dependency is None:  # postgres, redis, airflow-init: taken care of before
+        the condition says ``service_healthy`` (every instance of a scaled service)."""
+        by_service = {service: kind for kind, service in COMPONENTS.items()}
+        for service, condition in self._depends_on[_kind(name)].items():
+            kind = by_service.get(service)
+            if kind is None:  # postgres, redis, airflow-init: taken care of before
                 continue
-            if dependency not in self.components:
-                return False
-            if condition == "service_healthy" and not self._healthy(dependency):
-                return False
+            for dependency in self._instances(kind):
+                if dependency not in self.components:
+                    return False
+                if condition == "service_healthy" and not self._healthy(dependency):
+                    return False
         return True
 
     # --- services -----------------------------------------------------------------------------
@@ -911,9 +953,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description="docker-compose.yml's stack, natively on loopback")
     parser.add_argument("variables", nargs="*", metavar="NAME=VALUE", help="compose variables (as in .env)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Celery workers to run (compose's --scale airflow-worker=N)")
     args = parser.parse_args(argv)
     variables = dict(item.split("=", 1) for item in args.variables)
-    with LocalDeployment(variables) as deployment:
+    with LocalDeployment(variables, workers=args.workers) as deployment:
         print(f"API {deployment.api_url} (user {deployment.username!r}), S3 {deployment.s3_endpoint}, "
               f"logs in {deployment.folder}; Ctrl-C stops everything", flush=True)
         with contextlib.suppress(KeyboardInterrupt):

@@ -1,17 +1,21 @@
 """System test: docker-compose.yml's topology, run natively, driven through the REST API only.
 
 One deployment for the module (scripts/deployment.py): PostgreSQL metadata DB, Redis broker,
-CeleryExecutor with a Celery worker, scheduler, dag-processor, api-server, triggerer, and an S3
-API holding the logs and the landed tables. The compose file's `llm_judge` pool gets 2 slots
-(`LLM_JUDGE_POOL_SLOTS`), so a day cut into 4 chunks shows the pool's limit. Runs are triggered
-and followed over REST; what they land is read from the S3 server with boto3 and Polars.
+CeleryExecutor with two Celery workers (compose's `--scale airflow-worker=2`), scheduler,
+dag-processor, api-server, triggerer, and an S3 API holding the logs and the landed tables. The
+compose file's `llm_judge` pool gets 2 slots (`LLM_JUDGE_POOL_SLOTS`), so a day cut into 4 chunks
+shows the pool's limit. Runs are triggered and followed over REST; what they land is read from
+the S3 server with boto3 and Polars; a run against a rate-limited judge server is measured from
+that server's own log of attempts.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +23,17 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
-from scripts.deployment import CELERY_WORKER_HOSTNAME, TASK_ROLE, ApiClient, ApiError, LocalDeployment, max_overlap
+from evaluation.fleetrate import rate_settings
+from evaluation.ratelimit import DEFAULT_BURST_S
+from evaluation.testing.openai_server import OpenAIServer
+from scripts.deployment import TASK_ROLE, ApiClient, ApiError, LocalDeployment, max_overlap
+from tests.reliability.helpers import judge_reply
 
 pytestmark = pytest.mark.system
 
 POOL_SLOTS = 2
+#: Celery workers, as `docker compose up --scale airflow-worker=2` runs them.
+WORKERS = 2
 #: The days are written before the deployment starts: quiet for longer than this by the first run.
 COMPOSE_VARIABLES = {"LLM_JUDGE_POOL_SLOTS": str(POOL_SLOTS), "EVALUATION_QUIET_PERIOD_S": "10"}
 DAILY = "daily_evaluation"
@@ -75,6 +85,7 @@ def _write_logs(deployment: LocalDeployment) -> None:
     raw = _input_store(deployment)
     synthetic.write_day(raw, DAY, RECORDS)
     synthetic.write_day(raw, BATCH_DAY, BATCH_RECORDS, bad=False)
+    synthetic.write_day(raw, FLEET_DAY, FLEET_RECORDS, bad=False)
     for day in scheduled_days(dt.datetime.now(dt.UTC)):
         synthetic.write_day(raw, day, SCHEDULED_RECORDS, bad=False)
 
@@ -85,7 +96,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeploy
     # A 5 s grace: after SIGTERM the triggerer alone waits 10 s for its trigger runner; stop() then
     # ends what is left (a second SIGTERM, then SIGKILL).
     with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs,
-                         stop_grace=5.0) as running:
+                         stop_grace=5.0, workers=WORKERS) as running:
         # Whatever AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION says: unpaused, as an operator would.
         # The daily DAG's scheduled run starts now, on the day _write_logs prepared.
         for dag_id in (DAILY, COMPARISON):
@@ -160,6 +171,16 @@ def test_deployment_follows_the_compose_file(deployment: LocalDeployment, api: A
     pool = api.pool(deployment.pool_name)
     assert pool["slots"] == POOL_SLOTS == deployment.pool_slots
     assert deployment.worker_concurrency >= POOL_SLOTS
+    # Two workers, each its own process under its own host name (its Celery node celery@<name>).
+    workers = [deployment.components[name] for name in deployment.worker_names]
+    assert len(workers) == WORKERS and len({worker.pid for worker in workers}) == WORKERS
+    assert len(set(deployment.worker_hostnames)) == WORKERS
+    for worker in workers:
+        # The judge budget of the tasks a worker runs is shared through the broker's Redis: the
+        # worker's own environment (as the task processes inherit it) says so.
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{worker.pid}/environ").read_text().split("\0") if "=" in item)
+        assert rate_settings(environ) == (deployment.env["AIRFLOW__CELERY__BROKER_URL"], float(POOL_SLOTS)), worker.name
     assert {d["dag_id"] for d in api.dags()} >= {DAILY, COMPARISON}
     assert not api.import_errors()
     env = deployment.env
@@ -185,13 +206,14 @@ def test_a_conf_of_the_wrong_type_is_refused(api: ApiClient) -> None:
 # --- a day through the deployment --------------------------------------------------------------------
 
 
-def test_judges_ran_on_the_celery_worker_within_the_pool(api: ApiClient, first_run: dict[str, Any]) -> None:
+def test_judges_ran_on_the_celery_workers_within_the_pool(deployment: LocalDeployment, api: ApiClient,
+                                                         first_run: dict[str, Any]) -> None:
     tis = api.task_instances(DAILY, first_run["dag_run_id"])
     judges = [ti for ti in tis if ti["task_id"] == "judge"]
     assert sorted(ti["map_index"] for ti in judges) == list(range(CHUNKS))
     assert all(ti["state"] == "success" for ti in judges), [(ti["map_index"], ti["state"]) for ti in judges]
-    # Every task of the run ran on the Celery worker (its host name comes from its own hostname_callable).
-    assert {ti["hostname"] for ti in tis if ti["state"] == "success"} == {CELERY_WORKER_HOSTNAME}
+    # Every task of the run ran on a Celery worker (its host name comes from the workers' hostname_callable).
+    assert {ti["hostname"] for ti in tis if ti["state"] == "success"} <= set(deployment.worker_hostnames)
     assert all(ti["pool"] == "llm_judge" for ti in judges)
     spans = [(_parse_time(ti["start_date"]), _parse_time(ti["end_date"])) for ti in judges]
     # More chunks than slots: the pool is full at some instant, and never over-full.
@@ -379,6 +401,102 @@ def test_a_run_waits_deferred_on_the_triggerer_for_the_days_marker(deployment: L
     assert waited["complete_by"] == "marker" and waited["waited_s"] >= 2.0
     row = _runs_row(deployment, LATE_DAY, run_id)
     assert row["waited_s"] == pytest.approx(waited["waited_s"]) and row["valid_records"] == 20
+
+
+# --- one rate limit for the fleet ---------------------------------------------------------------------------
+
+#: A day judged on both workers against a server that enforces FLEET_RPM: 150 records make about
+#: 320 calls (identical requests are made once), some 35 s of traffic at the limit, in 4 chunks: two
+#: at a time, one on each worker.
+FLEET_DAY = DAY - dt.timedelta(days=6)
+FLEET_RECORDS = 150
+FLEET_CHUNK = 38
+#: The provider's limit, whole: the server enforces it and the run's judge_rpm is the same figure.
+FLEET_RPM = 600.0
+#: Seconds the server takes to answer a call: one chunk's 8 calls in flight could send 40 a second.
+FLEET_LATENCY_S = 0.2
+#: The attempts (admitted or refused) in any window of WINDOW_S seconds stay within the rate times
+#: WINDOW_S + TOLERANCE_S: the budget's own burst (DEFAULT_BURST_S of the rate) and 2 s of delay
+#: between the budget's letting a request go and the server's receiving it (a task's event loop
+#: that the machine's 2 shared cores hold up sends what came due meanwhile at once).
+WINDOW_S = 20.0
+TOLERANCE_S = DEFAULT_BURST_S + 2.0
+#: A pause of the fleet's requests: none admitted for this long (10 intervals at the limit).
+PAUSE_S = 1.0
+
+
+def _most_in_window(times: Sequence[float], window_s: float) -> int:
+    """The most of `times` (sorted) within one window [t, t + window_s)."""
+    return max((bisect.bisect_left(times, t + window_s) - i for i, t in enumerate(times)), default=0)
+
+
+def _pauses(times: Sequence[float], at_least_s: float) -> list[tuple[float, float]]:
+    """The intervals between consecutive `times` (sorted) of at least `at_least_s`."""
+    return [(a, b) for a, b in zip(times, times[1:], strict=False) if b - a >= at_least_s]
+
+
+def test_the_fleet_keeps_to_one_rate_limit_and_uses_it(deployment: LocalDeployment, api: ApiClient) -> None:
+    """judge_rpm is the provider's limit for the whole deployment: two workers' judge tasks, two
+    at a time, keep to it together (one budget in the broker's Redis), use it, and lose no 429."""
+    rate = FLEET_RPM / 60.0
+    with OpenAIServer(responder=judge_reply, latency_s=FLEET_LATENCY_S, rpm=FLEET_RPM) as server:
+        conf = {"judge_model": "openai/gpt-4o-mini", "api_base": server.base_url, "judge_rpm": FLEET_RPM,
+                "chunk_size": FLEET_CHUNK}
+        run = _trigger_and_wait(api, DAILY, conf, FLEET_DAY)
+        admitted = sorted(request.received_at for request in server.requests)
+        refused = server.throttled_times
+        server_errors = server.errors
+    _assert_succeeded(api, DAILY, run)
+    run_id = run["dag_run_id"]
+    assert not server_errors
+    judges = [ti for ti in api.task_instances(DAILY, run_id) if ti["task_id"] == "judge"]
+
+    # The fleet's attempts, admitted or refused, from the server's own log: the most in a window.
+    most = _most_in_window(sorted(admitted + refused), WINDOW_S)
+    # The busy period: from the first request the server admitted to the last, less the pauses in
+    # which the pool changed chunks: a judge task started or ended, no request was refused (no
+    # task was waiting out a 429), so no task had a call to send and the budget was not in the way.
+    # Every other pause counts. Each stretch between pauses may start with the budget's burst:
+    # that is not counted as use.
+    changes = [_parse_time(ti[key]).timestamp() for ti in judges for key in ("start_date", "end_date")]
+    pauses = _pauses(admitted, PAUSE_S)
+    changing = [(a, b) for a, b in pauses if any(a <= t <= b for t in changes)
+                and not any(a - PAUSE_S <= t <= b for t in refused)]
+    span_s = admitted[-1] - admitted[0]
+    busy_s = span_s - sum(b - a for a, b in changing)
+    stretches = len(changing) + 1
+    used = (len(admitted) - stretches * (1 + rate * DEFAULT_BURST_S)) / (rate * busy_s)
+    figures = (f"{len(admitted)} requests admitted and {len(refused)} refused over {span_s:.1f} s, {busy_s:.1f} s "
+               f"busy: {used:.3f} of {FLEET_RPM:g} rpm used while busy, {(len(admitted) - 1) / (rate * span_s):.3f} "
+               f"over the whole span; at most {most} attempts in {WINDOW_S:g} s (the limit: {rate * WINDOW_S:g}); "
+               "pauses (s from the first request + length, * at a chunk change): "
+               + (", ".join(f"{a - admitted[0]:.1f}+{b - a:.1f}{'*' if (a, b) in changing else ''}" for a, b in pauses)
+                  or "none"))
+    print(figures)  # the measured figures, with -s
+
+    assert sorted(ti["map_index"] for ti in judges) == list(range(math.ceil(FLEET_RECORDS / FLEET_CHUNK)))
+    # Both workers judged chunks, two at a time (the pool's slots).
+    hosts = {ti["map_index"]: ti["hostname"] for ti in judges}
+    assert set(hosts.values()) == set(deployment.worker_hostnames), hosts
+    assert max_overlap((_parse_time(ti["start_date"]), _parse_time(ti["end_date"])) for ti in judges) == POOL_SLOTS
+    # Together they kept to the limit in every window, and used it.
+    assert most <= rate * (WINDOW_S + TOLERANCE_S), figures
+    assert used >= 0.9, figures
+
+    # No 429 lost: every call landed a reply, and the attempts reconcile with the server's log.
+    evaluations = _evaluations(deployment, FLEET_DAY)
+    assert evaluations.height == FLEET_RECORDS * len(JUDGES)
+    assert set(evaluations["judge_status"].unique()) <= {"ok", "skipped"}, evaluations["judge_status"].value_counts()
+    row = _runs_row(deployment, FLEET_DAY, run_id)
+    assert row["status"] == "success" and row["n_call_error"] == 0
+    calls = storage.read_parquet(_output_store(deployment), storage.table_key("judge_calls", FLEET_DAY))
+    made = calls.filter(~pl.col("cached"))
+    assert row["calls_made"] == made.height == len(admitted)
+    assert made["attempts"].sum() == len(admitted) + len(refused), figures
+    # Each judge task drew from the one budget kept in the broker's Redis, with the whole limit.
+    for ti in judges:
+        log = api.task_log(DAILY, run_id, "judge", ti["try_number"], ti["map_index"])
+        assert f"rate limits {FLEET_RPM:g} rpm shared by the deployment through Redis" in log, log[-3000:]
 
 
 # --- the end ---------------------------------------------------------------------------------------------
