@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from evaluation.fleetrate import rate_settings
 from scripts.compose import (
     COMPOSE_PATH,
     TEMPLATE,
@@ -351,6 +352,17 @@ def test_judge_connection_comes_from_the_environment() -> None:
     connection = json.loads(environment(configured["x-airflow-common"])["AIRFLOW_CONN_LLM_JUDGE"])
     assert connection["password"] == "sk-test"
     assert connection["host"] == "http://judge:4000/v1"
+
+
+def test_the_judge_rate_budget_is_shared_through_the_broker() -> None:
+    """Every worker's judge tasks draw from one budget in the broker's Redis; .env may name another
+    Redis, or turn it off (each task then takes the limits divided by the pool's slots)."""
+    env = environment(dev_compose()["services"]["airflow-worker"])
+    assert rate_settings(env) == (env["AIRFLOW__CELERY__BROKER_URL"], 4.0)
+    other = environment(dev_compose({"EVALUATION_RATE_REDIS_URL": "redis://rates:6379/1"})["services"]["airflow-worker"])
+    assert rate_settings(other) == ("redis://rates:6379/1", 4.0)
+    off = environment(dev_compose({"EVALUATION_RATE_REDIS_URL": "off", "LLM_JUDGE_POOL_SLOTS": "9"})["services"]["airflow-worker"])
+    assert rate_settings(off) == (None, 9.0)
 
 
 @pytest.mark.parametrize(("env", "slots"), [({}, 4), ({"LLM_JUDGE_POOL_SLOTS": "9"}, 9)])

@@ -40,7 +40,8 @@ def test_the_pipeline_is_configured_as_in_the_compose_stack() -> None:
     compose_worker = environment(load_compose(dev_variables())["services"]["airflow-worker"])
     assert VALUES["config"]["celery"]["celery_config_options"] == compose_worker["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"]
     env = _env(VALUES)
-    for name in ("EVALUATION_INPUT_URI", "EVALUATION_OUTPUT_URI", "EVALUATION_JUDGE_MODEL", "LITELLM_LOCAL_MODEL_COST_MAP"):
+    for name in ("EVALUATION_INPUT_URI", "EVALUATION_OUTPUT_URI", "EVALUATION_JUDGE_MODEL", "LITELLM_LOCAL_MODEL_COST_MAP",
+                 "LLM_JUDGE_POOL_SLOTS"):
         assert name in compose_worker and name in env, name
     # On Kubernetes the output must be on S3: no disk is shared between pods.
     assert env["EVALUATION_OUTPUT_URI"].startswith("s3://") and env["EVALUATION_INPUT_URI"].startswith("s3://")
