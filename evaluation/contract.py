@@ -263,6 +263,93 @@ class Sample(BaseModel):
 
 
 OFFLINE_JUDGE_MODEL = "offline/lexical"
+
+
+def _band(value: object) -> object:
+    """A band as ``low:high`` text (a form's, a flag's) or a pair."""
+    if isinstance(value, str):
+        low, sep, high = value.partition(":")
+        if not sep:
+            raise ValueError(f"band {value!r}: expected low:high, e.g. 0.3:0.8")
+        return (low.strip(), high.strip())
+    return value
+
+
+class CascadeLevel(BaseModel):
+    """One level of a judge cascade, before the run's own judge model (the last level, which has no
+    band): a cheaper judge model and its uncertainty band. A (record, judge) row this level scores
+    ``ok`` with a score outside the band is decided here; a score inside it (both ends included),
+    or a row that is not ``ok``, goes to the next level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judge_model: str = Field(min_length=1, description="The level's litellm model string (offline/lexical, ...).")
+    band: Annotated[tuple[float, float] | None, BeforeValidator(_band)] = Field(
+        default=None, description="[low, high], scores inside it go to the next level (every judge alike).")
+    band_from: str | None = Field(
+        default=None, description="Id of a calibration of a cascade that fitted this model's band for each judge "
+        "(its cascade.parquet).")
+    api_base: str | None = Field(default=None, description="Base URL of the level's server; empty: the run's api_base.")
+
+    @model_validator(mode="after")
+    def _one_band(self) -> CascadeLevel:
+        self.judge_model = self.judge_model.strip()
+        if self.band is not None:
+            low, high = self.band
+            if not 0.0 <= low <= high <= 1.0:
+                raise ValueError(f"cascade level {self.judge_model}: band {low}:{high} is not 0 <= low <= high <= 1")
+            if self.band_from is not None:
+                raise ValueError(f"cascade level {self.judge_model}: give a band or band_from, not both")
+        return self
+
+    def describe(self) -> str:
+        """The level as the ``cascade`` option writes it: ``model@low:high``, ``model@<calibration id>``."""
+        if self.band is not None:
+            return f"{self.judge_model}@{self.band[0]:g}:{self.band[1]:g}"
+        return f"{self.judge_model}@{self.band_from}" if self.band_from else self.judge_model
+
+
+def _cascade_levels(value: object) -> object:
+    """``cascade`` as its levels: comma-separated ``model@low:high`` or ``model@<calibration id>``
+    (a form's, a flag's text; blank is none), or a list of such texts or of level objects."""
+    items = comma_list(value) if isinstance(value, str) else value
+    if not isinstance(items, list):
+        return items
+    levels: list[object] = []
+    for item in items:
+        if isinstance(item, str):
+            model, at, spec = item.strip().rpartition("@")
+            if not at:
+                model, spec = spec, ""
+            band = spec if ":" in spec else None
+            if band is None and spec.replace(".", "", 1).isdigit():
+                raise ValueError(f"cascade level {item.strip()!r}: band {spec}: expected low:high, e.g. 0.3:0.8")
+            item = {"judge_model": model, "band": band, "band_from": None if band or not spec else spec}
+        levels.append(item)
+    return levels
+
+
+#: The cascade as an option: its levels before the run's judge model, cheapest first.
+CascadeLevels = Annotated[list[CascadeLevel], BeforeValidator(_cascade_levels), FormText]
+
+
+def cascade_name(levels: list[CascadeLevel], judge_model: str) -> str:
+    """A cascade as one judge's name: its models, cheapest first, ending with the run's judge model
+    (``offline/lexical > openai/gpt-4o-mini > openai/gpt-4o``); the judge model alone without one."""
+    return " > ".join([*(level.judge_model for level in levels), judge_model])
+
+
+def check_cascade(levels: list[CascadeLevel], judge_model: str, *, bands_required: bool) -> None:
+    """A cascade's models are distinct and none is the judge model (its last level); a run's levels
+    each name a band or the calibration that fitted one (a calibration of a cascade fits the rest)."""
+    models = [level.judge_model for level in levels] + [judge_model]
+    repeated = sorted({m for m in models if models.count(m) > 1})
+    if repeated:
+        raise ValueError(f"cascade: a model is named twice (the judge model is its last level): {', '.join(repeated)}")
+    unbanded = [level.judge_model for level in levels if level.band is None and level.band_from is None]
+    if bands_required and unbanded:
+        raise ValueError(f"cascade: level {unbanded[0]} has no band: write {unbanded[0]}@low:high or "
+                         f"{unbanded[0]}@<calibration id>")
 #: Whether judge calls send each judge's reply model as a JSON schema: ``auto`` where litellm says
 #: the provider enforces one, ``on`` always (an OpenAI-compatible server that does), ``off`` never.
 StructuredOutput = Literal["auto", "on", "off"]
@@ -304,6 +391,12 @@ class RunConfig(BaseModel):
     api_base: Annotated[OptionalText, Cli(env="EVALUATION_API_BASE")] = Field(
         default=None, title="API base",
         description="Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); none: the provider's own.")
+    cascade: CascadeLevels = Field(
+        default="", validate_default=True, title="Cascade",
+        description="Cheaper judge models tried before the judge model, cheapest first, comma-separated: "
+        "model@low:high (a row scored inside the band goes to the next level, outside it is decided there) or "
+        "model@<calibration id> (the band a calibration of the cascade fitted for each judge), e.g. "
+        "offline/lexical@0.2:0.9,openai/gpt-4o-mini@cal-1; the judge model decides what is left. Empty: none.")
     structured_output: StructuredOutput = Field(
         default="auto", description="Send each judge's reply model as a JSON schema (the reply then parses by "
         "construction; extraction stays the fallback): auto where litellm says the provider and model enforce one, "
@@ -402,6 +495,20 @@ class RunConfig(BaseModel):
             return Sample.parse(value)
         return value
 
+    @model_validator(mode="after")
+    def _cascade(self) -> RunConfig:
+        check_cascade(self.cascade, self.judge_model, bands_required=True)
+        return self
+
+    def level_config(self, level: int) -> RunConfig:
+        """This run as one level of its cascade judges it: that level's judge model and API base (the
+        run's own for the last level), no cascade."""
+        if level == len(self.cascade):
+            return self.model_copy(update={"cascade": []})
+        step = self.cascade[level]
+        return self.model_copy(update={"judge_model": step.judge_model, "api_base": step.api_base or self.api_base,
+                                       "cascade": []})
+
     def with_thresholds_in_force(self, calibrated: Mapping[str, JudgeThresholds]) -> RunConfig:
         """This config with ``thresholds_in_force`` for every selected judge: ``calibrated`` where
         it names the judge, else the run's own ``thresholds`` (source ``options``)."""
@@ -437,7 +544,7 @@ EVALUATION_COLUMNS: tuple[str, ...] = (
     "semantic_similarity", "evaluation_goal", "hits", "misses", "reasoning", "explanations",
     "improvement_suggestions", "citations", "invalid_citations", "uncited_claim_count",
     "hallucination_detected", "clamps_applied", "reason", "error", "input_tokens",
-    "output_tokens", "cost_usd", "latency_ms", "attempts", "cached", "judged_at",
+    "output_tokens", "cost_usd", "latency_ms", "attempts", "cached", "judged_at", "decided_by", "cascade_calls",
 )
 
 

@@ -72,6 +72,8 @@ PARSED_SCHEMA: dict[str, Any] = {
     "reason": pl.String,
     "error": pl.String,
     **SPENT_SCHEMA,
+    "decided_by": pl.String,
+    "cascade_calls": pl.Int64,
     "reference_missing": pl.Boolean,
     "empty_answer": pl.Boolean,
     "rubric_mode": pl.Boolean,
@@ -165,7 +167,7 @@ def runs_schema() -> dict[str, Any]:
         **{f"n_{s}": pl.Int64 for s in JUDGE_STATUSES},
         "calls_made": pl.Int64, "calls_reused": pl.Int64, "input_tokens": pl.Int64, "output_tokens": pl.Int64,
         "cost_usd": pl.Float64, "estimated_prompt_tokens": pl.Int64, "estimated_cost_usd": pl.Float64,
-        "timings": pl.String, "waited_s": pl.Float64, "versions": pl.String,
+        "timings": pl.String, "waited_s": pl.Float64, "versions": pl.String, "cascade": pl.String,
         "started_at": pl.Datetime("us", "UTC"), "finished_at": pl.Datetime("us", "UTC"),
     }
 
@@ -301,5 +303,33 @@ CALIBRATIONS_SCHEMA: dict[str, Any] = {
     "current_kappa_holdout": pl.Float64,
     "seed": pl.Int64,
     "bootstrap": pl.Int64,
+    "calibrated_at": pl.Datetime("us", "UTC"),
+}
+
+#: A calibration of a cascade: one row per (level, judge), ``calibrations/.../cascade.parquet``.
+CASCADE_SCHEMA: dict[str, Any] = {
+    "calibration_id": pl.String,
+    "set_name": pl.String,
+    "level": pl.Int64,
+    "judge_model": pl.String,
+    "judge": pl.String,
+    "band_low": pl.Float64,
+    "band_high": pl.Float64,
+    "band_source": pl.String,
+    "band_loss": pl.Float64,
+    "n_fit": pl.Int64,
+    "kappa_alone": pl.Float64,
+    "kappa_alone_fit": pl.Float64,
+    "kappa_alone_holdout": pl.Float64,
+    "rows": pl.Int64,
+    "reached": pl.Int64,
+    "decided": pl.Int64,
+    "share_decided": pl.Float64,
+    "share_sent_on": pl.Float64,
+    "cost_alone_usd": pl.Float64,
+    "cost_usd": pl.Float64,
+    "kappa_cascade": pl.Float64,
+    "kappa_cascade_fit": pl.Float64,
+    "kappa_cascade_holdout": pl.Float64,
     "calibrated_at": pl.Datetime("us", "UTC"),
 }

@@ -215,7 +215,7 @@ def calibration_rows(
         versions = sorted(set(judged["prompt_version"].drop_nulls()))
         base = {
             "calibration_id": calibration_id, "set_name": spec.set_name, "set_uri": spec.golden_uri,
-            "judge": judge, "judge_model": spec.judge_model, "prompt_version": ",".join(versions) or None,
+            "judge": judge, "judge_model": spec.judge_name, "prompt_version": ",".join(versions) or None,
             "rules_version": RULES_VERSION, "seed": spec.seed, "bootstrap": spec.bootstrap,
             "calibrated_at": calibrated_at, **_status_rates(judged),
         }

@@ -122,12 +122,46 @@ def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Cur
     return "".join(parts)
 
 
-def render_page(table: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: CalibrationSpec, calibration: str,
-                judging: dict[str, Any]) -> str:
-    """The calibration's self-contained HTML page."""
+def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
+    """Per judge, each level of the cascade: its band, the model alone, what it decides in the
+    cascade and its cost there, against the judge model alone."""
+    head = ("<th>judge</th><th class='num'>level</th><th>model</th><th class='num'>band</th><th>band from</th>"
+            "<th class='num'>κ alone (held out)</th><th class='num'>rows reaching it</th>"
+            "<th class='num'>decided here</th><th class='num'>cost in the cascade</th><th class='num'>cost alone</th>")
+    body = []
+    summary = []
+    for judge in spec.judges:
+        rows = cascade.filter(pl.col("judge") == judge).sort("level").to_dicts()
+        if not rows:
+            continue
+        for r in rows:
+            band = "–" if r["band_low"] is None else f"{_fmt(r['band_low'])} – {_fmt(r['band_high'])}"
+            body.append(
+                f"<tr><td>{esc(judge)}</td><td class='num'>{r['level']}</td><td><code>{esc(r['judge_model'])}</code></td>"
+                f"<td class='num'>{band}</td><td>{_fmt(r['band_source'])}</td>"
+                f"<td class='num'>{_fmt(r['kappa_alone'])} ({_fmt(r['kappa_alone_holdout'])})</td>"
+                f"<td class='num'>{r['reached']}</td><td class='num'>{r['decided']} ({_pct(r['share_decided'])})</td>"
+                f"<td class='num'>{r['cost_usd']:.4f}</td><td class='num'>{r['cost_alone_usd']:.4f}</td></tr>")
+        cost = sum(r["cost_usd"] for r in rows)
+        alone = rows[-1]["cost_alone_usd"]
+        saved = f"{1 - cost / alone:.0%} saved" if alone else "no price for the judge model"
+        summary.append(f"<li><b>{esc(judge)}</b>: κ of fail {_fmt(rows[-1]['kappa_cascade'])} (held out "
+                       f"{_fmt(rows[-1]['kappa_cascade_holdout'])}) against {_fmt(rows[-1]['kappa_alone'])} "
+                       f"({_fmt(rows[-1]['kappa_alone_holdout'])}) for <code>{esc(spec.judge_model)}</code> alone; cost "
+                       f"{cost:.4f} against {alone:.4f} USD ({saved})</li>")
+    return ("<section id='cascade'><h2>Cascade</h2><p class='note'>A level decides a row it scores <code>ok</code> "
+            "outside its band (both ends inside the band); any other row goes to the next level. Bands not given are "
+            f"fitted on the fit split: as many rows decided as κ allows within {spec.band_loss:g} of the judge model "
+            "alone. Costs are the calls' tokens at litellm's online prices.</p>"
+            f"<ul class='plain'>{''.join(summary)}</ul>{table([head], body, compact=True)}</section>")
+
+
+def render_page(table_: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: CalibrationSpec, calibration: str,
+                judging: dict[str, Any], *, cascade: pl.DataFrame | None = None) -> str:
+    """The calibration's self-contained HTML page (with a cascade's section when it calibrated one)."""
     info = judging.get("set_info") or {}
     meta = [f"set <code>{esc(spec.set_name)}</code> at <code>{esc(spec.golden_uri)}</code>",
-            f"judge model <code>{esc(spec.judge_model)}</code>", f"calibration <code>{esc(calibration)}</code>",
+            f"judge model <code>{esc(spec.judge_name)}</code>", f"calibration <code>{esc(calibration)}</code>",
             f"thresholds pass {spec.thresholds.pass_} / borderline {spec.thresholds.borderline}", f"seed {spec.seed}"]
     cards = [("Records", f"{judging['input_records']:,}"), ("Judged", f"{judging['records']:,}"),
              ("Rejected", f"{judging['rejected']:,}"), ("Calls made", f"{judging['calls_made']:,}"),
@@ -139,12 +173,15 @@ def render_page(table: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: 
             if info.get(k)) + "</ul>"
     overview += "</section>"
     sections = [overview]
+    if cascade is not None:
+        sections.append(_cascade_section(spec, cascade))
     for judge in spec.judges:
-        rows = table.filter(pl.col("judge") == judge).to_dicts()
+        rows = table_.filter(pl.col("judge") == judge).to_dicts()
         if rows:
             sections.append(_judge_section(judge, rows, curves.get(judge, {})))
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in
-                  [("overview", "Overview"), *((f"judge-{j}", f"Judge {j}") for j in spec.judges)])
+                  [("overview", "Overview"), *([("cascade", "Cascade")] if cascade is not None else []),
+                   *((f"judge-{j}", f"Judge {j}") for j in spec.judges)])
     holdout = f"{spec.holdout_share:.0%}"
     footer = (
         "<footer>Method: statistics over <code>ok</code> rows with a label; the binary label is <code>faithful</code> (else "
@@ -159,5 +196,5 @@ def render_page(table: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: 
         "unsatisfied required rubric) hold at every cut. The same numbers are in <code>calibration.parquet</code> next to "
         "this page.</footer>"
     )
-    return page(f"Judge calibration — {spec.set_name} — {spec.judge_model}", f"Judge calibration — {spec.set_name}",
+    return page(f"Judge calibration — {spec.set_name} — {spec.judge_name}", f"Judge calibration — {spec.set_name}",
                 meta, nav, [*sections, footer])

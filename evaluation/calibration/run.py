@@ -17,15 +17,17 @@ from typing import Any
 import polars as pl
 
 from evaluation import client, stages, storage
+from evaluation.calibration.cascade import cascade_table, fit_bands
 from evaluation.calibration.compute import calibration_rows, forced_fail, roc_curves
 from evaluation.calibration.golden import read_golden_set
 from evaluation.calibration.render import render_page
 from evaluation.calibration.spec import CalibrationError, CalibrationSpec
 from evaluation.compare.compute import judge_by_day, rounded_rows
-from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, RunConfig
+from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, CascadeLevel, RunConfig
 from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route, score_table
 from evaluation.ledger import Ledger, request_hash
-from evaluation.schemas import record_from_row
+from evaluation.schemas import CASCADE_SCHEMA, record_from_row
+from evaluation.stages.thresholds import Bands, calibrated_bands
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +52,9 @@ def _key(calibration: str, name: str) -> str:
     return storage.calibration_key(calibration, name)
 
 
-def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.DataFrame,
+def _calls_to_make(store: storage.Store, spec: CalibrationSpec, judge_model: str, records: pl.DataFrame,
                    parameters: dict[str, Any]) -> int:
-    """Judge calls the set needs that the ledger has no reply for (0 on a re-run)."""
+    """Judge calls of ``judge_model`` the set needs that the ledger has no reply for (0 on a re-run)."""
 
     missing = 0
     for (day,), group in records.group_by(pl.col("timestamp").dt.date(), maintain_order=True):
@@ -62,7 +64,7 @@ def _calls_to_make(store: storage.Store, spec: CalibrationSpec, records: pl.Data
             for judge in spec.judges:
                 prompt = route(judge, record)
                 if isinstance(prompt, RenderedPrompt):
-                    hashes.add(request_hash(spec.judge_model, prompt, parameters))
+                    hashes.add(request_hash(judge_model, prompt, parameters))
         found = Ledger(store, day, writer="calibration-lookup").lookup(hashes)
         missing += len(hashes) - len(found)
     return missing
@@ -99,21 +101,34 @@ def judge_golden_set(
         judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base, concurrency=spec.concurrency,
         thresholds=spec.thresholds, chunk_size=spec.chunk_size,
     )
-    parameters = client.call_parameters(spec.judge_model, api_base=spec.api_base, temperature=0.0)
-    if _calls_to_make(store, spec, records, parameters):  # fail before paying: an unusable judge model stops it here
-        try:
-            stages.probe_judge(stages.judge_client(cfg, api_key), f"calibration {calibration}")
-        except stages.JudgeUnusable as exc:
-            raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
-    parsed, call_table, made, reused = judge_by_day(
-        cfg, stages.Stores(raw=golden, out=store), records.with_columns(dt=pl.col("timestamp").dt.date()),
-        api_key=api_key, call_parameters=parameters)
-    scored = score_table(parsed, spec.thresholds)
-    evaluations = (
-        scored.with_columns(forced_fail(scored), run_id=pl.lit(run_id))
-        .select(*EVALUATION_COLUMNS, "forced_fail")
-        .sort("record_id", "judge")
-    )
+    stores = stages.Stores(raw=golden, out=store)
+    dated = records.with_columns(dt=pl.col("timestamp").dt.date())
+    # every model of a cascade judges the whole set (its bands are fitted on it), the judge model last
+    level_cfgs = [cfg.model_copy(update={"judge_model": level.judge_model, "api_base": level.api_base or spec.api_base})
+                  for level in spec.cascade] + [cfg]
+    parameters_of = [client.call_parameters(c.judge_model, api_base=c.api_base, temperature=0.0) for c in level_cfgs]
+    for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
+        if _calls_to_make(store, spec, level_cfg.judge_model, records, parameters):  # fail before paying
+            try:
+                stages.probe_judge(stages.judge_client(level_cfg, api_key), f"calibration {calibration}")
+            except stages.JudgeUnusable as exc:
+                raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
+    levels: list[pl.DataFrame] = []
+    call_tables: list[pl.DataFrame] = []
+    made = reused = 0
+    for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
+        parsed, call_table, level_made, level_reused = judge_by_day(
+            level_cfg, stores, dated, api_key=api_key, call_parameters=parameters)
+        levels.append(_judged_rows(parsed, spec, run_id))
+        call_tables.append(call_table)
+        made, reused = made + level_made, reused + level_reused
+    call_table = pl.concat(call_tables, how="vertical_relaxed")
+    evaluations = levels[-1]
+    if spec.cascade:
+        evaluations = _judge_cascade(store, stores, spec, cfg, dated, golden_set.labels, levels,
+                                     calibration=calibration, api_key=api_key)
+        storage.write_parquet(store, _key(calibration, "levels.parquet"), pl.concat(
+            [rows.with_columns(level=pl.lit(k, dtype=pl.Int64)) for k, rows in enumerate(levels)]))
     storage.write_parquet(store, _key(calibration, "evaluations.parquet"), evaluations)
     storage.write_parquet(store, _key(calibration, "judge_calls.parquet"), call_table)
     statuses = dict(evaluations.group_by("judge_status").len().sort("judge_status").iter_rows())
@@ -127,12 +142,53 @@ def judge_golden_set(
         "statuses": {s: int(statuses.get(s, 0)) for s in JUDGE_STATUSES},
         "calls_made": made,
         "calls_reused": reused,
-        "cost_usd": round(float(evaluations["cost_usd"].sum()), 6),
+        "cost_usd": round(sum(float(rows["cost_usd"].sum()) for rows in levels), 6),
     }
     storage.write_json(store, _key(calibration, "judging.json"),
                        {"spec": spec.model_dump(mode="json"), "set_info": golden_set.info, **counts})
     logger.info("calibration %s: judged %s: %s", calibration, spec.describe(), counts)
     return counts
+
+
+def _judged_rows(parsed: pl.DataFrame, spec: CalibrationSpec, run_id: str) -> pl.DataFrame:
+    """A judged set's rows as a calibration lands them: scored at the spec's thresholds, the
+    ``evaluations`` columns plus ``forced_fail``."""
+    scored = score_table(parsed, spec.thresholds)
+    return (scored.with_columns(forced_fail(scored), run_id=pl.lit(run_id))
+            .select(*EVALUATION_COLUMNS, "forced_fail").sort("record_id", "judge"))
+
+
+def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: CalibrationSpec, cfg: RunConfig,
+                   records: pl.DataFrame, labels: pl.DataFrame, levels: list[pl.DataFrame], *, calibration: str,
+                   api_key: str | None) -> pl.DataFrame:
+    """The bands of the spec's cascade (given, taken from the calibration named, or fitted here:
+    :func:`~evaluation.calibration.cascade.fit_bands`), kept in the calibration's ``cascade.parquet``,
+    then the set judged through the cascade with them as a run judges a chunk (every reply is in the
+    ledger by now: nothing is paid): the cascade's rows."""
+    given: list[Bands | None] = []
+    sources: list[str] = []
+    for level in spec.cascade:
+        if level.band is not None:
+            given.append({judge: level.band for judge in spec.judges})
+            sources.append("given")
+        elif level.band_from is not None:
+            given.append(calibrated_bands(store, level, list(spec.judges)))
+            sources.append(level.band_from)
+        else:
+            given.append(None)
+            sources.append("fitted")
+    bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss)
+    storage.write_parquet(store, _key(calibration, "cascade.parquet"), pl.DataFrame(
+        [{"calibration_id": calibration, "set_name": spec.set_name, "level": k, "judge_model": level.judge_model,
+          "judge": judge, "band_low": low, "band_high": high, "band_source": sources[k], "band_loss": spec.band_loss}
+         for k, level in enumerate(spec.cascade) for judge, (low, high) in bands[k].items()], schema=CASCADE_SCHEMA))
+    logger.info("calibration %s: cascade bands %s", calibration, bands)
+    cascade = [CascadeLevel(judge_model=level.judge_model, band_from=calibration, api_base=level.api_base)
+               for level in spec.cascade]
+    parsed, _, _, _ = judge_by_day(cfg.model_copy(update={"cascade": cascade}), stores, records, api_key=api_key,
+                                   call_parameters=client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
+                                                                          temperature=0.0))
+    return _judged_rows(parsed, spec, cfg.run_id)
 
 
 def calibrate(
@@ -156,7 +212,9 @@ def calibrate(
     labels = storage.read_parquet(store, keys["labels.parquet"])
     table = calibration_rows(evaluations, labels, spec, calibration_id=calibration, calibrated_at=calibrated_at)
     storage.write_parquet(store, _key(calibration, "calibration.parquet"), table)
-    page = render_page(table, roc_curves(evaluations, labels, list(spec.judges)), spec, calibration, judging)
+    cascade = _measure_cascade(store, spec, evaluations, labels, calibration, calibrated_at) if spec.cascade else None
+    page = render_page(table, roc_curves(evaluations, labels, list(spec.judges)), spec, calibration, judging,
+                       cascade=cascade)
     store.write_bytes(_key(calibration, "report.html"), page.encode())
     storage.write_json(store, _key(calibration, "spec.json"), {
         "calibration_id": calibration, "spec": spec.model_dump(mode="json"),
@@ -173,8 +231,37 @@ def calibrate(
         **{k: judging[k] for k in ("records", "rejected", "calls_made", "calls_reused")},
         "figures": rounded_rows(table, _HEADLINE_COLUMNS),
     }
+    if cascade is not None:
+        result["cascade"] = rounded_rows(cascade, _CASCADE_COLUMNS)
     logger.info("calibration %s landed at %s", calibration, result["uri"])
     return result
+
+
+#: The cascade's figures the CLI prints, per level and judge.
+_CASCADE_COLUMNS = ["judge", "level", "judge_model", "band_low", "band_high", "band_source", "kappa_alone",
+                    "kappa_alone_holdout", "reached", "decided", "share_decided", "cost_alone_usd", "cost_usd",
+                    "kappa_cascade", "kappa_cascade_holdout"]
+
+
+def _measure_cascade(store: storage.Store, spec: CalibrationSpec, evaluations: pl.DataFrame, labels: pl.DataFrame,
+                     calibration: str, calibrated_at: dt.datetime) -> pl.DataFrame:
+    """The cascade's figures per level and judge (:func:`~evaluation.calibration.cascade.cascade_table`)
+    over each level's rows and the bands the judging kept, landed as ``cascade.parquet``."""
+    key = _key(calibration, "cascade.parquet")
+    kept = storage.read_parquet(store, key)
+    everything = storage.read_parquet(store, _key(calibration, "levels.parquet"))
+    levels = [everything.filter(pl.col("level") == k) for k in range(len(spec.cascade) + 1)]
+    bands: list[Bands] = [{} for _ in spec.cascade]
+    sources = ["given"] * len(spec.cascade)
+    for row in kept.iter_rows(named=True):
+        bands[row["level"]][row["judge"]] = (row["band_low"], row["band_high"])
+        sources[row["level"]] = row["band_source"]
+    models = [level.judge_model for level in spec.cascade] + [spec.judge_model]
+    table = cascade_table(levels, evaluations, labels, spec, bands, sources,
+                          [client.price_per_token(model) for model in models],
+                          calibration_id=calibration, calibrated_at=calibrated_at)
+    storage.write_parquet(store, key, table)
+    return table
 
 
 def run_calibration(

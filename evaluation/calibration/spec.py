@@ -5,9 +5,20 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evaluation.contract import JUDGES, OFFLINE_JUDGE_MODEL, RULES_VERSION, Cli, JudgeList, OptionalText, Thresholds
+from evaluation.contract import (
+    JUDGES,
+    OFFLINE_JUDGE_MODEL,
+    RULES_VERSION,
+    CascadeLevels,
+    Cli,
+    JudgeList,
+    OptionalText,
+    Thresholds,
+    cascade_name,
+    check_cascade,
+)
 
 
 class CalibrationError(RuntimeError):
@@ -38,6 +49,15 @@ class CalibrationSpec(BaseModel):
                                     description="Fail the calibration when more of the set than this is rejected.")
     max_record_chars: int = Field(default=200_000, ge=1, description="Reject records whose texts exceed this.")
     chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk.")
+    cascade: CascadeLevels = Field(
+        default="", validate_default=True,
+        description="Cheaper judge models tried before the judge model, cheapest first, comma-separated: model "
+        "(its band fitted here), model@low:high or model@<calibration id>. The set is judged with every model, the "
+        "bands not given are fitted on the fit split, and the cascade is measured as one judge. Empty: none.")
+    band_loss: float = Field(
+        default=0.02, ge=0.0, le=1.0,
+        description="With a cascade: the κ of fail a fitted band may lose against the judge model alone, on the "
+        "fit split (each band decides as many rows as it can within it).")
 
     @field_validator("golden_uri")
     @classmethod
@@ -47,6 +67,16 @@ class CalibrationSpec(BaseModel):
             raise ValueError("golden_uri is blank: give the golden set's folder")
         return value
 
+    @model_validator(mode="after")
+    def _cascade(self) -> CalibrationSpec:
+        check_cascade(self.cascade, self.judge_model, bands_required=False)
+        return self
+
+    @property
+    def judge_name(self) -> str:
+        """What was calibrated: the judge model, or the cascade ending with it (``a > b > c``)."""
+        return cascade_name(self.cascade, self.judge_model)
+
     @property
     def set_name(self) -> str:
         """The set's name: the last segment of its folder."""
@@ -55,13 +85,15 @@ class CalibrationSpec(BaseModel):
     def default_id(self, prompt_versions: dict[str, str]) -> str:
         """``cal-`` and a hash of the spec, the judges' prompt versions and the rules version: the
         same calibration of the same prompts gets the same id (a re-run replaces it)."""
-        payload = self.model_dump_json(exclude={"concurrency", "chunk_size"}) + repr(sorted(prompt_versions.items()))
+        # Without a cascade its options are left out: calibrations named before there were cascades keep their id.
+        exclude = {"concurrency", "chunk_size"} | (set() if self.cascade else {"cascade", "band_loss"})
+        payload = self.model_dump_json(exclude=exclude) + repr(sorted(prompt_versions.items()))
         digest = hashlib.sha256((payload + RULES_VERSION).encode()).hexdigest()
         return f"cal-{digest[:16]}"
 
     def describe(self) -> str:
-        """The set and the judge model, for messages."""
-        return f"set {self.set_name} ({self.golden_uri}) with {self.judge_model}"
+        """The set and the judge model (or the cascade), for messages."""
+        return f"set {self.set_name} ({self.golden_uri}) with {self.judge_name}"
 
 
 #: The human labels of a golden record (``labels`` object): see docs/golden-sets.md.

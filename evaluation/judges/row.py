@@ -61,6 +61,8 @@ class ParsedRow(TypedDict):
     attempts: NotRequired[int]
     cached: NotRequired[bool]
     judged_at: NotRequired[dt.datetime | None]
+    decided_by: NotRequired[str | None]
+    cascade_calls: NotRequired[int | None]
     reference_missing: bool
     empty_answer: bool
     rubric_mode: bool

@@ -133,6 +133,8 @@ class ChunkResult(StageResult):
     reused: int = Field(description="Replies reused from the ledger or repeated within the chunk.")
     statuses: dict[str, int] = Field(description="Rows by judge_status.")
     seconds: float = Field(description="Wall time of the stage.")
+    decided: dict[str, int] = Field(default_factory=dict,
+                                    description="With a cascade: rows decided per level's judge model.")
 
 
 class DayResult(StageResult):
@@ -156,6 +158,9 @@ class DayResult(StageResult):
     call_error_ratio: float
     output_uri: str
     reconciled: dict[str, int] = Field(default_factory=dict)
+    cascade: dict[str, Any] | None = Field(
+        default=None, description="With a cascade: each level's decided rows, calls and cost, and the judge model "
+        "alone's cost (see evaluation.stages.cascade.cascade_summary).")
     report: str | None = Field(default=None, description="The daily report's URI, once written.")
 
 
@@ -175,6 +180,8 @@ class PlanRecord(BaseModel):
     sampled: int = Field(description="Records to judge; the others are skipped as sampled_out.")
     estimate: CostEstimate
     call_parameters: dict[str, Any] = Field(description="Parameters that shape a reply (part of the ledger key).")
+    cascade_parameters: list[dict[str, Any]] = Field(
+        default_factory=list, description="With a cascade: the call parameters of each level before the judge model.")
     seconds: float
 
 
@@ -306,6 +313,7 @@ def write_run_row(
         "timings": json.dumps(timings, sort_keys=True),
         "waited_s": waited_s,
         "versions": json.dumps(versions.versions(), sort_keys=True),
+        "cascade": json.dumps(result["cascade"], sort_keys=True) if result.get("cascade") else None,
         "started_at": started_at,
         "finished_at": dt.datetime.now(dt.UTC),
     }

@@ -15,7 +15,7 @@ from evaluation.contract import RunConfig
 from evaluation.fleetrate import rate_settings
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
 from evaluation.stages.ingest import missing_input
-from evaluation.stages.thresholds import with_calibrated_thresholds
+from evaluation.stages.thresholds import level_bands, with_calibrated_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -72,22 +72,27 @@ def check_run(
     missing = missing_input(stores.raw, cfg.date) if input_ready and not cfg.allow_empty else None
     if missing:
         raise fail_run(cfg, stores, f"{where(cfg)}: {missing}; nothing was ingested or judged")
-    try:  # a calibration named for the thresholds must exist before anything is paid for
+    try:  # a calibration named for the thresholds or a cascade's band must exist before anything is paid for
         with_calibrated_thresholds(cfg, stores.out)
+        level_bands(cfg, stores.out)
         if cfg.batch:  # a provider without a batch API fails here, not once the day is ingested
             require_batches(cfg.judge_model)
     except (CalibrationError, BatchUnsupported) as exc:
         raise fail_run(cfg, stores, f"{where(cfg)}: {exc}; nothing was ingested or judged") from exc
     client = judge_client(cfg, api_key)
+    # every level of a cascade is probed, cheapest first; the judge model, its last level, too
+    levels = [judge_client(cfg.level_config(level), api_key) for level in range(len(cfg.cascade))] + [client]
     if cfg.dry_run:  # a dry run calls no judge, not even the probe; a model that cannot exist still fails
         try:
-            refuse_unknown_offline_model(cfg.judge_model, where(cfg))
+            for level_client in levels:
+                refuse_unknown_offline_model(level_client.model, where(cfg))
         except JudgeUnusable as exc:
             raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
         return CheckResult(judge_model=cfg.judge_model, probe_latency_ms=0.0, call_parameters=client.call_parameters())
     try:
-        latency_ms = probe_judge(client, where(cfg), timeout_s=cfg.probe_timeout_s, key_hint=key_hint,
-                                 on_wait=on_wait, every_s=every_s)
+        for level_client in levels:
+            latency_ms = probe_judge(level_client, where(cfg), timeout_s=cfg.probe_timeout_s, key_hint=key_hint,
+                                     on_wait=on_wait, every_s=every_s)
     except JudgeUnusable as exc:
         raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
     except JudgeUnreachable as exc:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -20,7 +21,7 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.batch import ChunkBatch
-from evaluation.client import price_per_token
+from evaluation.client import call_parameters, price_per_token
 from evaluation.contract import RULES_VERSION, CallRecord, InputRecord, JudgeName, RunConfig, question_key
 from evaluation.judges import (
     PROMPT_VERSIONS,
@@ -29,6 +30,7 @@ from evaluation.judges import (
     not_applicable_row,
     parse_reply,
     route,
+    score_table,
 )
 from evaluation.judges.row import ParsedRow, Spent
 from evaluation.judges.schema import reply_format_of
@@ -36,8 +38,10 @@ from evaluation.ledger import Ledger, request_hash
 from evaluation.redact import redact_record
 from evaluation.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
+from evaluation.stages.cascade import PairSpending, escalated
 from evaluation.stages.check import judge_client
 from evaluation.stages.plan import key_range
+from evaluation.stages.thresholds import level_bands
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +82,12 @@ class PreparedChunk:
 
 
 def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None,
-                  ledger_store: storage.Store | None = None) -> PreparedChunk:
+                  ledger_store: storage.Store | None = None, parameters: dict[str, Any] | None = None,
+                  pairs: set[tuple[str, JudgeName]] | None = None) -> PreparedChunk:
     """Render the chunk's prompts and look their replies up in the ledger (``ledger_store``'s,
     default the output store's: a plan stages its chunks elsewhere and asks the real ledger).
+    ``parameters``: the call parameters of ``cfg.judge_model`` (default: the plan's); ``pairs``: the
+    only (record id, judge) pairs to judge (a cascade's level after the first), default all.
 
     The ledger is asked first what is already paid for: the judge client (and litellm, a few
     seconds to import) is set up only when there are calls to make, so a re-run of a judged day
@@ -91,7 +98,8 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
     chunk_count = max(1, plan.chunks) if plan is not None else 1
     frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
     client = None
-    parameters = plan.call_parameters if plan is not None else None
+    if parameters is None:
+        parameters = plan.call_parameters if plan is not None else None
     if parameters is None:  # chunks staged outside the daily plan (a comparison's sample)
         client = judge_client(cfg, api_key)
         parameters = client.call_parameters()
@@ -101,6 +109,8 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
         record = record_from_row(row)
         judged_record, redactions = redact_record(record) if cfg.redact_pii else (record, 0)
         for judge in cfg.judges:
+            if pairs is not None and (record.record_id, judge) not in pairs:
+                continue
             if not row["sampled"]:
                 rows.append(_finish(not_applicable_row(judge, record, "sampled_out"), cfg, PROMPT_VERSIONS[judge]))
                 continue
@@ -195,7 +205,10 @@ def judge_chunk(
     """Run the selected judges on one staged chunk; stage its parsed rows and judge calls.
 
     With ``cfg.batch`` the requests go to the provider as batches, waited for in this process
-    (the CLI; the DAG's judge task defers instead, see :func:`judge_batch_step`)."""
+    (the CLI; the DAG's judge task defers instead, see :func:`judge_batch_step`). With a
+    ``cascade``, level by level (:mod:`evaluation.stages.cascade`)."""
+    if cfg.cascade:
+        return judge_cascade_chunk(cfg, stores, index, api_key=api_key, progress=progress)
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
     if progress is not None:
         progress(len(prepared.rows) + len(prepared.pending) - len(prepared.to_call))  # skipped, reused, repeated
@@ -243,7 +256,16 @@ def _chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None) -
 
 def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -> ChunkResult:
     """Ledger entries for the replies, then the parsed rows and ``judge_calls`` rows staged."""
-    cfg, index, frame = prepared.cfg, prepared.index, prepared.frame
+    rows, calls = judged_rows(prepared, outcomes)
+    return stage_judged(stores, prepared.cfg, prepared.index, prepared.frame, rows, calls, started=prepared.started,
+                        calls_made=sum(1 for o in outcomes if o is not None),
+                        reused=len(prepared.pending) - len(prepared.to_call))
+
+
+def judged_rows(prepared: PreparedChunk, outcomes: list[Any]) -> tuple[list[ParsedRow], list[dict[str, Any]]]:
+    """Keep the replies in the ledger (flushed), then the chunk's parsed rows (those that needed no
+    call included) and its ``judge_calls`` rows."""
+    cfg = prepared.cfg
     to_call, unique, pending, cached = prepared.to_call, prepared.unique, prepared.pending, prepared.cached
     for item, outcome in zip(to_call, outcomes, strict=True):
         if outcome is not None:
@@ -263,6 +285,13 @@ def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -
         rows.append(row_out)
         if call is not None:
             calls.append(call)
+    return rows, calls
+
+
+def stage_judged(stores: Stores, cfg: RunConfig, index: int, frame: pl.DataFrame, rows: list[ParsedRow],
+                 calls: list[dict[str, Any]], *, started: float, calls_made: int, reused: int,
+                 decided: dict[str, int] | None = None) -> ChunkResult:
+    """Stage a judged chunk's parsed rows (with their question keys) and ``judge_calls`` rows."""
     keys = {r: question_key(q) for r, q in zip(frame["record_id"], frame["question"], strict=True)}
     for row in rows:
         row["question_key"] = keys[row["record_id"]]
@@ -274,10 +303,11 @@ def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -
     result = ChunkResult(
         index=index,
         rows=parsed.height,
-        calls_made=sum(1 for o in outcomes if o is not None),
-        reused=len(pending) - len(to_call),  # from the ledger, or repeats within the chunk
+        calls_made=calls_made,
+        reused=reused,  # from the ledger, or repeats within the chunk
         statuses=dict(zip(counts["judge_status"], counts["len"], strict=True)),
-        seconds=round(time.monotonic() - prepared.started, 3),
+        seconds=round(time.monotonic() - started, 3),
+        decided=decided or {},
     )
     logger.info("%s chunk %d judged: %s", where(cfg), index, result)
     return result
@@ -344,3 +374,74 @@ def _judged_row(
     record = CallRecord(**call, **spent, raw_response=outcome.raw_text, error=outcome.error,
                         error_class=outcome.error_class)
     return _finish(row, cfg, item.prompt.prompt_version, spent), record.model_dump()
+
+
+def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None,
+                        progress: Callable[[int], None] | None = None) -> ChunkResult:
+    """Judge one staged chunk through the run's cascade, online (see the module docstring), and
+    stage its parsed rows and every level's ``judge_calls`` rows."""
+    started = time.monotonic()
+    bands = level_bands(cfg, stores.out)
+    plan = read_manifest(cfg, stores).plan
+    level_parameters = plan.cascade_parameters if plan is not None else []
+    rows: list[ParsedRow] = []
+    calls: list[dict[str, Any]] = []
+    totals: dict[tuple[str, str], PairSpending] = {}
+    decided: Counter[str] = Counter()
+    made = reused = 0
+    spent = 0.0
+    open_pairs: set[tuple[str, JudgeName]] | None = None  # every pair at level 0
+    frame = None
+    for level in range(len(cfg.cascade) + 1):
+        level_cfg = cfg.level_config(level)
+        landed_before = len(rows)
+        parameters = None  # the judge model's: the plan's call parameters
+        if level < len(cfg.cascade):
+            parameters = level_parameters[level] if level < len(level_parameters) else call_parameters(
+                level_cfg.judge_model, api_base=level_cfg.api_base, temperature=level_cfg.temperature,
+                structured_output=level_cfg.structured_output)
+        prepared = prepare_chunk(level_cfg, stores, index, api_key=api_key, parameters=parameters, pairs=open_pairs)
+        frame = prepared.frame
+        if level == 0:  # settled without a call: the judge model's rows, as in a run without a cascade
+            for row in prepared.rows:
+                row["judge_model"], row["decided_by"], row["cascade_calls"] = cfg.judge_model, None, 0
+            rows.extend(prepared.rows)
+            prepared.rows = []
+        if prepared.budget is not None:
+            prepared.budget = max(0.0, prepared.budget - spent)
+        outcomes = call_online(prepared, api_key=api_key, progress=None)
+        spent += sum(o.cost_usd for o in outcomes if o is not None)
+        made += sum(1 for o in outcomes if o is not None)
+        reused += len(prepared.pending) - len(prepared.to_call)
+        level_rows, level_calls = judged_rows(prepared, outcomes)
+        calls.extend(level_calls)
+        last = level == len(cfg.cascade)
+        if last:
+            onward = [False] * len(level_rows)
+        else:
+            scored = score_table(pl.DataFrame(level_rows, schema=PARSED_SCHEMA), cfg.thresholds)
+            # a row stopped by the budget is not sent on: nothing more may be spent
+            onward = [go and row["reason"] != "budget_exhausted"
+                      for go, row in zip(escalated(scored, bands[level]).to_list(), level_rows, strict=True)]
+        next_pairs: set[tuple[str, JudgeName]] = set()
+        for row, go in zip(level_rows, onward, strict=True):
+            pair = (row["record_id"], row["judge"])
+            total = totals.setdefault(pair, PairSpending())
+            called = total.add(row)
+            if go:
+                next_pairs.add(pair)
+                continue
+            total.onto(row, level_cfg.judge_model if called else None)
+            if called:
+                decided[level_cfg.judge_model] += 1
+            rows.append(row)
+        logger.info("%s chunk %d: cascade level %d (%s): %d rows judged, %d decided, %d sent on", where(cfg), index,
+                    level, level_cfg.judge_model, len(level_rows), len(level_rows) - len(next_pairs), len(next_pairs))
+        if progress is not None:
+            progress(len(rows) - landed_before)
+        if not next_pairs:
+            break
+        open_pairs = next_pairs
+    assert frame is not None
+    return stage_judged(stores, cfg, index, frame, rows, calls, started=started, calls_made=made, reused=reused,
+                        decided=dict(decided))

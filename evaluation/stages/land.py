@@ -29,6 +29,7 @@ from evaluation.stages._run import (
     where,
     write_run_row,
 )
+from evaluation.stages.cascade import cascade_summary
 from evaluation.stages.thresholds import with_calibrated_thresholds
 from evaluation.summary import SummaryBuilder
 
@@ -137,6 +138,9 @@ def score_and_land(
             call_error_ratio=round(call_error_ratio, 4),
             output_uri=stores.out.root,
         )
+        if cfg.cascade:
+            result.cascade = cascade_summary(cfg, pl.scan_parquet(tables["evaluations"]),
+                                             pl.scan_parquet(tables["judge_calls"]))
         evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
         try:
             result.reconciled = reconcile(cfg, counts, tally, scored_paths)

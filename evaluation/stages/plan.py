@@ -217,6 +217,10 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
         call_parameters=judge_client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
                                                      temperature=cfg.temperature,
                                                      structured_output=cfg.structured_output),
+        cascade_parameters=[judge_client.call_parameters(level.judge_model, api_base=level.api_base,
+                                                         temperature=level.temperature,
+                                                         structured_output=level.structured_output)
+                            for level in map(cfg.level_config, range(len(cfg.cascade)))],
         seconds=round(time.monotonic() - started, 3),
     ))
     logger.info("%s: %d chunks of up to %d records; estimate %s", where(cfg), len(chunks), chunk_size, estimate)

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "evaluation.offline", "evaluation.batch")),
     ("stages", ("evaluation.stages", "evaluation.wait")),
     ("pages", ("evaluation.charts", "evaluation.html", "evaluation.report", "evaluation.compare",
-               "evaluation.calibration.compute", "evaluation.calibration.daily", "evaluation.calibration.golden",
+               "evaluation.calibration.cascade", "evaluation.calibration.compute", "evaluation.calibration.daily", "evaluation.calibration.golden",
                "evaluation.calibration.metrics", "evaluation.calibration.render", "evaluation.calibration.run",
                "evaluation.day")),
     ("cli", ("evaluation.cli", "evaluation.cli_support", "evaluation.calibration.cli", "evaluation.sample_logs",

@@ -1,0 +1,177 @@
+"""A calibration of a cascade: the bands it fits and the figures of each level (``cascade.parquet``).
+
+The set is judged in full with every model of the cascade (each level's rows, ``levels.parquet``),
+then :func:`fit_bands` fits the bands the spec does not give, level by level, cheapest first, on
+the fit split: a level's band is the one that lets it decide the most rows (``ok``, scored outside
+the band) while the κ of ``fail`` of the cascade so far (the levels fitted, then the judge model
+for every row they send on) stays within ``band_loss`` of the judge model's own κ. The candidate
+band ends are 0, 1 and the midpoints between the level's distinct scores; ties go to the higher κ,
+then the narrower band. κ is taken over the labelled records whose judge-model row is ``ok``, for
+the cascade and the judge model alike.
+
+:func:`cascade_table` then gives, per level and judge: the band and where it came from, the model
+alone (κ on the whole set and on the held-out split, its cost on the set), the rows that reach the
+level in the cascade and the rows it decides, its cost in the cascade, and the cascade's κ. Costs
+are at litellm's online prices for each model of the tokens its calls reported (a reply reused from
+the ledger counts at its price too), so they do not depend on what the ledger held.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from evaluation.calibration import metrics
+from evaluation.calibration.spec import CalibrationSpec
+from evaluation.contract import JudgeName
+from evaluation.schemas import CASCADE_SCHEMA
+from evaluation.stages.thresholds import Bands
+
+#: Distinct scores of a level beyond which the candidate band ends are quantiles of them.
+MAX_BAND_ENDS = 80
+
+
+class _Judged:
+    """One judge's labelled records as every level judged them (numpy columns, aligned by record):
+    each level's ``ok``, score and fail verdict, the label (``bad``) and the split."""
+
+    def __init__(self, levels: list[pl.DataFrame], labels: pl.DataFrame, judge: str) -> None:
+        frame = labels.filter(pl.col("good").is_not_null()).select("record_id", "split", bad=~pl.col("good"))
+        for k, rows in enumerate(levels):
+            frame = frame.join(
+                rows.filter(pl.col("judge") == judge).select(
+                    "record_id", (pl.col("judge_status") == "ok").alias(f"ok_{k}"), pl.col("score").alias(f"score_{k}"),
+                    (pl.col("verdict") == "fail").fill_null(False).alias(f"fail_{k}")),
+                on="record_id", how="inner")
+        frame = frame.sort("record_id")
+        self.bad = frame["bad"].to_numpy().astype(bool)
+        self.fit = (frame["split"] == "fit").to_numpy()
+        self.holdout = (frame["split"] == "holdout").to_numpy()
+        self.score = [frame[f"score_{k}"].fill_null(np.nan).to_numpy().astype(np.float64) for k in range(len(levels))]
+        self.ok = [frame[f"ok_{k}"].to_numpy().astype(bool) & ~np.isnan(self.score[k]) for k in range(len(levels))]
+        self.fail = [frame[f"fail_{k}"].to_numpy().astype(bool) for k in range(len(levels))]
+        #: the judge model's (the last level's) row is ok: the records every κ is taken over
+        self.scored = frame[f"ok_{len(levels) - 1}"].to_numpy().astype(bool)
+
+    def subset(self, mask: np.ndarray) -> _Judged:
+        """The same records, ``mask``'s only."""
+        part = object.__new__(_Judged)
+        part.bad, part.fit, part.holdout, part.scored = self.bad[mask], self.fit[mask], self.holdout[mask], self.scored[mask]
+        part.score = [a[mask] for a in self.score]
+        part.ok = [a[mask] for a in self.ok]
+        part.fail = [a[mask] for a in self.fail]
+        return part
+
+    def cascade(self, bands: list[tuple[float, float]]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The fail verdict of the levels with ``bands`` (the first ``len(bands)`` levels), then the
+        judge model for every row they send on; and the rows each of those levels decides (the
+        judge model's last)."""
+        verdict = self.fail[-1].copy()
+        open_rows = np.ones(self.bad.size, dtype=bool)
+        decided: list[np.ndarray] = []
+        for level, (low, high) in enumerate(bands):
+            with np.errstate(invalid="ignore"):
+                inside = (self.score[level] >= low) & (self.score[level] <= high)
+            here = open_rows & self.ok[level] & ~inside
+            verdict[here] = self.fail[level][here]
+            decided.append(here)
+            open_rows &= ~here
+        decided.append(open_rows)
+        return verdict, decided
+
+
+def _kappa(flagged: np.ndarray, bad: np.ndarray) -> float | None:
+    return metrics.Detection.of(flagged, bad).kappa if flagged.size else None
+
+
+def _band_ends(scores: np.ndarray) -> np.ndarray:
+    distinct = np.unique(scores[~np.isnan(scores)])
+    if distinct.size > MAX_BAND_ENDS:
+        distinct = np.unique(np.quantile(distinct, np.linspace(0.0, 1.0, MAX_BAND_ENDS)))
+    middles = (distinct[:-1] + distinct[1:]) / 2 if distinct.size > 1 else np.array([])
+    return np.unique(np.round(np.concatenate([[0.0], middles, [1.0]]), 4))
+
+
+def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[JudgeName],
+              given: list[Bands | None], loss: float) -> list[Bands]:
+    """Each level's band per judge (``levels``: every level's scored rows, the judge model's last;
+    ``given``: a level's bands when the spec gives them, else None to fit them); see the module
+    docstring."""
+    fitted: list[Bands] = [{} for _ in given]
+    for judge in judges:
+        judged = _Judged(levels, labels, judge)
+        usable = judged.subset(judged.fit & judged.scored)
+        target = (_kappa(usable.fail[-1], usable.bad) or 0.0) - loss
+        bands: list[tuple[float, float]] = []
+        for level, known in enumerate(given):
+            if known is not None:
+                bands.append(known[judge])
+                continue
+            ends = _band_ends(usable.score[level][usable.ok[level]])
+            best: tuple[tuple[int, float, float], tuple[float, float]] | None = None
+            for i, low in enumerate(ends):
+                for high in ends[i:]:
+                    band = (float(low), float(high))
+                    verdict, decided = usable.cascade([*bands, band])
+                    kappa = _kappa(verdict, usable.bad)
+                    if kappa is None or kappa < target - 1e-12:
+                        continue
+                    rank = (int(decided[level].sum()), kappa, -(band[1] - band[0]))
+                    if best is None or rank > best[0]:
+                        best = (rank, band)
+            bands.append(best[1] if best is not None else (0.0, 1.0))
+        for level, band in enumerate(bands):
+            fitted[level][judge] = band
+    return fitted
+
+
+def _list_cost(rows: pl.DataFrame, prices: tuple[float, float]) -> float:
+    """The rows' calls at (input, output) USD per token, of the tokens they report."""
+    cost = pl.col("input_tokens").fill_null(0) * prices[0] + pl.col("output_tokens").fill_null(0) * prices[1]
+    return round(float(rows.select(cost.sum()).item() or 0.0), 6)
+
+
+def cascade_table(levels: list[pl.DataFrame], cascade_rows: pl.DataFrame, labels: pl.DataFrame,
+                  spec: CalibrationSpec, bands: list[Bands], sources: list[str], prices: list[tuple[float, float]],
+                  *, calibration_id: str, calibrated_at: dt.datetime) -> pl.DataFrame:
+    """``cascade.parquet``: one row per (level, judge); see the module docstring. ``cascade_rows``
+    are the cascade's own rows (``decided_by``, ``cascade_calls``); ``sources`` says where each
+    level's band came from (``fitted``, ``given`` or the calibration it was taken from)."""
+    models = [level.judge_model for level in spec.cascade] + [spec.judge_model]
+    final = len(models) - 1
+    out: list[dict[str, Any]] = []
+    for judge in spec.judges:
+        judged = _Judged(levels, labels, judge)
+        scored, fit, held = judged.scored, judged.scored & judged.fit, judged.scored & judged.holdout
+        verdict, _ = judged.cascade([bands[k][judge] for k in range(final)])
+        rows = cascade_rows.filter(pl.col("judge") == judge)
+        called = rows.filter(pl.col("cascade_calls") > 0)
+        for level, model in enumerate(models):
+            own = levels[level].filter(pl.col("judge") == judge)
+            reached_ids = called.filter(pl.col("cascade_calls") > level)["record_id"]
+            reached = own.filter(pl.col("record_id").is_in(reached_ids.implode()))
+            decided = int((rows["decided_by"] == model).sum())
+            band = bands[level][judge] if level < final else None
+            out.append({
+                "calibration_id": calibration_id, "set_name": spec.set_name, "level": level, "judge_model": model,
+                "judge": judge, "band_low": band[0] if band else None, "band_high": band[1] if band else None,
+                "band_source": sources[level] if level < final else None, "band_loss": spec.band_loss,
+                "n_fit": int(fit.sum()),
+                "kappa_alone": _kappa(judged.fail[level][scored], judged.bad[scored]),
+                "kappa_alone_fit": _kappa(judged.fail[level][fit], judged.bad[fit]),
+                "kappa_alone_holdout": _kappa(judged.fail[level][held], judged.bad[held]),
+                "rows": called.height, "reached": reached.height, "decided": decided,
+                "share_decided": decided / called.height if called.height else None,
+                "share_sent_on": ((reached.height - decided) / reached.height
+                                  if reached.height and level < final else None),
+                "cost_alone_usd": _list_cost(own, prices[level]),
+                "cost_usd": _list_cost(reached, prices[level]),
+                "kappa_cascade": _kappa(verdict[scored], judged.bad[scored]),
+                "kappa_cascade_fit": _kappa(verdict[fit], judged.bad[fit]),
+                "kappa_cascade_holdout": _kappa(verdict[held], judged.bad[held]),
+                "calibrated_at": calibrated_at,
+            })
+    return pl.DataFrame(out, schema=CASCADE_SCHEMA)
