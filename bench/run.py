@@ -33,6 +33,10 @@
 10. Structured replies (``bench.structured``): the share of judge replies that do not parse against
    a server whose replies are 15% malformed and 15% wrapped in prose, with each judge's reply model
    sent as a JSON schema and with JSON mode only.
+11. Cascade judging (``bench.cascade``): on the shipped labelled sets (600 records), with the test
+   server's two judge models of known accuracy, the cost and κ of the strong model alone, the cheap
+   one alone and the cascade (offline judge → cheap → strong) whose bands a calibration fitted,
+   κ on the records the bands were not fitted to; averaged over three seeds.
 
 Each measurement runs in a child process; the load that other processes put on the machine
 during it is recorded with it (``cores_others``), and judge runs are repeated once when others
@@ -321,13 +325,44 @@ def structured_items(bench: Bench) -> None:
               f"{on / calls:.1%} / {off / calls:.1%}", "0 with a schema", on == 0)
 
 
+def cascade_items(bench: Bench) -> None:
+    trials = 1 if bench.args.quick else 3
+    result = bench.child("cascade", "measure", {"trials": trials, "per_set": 100 if bench.args.quick else None},
+                         timeout_s=3600)
+    bench.details["cascade"] = result
+    summary, records = result["summary"], result["records"]
+    judges = result["judges"]
+
+    def kappas(row: dict[str, Any]) -> str:
+        return ", ".join(f"{j} {row[f'kappa_{j}_holdout']:.3f}" for j in judges)
+
+    strong = summary["strong"]
+    bench.row(11, f"strong judge alone (test server, {result['accuracy']['gpt-4o']:.0%} agreement), {records} labelled "
+                  f"records × {len(judges)} judges: cost, κ of fail held out (mean of {trials})",
+              f"${strong['cost_usd']:.2f}; κ {kappas(strong)}", "reference", None)
+    cheap = summary["cheap"]
+    bench.row(11, f"cheap judge alone ({result['accuracy']['gpt-4o-mini']:.0%} agreement): cost, κ held out",
+              f"${cheap['cost_usd']:.2f} ({cheap['saved_share']:.0%} saved); κ {kappas(cheap)}", "reference", None)
+    for loss in result["losses"]:
+        row = summary[f"cascade_{loss:g}"]
+        deltas = [row[f"delta_{j}_holdout"] for j in judges]
+        shares = "/".join(f"{share:.0%}" for share in row["share_decided"])
+        detail = ", ".join(f"{j} {row[f'delta_{j}_holdout']:+.3f} ({row[f'delta_{j}_holdout_range'][0]:+.3f} to "
+                           f"{row[f'delta_{j}_holdout_range'][1]:+.3f}; whole set {row[f'delta_{j}_all']:+.3f})"
+                           for j in judges)
+        bench.row(11, f"cascade offline → cheap → strong, bands fitted with band_loss {loss:g}: cost saved against "
+                      f"the strong alone, κ held out against it (rows decided per level {shares})",
+                  f"${row['cost_usd']:.2f}, {row['saved_share']:.0%} saved; κ Δ {detail}",
+                  "≥ 50% saved, κ Δ ≥ −0.02", row["saved_share"] >= 0.5 and min(deltas) >= -0.02)
+
+
 def e2e_and_batch_items(bench: Bench) -> None:
     e2e_items(bench)
     batch_items(bench)
 
 
 ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items, 9: alert_items,
-         10: structured_items}  # 2 runs with 1, 5 with 4, 6 with 3
+         10: structured_items, 11: cascade_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -336,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="",
                         help="comma-separated groups to run: 1 (items 1-2), 3 (3 and 6), 4 (4-5), 7 (the topology), "
                              "8 (calling: bare litellm beside the judge stage, a rate-limited day), 9 (alerts: false alarms "
-                             "and detection), 10 (structured replies: parse errors with and without a schema)")
+                             "and detection), 10 (structured replies: parse errors with and without a schema), 11 "
+                             "(cascade judging: cost and κ of the strong model alone, the cheap one and the cascade)")
     args = parser.parse_args(argv)
     selected = [int(x) for x in args.only.split(",") if x.strip()] or sorted(ITEMS)
     bench = Bench(args)

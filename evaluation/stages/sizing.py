@@ -35,15 +35,20 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import polars as pl
 from pydantic import Field
 
 from evaluation import client as judge_client
 from evaluation import offline, storage
-from evaluation.contract import RunConfig
+from evaluation.contract import JudgeName, RunConfig
+from evaluation.judges import score_table
+from evaluation.schemas import PARSED_SCHEMA
 from evaluation.stages._run import ChunkPlan, RunFailed, StageResult, Stores, read_manifest, where
+from evaluation.stages.cascade import escalated
 from evaluation.stages.ingest import ingest_and_validate
-from evaluation.stages.judge import prepare_chunk
+from evaluation.stages.judge import judged_rows, prepare_chunk
 from evaluation.stages.plan import batch_cost, plan_chunks
+from evaluation.stages.thresholds import level_bands
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +73,21 @@ class JudgeSize(StageResult):
                                     "holds the reply), repeated (the same prompt is called once).")
     input_tokens: int = Field(description="Estimated prompt tokens of the calls.")
     output_tokens: int = Field(description="Estimated completion tokens of the calls.")
+
+
+class LevelSize(StageResult):
+    """One level of a cascade in the plan: the calls it is expected to make and their cost."""
+
+    judge_model: str
+    calls: int | None = Field(description="Calls expected (None: unknown, see ``calls_known``).")
+    calls_known: int = Field(description="Of them, calls of rows whose path to this level the ledger already "
+                             "decides (exact); the rest is estimated from the bands' calibration.")
+    share_sent_on: float | None = Field(description="Share of the rows reaching the level it is expected to send on "
+                                        "(its calibration's; None: a band given by hand, unknown before a run; "
+                                        "the judge model sends on nothing).")
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None = Field(description="At the level's model's online prices; None when its calls are unknown.")
 
 
 class DaySize(StageResult):
@@ -96,6 +116,10 @@ class DaySize(StageResult):
     judge_tpm: float | None
     seconds: float = Field(description="Estimated judging time of the day.")
     bound: str = Field(description="What sets that time: latency, judge_rpm, judge_tpm or batch window.")
+    cascade: list[LevelSize] | None = Field(
+        default=None, description="With a cascade, each level (the judge model last); the figures above are then "
+        "the judge model alone's, for every row.")
+    cascade_cost_usd: float | None = Field(default=None, description="The cascade's expected cost (None: unknown).")
 
 
 def plan_day(cfg: RunConfig, stores: Stores, *, pool_slots: int = 1, latency_s: float | None = None) -> DaySize:
@@ -181,7 +205,11 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
     seconds, bound = judging_time(cfg, calls=within_budget if within_budget is not None else total_calls,
                                   tokens=input_tokens + output_tokens, parallel=min(max(1, pool_slots), max(1, len(chunks))),
                                   latency_s=latency)
+    cascade = size_cascade(cfg, stores, chunks, ledger_store=ledger_store) if cfg.cascade else None
     return DaySize(
+        cascade=cascade,
+        cascade_cost_usd=(round(sum(level.cost_usd or 0.0 for level in cascade), 6)
+                          if cascade and all(level.cost_usd is not None for level in cascade) else None),
         dt=cfg.date.isoformat(),
         judge_model=cfg.judge_model,
         records=counts.input,
@@ -207,6 +235,91 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
         seconds=round(seconds, 1),
         bound=bound,
     )
+
+
+def _shares_sent_on(cfg: RunConfig, store: storage.Store) -> list[dict[str, float | None]]:
+    """Per cascade level and judge, the share of the rows reaching it that its calibration sent on
+    (None for a band given by hand)."""
+    found: list[dict[str, float | None]] = []
+    for level in cfg.cascade:
+        shares: dict[str, float | None] = dict.fromkeys(cfg.judges)
+        key = storage.calibration_key(level.band_from or "", "cascade.parquet")
+        if level.band_from is not None and store.exists(key):
+            rows = storage.read_parquet(store, key).filter(pl.col("judge_model") == level.judge_model)
+            shares.update({row["judge"]: row["share_sent_on"] for row in rows.iter_rows(named=True)
+                           if row["judge"] in shares})
+        found.append(shares)
+    return found
+
+
+def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
+                 ledger_store: storage.Store | None = None) -> list[LevelSize]:
+    """Each level's expected calls, tokens and cost. Level 0's calls are exact (every row that needs
+    a call, less the replies the ledger holds). A row whose reply at a level is in the ledger takes
+    a known path: its reply is scored and its band decides whether it reaches the next level (a
+    re-run of a judged day is exact at every level: no call). The other rows reaching a level are
+    sent on in the share its calibration measured (``share_sent_on``); without one (a band given
+    by hand) the calls of the levels after it are unknown."""
+    bands = level_bands(cfg, ledger_store or stores.out)
+    shares = _shares_sent_on(cfg, ledger_store or stores.out)
+    levels = len(cfg.cascade) + 1
+    known = [0] * levels
+    estimated: list[float | None] = [0.0] * levels
+    tokens: list[list[int]] = [[0, 0] for _ in range(levels)]  # sampled prompts' tokens and count, per level
+    for chunk in chunks:
+        open_pairs: set[tuple[str, JudgeName]] | None = None
+        extra: dict[str, float] | None = dict.fromkeys(cfg.judges, 0.0)  # rows estimated to reach the level
+        for level in range(levels):
+            level_cfg = cfg.level_config(level)
+            parameters = None if level == len(cfg.cascade) else judge_client.call_parameters(
+                level_cfg.judge_model, api_base=level_cfg.api_base, temperature=level_cfg.temperature,
+                structured_output=level_cfg.structured_output)
+            prepared = prepare_chunk(level_cfg, stores, chunk.index, ledger_store=ledger_store, parameters=parameters,
+                                     pairs=open_pairs)
+            known[level] += len(prepared.to_call)
+            so_far = estimated[level]
+            estimated[level] = None if extra is None or so_far is None else so_far + sum(extra.values())
+            for item in prepared.to_call[: max(0, TOKEN_SAMPLE - tokens[level][1])]:
+                tokens[level][0] += judge_client.count_tokens(level_cfg.judge_model, item.prompt)
+                tokens[level][1] += 1
+            if level == len(cfg.cascade):
+                break
+            # a row whose reply is in the ledger takes a known path; the others go on in the calibration's share
+            prepared.rows = []  # settled without a call: never sent on
+            rows, _ = judged_rows(prepared, [None] * len(prepared.to_call))
+            rows = [row for row in rows if row["reason"] != "budget_exhausted"]
+            onward = (escalated(score_table(pl.DataFrame(rows, schema=PARSED_SCHEMA), cfg.thresholds),
+                                bands[level]).to_list() if rows else [])
+            open_pairs = {(row["record_id"], row["judge"]) for row, go in zip(rows, onward, strict=True) if go}
+            uncalled = Counter(p.judge for p in prepared.pending if p.request_hash not in prepared.cached)
+            reaching = None if extra is None else {j: uncalled[j] + extra[j] for j in cfg.judges}
+            if reaching is None or any(n and shares[level][j] is None for j, n in reaching.items()):
+                extra = None
+            else:
+                extra = {j: n * (shares[level][j] or 0.0) for j, n in reaching.items()}
+    sizes = []
+    for level in range(levels):
+        model = cfg.level_config(level).judge_model
+        extra_calls = estimated[level]
+        calls = None if extra_calls is None else known[level] + round(extra_calls)
+        per_call = tokens[level][0] / tokens[level][1] if tokens[level][1] else 0.0
+        judge_names = cfg.judges
+        reply = sum(TYPICAL_REPLY_TOKENS.get(j, 200) for j in judge_names) / len(judge_names)
+        input_tokens = None if calls is None else round(calls * per_call)
+        output_tokens = None if calls is None else round(calls * reply)
+        price_in, price_out = judge_client.price_per_token(model)
+        share = None if level == len(cfg.cascade) else _mean_share(shares[level])
+        sizes.append(LevelSize(
+            judge_model=model, calls=calls, calls_known=known[level], share_sent_on=share,
+            input_tokens=input_tokens, output_tokens=output_tokens,
+            cost_usd=None if input_tokens is None or output_tokens is None
+            else round(input_tokens * price_in + output_tokens * price_out, 6)))
+    return sizes
+
+
+def _mean_share(shares: dict[str, float | None]) -> float | None:
+    values = list(shares.values())
+    return None if not values or any(v is None for v in values) else round(sum(v or 0.0 for v in values) / len(values), 4)
 
 
 #: The provider's batch window: results within 24 hours (OpenAI's, Anthropic's).
@@ -258,6 +371,21 @@ def size_text(size: DaySize) -> str:
         lines.append(f"cost: ${size.cost_usd:,.2f} online, {batch} (litellm's price map)")
     else:
         lines.append(f"cost: $0.00 (litellm's price map has no price for {size.judge_model})")
+    if size.cascade:
+        lines.append(f"cascade (the figures above are {size.judge_model} alone, judging every row):")
+        for number, level in enumerate(size.cascade):
+            sent_on = "" if level.share_sent_on is None else f", sends on ~{level.share_sent_on:.0%} (its calibration)"
+            if level.calls is None:
+                lines.append(f"  level {number} {level.judge_model}: calls unknown before a run ({level.calls_known:,} "
+                             "known; a band given by hand has no measured share sent on)")
+                continue
+            cost = f"${level.cost_usd:,.2f}" if level.cost_usd is not None else "unknown cost"
+            lines.append(f"  level {number} {level.judge_model}: ~{level.calls:,} calls ({level.calls_known:,} certain)"
+                         f"{sent_on}; {cost}")
+        if size.cascade_cost_usd is not None and size.priced:
+            saved = 1 - size.cascade_cost_usd / size.cost_usd if size.cost_usd else 0.0
+            lines.append(f"  cascade: ~${size.cascade_cost_usd:,.2f} against ${size.cost_usd:,.2f} for "
+                         f"{size.judge_model} alone ({saved:.0%} saved)")
     limits = ", ".join(f"{name} {value:g}" for name, value in (("judge_rpm", size.judge_rpm),
                                                               ("judge_tpm", size.judge_tpm)) if value)
     lines.append(f"time: ~{_duration(size.seconds)} of judging, bound by {size.bound} (concurrency "

@@ -28,7 +28,7 @@ from evaluation.day import run_day
 from evaluation.judges import parse_reply, score_table
 from evaluation.options import RUN_OPTIONS, build_config
 from evaluation.schemas import PARSED_SCHEMA
-from evaluation.stages import RunFailed, Stores
+from evaluation.stages import RunFailed, Stores, plan_day
 from evaluation.testing.labelled import LabelledJudges, record_label
 from evaluation.testing.openai_server import OpenAIServer, count_tokens
 
@@ -68,9 +68,15 @@ def _day(folder: Path, records: list[dict[str, Any]]) -> Path:
     return folder
 
 
+def _config(tmp_path: Path, server: OpenAIServer, run_id: str, cascade: str = CASCADE,
+            judges: tuple[str, ...] = ("rag", "masis")) -> RunConfig:
+    return RunConfig.model_validate({"date": DAY, "input_uri": str(tmp_path / "in"), "output_uri": str(tmp_path / "out"),
+                                     "run_id": run_id, "judges": list(judges), "judge_model": STRONG,
+                                     "api_base": server.base_url, "cascade": cascade})
+
+
 def _run(tmp_path: Path, server: OpenAIServer, run_id: str, cascade: str = CASCADE) -> Any:
-    cfg = RunConfig(date=DAY, input_uri=str(tmp_path / "in"), output_uri=str(tmp_path / "out"), run_id=run_id,
-                    judges=["rag", "masis"], judge_model=STRONG, api_base=server.base_url, cascade=cascade)
+    cfg = _config(tmp_path, server, run_id, cascade)
     return run_day(cfg, Stores.open(cfg), api_key="test-key")
 
 
@@ -90,6 +96,9 @@ def test_each_row_is_decided_by_the_first_level_sure_of_it_and_a_rerun_pays_noth
     records = _records(RECORDS)
     _day(tmp_path / "in", records)
     before = server.request_count
+    # the plan: level 0 judges every row; what reaches the next levels is unknown with bands given by hand
+    planned = plan_day(_config(tmp_path, server, "plan"), Stores.open(_config(tmp_path, server, "plan"))).cascade
+    assert planned is not None and [level.calls for level in planned] == [RECORDS * 2, None, None]
     first = _run(tmp_path, server, "first")
     requests = server.request_count - before
     assert first.statuses["ok"] == RECORDS * 2 and first.rows == RECORDS * 2
@@ -141,6 +150,9 @@ def test_each_row_is_decided_by_the_first_level_sure_of_it_and_a_rerun_pays_noth
     strong_calls = calls.filter(pl.col("judge_model") == STRONG)
     assert summary["levels"][2]["cost_usd"] == pytest.approx(strong_calls["cost_usd"].sum(), abs=1e-6)
 
+    # after the run the ledger decides every row's path: the plan of a re-run is exact, and nothing
+    replanned = plan_day(_config(tmp_path, server, "plan"), Stores.open(_config(tmp_path, server, "plan"))).cascade
+    assert replanned is not None and [(level.calls, level.cost_usd) for level in replanned] == [(0, 0.0)] * 3
     again = _run(tmp_path, server, "again")
     assert server.request_count - before == requests  # not one call at any level
     assert again.calls_made == 0 and again.cost_usd == 0.0
@@ -188,9 +200,14 @@ def test_a_calibration_fits_the_bands_measures_the_cascade_and_a_run_takes_its_b
     # a run over the set's records takes the fitted bands
     _day(tmp_path / "in", _records())
     bands = {row["judge_model"]: (row["band_low"], row["band_high"]) for row in table.head(2).iter_rows(named=True)}
-    cfg = RunConfig(date=DAY, input_uri=str(tmp_path / "in"), output_uri=str(tmp_path / "out"), run_id="banded",
-                    judges=["rag"], judge_model=STRONG, api_base=server.base_url,
-                    cascade="offline/lexical@cal-cascade,openai/gpt-4o-mini@cal-cascade")
+    cfg = _config(tmp_path, server, "banded", "offline/lexical@cal-cascade,openai/gpt-4o-mini@cal-cascade", ("rag",))
+    # the plan estimates each level from the shares the calibration sent on (the calibration's replies
+    # are in this ledger: the plan takes their path exactly, so it finds the calibration's own counts)
+    planned = plan_day(cfg, Stores.open(cfg)).cascade
+    assert planned is not None and [level.calls for level in planned] == [0, 0, 0]
+    sent_on = table["share_sent_on"].to_list()
+    assert [level.share_sent_on for level in planned] == [pytest.approx(sent_on[0], abs=1e-4),
+                                                           pytest.approx(sent_on[1], abs=1e-4), None]
     run_day(cfg, Stores.open(cfg), api_key="test-key")
     landed = pl.read_parquet(tmp_path / "out" / "evaluations")
     for model, (low, high) in bands.items():
