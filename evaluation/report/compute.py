@@ -502,6 +502,19 @@ def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | No
     return row
 
 
+def cascade_of(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the day's run's cascade did (its ``runs.cascade``: each level's decided rows, calls and
+    cost, and the judge model alone's cost); None for a run without one."""
+    text = run.get("cascade") if run is not None else None
+    if not text:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and isinstance(found.get("levels"), list) else None
+
+
 def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[str, dict[str, Any]]:
     """Per judge, the verdict thresholds the day's run applied and where they came from: the run
     config's ``thresholds_in_force`` when it has one; else (older runs) the run's ``thresholds``
@@ -611,6 +624,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
         },
         "run": info,
         "thresholds": thresholds_in_force(_latest_run(inputs, info["run_ids"]), judges),
+        "cascade": cascade_of(_latest_run(inputs, info["run_ids"])),
         "models": models,
         "judges": judges,
         "headline": headline,

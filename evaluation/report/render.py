@@ -422,7 +422,32 @@ def _health_section(summary: dict[str, Any]) -> str:
     return _section("health", "Judge health", table(header, body, compact=True), _note(
         "Status rates are shares of all rows; hover a rate for its count. Latency counts calls that "
         "reached the judge (replies reused from the ledger are left out)."
-    ))
+    ), _cascade_table(summary.get("cascade")))
+
+
+def _cascade_table(cascade: dict[str, Any] | None) -> str:
+    """The run's cascade, level by level: the rows each level decided, its calls and their cost,
+    against the judge model alone."""
+    if not cascade:
+        return ""
+    body = [_row([
+        _cell(_num(number), num=True), _cell(f"<code>{esc(level['judge_model'])}</code>", cls="nowrap"),
+        _cell(f"{_num(level['decided'])} ({fmt_rate(level.get('share_decided'))})", num=True),
+        _cell(_num(level["calls"]), num=True), _cell(_num(level["cost_usd"], 4), num=True),
+        _cell(_num(level["list_cost_usd"], 4), num=True),
+    ]) for number, level in enumerate(cascade["levels"])]
+    alone, total = cascade.get("judge_model_alone_list_cost_usd"), cascade.get("list_cost_usd")
+    saved = cascade.get("saved_share")
+    lead = (f"At list prices the cascade's calls cost {_num(total, 4)} USD against about {_num(alone, 4)} USD for "
+            f"<code>{esc(cascade['levels'][-1]['judge_model'])}</code> alone on the same rows"
+            + (f": {fmt_rate(saved)} saved." if saved is not None else " (no price for the judge model)."))
+    return ("<h3>Cascade</h3>" + _note(lead) + table(
+        [_th("Level", True), _th("Judge model"), _th("Rows decided", True, "and their share of the rows that needed a call"),
+         _th("Calls", True), _th("Cost paid (USD)", True, "replies reused from the ledger cost nothing"),
+         _th("List cost (USD)", True, "the calls' tokens at litellm's online prices")], body, compact=True)
+        + _note("A level decides a row it scores ok outside its band; any other row goes to the next level. The "
+                "judge model alone's cost is its price for one call per row, with each row's tokens as its first "
+                "call reported."))
 
 
 def _rejects_section(summary: dict[str, Any]) -> str:

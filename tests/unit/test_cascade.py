@@ -147,6 +147,8 @@ def test_each_row_is_decided_by_the_first_level_sure_of_it_and_a_rerun_pays_noth
                                                               for m in MODELS]
     assert summary["cost_usd"] == pytest.approx(evaluations["cost_usd"].sum(), abs=1e-6)  # to 6 decimals
     assert summary["rows_called"] == RECORDS * 2 and 0 < summary["saved_share"] < 1
+    report = Path(first.report).read_text(encoding="utf-8")  # the day's report shows the levels and the saving
+    assert "<h3>Cascade</h3>" in report and f"{summary['saved_share'] * 100:.1f}% saved" in report
     strong_calls = calls.filter(pl.col("judge_model") == STRONG)
     assert summary["levels"][2]["cost_usd"] == pytest.approx(strong_calls["cost_usd"].sum(), abs=1e-6)
 
