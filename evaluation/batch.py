@@ -175,9 +175,10 @@ def split_parts(sizes: list[int], limits: BatchLimits) -> tuple[list[list[int]],
     return parts, too_large
 
 
-def state_key(cfg: RunConfig, index: int) -> str:
-    """Where a chunk's batches are kept, beside its staged parquet."""
-    return storage.work_key(cfg.date, cfg.run_id, f"batch/chunk-{index:05d}.json")
+def state_key(cfg: RunConfig, index: int, level: int | None = None) -> str:
+    """Where a chunk's batches are kept, beside its staged parquet (a cascade's level's apart)."""
+    suffix = "" if level is None else f"-level{level}"
+    return storage.work_key(cfg.date, cfg.run_id, f"batch/chunk-{index:05d}{suffix}.json")
 
 
 class BatchApi:
@@ -236,14 +237,14 @@ class ChunkBatch:
     :meth:`outcomes` then gives one outcome per request."""
 
     def __init__(self, cfg: RunConfig, stores: Any, index: int, requests: dict[str, RenderedPrompt], *,
-                 api_key: str | None, parameters: dict[str, Any]) -> None:
+                 api_key: str | None, parameters: dict[str, Any], level: int | None = None) -> None:
         self.cfg = cfg
         self.store = stores.out
         self.index = index
         self.requests = requests
         self.parameters = parameters
         self.api = BatchApi(cfg.judge_model, api_base=cfg.api_base, api_key=api_key, timeout_s=max(cfg.timeout_s, 60.0))
-        self.key = state_key(cfg, index)
+        self.key = state_key(cfg, index, level)
         self.limits = limits_for(cfg, self.api.provider)
         self.state: dict[str, Any] = self._load()
         self._results: dict[str, CallOutcome] = {}

@@ -108,14 +108,16 @@ class JudgeChunkOperator(BaseOperator):
 
     def _step(self, cfg: RunConfig, api_key: str | None) -> dict[str, Any]:
         # Polars: plugins are imported when DAG files parse, so they stay light
-        from evaluation.stages.judge import judge_batch_step
+        from evaluation.stages.judge import judge_batch_level_step
 
-        result, waiting = judge_batch_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)
+        # a cascade's level waits for its own batches: they are looked at with that level's model
+        result, waiting, level = judge_batch_level_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)
         if result is not None:
             return result.model_dump(mode="json")
-        self.log.info("chunk %s: deferring until batch %s has ended", self.chunk["index"], ", ".join(waiting))
+        self.log.info("chunk %s: deferring until batch %s of %s has ended", self.chunk["index"], ", ".join(waiting),
+                      level.judge_model)
         self.defer(
-            trigger=BatchTrigger(waiting, cfg.judge_model, cfg.api_base, cfg.batch_poll_s),
+            trigger=BatchTrigger(waiting, level.judge_model, level.api_base, cfg.batch_poll_s),
             method_name="execute_complete",
             timeout=dt.timedelta(hours=cfg.batch_deadline_h + 25),
         )

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.batch import ChunkBatch
+from evaluation.batch import BATCH_PROVIDERS, ChunkBatch, provider_of
 from evaluation.client import call_parameters, price_per_token
 from evaluation.contract import RULES_VERSION, CallRecord, InputRecord, JudgeName, RunConfig, question_key
 from evaluation.judges import (
@@ -206,7 +206,7 @@ def judge_chunk(
 
     With ``cfg.batch`` the requests go to the provider as batches, waited for in this process
     (the CLI; the DAG's judge task defers instead, see :func:`judge_batch_step`). With a
-    ``cascade``, level by level (:mod:`evaluation.stages.cascade`)."""
+    ``cascade``, level by level (:func:`judge_cascade_chunk`)."""
     if cfg.cascade:
         return judge_cascade_chunk(cfg, stores, index, api_key=api_key, progress=progress)
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
@@ -235,23 +235,35 @@ def judge_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str
     batches that ended, submits what is still missing (each batch id is kept with the chunk before
     any wait), and returns the chunk's result once every request has an outcome, else the ids of
     the batches to wait for."""
+    result, waiting, _ = judge_batch_level_step(cfg, stores, index, api_key=api_key)
+    return result, waiting
+
+
+def judge_batch_level_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None
+                           ) -> tuple[ChunkResult | None, list[str], RunConfig]:
+    """:func:`judge_batch_step`, with the config of the level whose batches are waited for (its
+    judge model and API base, what to look at them with): the run's own, or with a cascade the
+    level's (:func:`judge_cascade_batch_step`)."""
+    if cfg.cascade:
+        return judge_cascade_batch_step(cfg, stores, index, api_key=api_key)
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
     if not prepared.to_call:
-        return finish_chunk(stores, prepared, []), []
+        return finish_chunk(stores, prepared, []), [], cfg
     job = _chunk_batch(prepared, stores, api_key)
     waiting = asyncio.run(job.advance())
     if waiting:
         logger.info("%s chunk %d: waiting for batch %s", where(cfg), index, ", ".join(waiting))
-        return None, waiting
+        return None, waiting, cfg
     found = job.outcomes()
-    return finish_chunk(stores, prepared, [found[p.request_hash] for p in prepared.to_call]), []
+    return finish_chunk(stores, prepared, [found[p.request_hash] for p in prepared.to_call]), [], cfg
 
 
-def _chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None) -> Any:
-    """The provider batches of the chunk's requests still to send (resumed when already submitted)."""
+def _chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None, *, level: int | None = None) -> Any:
+    """The provider batches of the chunk's requests still to send (resumed when already submitted);
+    ``level``: a cascade's level, whose batches are kept apart from the other levels'."""
 
     return ChunkBatch(prepared.cfg, stores, prepared.index, {p.request_hash: p.prompt for p in prepared.to_call},
-                      api_key=api_key, parameters=prepared.parameters)
+                      api_key=api_key, parameters=prepared.parameters, level=level)
 
 
 def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -> ChunkResult:
@@ -376,10 +388,64 @@ def _judged_row(
     return _finish(row, cfg, item.prompt.prompt_version, spent), record.model_dump()
 
 
+#: How a cascade's level is called: its outcomes (one per request to call), or the provider batches
+#: still to wait for.
+LevelCaller = Callable[[int, PreparedChunk], "tuple[list[Any] | None, list[str]]"]
+
+
 def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None,
                         progress: Callable[[int], None] | None = None) -> ChunkResult:
-    """Judge one staged chunk through the run's cascade, online (see the module docstring), and
-    stage its parsed rows and every level's ``judge_calls`` rows."""
+    """Judge one staged chunk through the run's cascade (:mod:`evaluation.stages.cascade`) and stage
+    its parsed rows and every level's ``judge_calls`` rows: online, or with ``batch`` each level
+    whose provider has a batch API as provider batches waited for in this process (the CLI), one
+    level after the other."""
+    spent = 0.0
+
+    def call(level: int, prepared: PreparedChunk) -> tuple[list[Any] | None, list[str]]:
+        nonlocal spent
+        if cfg.batch and prepared.to_call and provider_of(prepared.cfg.judge_model) in BATCH_PROVIDERS:
+            job = _chunk_batch(prepared, stores, api_key, level=level)
+            found = asyncio.run(job.wait(on_status=lambda line: logger.info(
+                "%s chunk %d level %d: %s", where(cfg), index, level, line)))
+            return [found[p.request_hash] for p in prepared.to_call], []
+        if prepared.budget is not None:  # the chunk's share of the budget, less what earlier levels spent
+            prepared.budget = max(0.0, prepared.budget - spent)
+        outcomes = call_online(prepared, api_key=api_key)
+        spent += sum(o.cost_usd for o in outcomes if o is not None)
+        return outcomes, []
+
+    result, _, _ = _cascade(cfg, stores, index, api_key=api_key, progress=progress, call=call)
+    assert result is not None
+    return result
+
+
+def judge_cascade_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None
+                             ) -> tuple[ChunkResult | None, list[str], RunConfig]:
+    """One step of a cascade's chunk in batch mode, for a task that waits by deferring: the levels
+    are taken in order, each level's batches submitted only once the level before has every outcome
+    (a level whose provider has no batch API, such as the offline judge, is called online); returns
+    the chunk's result once the last level is done, else the batches to wait for and the level's
+    config (its judge model and API base: what to look at them with). Each step starts again from
+    level 0: the levels done find their replies in the ledger and their batches with the chunk."""
+
+    def call(level: int, prepared: PreparedChunk) -> tuple[list[Any] | None, list[str]]:
+        if not prepared.to_call or provider_of(prepared.cfg.judge_model) not in BATCH_PROVIDERS:
+            return call_online(prepared, api_key=api_key), []
+        job = _chunk_batch(prepared, stores, api_key, level=level)
+        waiting = asyncio.run(job.advance())
+        if waiting:
+            return None, waiting
+        found = job.outcomes()
+        return [found[p.request_hash] for p in prepared.to_call], []
+
+    return _cascade(cfg, stores, index, api_key=api_key, progress=None, call=call)
+
+
+def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
+             progress: Callable[[int], None] | None, call: LevelCaller
+             ) -> tuple[ChunkResult | None, list[str], RunConfig]:
+    """The cascade's levels over one chunk, each called by ``call``; stops at a level that has
+    batches to wait for (returning them with the level's config)."""
     started = time.monotonic()
     bands = level_bands(cfg, stores.out)
     plan = read_manifest(cfg, stores).plan
@@ -389,7 +455,6 @@ def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: 
     totals: dict[tuple[str, str], PairSpending] = {}
     decided: Counter[str] = Counter()
     made = reused = 0
-    spent = 0.0
     open_pairs: set[tuple[str, JudgeName]] | None = None  # every pair at level 0
     frame = None
     for level in range(len(cfg.cascade) + 1):
@@ -407,10 +472,11 @@ def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: 
                 row["judge_model"], row["decided_by"], row["cascade_calls"] = cfg.judge_model, None, 0
             rows.extend(prepared.rows)
             prepared.rows = []
-        if prepared.budget is not None:
-            prepared.budget = max(0.0, prepared.budget - spent)
-        outcomes = call_online(prepared, api_key=api_key, progress=None)
-        spent += sum(o.cost_usd for o in outcomes if o is not None)
+        outcomes, waiting = call(level, prepared)
+        if outcomes is None:
+            logger.info("%s chunk %d: cascade level %d (%s) waits for batch %s", where(cfg), index, level,
+                        level_cfg.judge_model, ", ".join(waiting))
+            return None, waiting, level_cfg
         made += sum(1 for o in outcomes if o is not None)
         reused += len(prepared.pending) - len(prepared.to_call)
         level_rows, level_calls = judged_rows(prepared, outcomes)
@@ -443,5 +509,6 @@ def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: 
             break
         open_pairs = next_pairs
     assert frame is not None
-    return stage_judged(stores, cfg, index, frame, rows, calls, started=started, calls_made=made, reused=reused,
-                        decided=dict(decided))
+    result = stage_judged(stores, cfg, index, frame, rows, calls, started=started, calls_made=made, reused=reused,
+                          decided=dict(decided))
+    return result, [], cfg
