@@ -515,7 +515,7 @@ def test_fallback_verdict_is_fail_whatever_the_thresholds(
 _DEFAULTS: dict[str, Any] = {
     "judge_model": "offline/lexical", "prompt_version": "test@0", "rules_version": RULES_VERSION,
     "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "latency_ms": 0.0, "attempts": 1, "cached": False,
-    "judged_at": None, "question_key": None,
+    "judged_at": None, "question_key": None, "decided_by": None, "cascade_calls": None,
 }
 _COMPARED = (*PARSED_SCHEMA, "verdict", "clamps_applied")
 
