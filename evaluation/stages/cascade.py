@@ -4,10 +4,14 @@ A run's ``cascade`` names judge models tried before its own judge model, each wi
 band (given, or fitted by a calibration of the cascade: ``band_from``). Level 0 judges every
 (record, judge) pair of the chunk that needs a call; a pair it scores ``ok`` outside its band is
 decided there, any other pair (a score inside the band, both ends included, or a row that is not
-``ok``) goes to the next level, and the judge model, the last level, decides what is left. Each
-level is judged exactly as a run with that judge model judges a chunk (:func:`evaluation.stages.judge.judge_cascade_chunk`:
-the same prompts, ledger and client), so a re-run finds every level's replies in the ledger and
-pays nothing at any level, and takes the same path through the levels.
+``ok``) goes to the next level, and the judge model, the last level, decides what is left. The
+judge stage runs the levels (:func:`evaluation.stages.judge.judge_cascade_chunk`, and
+``judge_cascade_batch_step`` in batch mode, one level at a time), each exactly as a run with that
+judge model judges a chunk (the same prompts, ledger and client), so a re-run finds every level's
+replies in the ledger, pays nothing at any level and takes the same path through the levels. This
+module holds what the stage, the plan and the landing share: which rows go on
+(:func:`escalated`), a row's spending over its levels (:class:`PairSpending`) and the run's
+summary (:func:`cascade_summary`).
 
 A pair's landed row is the deciding level's row, with ``decided_by`` (that level's judge model)
 and ``cascade_calls`` (the levels it was sent to), and its tokens, cost, latency and attempts
