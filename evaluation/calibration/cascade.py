@@ -4,10 +4,15 @@ The set is judged in full with every model of the cascade (each level's rows, ``
 then :func:`fit_bands` fits the bands the spec does not give, level by level, cheapest first, on
 the fit split: a level's band is the one that lets it decide the most rows (``ok``, scored outside
 the band) while the κ of ``fail`` of the cascade so far (the levels fitted, then the judge model
-for every row they send on) stays within ``band_loss`` of the judge model's own κ. The candidate
-band ends are 0, 1 and the midpoints between the level's distinct scores; ties go to the higher κ,
-then the narrower band. κ is taken over the labelled records whose judge-model row is ``ok``, for
-the cascade and the judge model alike.
+for every row they send on) stays within ``band_loss`` of the judge model's own κ, with a margin
+for the split's sampling noise: the loss must stay within ``band_loss`` both as measured and at its
+upper :data:`CONFIDENCE` bound, the quantile of the loss over :data:`RESAMPLES` bootstrap
+resamples of the fit split's records (the two κ taken on the same resample; a fixed seed). Without
+the margin the fit keeps the loss within ``band_loss`` on the fit split only: a band chosen to
+decide as many rows as that allows takes the split's noise for signal, and loses more out of sample.
+The candidate band ends are 0, 1 and the midpoints between the level's distinct scores; ties go to
+the higher κ, then the narrower band. κ is taken over the labelled records whose judge-model row is
+``ok``, for the cascade and the judge model alike.
 
 :func:`cascade_table` then gives, per level and judge: the band and where it came from, the model
 alone (κ on the whole set and on the held-out split, its cost on the set), the rows that reach the
@@ -32,6 +37,12 @@ from evaluation.stages.thresholds import Bands
 
 #: Distinct scores of a level beyond which the candidate band ends are quantiles of them.
 MAX_BAND_ENDS = 80
+#: The one-sided confidence with which a fitted band's κ loss is kept within ``band_loss``: the
+#: quantile of the loss over bootstrap resamples of the fit split that must stay within it.
+CONFIDENCE = 0.9
+#: Bootstrap resamples of the fit split's records, and their seed (fixed: the same set fits the same bands).
+RESAMPLES = 400
+BOOTSTRAP_SEED = 0
 
 
 class _Judged:
@@ -95,16 +106,37 @@ def _band_ends(scores: np.ndarray) -> np.ndarray:
     return np.unique(np.round(np.concatenate([[0.0], middles, [1.0]]), 4))
 
 
+def _resamples(size: int) -> np.ndarray | None:
+    """:data:`RESAMPLES` bootstrap resamples of ``size`` records as counts per record (a fixed seed:
+    the same set fits the same bands); None for no records."""
+    if not size:
+        return None
+    return np.random.default_rng(BOOTSTRAP_SEED).multinomial(size, np.full(size, 1.0 / size), size=RESAMPLES)
+
+
+def _loss_bound(verdict: np.ndarray, bad: np.ndarray, weights: np.ndarray, judge_model: np.ndarray,
+                confidence: float) -> float:
+    """The ``confidence`` quantile over the resamples of the judge model's κ less the cascade's (the
+    two taken on the same resample: a paired difference); a resample where either is undefined
+    counts as an unbounded loss."""
+    losses = judge_model - metrics.detection_kappas(verdict, bad, weights)
+    return float(np.quantile(np.where(np.isnan(losses), np.inf, losses), confidence))
+
+
 def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[JudgeName],
-              given: list[Bands | None], loss: float) -> list[Bands]:
+              given: list[Bands | None], loss: float, *, confidence: float | None = CONFIDENCE) -> list[Bands]:
     """Each level's band per judge (``levels``: every level's scored rows, the judge model's last;
     ``given``: a level's bands when the spec gives them, else None to fit them); see the module
-    docstring."""
+    docstring. ``confidence`` None keeps only the loss measured on the fit split within ``loss``
+    (no margin for its sampling noise: a band fitted so fails out of sample)."""
     fitted: list[Bands] = [{} for _ in given]
     for judge in judges:
         judged = _Judged(levels, labels, judge)
         usable = judged.subset(judged.fit & judged.scored)
         target = (_kappa(usable.fail[-1], usable.bad) or 0.0) - loss
+        weights = _resamples(usable.bad.size) if confidence is not None else None
+        margin = (None if weights is None or confidence is None else
+                  (weights, metrics.detection_kappas(usable.fail[-1], usable.bad, weights), confidence))
         bands: list[tuple[float, float]] = []
         for level, known in enumerate(given):
             if known is not None:
@@ -120,8 +152,12 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
                     if kappa is None or kappa < target - 1e-12:
                         continue
                     rank = (int(decided[level].sum()), kappa, -(band[1] - band[0]))
-                    if best is None or rank > best[0]:
-                        best = (rank, band)
+                    if best is not None and rank <= best[0]:
+                        continue
+                    # the bootstrap last, and only for a band that would win: it is the dear test
+                    if margin is not None and _loss_bound(verdict, usable.bad, *margin) > loss + 1e-12:
+                        continue
+                    best = (rank, band)
             bands.append(best[1] if best is not None else (0.0, 1.0))
         for level, band in enumerate(bands):
             fitted[level][judge] = band

@@ -152,7 +152,8 @@ def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
     return ("<section id='cascade'><h2>Cascade</h2><p class='note'>A level decides a row it scores <code>ok</code> "
             "outside its band (both ends inside the band); any other row goes to the next level. Bands not given are "
             f"fitted on the fit split: as many rows decided as κ allows within {spec.band_loss:g} of the judge model "
-            "alone. Costs are the calls' tokens at litellm's online prices.</p>"
+            "alone, as measured and at its 90% bootstrap upper bound. Costs are the calls' tokens at litellm's online "
+            "prices.</p>"
             f"<ul class='plain'>{''.join(summary)}</ul>{table([head], body, compact=True)}</section>")
 
 

@@ -57,7 +57,8 @@ class CalibrationSpec(BaseModel):
     band_loss: float = Field(
         default=0.02, ge=0.0, le=1.0,
         description="With a cascade: the κ of fail a fitted band may lose against the judge model alone, on the "
-        "fit split (each band decides as many rows as it can within it).")
+        "fit split as measured and at its 90% bootstrap upper bound (each band decides as many rows as it can "
+        "within it).")
 
     @field_validator("golden_uri")
     @classmethod

@@ -18,12 +18,14 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import numpy as np
 import polars as pl
 import pytest
 
 from evaluation import stages, storage
 from evaluation.batch import state_key
 from evaluation.calibration import CalibrationSpec
+from evaluation.calibration.cascade import fit_bands
 from evaluation.calibration.run import run_calibration
 from evaluation.contract import CascadeLevel, InputRecord, RunConfig
 from evaluation.day import run_day
@@ -308,3 +310,30 @@ def test_a_calibration_may_leave_bands_to_fit_and_keeps_the_ids_of_calibrations_
     plain = CalibrationSpec(golden_uri=str(SET))
     assert plain.default_id({}) == CalibrationSpec(golden_uri=str(SET), band_loss=0.02).default_id({})
     assert spec.default_id({}) != CalibrationSpec(golden_uri=str(SET), judge_model=STRONG).default_id({})
+
+
+def test_the_fit_leaves_a_margin_for_the_fit_splits_noise() -> None:
+    """A cheap level that agrees with the judge model (right on every record) on all records but two
+    it gets wrong with sure scores: deciding everything loses 0.04 of κ as measured, within a loss of
+    0.05, but a resample holding those two records a few times more loses more; with the margin the
+    band widens to send one of them on."""
+    good = np.array([True] * 50 + [False] * 50)
+    score = np.concatenate([np.linspace(0.6, 1.0, 50), np.linspace(0.0, 0.4, 50)])
+    score[[0, 99]] = [0.05, 0.95]  # a good record the cheap level fails, a bad one it passes, both sure
+    ids = [f"r{i:03d}" for i in range(good.size)]
+    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["fit"] * good.size})
+
+    def rows(scores: np.ndarray) -> pl.DataFrame:
+        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
+                             "verdict": np.where(scores < 0.5, "fail", "pass")})
+
+    levels = [rows(score), rows(good.astype(np.float64))]  # the judge model: right on every record
+    kept = fit_bands(levels, labels, ["rag"], [None, None], 0.05, confidence=None)[0]["rag"]
+    margined = fit_bands(levels, labels, ["rag"], [None, None], 0.05)[0]["rag"]
+
+    def decided(band: tuple[float, float]) -> int:
+        return int(((score < band[0]) | (score > band[1])).sum())
+
+    assert decided(kept) == good.size  # the loss as measured, 0.04, is within 0.05: it decides every record
+    assert kept[1] - kept[0] < margined[1] - margined[0] and decided(margined) < good.size
+    assert margined[0] <= 0.05 <= margined[1] or margined[0] <= 0.95 <= margined[1]
