@@ -19,7 +19,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -422,12 +424,74 @@ class BatchOutcome:
     """Every row of the batch that failed a row rule, with every reason."""
 
 
-#: Columns of the record ids seen so far: each id's first occurrence.
-_SEEN_SCHEMA: dict[str, Any] = {
-    "record_id": pl.String,
-    "_seen_uri": pl.Categorical,  # a day has few objects: one small code per id
-    "_seen_line": pl.Int64,
-}
+#: Seed of the 64-bit hash that stands for a record id in :class:`SeenIds`.
+_ID_HASH_SEED = 0x5EED
+
+
+class SeenIds:
+    """The record ids a day has seen so far, each with its first occurrence (source, line), in
+    memory that does not follow the day's ids.
+
+    Held in memory: one 64-bit hash per id (8 bytes a record, 80 MB at ten million) and the last
+    batch's ids. Each earlier batch's new ids, with their first occurrences, are spilled to a local
+    Parquet file (a few tens of bytes a record on disk), removed by :meth:`close`. :meth:`earlier`
+    probes the hashes (one vectorised pass over them per batch) and reads back only the spilled
+    files that hold a hash it is asked about, then compares the ids themselves: a repeat is decided
+    on the ids, a shared hash alone decides nothing.
+    """
+
+    def __init__(self) -> None:
+        self._hashes: list[pl.Series] = []  # per batch, the hashes of the ids it saw first
+        self._batches: list[pl.DataFrame | Path] = []  # per batch: its first occurrences, or their file
+        self._starts: list[int] = []  # each batch's offset among the hashes
+        self._count = 0
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+
+    @staticmethod
+    def hashes(ids: pl.Series) -> pl.Series:
+        """The 64-bit hash that stands for each id (stable within a process)."""
+        return ids.hash(seed=_ID_HASH_SEED)
+
+    def earlier(self, ids: pl.Series) -> pl.DataFrame:
+        """``record_id``, ``_seen_uri``, ``_seen_line`` of each of the distinct, non-null ``ids``
+        seen before (by :meth:`add`), at its first occurrence."""
+        empty = pl.DataFrame(schema={"record_id": pl.String, "_seen_uri": pl.String, "_seen_line": pl.Int64})
+        if not self._count or ids.len() == 0:
+            return empty
+        hits = pl.concat(self._hashes, rechunk=False).is_in(self.hashes(ids).implode()).arg_true().to_numpy()
+        if hits.size == 0:
+            return empty
+        batch_of = np.searchsorted(np.asarray(self._starts), hits, side="right") - 1
+        found = []
+        for batch in np.unique(batch_of):
+            held = self._batches[batch]
+            frame = pl.read_parquet(held) if isinstance(held, Path) else held
+            found.append(frame[hits[batch_of == batch] - self._starts[batch]])
+        candidates = pl.concat(found).rename({"source_uri": "_seen_uri", "line_no": "_seen_line"})
+        return candidates.filter(pl.col("record_id").is_in(ids.implode()))
+
+    def add(self, first: pl.DataFrame) -> None:
+        """Note the ids of a batch not seen before: ``record_id``, ``source_uri``, ``line_no`` of
+        each id's first occurrence, each id once. The previous batch's are spilled to disk."""
+        if self._batches and isinstance(self._batches[-1], pl.DataFrame):
+            if self._folder is None:
+                self._folder = tempfile.TemporaryDirectory(prefix="evaluation-record-ids-")
+            path = Path(self._folder.name) / f"ids-{len(self._batches) - 1:06d}.parquet"
+            self._batches[-1].write_parquet(path)
+            self._batches[-1] = path
+        if first.height == 0:
+            return
+        frame = first.select(pl.col("record_id"), pl.col("source_uri").cast(pl.String), pl.col("line_no").cast(pl.Int64))
+        self._hashes.append(self.hashes(frame["record_id"]))
+        self._batches.append(frame)
+        self._starts.append(self._count)
+        self._count += frame.height
+
+    def close(self) -> None:
+        """Remove the spilled files (the hashes stay: the ids can still be counted, not looked up)."""
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
 
 
 class DayValidator:
@@ -435,11 +499,13 @@ class DayValidator:
 
     Feed the day in input order: :meth:`add_ingest_rejects` for what ingest could not parse,
     :meth:`validate_batch` for each batch of normalised rows (:data:`evaluation.ingest.ROW_SCHEMA`),
-    then :meth:`finish`. Memory follows the batch, plus the day's record ids (to find a
+    then :meth:`finish`. Memory follows the batch, plus 8 bytes a record for the day's record ids
+    (:class:`SeenIds`: their hashes in memory, the ids spilled to local disk, to find a
     ``record_id`` repeated in a later batch or object; the first occurrence is kept) and one
-    flag per input record for the table suite. The rows' ``_row`` index in the landed result is
-    their position among the day's parsed rows, whatever the batching; the result keeps every
-    count but at most :data:`_LANDED_IDS` failing ids per expectation.
+    byte per input record for the table suite's flags, built by :meth:`finish`. The rows'
+    ``_row`` index in the landed result is their position among the day's parsed rows, whatever
+    the batching; the result keeps every count but at most :data:`_LANDED_IDS` failing ids per
+    expectation.
     """
 
     def __init__(
@@ -460,7 +526,7 @@ class DayValidator:
         self.batches = 0
         self._suite: ExpectationSuite | None = None
         self._row_result: dict[str, Any] | None = None
-        self._seen = pl.DataFrame(schema=_SEEN_SCHEMA)
+        self._seen = SeenIds()
         self._finished = False
 
     def add_ingest_rejects(self, count: int) -> None:
@@ -474,29 +540,20 @@ class DayValidator:
             pl.col("record_id").is_first_distinct().alias("_first_in_batch"),
             pl.col("source_uri").first().over("record_id").alias("_batch_uri"),
             pl.col("line_no").first().over("record_id").alias("_batch_line"),
-        ).join(self._seen, on="record_id", how="left", maintain_order="left")
+        )
+        firsts = marked.filter(pl.col("record_id").is_not_null() & pl.col("_first_in_batch"))
+        marked = marked.join(self._seen.earlier(firsts["record_id"]), on="record_id", how="left",
+                             maintain_order="left")
         seen_before = pl.col("_seen_line").is_not_null()
         marked = marked.with_columns(
             (pl.col("record_id").is_not_null() & (seen_before | ~pl.col("_first_in_batch"))).alias(
                 DUPLICATE_COLUMN
             ),
-            pl.coalesce(pl.col("_seen_uri").cast(pl.String), "_batch_uri").alias("first_source_uri"),
+            pl.coalesce("_seen_uri", "_batch_uri").alias("first_source_uri"),
             pl.coalesce("_seen_line", "_batch_line").alias("first_line_no"),
         )
-        first = marked.filter(pl.col("record_id").is_not_null() & pl.col("_first_in_batch") & ~seen_before)
-        self._seen = pl.concat(
-            [
-                self._seen,
-                first.select(
-                    "record_id",
-                    pl.col("source_uri").cast(pl.Categorical).alias("_seen_uri"),
-                    pl.col("line_no").alias("_seen_line"),
-                ),
-            ],
-            rechunk=False,
-        )
-        if self._seen.n_chunks() > 64:  # many small batches: keep the joins on a few chunks
-            self._seen = self._seen.rechunk()
+        self._seen.add(marked.filter(pl.col("record_id").is_not_null() & pl.col("_first_in_batch") & ~seen_before)
+                       .select("record_id", "source_uri", "line_no"))
         return marked.drop("_first_in_batch", "_batch_uri", "_batch_line", "_seen_uri", "_seen_line")
 
     def validate_batch(self, rows: pl.DataFrame) -> BatchOutcome:
@@ -544,6 +601,7 @@ class DayValidator:
             self.validate_batch(pl.DataFrame(schema=ROW_SCHEMA))
         assert self._row_result is not None
         self._finished = True
+        self._seen.close()
         input_records = self.rows + self.ingest_rejects
         rejected = self.ingest_rejects + self.failed_rows
         # One flag per input record (1 = rejected): a small column even for a large day.
