@@ -15,12 +15,13 @@ import polars as pl
 from evaluation import client as judge_client
 from evaluation import storage
 from evaluation.batch import BATCH_PROVIDERS, batch_prices, provider_of
-from evaluation.contract import RunConfig
+from evaluation.contract import RunConfig, Sample
 from evaluation.judges import RenderedPrompt, route
 from evaluation.schemas import RECORD_SCHEMA, record_from_row
 from evaluation.stages._run import (
     ChunkPlan,
     CostEstimate,
+    IngestRecord,
     PlanRecord,
     RunFailed,
     Stores,
@@ -42,33 +43,40 @@ def sample_mask(frame: pl.DataFrame, cfg: RunConfig) -> pl.Series:
     """True for records the run judges: all, or a deterministic sample stratified by model."""
     if cfg.sample is None or frame.height == 0:
         return pl.Series("sampled", [True] * frame.height, dtype=pl.Boolean)
-    fractions = pl.Series([_stable_fraction(r, m) for r, m in zip(frame["record_id"], frame["model"], strict=True)])
-    ranked = frame.select("model").with_columns(_u=fractions, _i=pl.int_range(pl.len()))
+    return _sampled(frame["model"], _fractions(frame), cfg.sample)
+
+
+def _fractions(frame: pl.DataFrame) -> pl.Series:
+    """Each record's place in its model's sample: a stable fraction of (model, record_id)."""
+    return pl.Series("_u", [_stable_fraction(r, m) for r, m in zip(frame["record_id"], frame["model"], strict=True)],
+                     dtype=pl.Float64)
+
+
+def _sampled(models: pl.Series, fractions: pl.Series, sample: Sample) -> pl.Series:
+    """The sample of :func:`sample_mask` from each record's model and fraction, in input order."""
+    ranked = pl.DataFrame({"model": models, "_u": fractions})
     rank = ranked.select(pl.col("_u").rank("ordinal").over("model")).to_series()
-    if cfg.sample.fraction is not None:  # the same share of every model (at least one record each)
-        keep = rank <= ranked.select((pl.len().over("model") * cfg.sample.fraction).round(9).ceil()).to_series()
+    if sample.fraction is not None:  # the same share of every model (at least one record each)
+        keep = rank <= ranked.select((pl.len().over("model") * sample.fraction).round(9).ceil()).to_series()
     else:
-        keep = rank <= cfg.sample.max_per_model
+        keep = rank <= sample.max_per_model
     return keep.alias("sampled")
 
 
-def _staged_valid_parts(cfg: RunConfig, stores: Stores, folder: Path) -> list[Path]:
-    """The valid parts ingest staged, in input order, as local files (downloaded unless the
-    output store is a directory)."""
-    ingest = read_manifest(cfg, stores).ingest
-    if ingest is None:
-        raise RunFailed(f"{where(cfg)}: no valid records staged under "
-                        f"{stores.out.uri(storage.work_key(cfg.date, cfg.run_id, 'valid/'))} (ingest has not run)")
-    paths = []
+def _staged_valid_parts(cfg: RunConfig, stores: Stores, ingest: IngestRecord, folder: Path) -> Iterator[Path]:
+    """The valid parts ingest staged, in input order, each as a local file while it is read: the
+    store's own file for a directory store, else downloaded when its turn comes and deleted after."""
     for index in range(ingest.valid_parts):
         key = valid_part_key(cfg, index)
         if isinstance(stores.out, storage.LocalStore):
-            paths.append(stores.out.path / key)
-        else:
-            path = folder / f"valid-{index:05d}.parquet"
-            stores.out.download_file(key, path)
-            paths.append(path)
-    return paths
+            yield stores.out.path / key
+            continue
+        path = folder / "valid-part.parquet"
+        stores.out.download_file(key, path)
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
 
 
 #: The record fields of the content key. Every judge's prompt holds the question and the answer,
@@ -98,43 +106,58 @@ def key_range(frame: pl.DataFrame) -> tuple[str, str] | None:
     return (str(keys.min()), str(keys.max())) if keys.len() else None
 
 
-def key_ordered_chunks(paths: list[Path], sampled: pl.Series, chunk_size: int, folder: Path) -> Iterator[pl.DataFrame]:
-    """The staged valid records (with their ``sampled`` flag) in content-key order, ties in input
-    order, cut into chunks of ``chunk_size`` records (the last may be shorter).
+def key_ordered_chunks(
+    parts: Iterable[Path], total: int, sample: Sample | None, chunk_size: int, folder: Path
+) -> Iterator[pl.DataFrame]:
+    """The ``total`` valid records of ``parts`` (local Parquet files, in input order, each read
+    once) with their ``sampled`` flag (:func:`sample_mask` over the whole day), in content-key
+    order, ties in input order, cut into chunks of ``chunk_size`` records (the last may be shorter).
 
     Ordering by content key gives every chunk its own narrow range of keys, the same range on
     every run of the day: the ledger is looked up only in the objects of overlapping ranges
     (:class:`~evaluation.ledger.Ledger`), so a chunk reads what earlier attempts at its own
     records stored, not the whole day's ledger. Records with the same question and answer sit
     together (at most split by a chunk boundary), so a prompt repeated in the day is judged once.
-    The order is made with a bounded shuffle: each part is split by key
-    into buckets of about :data:`SHUFFLE_BUCKET_ROWS` records written as local files, then the
-    buckets are read back in key order one at a time. Memory follows a part and a bucket, not the
-    day."""
-    total = sampled.len()
+    The order is made with a bounded shuffle: each part is split by key into buckets of about
+    :data:`SHUFFLE_BUCKET_ROWS` records written as local files (LZ4-compressed Arrow, the day's
+    records once on local disk), then the buckets are read back in key order one at a time.
+    Memory follows a part and a bucket, not the day; a sample adds 12 bytes a record (each
+    record's model code and sample fraction, from which the sample is drawn before the buckets are
+    read back) and the flag, a bit a record."""
     buckets = max(1, math.ceil(total / SHUFFLE_BUCKET_ROWS))
     files: dict[int, list[Path]] = {}
+    models: list[pl.Series] = []
+    fractions: list[pl.Series] = []
     offset = 0
-    for number, path in enumerate(paths):
+    for number, path in enumerate(parts):
         part = pl.read_parquet(path)
         digests = _content_digests(part)
         part = part.with_columns(
-            sampled.slice(offset, part.height),
             _key=pl.Series([d.hex() for d in digests], dtype=pl.String),
             _bucket=pl.Series([(int.from_bytes(d[:4]) * buckets) >> 32 for d in digests], dtype=pl.Int64),
         )
+        if sample is not None:  # the sample is drawn over the whole day, once every part is read
+            models.append(part["model"].cast(pl.Categorical))
+            fractions.append(_fractions(part))
+            part = part.with_columns(_pos=pl.int_range(offset, offset + part.height, dtype=pl.Int64))
         offset += part.height
         for (bucket,), group in part.partition_by("_bucket", as_dict=True, include_key=False, maintain_order=True).items():
             file = folder / f"bucket-{bucket:06d}-{number:05d}.arrow"
-            group.write_ipc(file)
+            group.write_ipc(file, compression="lz4")
             files.setdefault(int(bucket), []).append(file)
         del part
+    sampled = _sampled(pl.concat(models), pl.concat(fractions), sample) if sample is not None and offset else None
+    del models, fractions
     pending: list[pl.DataFrame] = []
     pending_rows = 0
     for bucket in sorted(files):
-        ordered = pl.concat([pl.read_ipc(f) for f in files[bucket]]).sort("_key", maintain_order=True).drop("_key")
+        ordered = pl.concat([pl.read_ipc(f) for f in files[bucket]]).sort("_key", maintain_order=True)
         for file in files.pop(bucket):
             file.unlink()
+        if sampled is None:
+            ordered = ordered.drop("_key").with_columns(sampled=pl.lit(True))
+        else:
+            ordered = ordered.with_columns(sampled=sampled.gather(ordered["_pos"])).drop("_key", "_pos")
         start = 0
         while start < ordered.height:
             take = min(chunk_size - pending_rows, ordered.height - start)
@@ -171,41 +194,40 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
     """Sample, split the valid records into chunks (never more than ``max_map_length``), stage
     each chunk and estimate the day's tokens and cost. Returns one small record per chunk.
 
-    The staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`):
-    memory follows a part and a chunk, plus the day's record_id and model columns, which are all
-    the sample needs."""
+    The staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`),
+    one part at a time: memory follows a part and a bucket (plus 12 bytes a record with a sample),
+    local disk holds the day's records once, compressed."""
 
     started = time.monotonic()
+    ingest = read_manifest(cfg, stores).ingest
+    if ingest is None:
+        raise RunFailed(f"{where(cfg)}: no valid records staged under "
+                        f"{stores.out.uri(storage.work_key(cfg.date, cfg.run_id, 'valid/'))} (ingest has not run)")
+    total = ingest.counts.valid
+    chunk_size = max(cfg.chunk_size, math.ceil(total / cfg.max_map_length))
+    chunk_count = math.ceil(total / chunk_size)
+    if chunk_size != cfg.chunk_size:
+        logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
+                       where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
+    first_sampled: list[pl.DataFrame] = []  # the day's first sampled records, for the estimate
+    sampled_count = 0
+
+    def counting_the_sampled(parts: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+        nonlocal sampled_count
+        for part in parts:
+            sampled = part.filter(pl.col("sampled"))
+            sampled_count += sampled.height
+            if sum(f.height for f in first_sampled) < _ESTIMATE_SAMPLE:
+                first_sampled.append(sampled.head(_ESTIMATE_SAMPLE - sum(f.height for f in first_sampled)))
+            yield part
+
     with tempfile.TemporaryDirectory(prefix="evaluation-plan-") as folder:
-        paths = _staged_valid_parts(cfg, stores, Path(folder))
-        keys = (
-            pl.scan_parquet(paths).select("record_id", "model").collect() if paths
-            else pl.DataFrame(schema={"record_id": pl.String, "model": pl.String})
-        )
-        sampled = sample_mask(keys, cfg)
-        total = keys.height
-        del keys
-        chunk_size = max(cfg.chunk_size, math.ceil(total / cfg.max_map_length))
-        chunk_count = math.ceil(total / chunk_size)
-        if chunk_size != cfg.chunk_size:
-            logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
-                           where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
-        first_sampled: list[pl.DataFrame] = []  # the day's first sampled records, for the estimate
-
-        def noting_the_first_sampled(parts: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-            count = 0
-            for part in parts:
-                if count < _ESTIMATE_SAMPLE:
-                    first_sampled.append(part.filter(pl.col("sampled")).head(_ESTIMATE_SAMPLE - count))
-                    count += first_sampled[-1].height
-                yield part
-
-        chunks = stage_chunks(cfg, stores, noting_the_first_sampled(
-            key_ordered_chunks(paths, sampled, chunk_size, Path(folder))))
+        parts = _staged_valid_parts(cfg, stores, ingest, Path(folder))
+        chunks = stage_chunks(cfg, stores, counting_the_sampled(
+            key_ordered_chunks(parts, total, cfg.sample, chunk_size, Path(folder))))
     staged = sum(c.records for c in chunks)
     if (len(chunks), staged) != (chunk_count, total):
         raise RunFailed(f"{where(cfg)}: planned {chunk_count} chunks of {total} records, staged {len(chunks)} of {staged}")
-    sampled_count = int(sampled.sum())
     head = (pl.concat(first_sampled) if first_sampled
             else pl.DataFrame(schema={**RECORD_SCHEMA, "sampled": pl.Boolean}))
     estimate = estimate_cost(cfg, head, records=sampled_count)
