@@ -12,12 +12,12 @@ file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming e
   as a decimal (:data:`MONEY`, to the pico-dollar), so its digits do not depend on the order of the
   rows either;
 - then one measure at a time (each metric over ``ok`` rows, and the latency of calls that reached
-  the judge), that measure's values per (model, judge) — 8 bytes a value, never whole rows nor
-  two measures at once:
+  the judge), that measure's values with their (model, judge) as category codes — 16 bytes a
+  value, never whole rows nor two measures at once — and a sorted copy of one group's values:
 
-  - quantiles by Polars' own ``quantile(q, "linear")``: exact whatever the values (no binning, no
-    assumption of few distinct values), digit for digit as Polars over the whole column; DuckDB's
-    ``quantile_cont`` agrees to float rounding;
+  - quantiles by Polars' own ``quantile(q, "linear")`` over the group's values: exact whatever
+    the values (no binning, no assumption of few distinct values), digit for digit as Polars over
+    the whole column; DuckDB's ``quantile_cont`` agrees to float rounding;
   - means from the correctly rounded sum of the values (:func:`math.fsum`) over n, and sample
     standard deviations (ddof 1) from the correctly rounded sum of squared deviations from that
     mean: the digits do not depend on the order of the rows nor on how the day was split.
@@ -112,27 +112,32 @@ class SummaryBuilder:
             self._folder = None
 
 
-def _measure(rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(model, judge) → n, mean, std and quantiles of one measure's non-null values: a metric
-    over ``ok`` rows, or the latency of calls that reached the judge."""
+def _measure(
+    rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...], groups: list[tuple[str, str]]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(model, judge) → n, mean, std and quantiles of one measure's non-null values, for each of
+    ``groups`` that has one: a metric over ``ok`` rows, or the latency of calls that reached the
+    judge.
+
+    The measure's values are read in one streaming pass with their group as two category codes
+    (16 bytes a value), then taken one group at a time, sorted once (the group's copy)."""
     keep = pl.col("attempts") > 0 if measure == _LATENCY else pl.col("judge_status") == "ok"
-    groups = (
+    values = (
         rows.filter(keep & pl.col(measure).is_not_null())
-        .group_by("model", "judge")
-        .agg(
-            *[pl.col(measure).quantile(q / 100, interpolation="linear").alias(f"p{q}") for q in quantiles],
-            pl.col(measure).alias("values"),
-        )
+        .select(pl.col("model").cast(pl.Categorical), pl.col("judge").cast(pl.Categorical), pl.col(measure))
         .collect(engine="streaming")
     )
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for index, (model, judge) in enumerate(groups.select("model", "judge").iter_rows()):
-        values = groups["values"][index].to_numpy()  # never empty: a group has a value at least
-        mean = math.fsum(values) / values.size
-        deviations = values - mean
-        std = math.sqrt(math.fsum(deviations * deviations) / (values.size - 1)) if values.size > 1 else None
-        quantile_values = {f"p{q}": groups[f"p{q}"][index] for q in quantiles}
-        out[(model, judge)] = {**quantile_values, "n": values.size, "mean": mean, "std": std}
+    for model, judge in groups:
+        group = values.filter((pl.col("model") == model) & (pl.col("judge") == judge))[measure].sort()
+        if group.len() == 0:
+            continue
+        quantile_values = {f"p{q}": group.quantile(q / 100, interpolation="linear") for q in quantiles}
+        array = group.to_numpy()
+        mean = math.fsum(array) / array.size
+        deviations = array - mean
+        std = math.sqrt(math.fsum(deviations * deviations) / (array.size - 1)) if array.size > 1 else None
+        out[(model, judge)] = {**quantile_values, "n": array.size, "mean": mean, "std": std}
     return out
 
 
@@ -143,8 +148,9 @@ def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
     sums = rows.group_by("model", "judge").agg(_sums()).sort("model", "judge").collect(engine="streaming")
     if sums.height == 0:
         return pl.DataFrame(schema=summary_schema())
-    metrics = {metric: _measure(rows, metric, _QUANTILES) for metric in METRICS}
-    latency = _measure(rows, _LATENCY, _LATENCY_QUANTILES)
+    groups = sums.select("model", "judge").rows()
+    metrics = {metric: _measure(rows, metric, _QUANTILES, groups) for metric in METRICS}
+    latency = _measure(rows, _LATENCY, _LATENCY_QUANTILES, groups)
     out: list[dict[str, Any]] = []
     for group in sums.iter_rows(named=True):
         key = (group["model"], group["judge"])
