@@ -87,8 +87,10 @@ def _merge_latest(found: dict[str, dict[str, Any]], frame: pl.DataFrame) -> None
 _RANGED = re.compile(r"k(?P<low>[0-9a-f]{16})-(?P<high>[0-9a-f]{16})-")
 #: The name of an object written by :func:`compact` (a writer's objects end ``-<seq>-<8 hex>``).
 _COMPACTED = re.compile(r"(^|-)compacted-[0-9a-f]{16}\.parquet$")
-#: Default bound of a compacted object (bytes of the objects packed into it).
-COMPACT_MAX_BYTES = 64 * 1024 * 1024
+#: Default bound of a compacted object (bytes of the objects packed into it). The compaction holds a
+#: group's rows, and a chunk's lookup reads a whole compacted object of its key range: at a million
+#: records, compacting the day's ledger took 745 MB of memory with groups of 64 MiB, 343 MB with 16.
+COMPACT_MAX_BYTES = 16 * 1024 * 1024
 
 
 class Ledger:
