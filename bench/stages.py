@@ -11,8 +11,15 @@ summary and landing). ``score_table`` and ``summary`` time the two table functio
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
+import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from bench.common import child_main, peak_rss_mib
@@ -47,6 +54,37 @@ def _timed(params: dict[str, Any], stage: Callable[[Any, Any], Any], *modules: s
     return result, {"seconds": round(time.monotonic() - started, 3), "rss_after_imports_mib": round(rss_after_imports, 1)}
 
 
+@contextmanager
+def _local_disk(params: dict[str, Any]) -> Iterator[list[int]]:
+    """The stage's temporary files alone in a folder of the work folder, whose size is polled
+    every 0.05 s: yields a list holding the peak bytes seen (the stage's local disk)."""
+    folder = Path(params["work"]) / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    tempfile.tempdir = str(folder)
+    peak, stop = [0], threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.05):
+            size = 0
+            for base, _, files in os.walk(folder):
+                for name in files:
+                    try:
+                        size += os.stat(os.path.join(base, name)).st_size
+                    except FileNotFoundError:
+                        pass
+            peak[0] = max(peak[0], size)
+
+    sampler = threading.Thread(target=poll, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        sampler.join()
+        tempfile.tempdir = None
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _repeated(params: dict[str, Any], run: Callable[[], Any]) -> tuple[list[float], int]:
     """The times of ``repeat`` (default 3) calls of `run`, and the height of the table it returns."""
     runs, height = [], 0
@@ -70,18 +108,23 @@ def prepare_raw(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest_validate(params: dict[str, Any]) -> dict[str, Any]:
+    """ingest_and_validate, with the peak bytes of its local files (the spilled record ids, the
+    rejects' parts)."""
     from evaluation import stages
 
-    counts, timing = _timed(params, stages.ingest_and_validate,
-                            "great_expectations", "evaluation.validation", "evaluation.ingest")
-    return {**timing, "counts": counts}
+    with _local_disk(params) as disk:
+        counts, timing = _timed(params, stages.ingest_and_validate,
+                                "great_expectations", "evaluation.validation", "evaluation.ingest")
+    return {**timing, "counts": counts, "peak_temp_bytes": disk[0]}
 
 
 def plan(params: dict[str, Any]) -> dict[str, Any]:
+    """plan_chunks, with the peak bytes of its local files (the shuffle's buckets)."""
     from evaluation import stages
 
-    chunks, timing = _timed(params, stages.plan_chunks, "evaluation.client")
-    return {**timing, "chunks": len(chunks), "records": sum(c["records"] for c in chunks)}
+    with _local_disk(params) as disk:
+        chunks, timing = _timed(params, stages.plan_chunks, "evaluation.client")
+    return {**timing, "chunks": len(chunks), "records": sum(c["records"] for c in chunks), "peak_temp_bytes": disk[0]}
 
 
 #: Share of (record, judge) replies a re-run judges again (as ``rejudge_parse_errors`` would).
@@ -124,7 +167,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     replies in the ledger (an object per 200 replies, as a judge task flushes), written where
     judge_chunk writes them. Keeps ``REJUDGED_SHARE`` of the replies' hashes for ``rerun_ledger``."""
     import datetime as dt
-    import os
+    import json
 
     import numpy as np
     import polars as pl
@@ -145,6 +188,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     when = dt.datetime(2026, 11, 21, 3, tzinfo=dt.UTC)
     rows = calls_rows = prompt_bytes = 0
     rejudged: list[dict[str, Any]] = []
+    parameters = plan.call_parameters
     for index in range(plan.chunks):
         records = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
         judged = data.parsed_rows(0, seed=index, record_ids=records)
@@ -159,7 +203,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
                 prompt = route(judge, record)
                 if not isinstance(prompt, RenderedPrompt):  # not applicable: no call
                     continue
-                digest = request_hash(cfg.judge_model, prompt, {"temperature": 0.0})
+                digest = request_hash(cfg.judge_model, prompt, parameters)
                 reply = _reply(judge, rng, record.record_id)
                 spent = {"input_tokens": (len(prompt.system) + len(prompt.user)) // 4, "output_tokens": len(reply) // 4,
                          "cost_usd": 1e-4, "latency_ms": float(rng.integers(300, 3000)), "attempts": 1}
@@ -177,6 +221,9 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
                                      "high": key_range[1] if key_range else None, "request_hash": digest,
                                      "judge": judge, "prompt_version": prompt.prompt_version})
         ledger.flush()
+        if index == plan.chunks // 2:
+            lookup = {"key_range": key_range, "hashes": [c["request_hash"] for c in calls]}
+            (Path(params["work"]) / "lookup.json").write_text(json.dumps(lookup))
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", index),
                               pl.DataFrame(calls, schema=schemas.CALLS_SCHEMA))
         rows += judged.height
@@ -188,46 +235,51 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
 
 def score_land(params: dict[str, Any]) -> dict[str, Any]:
     """score_and_land (which compacts the day's ledger once landed), with the peak bytes of its
-    local staging (its temporary folder, polled every 0.1 s) and the landed judge_calls' size."""
-    import os
-    import shutil
-    import tempfile
-    import threading
-    from pathlib import Path
-
+    local staging and the landed judge_calls' size."""
     from bench import data
     from evaluation import stages, storage
 
-    folder = Path(params["work"]) / "tmp"
-    folder.mkdir(parents=True, exist_ok=True)
-    tempfile.tempdir = str(folder)  # the land task's staging, alone in a folder that is measured
-    peak, stop = [0], threading.Event()
-
-    def poll() -> None:
-        while not stop.wait(0.1):
-            size = 0
-            for base, _, files in os.walk(folder):
-                for name in files:
-                    try:
-                        size += os.stat(os.path.join(base, name)).st_size
-                    except FileNotFoundError:
-                        pass
-            peak[0] = max(peak[0], size)
-
-    sampler = threading.Thread(target=poll, daemon=True)
-    sampler.start()
-    try:
+    with _local_disk(params) as disk:
         result, timing = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.summary",
                                 "evaluation.versions")
-    finally:
-        stop.set()
-        sampler.join()
-        tempfile.tempdir = None
-        shutil.rmtree(folder, ignore_errors=True)
     store = storage.LocalStore(params["output_uri"])
     calls_bytes = os.path.getsize(store.uri(storage.landed_key(store, "judge_calls", data.DAY) or "judge_calls"))
-    return {**timing, "rows": result["rows"], "reconciled": result["reconciled"], "peak_temp_bytes": peak[0],
+    return {**timing, "rows": result["rows"], "reconciled": result["reconciled"], "peak_temp_bytes": disk[0],
             "judge_calls_bytes": calls_bytes, "ledger": _ledger_summary(store)}
+
+
+def judge_lookup(params: dict[str, Any]) -> dict[str, Any]:
+    """The judge stage's bookkeeping that meets the day: the ledger lookup of one chunk (the middle
+    one: its request hashes, in its key range, as ``prepare_chunk`` asks it), on the ledger as it
+    is (before the landing: an object per 200 replies; after: compacted). Peak RSS after the
+    imports, objects read, replies found."""
+    import json
+
+    from bench import data
+    from evaluation import storage
+    from evaluation.ledger import Ledger
+
+    chunk = json.loads((Path(params["work"]) / "lookup.json").read_text())
+    store = storage.LocalStore(params["output_uri"])
+    low, high = chunk["key_range"]
+    ledger = Ledger(store, data.DAY, "bench-lookup", key_range=(low, high))
+    told: list[tuple[Any, ...]] = []  # the lookup's own account: found, asked, objects read, skipped
+
+    class Account(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("ledger lookup:"):
+                told.append(tuple(record.args or ()))
+
+    logger = logging.getLogger("evaluation.ledger")
+    logger.addHandler(Account(logging.DEBUG))
+    logger.setLevel(logging.DEBUG)
+    rss_before = peak_rss_mib()
+    started = time.monotonic()
+    found = ledger.lookup(set(chunk["hashes"]))
+    seconds = time.monotonic() - started
+    _, _, read, skipped = told[-1]
+    return {"seconds": round(seconds, 3), "hashes": len(chunk["hashes"]), "found": len(found), "objects_read": read,
+            "objects_skipped": skipped, "ledger": _ledger_summary(store), "rss_after_imports_mib": round(rss_before, 1)}
 
 
 def rerun_ledger(params: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +287,6 @@ def rerun_ledger(params: dict[str, Any]) -> dict[str, Any]:
     judged again, an object per 200 replies per chunk as a judge task writes them; then the
     compaction a landing runs. The ledger's objects and bytes before and after it."""
     import datetime as dt
-    import os
 
     import polars as pl
 
@@ -303,6 +354,7 @@ if __name__ == "__main__":
     child_main({
         "prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
         "stage_judged": stage_judged, "score_land": score_land, "rerun_ledger": rerun_ledger,
+        "judge_lookup": judge_lookup,
         "score_table": score_table,
         "summary": summary, "prepare_tables": prepare_tables,
     })
