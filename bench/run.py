@@ -63,6 +63,7 @@ from bench.batch import batch_items
 from bench.calling import calling_items
 from bench.common import REPO, RESULTS, judge_server, load_average, run_child, wait_for_quiet
 from bench.judge import GOOD_REPLY
+from evaluation.ledger import COMPACT_MAX_BYTES
 
 GIB = 1024.0
 
@@ -162,9 +163,9 @@ PROJECTED_RECORDS = 10_000_000
 KEEPS = {
     "ingest_validate": "8 B a record (its id's hash) + 1 B (its table-rule flag)",
     "plan": "nothing a record (12 B with a sample)",
-    "judge_lookup": "its key range's ledger objects (compacted: ≤ 16 MiB each)",
-    "judge_lookup_compacted": "its key range's ledger objects (compacted: ≤ 16 MiB each)",
-    "score_land": "8 B a judged row (duplicate check) + 8 B a row of one measure (exact quantiles)",
+    "judge_lookup": "its key range's ledger objects, read one at a time",
+    "judge_lookup_compacted": "one compacted object, ≤ 16 MiB of replies packed",
+    "score_land": "8 B a judged row (duplicate check) + 16 B a value of one measure (summary)",
 }
 
 
@@ -200,7 +201,8 @@ def audit_rows(bench: Bench, records: int, chain: dict[str, Any]) -> None:
     ledger, after, again = judged["ledger"], land["ledger"], rerun
     bench.row(6, f"{records:,} records: ledger after the day lands (objects, bytes; before compaction)",
               f"{after['objects']} objects, {after['bytes'] / 1e6:,.1f} MB (before: {ledger['objects']:,}, "
-              f"{ledger['bytes'] / 1e6:,.1f} MB)", "few objects of ≤ 16 MiB", after["bytes"] / 2**24 + 1 >= after["objects"])
+              f"{ledger['bytes'] / 1e6:,.1f} MB)", "few: ≤ 1 + the bytes before ÷ 16 MiB (each packs ≤ 16 MiB)",
+              after["objects"] <= ledger["bytes"] / COMPACT_MAX_BYTES + 1)
     bench.row(6, f"{records:,} records: ledger after a re-run judging {again['replies']:,} replies again",
               f"{again['after']['objects']} objects, {again['after']['bytes'] / 1e6:,.1f} MB (before compaction: "
               f"{again['before']['objects']:,}, {again['before']['bytes'] / 1e6:,.1f} MB; {again['compact_seconds']:.1f} s)",
@@ -240,14 +242,11 @@ def projected(small: int, base: float, big: int, peak: float, records: int = PRO
 
 
 def memory_rows(bench: Bench, small: int, chain_small: dict[str, Any], big: int, chain_big: dict[str, Any]) -> None:
-    """Each stage's peak RSS at both sizes, its growth a record, a projection to
-    :data:`PROJECTED_RECORDS` and what the stage keeps by design; the local disk of the stages
-    that stage files."""
-    labels = {"ingest_validate": "ingest + validate", "plan": "plan",
-              "judge_lookup": "judge: a chunk's ledger lookup (ledger as judged)",
-              "judge_lookup_compacted": "judge: a chunk's ledger lookup (ledger compacted)",
-              "score_land": "score + land"}
-    for step, label in labels.items():
+    """Each day-scale stage's peak RSS at both sizes, its growth a record, a projection to
+    :data:`PROJECTED_RECORDS` and what it keeps by design; a judge chunk's ledger lookup (bounded
+    by the objects of its key range, not projected); the local disk of ingest, plan and land."""
+    stages = {"ingest_validate": "ingest + validate", "plan": "plan", "score_land": "score + land"}
+    for step, label in stages.items():
         peak, base = chain_big[step]["peak_rss_mib"], chain_small[step]["peak_rss_mib"]
         growth = (peak - base) * 2**20 / (big - small)
         ahead = projected(small, base, big, peak)
@@ -258,16 +257,19 @@ def memory_rows(bench: Bench, small: int, chain_small: dict[str, Any], big: int,
                   f"projected at {PROJECTED_RECORDS:,}: {_mib(ahead)}",
                   "< 2 GiB, projection included", peak < 2 * GIB and ahead < 2 * GIB,
                   cores_others=chain_big[step]["load"]["cores_others"])
+    for step, label in (("judge_lookup", "ledger as judged"), ("judge_lookup_compacted", "ledger compacted")):
+        lookup, base = chain_big[step], chain_small[step]["peak_rss_mib"]
+        bench.row(6, f"judge: a chunk's ledger lookup, {label} ({lookup['hashes']:,} hashes at {big:,} records; keeps "
+                     f"{KEEPS[step]}): peak RSS at {small:,} → {big:,} records",
+                  f"{_mib(base)} → {_mib(lookup['peak_rss_mib'])} ({lookup['rss_after_imports_mib']:.0f} MiB after "
+                  f"imports); {lookup['found']:,} found in {lookup['objects_read']} objects read "
+                  f"({lookup['objects_skipped']:,} skipped), {lookup['seconds']:.2f} s",
+                  "bounded by its key range's objects", None)
     for step, label in (("ingest_validate", "ingest + validate (spilled ids, rejects)"),
-                        ("plan", "plan (the shuffle's buckets)")):
+                        ("plan", "plan (the shuffle's buckets)"), ("score_land", "score + land (the day's tables)")):
         disk = [chain[step]["peak_temp_bytes"] / 1e6 for chain in (chain_small, chain_big)]
-        bench.row(6, f"{label}: local disk at {small:,} → {big:,} records", f"{disk[0]:,.0f} MB → {disk[1]:,.0f} MB",
+        bench.row(6, f"{label}: local disk at {small:,} → {big:,} records", f"{disk[0]:,.1f} MB → {disk[1]:,.1f} MB",
                   "measured", None)
-    for step in ("judge_lookup", "judge_lookup_compacted"):
-        lookup = chain_big[step]
-        bench.row(6, f"{big:,} records: {labels[step]}, {lookup['hashes']:,} hashes",
-                  f"{lookup['found']:,} found in {lookup['objects_read']} objects read ({lookup['objects_skipped']:,} "
-                  f"skipped), {lookup['seconds']:.2f} s", "measured", None)
 
 
 # --------------------------------------------------------------------------------------------
