@@ -172,6 +172,8 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
         attempts=pl.when(pl.col("judge_status") == "skipped").then(0).otherwise(1),
         cached=pl.lit(False),
         judged_at=pl.lit(dt.datetime(2026, 11, 21, 2, 30, tzinfo=dt.UTC)),
+        decided_by=pl.lit(None, pl.String),  # no cascade: the judge model decided, no level's calls
+        cascade_calls=pl.lit(None, pl.Int64),
     )
     return frame.select([pl.col(c).cast(t) for c, t in PARSED_SCHEMA.items()])
 
