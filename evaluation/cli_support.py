@@ -192,8 +192,8 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        if isinstance(kwargs.get("help"), str):
-            kwargs["help"] = plain(kwargs["help"])
+        if isinstance(kwargs.get("help"), str):  # a help text is plain prose: its % are not argparse's
+            kwargs["help"] = plain(kwargs["help"]).replace("%", "%%")
         action = super().add_argument(*args, **kwargs)
         self.options += action.option_strings
         longs = [s for s in action.option_strings if s.startswith("--")]

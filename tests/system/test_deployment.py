@@ -489,7 +489,7 @@ def test_the_fleet_keeps_to_one_rate_limit_and_uses_it(deployment: LocalDeployme
     assert set(evaluations["judge_status"].unique()) <= {"ok", "skipped"}, evaluations["judge_status"].value_counts()
     row = _runs_row(deployment, FLEET_DAY, run_id)
     assert row["status"] == "success" and row["n_call_error"] == 0
-    calls = storage.read_parquet(_output_store(deployment), storage.table_key("judge_calls", FLEET_DAY))
+    calls = storage.read_day(_output_store(deployment), "judge_calls", FLEET_DAY)
     made = calls.filter(~pl.col("cached"))
     assert row["calls_made"] == made.height == len(admitted)
     assert made["attempts"].sum() == len(admitted) + len(refused), figures
