@@ -74,7 +74,7 @@ def _repeats(rejects: list[Any]) -> dict[tuple[str, int], str]:
     return {(r.source_uri, r.line_no): reason for r in rejects for reason in r.reasons if "repeated" in reason}
 
 
-@pytest.mark.parametrize("batch_rows", [1, 13, 60, 1_000])
+@pytest.mark.parametrize("batch_rows", [4, 13, 60, 1_000])
 def test_repeats_across_spilled_batches_and_objects_name_the_first_occurrence(batch_rows: int) -> None:
     objects, expected = _day()
     valid, rejects, outcome = _streamed(objects, batch_rows)
