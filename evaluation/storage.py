@@ -698,15 +698,14 @@ def read_landed(store: Store, days: Iterable[dt.date] | None = None) -> Landed:
             found[dt.date.fromisoformat(match.group(1))] = info.key
     with ThreadPoolExecutor(max_workers=COMMIT_READERS) as pool:
         commits = dict(zip(found, pool.map(lambda key: read_commit(store, key), found.values()), strict=True))
-    if wanted is None or wanted - commits.keys():
+    if wanted is None or wanted - commits.keys():  # only the folders of the days without a commit
         legacy: dict[dt.date, dict[str, str]] = {}
-        for name in DAY_OBJECTS:
-            for info in store.list(f"{name}/"):
-                match = _DAY_OBJECT.fullmatch(info.key)
-                day = dt.date.fromisoformat(match.group("day")) if match is not None else None
-                if (day is not None and day not in commits and (wanted is None or day in wanted)
-                        and info.key == legacy_key(name, day)):
-                    legacy.setdefault(day, {})[name] = info.key
+        for info in list_day_objects(store, None if wanted is None else wanted - commits.keys()):
+            match = _DAY_OBJECT.fullmatch(info.key)
+            assert match is not None  # list_day_objects lists only such objects
+            name, day = match.group("name"), dt.date.fromisoformat(match.group("day"))
+            if day not in commits and info.key == legacy_key(name, day):
+                legacy.setdefault(day, {})[name] = info.key
         commits.update({day: DayCommit(day=day, run_id=None, landed_at=None, objects=objects)
                         for day, objects in legacy.items()})
     return Landed(dict(sorted(commits.items())))
