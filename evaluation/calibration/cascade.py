@@ -43,6 +43,8 @@ CONFIDENCE = 0.9
 #: Bootstrap resamples of the fit split's records, and their seed (fixed: the same set fits the same bands).
 RESAMPLES = 400
 BOOTSTRAP_SEED = 0
+#: Rounds over the levels to fit (each level's band refitted with the others' as they stand).
+MAX_PASSES = 3
 
 
 class _Judged:
@@ -123,13 +125,41 @@ def _loss_bound(verdict: np.ndarray, bad: np.ndarray, weights: np.ndarray, judge
     return float(np.quantile(np.where(np.isnan(losses), np.inf, losses), confidence))
 
 
+def _cost(decided: list[np.ndarray], unit_costs: list[float]) -> float:
+    """What the rows cost through the cascade: each level's unit cost for every row reaching it."""
+    reaching, total = sum(int(d.sum()) for d in decided), 0.0
+    for level, unit in enumerate(unit_costs):
+        total += unit * reaching
+        reaching -= int(decided[level].sum())
+    return total
+
+
+def unit_costs(levels: list[pl.DataFrame], prices: list[tuple[float, float]]) -> list[float]:
+    """Each level's cost per row: its calls' mean tokens on the set at its model's (input, output)
+    USD per token. When the judge model's price is unknown (0), the levels' order stands in for
+    their prices (1, 10, 100, ... per row: the cascade is cheapest first)."""
+    costs = []
+    for rows, (price_in, price_out) in zip(levels, prices, strict=True):
+        called = rows.filter(pl.col("input_tokens").is_not_null())
+        costs.append(float(called.select((pl.col("input_tokens") * price_in
+                                          + pl.col("output_tokens").fill_null(0) * price_out).mean()).item() or 0.0)
+                     if called.height else 0.0)
+    if not costs or costs[-1] <= 0.0:
+        return [10.0 ** level for level in range(len(levels))]
+    return costs
+
+
 def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[JudgeName],
-              given: list[Bands | None], loss: float, *, confidence: float | None = CONFIDENCE) -> list[Bands]:
+              given: list[Bands | None], loss: float, *, costs: list[float] | None = None,
+              confidence: float | None = CONFIDENCE) -> list[Bands]:
     """Each level's band per judge (``levels``: every level's scored rows, the judge model's last;
-    ``given``: a level's bands when the spec gives them, else None to fit them); see the module
-    docstring. ``confidence`` None keeps only the loss measured on the fit split within ``loss``
-    (no margin for its sampling noise: a band fitted so fails out of sample)."""
+    ``given``: a level's bands when the spec gives them, else None to fit them; ``costs``: each
+    level's cost per row, :func:`unit_costs`, default 1, 10, 100, ...); see the module docstring.
+    ``confidence`` None keeps only the loss measured on the fit split within ``loss`` (no margin for
+    its sampling noise: a band fitted so fails out of sample)."""
+    costs = costs if costs is not None else [10.0 ** level for level in range(len(levels))]
     fitted: list[Bands] = [{} for _ in given]
+    free = [level for level in reversed(range(len(given))) if given[level] is None]
     for judge in judges:
         judged = _Judged(levels, labels, judge)
         usable = judged.subset(judged.fit & judged.scored)
@@ -137,28 +167,30 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
         weights = _resamples(usable.bad.size) if confidence is not None else None
         margin = (None if weights is None or confidence is None else
                   (weights, metrics.detection_kappas(usable.fail[-1], usable.bad, weights), confidence))
-        bands: list[tuple[float, float]] = []
-        for level, known in enumerate(given):
-            if known is not None:
-                bands.append(known[judge])
-                continue
-            ends = _band_ends(usable.score[level][usable.ok[level]])
-            best: tuple[tuple[int, float, float], tuple[float, float]] | None = None
-            for i, low in enumerate(ends):
-                for high in ends[i:]:
-                    band = (float(low), float(high))
-                    verdict, decided = usable.cascade([*bands, band])
-                    kappa = _kappa(verdict, usable.bad)
-                    if kappa is None or kappa < target - 1e-12:
-                        continue
-                    rank = (int(decided[level].sum()), kappa, -(band[1] - band[0]))
-                    if best is not None and rank <= best[0]:
-                        continue
-                    # the bootstrap last, and only for a band that would win: it is the dear test
-                    if margin is not None and _loss_bound(verdict, usable.bad, *margin) > loss + 1e-12:
-                        continue
-                    best = (rank, band)
-            bands.append(best[1] if best is not None else (0.0, 1.0))
+        # every band to fit starts wide open (the level sends every row on: the judge model alone)
+        bands = [known[judge] if known is not None else (0.0, 1.0) for known in given]
+        ends = [_band_ends(usable.score[level][usable.ok[level]]) for level in range(len(given))]
+        for _ in range(MAX_PASSES):
+            before = list(bands)
+            for level in free:
+                candidates = []
+                for i, low in enumerate(ends[level]):
+                    for high in ends[level][i:]:
+                        band = (float(low), float(high))
+                        trial = [*bands[:level], band, *bands[level + 1:]]
+                        verdict, decided = usable.cascade(trial)
+                        kappa = _kappa(verdict, usable.bad)
+                        if kappa is None or kappa < target - 1e-12:
+                            continue
+                        candidates.append((_cost(decided, costs), -kappa, band[1] - band[0], band, verdict))
+                candidates.sort(key=lambda c: c[:3])
+                for *_, band, verdict in candidates:
+                    # the bootstrap last, in the order of the cost: it is the dear test
+                    if margin is None or _loss_bound(verdict, usable.bad, *margin) <= loss + 1e-12:
+                        bands[level] = band
+                        break
+            if bands == before:
+                break
         for level, band in enumerate(bands):
             fitted[level][judge] = band
     return fitted

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import client, stages, storage
-from evaluation.calibration.cascade import cascade_table, fit_bands
+from evaluation.calibration.cascade import cascade_table, fit_bands, unit_costs
 from evaluation.calibration.compute import calibration_rows, forced_fail, roc_curves
 from evaluation.calibration.golden import read_golden_set
 from evaluation.calibration.render import render_page
@@ -177,12 +177,14 @@ def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: Calibratio
         else:
             given.append(None)
             sources.append("fitted")
-    bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss)
+    models = [level.judge_model for level in spec.cascade] + [spec.judge_model]
+    costs = unit_costs(levels, [client.price_per_token(model) for model in models])
+    bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, costs=costs)
     storage.write_parquet(store, _key(calibration, "cascade.parquet"), pl.DataFrame(
         [{"calibration_id": calibration, "set_name": spec.set_name, "level": k, "judge_model": level.judge_model,
           "judge": judge, "band_low": low, "band_high": high, "band_source": sources[k], "band_loss": spec.band_loss}
          for k, level in enumerate(spec.cascade) for judge, (low, high) in bands[k].items()], schema=CASCADE_SCHEMA))
-    logger.info("calibration %s: cascade bands %s", calibration, bands)
+    logger.info("calibration %s: cascade bands %s (cost per row per level %s)", calibration, bands, costs)
     cascade = [CascadeLevel(judge_model=level.judge_model, band_from=calibration, api_base=level.api_base)
                for level in spec.cascade]
     parsed, _, _, _ = judge_by_day(cfg.model_copy(update={"cascade": cascade}), stores, records, api_key=api_key,

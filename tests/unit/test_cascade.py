@@ -328,8 +328,8 @@ def test_the_fit_leaves_a_margin_for_the_fit_splits_noise() -> None:
                              "verdict": np.where(scores < 0.5, "fail", "pass")})
 
     levels = [rows(score), rows(good.astype(np.float64))]  # the judge model: right on every record
-    kept = fit_bands(levels, labels, ["rag"], [None, None], 0.05, confidence=None)[0]["rag"]
-    margined = fit_bands(levels, labels, ["rag"], [None, None], 0.05)[0]["rag"]
+    kept = fit_bands(levels, labels, ["rag"], [None], 0.05, confidence=None)[0]["rag"]
+    margined = fit_bands(levels, labels, ["rag"], [None], 0.05)[0]["rag"]
 
     def decided(band: tuple[float, float]) -> int:
         return int(((score < band[0]) | (score > band[1])).sum())
