@@ -1,18 +1,26 @@
 """A calibration of a cascade: the bands it fits and the figures of each level (``cascade.parquet``).
 
 The set is judged in full with every model of the cascade (each level's rows, ``levels.parquet``),
-then :func:`fit_bands` fits the bands the spec does not give, level by level, cheapest first, on
-the fit split: a level's band is the one that lets it decide the most rows (``ok``, scored outside
-the band) while the κ of ``fail`` of the cascade so far (the levels fitted, then the judge model
-for every row they send on) stays within ``band_loss`` of the judge model's own κ, with a margin
-for the split's sampling noise: the loss must stay within ``band_loss`` both as measured and at its
-upper :data:`CONFIDENCE` bound, the quantile of the loss over :data:`RESAMPLES` bootstrap
-resamples of the fit split's records (the two κ taken on the same resample; a fixed seed). Without
-the margin the fit keeps the loss within ``band_loss`` on the fit split only: a band chosen to
-decide as many rows as that allows takes the split's noise for signal, and loses more out of sample.
-The candidate band ends are 0, 1 and the midpoints between the level's distinct scores; ties go to
-the higher κ, then the narrower band. κ is taken over the labelled records whose judge-model row is
-``ok``, for the cascade and the judge model alike.
+then :func:`fit_bands` fits the bands the spec does not give, on the fit split, **for the cost**:
+the bands that make the cascade cheapest (each level's cost per row, :func:`unit_costs`, times the
+rows that reach it) while the κ of ``fail`` of the cascade (each level deciding the rows it scores
+``ok`` outside its band, the judge model the rest) stays within ``band_loss`` of the judge model's
+own κ, with a margin for the split's sampling noise: the loss must stay within ``band_loss`` both as
+measured and at its upper :data:`CONFIDENCE` bound, the quantile of the loss over :data:`RESAMPLES`
+bootstrap resamples of the fit split's records (the two κ taken on the same resample; a fixed seed).
+Without the margin the fit keeps the loss within ``band_loss`` on the fit split only: bands chosen
+to decide as many rows as that allows take the split's noise for signal, and lose more out of sample.
+
+The search is by coordinate: every band to fit starts wide open (the level sends every row on: the
+judge model alone, which loses nothing), then each level's band is fitted in turn with the others'
+as they stand, the dearest level's first (the one just below the judge model: a row it decides saves
+the judge model's call, where a row the free offline judge decides saves only the next level's), and
+the round repeats until no band changes (at most :data:`MAX_PASSES` rounds). Fitting the cheapest
+level first instead spends the κ budget where it saves least: the free level takes it all, and the
+level whose decisions save the dear calls is left none. The candidate band ends are 0, 1 and the
+midpoints between the level's distinct scores; ties go to the higher κ, then the narrower band. κ
+is taken over the labelled records whose judge-model row is ``ok``, for the cascade and the judge
+model alike.
 
 :func:`cascade_table` then gives, per level and judge: the band and where it came from, the model
 alone (κ on the whole set and on the held-out split, its cost on the set), the rows that reach the

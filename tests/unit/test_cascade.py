@@ -337,3 +337,34 @@ def test_the_fit_leaves_a_margin_for_the_fit_splits_noise() -> None:
     assert decided(kept) == good.size  # the loss as measured, 0.04, is within 0.05: it decides every record
     assert kept[1] - kept[0] < margined[1] - margined[0] and decided(margined) < good.size
     assert margined[0] <= 0.05 <= margined[1] or margined[0] <= 0.95 <= margined[1]
+
+
+def test_the_fit_spends_the_kappa_budget_where_it_saves_the_dear_calls() -> None:
+    """Two levels before a judge model right on every record, each sure and wrong on two records
+    (different ones): the loss allows one level's errors, not both. A row the cheap model decides
+    saves a call of the judge model (10 to its 1, the offline judge's 0): the fit gives the budget
+    to the cheap model, which decides every row, and the offline judge none. Fitted cheapest first
+    (measured: the same search with the offline judge's band first), the offline judge takes the
+    budget for its sure rows and the cheap model decides 10 rows, not 100."""
+    good = np.array([True] * 50 + [False] * 50)
+    cheap = np.concatenate([np.linspace(0.6, 1.0, 50), np.linspace(0.0, 0.4, 50)])
+    cheap[[0, 50]] = [0.05, 0.95]  # sure and wrong
+    free = np.full(good.size, 0.5)  # unsure, but for
+    free[10:30], free[60:80] = 0.9, 0.1  # sure and right
+    free[[1, 51]] = [0.1, 0.9]  # sure and wrong
+    ids = [f"r{i:03d}" for i in range(good.size)]
+    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["fit"] * good.size})
+
+    def rows(scores: np.ndarray) -> pl.DataFrame:
+        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
+                             "verdict": np.where(scores < 0.5, "fail", "pass")})
+
+    levels = [rows(free), rows(cheap), rows(good.astype(np.float64))]
+    bands = fit_bands(levels, labels, ["rag"], [None, None], 0.05, costs=[0.0, 1.0, 10.0], confidence=None)
+    (low0, high0), (low1, high1) = bands[0]["rag"], bands[1]["rag"]
+    decided_free = (free < low0) | (free > high0)
+    decided_cheap = ~decided_free & ((cheap < low1) | (cheap > high1))
+    assert int(decided_cheap.sum()) == good.size and not decided_free.any()
+    # what it decided: two wrong, a κ of 0.96 against the judge model's 1.0, within 0.05
+    fail = np.where(decided_cheap, cheap < 0.5, ~good)
+    assert int((fail == good).sum()) == 2
