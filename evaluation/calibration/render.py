@@ -151,9 +151,10 @@ def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
                        f"{cost:.4f} against {alone:.4f} USD ({saved})</li>")
     return ("<section id='cascade'><h2>Cascade</h2><p class='note'>A level decides a row it scores <code>ok</code> "
             "outside its band (both ends inside the band); any other row goes to the next level. Bands not given are "
-            f"fitted on the fit split: as many rows decided as κ allows within {spec.band_loss:g} of the judge model "
-            "alone, as measured and at its 90% bootstrap upper bound. Costs are the calls' tokens at litellm's online "
-            "prices.</p>"
+            f"fitted on the fit split: the cheapest whose κ is within {spec.band_loss:g} of the judge model alone, a "
+            "level never credited for beating the judge model"
+            + (f", at its {spec.band_confidence:g} bootstrap upper bound too" if spec.band_confidence else "")
+            + ". Costs are the calls' tokens at litellm's online prices.</p>"
             f"<ul class='plain'>{''.join(summary)}</ul>{table([head], body, compact=True)}</section>")
 
 

@@ -179,7 +179,8 @@ def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: Calibratio
             sources.append("fitted")
     models = [level.judge_model for level in spec.cascade] + [spec.judge_model]
     costs = unit_costs(levels, [client.price_per_token(model) for model in models])
-    bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, costs=costs)
+    bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, costs=costs,
+                      confidence=spec.band_confidence)
     storage.write_parquet(store, _key(calibration, "cascade.parquet"), pl.DataFrame(
         [{"calibration_id": calibration, "set_name": spec.set_name, "level": k, "judge_model": level.judge_model,
           "judge": judge, "band_low": low, "band_high": high, "band_source": sources[k], "band_loss": spec.band_loss}

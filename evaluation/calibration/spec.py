@@ -56,9 +56,12 @@ class CalibrationSpec(BaseModel):
         "bands not given are fitted on the fit split, and the cascade is measured as one judge. Empty: none.")
     band_loss: float = Field(
         default=0.02, ge=0.0, le=1.0,
-        description="With a cascade: the κ of fail a fitted band may lose against the judge model alone, on the "
-        "fit split as measured and at its 90% bootstrap upper bound (each band decides as many rows as it can "
-        "within it).")
+        description="With a cascade: the κ of fail the fitted bands may lose against the judge model alone on the "
+        "fit split, a level never credited for beating the judge model (the bands are the cheapest within it).")
+    band_confidence: float | None = Field(
+        default=None, gt=0.5, lt=1.0,
+        description="With a cascade: also keep the loss's one-sided bootstrap upper bound at this confidence within "
+        "band_loss (e.g. 0.9: a margin for a small fit split's noise; fewer rows decided). Empty: no margin.")
 
     @field_validator("golden_uri")
     @classmethod
@@ -87,7 +90,8 @@ class CalibrationSpec(BaseModel):
         """``cal-`` and a hash of the spec, the judges' prompt versions and the rules version: the
         same calibration of the same prompts gets the same id (a re-run replaces it)."""
         # Without a cascade its options are left out: calibrations named before there were cascades keep their id.
-        exclude = {"concurrency", "chunk_size"} | (set() if self.cascade else {"cascade", "band_loss"})
+        exclude = ({"concurrency", "chunk_size"} | (set() if self.cascade else {"cascade", "band_loss"})
+                   | (set() if self.cascade and self.band_confidence is not None else {"band_confidence"}))
         payload = self.model_dump_json(exclude=exclude) + repr(sorted(prompt_versions.items()))
         digest = hashlib.sha256((payload + RULES_VERSION).encode()).hexdigest()
         return f"cal-{digest[:16]}"

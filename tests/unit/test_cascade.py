@@ -329,7 +329,7 @@ def test_the_fit_leaves_a_margin_for_the_fit_splits_noise() -> None:
 
     levels = [rows(score), rows(good.astype(np.float64))]  # the judge model: right on every record
     kept = fit_bands(levels, labels, ["rag"], [None], 0.05, confidence=None)[0]["rag"]
-    margined = fit_bands(levels, labels, ["rag"], [None], 0.05)[0]["rag"]
+    margined = fit_bands(levels, labels, ["rag"], [None], 0.05, confidence=0.9)[0]["rag"]
 
     def decided(band: tuple[float, float]) -> int:
         return int(((score < band[0]) | (score > band[1])).sum())
@@ -368,3 +368,25 @@ def test_the_fit_spends_the_kappa_budget_where_it_saves_the_dear_calls() -> None
     # what it decided: two wrong, a κ of 0.96 against the judge model's 1.0, within 0.05
     fail = np.where(decided_cheap, cheap < 0.5, ~good)
     assert int((fail == good).sum()) == 2
+
+
+def test_a_level_is_not_credited_for_beating_the_judge_model() -> None:
+    """The judge model is wrong on four records that the cheap level gets right, sure; the cheap level
+    is wrong on four others, unsure. Credited for the first four, deciding every row would lose no κ
+    at all; the fit counts the judge model's verdicts there, so the cheap level's own errors are a
+    loss of 0.08, more than 0.03: its band sends all four on and decides the other 96."""
+    good = np.array([True] * 50 + [False] * 50)
+    judge = good.astype(np.float64)
+    judge[[0, 1, 50, 51]] = [0.0, 0.0, 1.0, 1.0]  # the judge model's errors
+    cheap = np.concatenate([np.linspace(0.7, 1.0, 50), np.linspace(0.0, 0.3, 50)])
+    cheap[[2, 3, 52, 53]] = [0.45, 0.45, 0.55, 0.55]  # the cheap level's errors, unsure
+    ids = [f"r{i:03d}" for i in range(good.size)]
+    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["fit"] * good.size})
+
+    def rows(scores: np.ndarray) -> pl.DataFrame:
+        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
+                             "verdict": np.where(scores < 0.5, "fail", "pass")})
+
+    low, high = fit_bands([rows(cheap), rows(judge)], labels, ["rag"], [None], 0.03, costs=[1.0, 10.0])[0]["rag"]
+    decided = (cheap < low) | (cheap > high)
+    assert int(decided.sum()) == 96 and not decided[[2, 3, 52, 53]].any()
