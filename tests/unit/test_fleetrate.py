@@ -108,12 +108,12 @@ import asyncio, json, sys
 from evaluation.client import JudgeClient
 from evaluation.judges import RenderedPrompt
 
-base, prefix, rpm, worker = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+base, prefix, rpm, worker, CALLS = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 
 def prompts(chunk):
     return [RenderedPrompt(judge="prompt", prompt_version="prompt@test", system="Reply in JSON.",
                            user=f"worker {worker} chunk {chunk} question {i}", key_fields=("score",))
-            for i in range(50)]
+            for i in range(CALLS)]
 
 def client():
     c = JudgeClient("openai/mock-judge", api_base=base, api_key="k", concurrency=16, max_attempts=8,
@@ -124,11 +124,18 @@ def client():
 
 async def main():
     clients = [client() for _ in range(2)]  # two chunks at once in this worker
+    print("ready", flush=True)
+    sys.stdin.readline()  # both workers set up: they start together
     results = await asyncio.gather(*(c.call_many(prompts(i)) for i, c in enumerate(clients)))
     return [o.ok for outcomes in results for o in outcomes]
 
 print(json.dumps(asyncio.run(main())))
 """
+
+
+#: Calls of each of the four clients: 100 in all, some 10 s at the rate, the four clients at
+#: work together throughout (the two processes start their calls at once, once both are set up).
+CALLS = 25
 
 
 def test_two_worker_processes_share_one_budget_and_use_the_rate(prefix: str) -> None:
@@ -137,16 +144,19 @@ def test_two_worker_processes_share_one_budget_and_use_the_rate(prefix: str) -> 
     rpm = 600.0
     with OpenAIServer(latency_s=0.05, rpm=rpm, rate_burst_s=1.0) as server:
         env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'plugins'}"}
-        children = [subprocess.Popen([sys.executable, "-c", _CHILD, server.base_url, prefix, str(rpm), str(w)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        children = [subprocess.Popen([sys.executable, "-c", _CHILD, server.base_url, prefix, str(rpm), str(w),
+                                      str(CALLS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
                     for w in range(2)]
-        outputs = [child.communicate(timeout=150) for child in children]
+        for child in children:  # each has its clients (litellm imported): then both go
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready", child.communicate()[1][-2000:]
+        outputs = [child.communicate("go\n", timeout=150) for child in children]
         times = sorted(r.received_at for r in server.requests)
         throttled = server.throttled_count
     for child, (_out, err) in zip(children, outputs, strict=True):
         assert child.returncode == 0, err[-2000:]
     oks = [ok for out, _ in outputs for ok in json.loads(out.strip().splitlines()[-1])]
-    assert len(oks) == 200 and all(oks)  # no 429 lost
+    assert len(oks) == 4 * CALLS and all(oks)  # no 429 lost
     rate = (len(times) - 1) / (times[-1] - times[0])
     assert rate >= 0.9 * rpm / 60, f"{rate:.2f}/s against {rpm / 60:.0f}/s"
     # Four clients with the whole rate each would send 4x it: the server would refuse about three
