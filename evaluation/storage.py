@@ -217,7 +217,11 @@ class Store(Protocol):
     root: str
 
     def uri(self, key: str) -> str: ...
-    def list(self, prefix: str) -> list[ObjectInfo]: ...
+    def list(self, prefix: str, start_after: str = "", end_before: str = "") -> list[ObjectInfo]:
+        """Objects whose keys start with ``prefix``, sorted by key; only those after ``start_after``
+        and before ``end_before`` when given (one listing of a range of a folder)."""
+        ...
+
     def read_bytes(self, key: str) -> bytes: ...
     def write_bytes(self, key: str, data: bytes) -> None: ...
     def upload_file(self, key: str, path: Path) -> None: ...
@@ -238,7 +242,7 @@ class LocalStore:
     def uri(self, key: str) -> str:
         return str(self.path / key)
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list(self, prefix: str, start_after: str = "", end_before: str = "") -> list[ObjectInfo]:
         base = self.path / prefix
         folder = base if prefix.endswith("/") or base.is_dir() else base.parent
         if not folder.exists():
@@ -246,7 +250,9 @@ class LocalStore:
         found = []
         for item in sorted(folder.rglob("*")):
             key = item.relative_to(self.path).as_posix()
-            if item.is_file() and not item.name.startswith(".tmp-") and key.startswith(prefix):
+            if not (key.startswith(prefix) and key > start_after and (not end_before or key < end_before)):
+                continue
+            if item.is_file() and not item.name.startswith(".tmp-"):
                 with contextlib.suppress(FileNotFoundError):  # removed since the listing: not listed
                     stat = item.stat()
                     found.append(ObjectInfo(key, stat.st_size, stat.st_mtime))
@@ -326,15 +332,22 @@ class S3Store:
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list(self, prefix: str, start_after: str = "", end_before: str = "") -> list[ObjectInfo]:
         found = []
         strip = len(self.prefix) + 1 if self.prefix else 0
         paginator = self.client.get_paginator("list_objects_v2")
+        # S3 lists in key order: the listing starts after start_after, and ends at end_before
+        after = {"StartAfter": self._key(start_after)} if start_after else {}
         with _failing(f"cannot list {self.uri(prefix)}"):
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix), **after):
                 for item in page.get("Contents", []):
-                    modified = item["LastModified"].timestamp()
-                    found.append(ObjectInfo(item["Key"][strip:], int(item["Size"]), modified))
+                    key = item["Key"][strip:]
+                    if end_before and key >= end_before:
+                        break
+                    found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp()))
+                else:
+                    continue
+                break
         return sorted(found, key=lambda o: o.key)
 
     def read_bytes(self, key: str) -> bytes:
@@ -722,10 +735,30 @@ def commit_day(store: Store, day: dt.date, run_id: str, objects: dict[str, str])
 
 def list_day_objects(store: Store, days: Iterable[dt.date] | None = None) -> list[ObjectInfo]:
     """The objects landings wrote under the day folders of :data:`DAY_OBJECTS` (of ``days``, else
-    every day): ``run-<id>`` objects and legacy ones. Other files there are not listed."""
-    prefixes = ([f"{name}/" for name in DAY_OBJECTS] if days is None
-                else [f"{name}/{day_partition(day)}/" for name in DAY_OBJECTS for day in sorted(set(days))])
-    return [info for prefix in prefixes for info in store.list(prefix) if _DAY_OBJECT.fullmatch(info.key)]
+    every day): ``run-<id>`` objects and legacy ones. Other files there are not listed.
+
+    Each folder is listed once: of more than one day, from the first day's folder to the last's
+    (a report's 30 days are 5 listings, not 150)."""
+    chosen = None if days is None else set(days)
+    wanted = sorted(chosen or ())
+    found = []
+    for name in DAY_OBJECTS:
+        if chosen is None:
+            listed = store.list(f"{name}/")
+        elif len(wanted) == 1:
+            listed = store.list(f"{name}/{day_partition(wanted[0])}/")
+        elif wanted:
+            # keys sort by day (dt=YYYY-MM-DD): the first day's folder name sorts before its objects,
+            # the folder of the day after the last before its own objects
+            listed = store.list(f"{name}/", start_after=f"{name}/{day_partition(wanted[0])}/",
+                                end_before=f"{name}/{day_partition(wanted[-1] + dt.timedelta(days=1))}/")
+        else:
+            listed = []
+        for info in listed:
+            match = _DAY_OBJECT.fullmatch(info.key)
+            if match is not None and (chosen is None or dt.date.fromisoformat(match.group("day")) in chosen):
+                found.append(info)
+    return found
 
 
 def uncommitted(objects: Iterable[ObjectInfo], landed: Landed) -> list[ObjectInfo]:

@@ -4,6 +4,7 @@ with the boto3 client's settings."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import shutil
 from pathlib import Path
@@ -73,6 +74,40 @@ def test_a_day_is_what_its_commit_names_and_a_day_without_one_its_legacy_objects
     assert storage.scan_table(store, "evaluations", landed).select(pl.len()).collect().item() == 2  # type: ignore[union-attr]
     with pytest.raises(storage.StorageError, match="no evaluations landed for 2026-11-03"):
         storage.read_day(store, "evaluations", unlanded)
+
+
+@pytest.mark.parametrize("where", ["directory", "s3"])
+def test_the_day_objects_of_several_days_are_one_listing_of_each_folder(where: str, tmp_path: Path) -> None:
+    from evaluation.testing.s3 import LocalS3
+
+    days = [dt.date(2026, 10, 30) + dt.timedelta(days=n) for n in range(6)]  # across a month's end
+    wanted = [days[1], days[2], days[4]]
+    with contextlib.ExitStack() as stack:
+        if where == "s3":
+            s3 = stack.enter_context(LocalS3())
+            s3.create_bucket("listing")
+            store: Any = storage.open_store("s3://listing/out", s3.access())
+            lists: list[dict[str, Any]] = []
+            store.client.meta.events.register("before-call.s3.ListObjectsV2",
+                                              lambda params, **_: lists.append(params))
+        else:
+            store = storage.LocalStore(tmp_path / "out")
+        for day in days:
+            for name in ("evaluations", "validation"):
+                key = storage.landing_key(name, day, "r") if name != "validation" else storage.legacy_key(name, day)
+                store.write_bytes(key, b"x")
+            store.write_bytes(f"evaluations/{storage.day_partition(day)}/notes.txt", b"not a landing's")
+        store.write_bytes("evaluations_old/dt=2026-11-01/run-r.parquet", b"another folder")
+
+        listed = sorted(info.key for info in storage.list_day_objects(store, wanted))
+        one_by_one = sorted(info.key for day in wanted for info in storage.list_day_objects(store, [day]))
+        assert listed == one_by_one == sorted(
+            [storage.landing_key("evaluations", day, "r") for day in wanted]
+            + [storage.legacy_key("validation", day) for day in wanted])
+        assert storage.list_day_objects(store, []) == []
+        if where == "s3":
+            # one listing of each folder of DAY_OBJECTS for the three days, then one per day and folder
+            assert len(lists) == len(storage.DAY_OBJECTS) * (1 + len(wanted))
 
 
 def test_scan_table_reads_objects_of_differing_schemas_in_place(tmp_path: Path) -> None:
