@@ -152,11 +152,16 @@ def test_a_normal_run_prints_no_third_party_warning_on_the_terminal(tmp_path: Pa
     from tests.reliability.helpers import REPO, cli_env
 
     synthetic.write_day(storage.open_store(str(tmp_path / "raw")), DAY, 12, bad=False)
-    argv = [sys.executable, "-m", "evaluation", "run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw"),
-            "--output", str(tmp_path / "out")]
-    quiet = subprocess.run(argv, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300, check=True)
-    assert f"{DAY} landed" in quiet.stderr
-    assert "LiteLLM" not in quiet.stderr and "WARNING" not in quiet.stderr, quiet.stderr
-    verbose = subprocess.run([*argv[:3], "-v", *argv[3:]], cwd=REPO, env=cli_env(), capture_output=True, text=True,
-                             timeout=300, check=True)
-    assert "INFO LiteLLM" in verbose.stderr  # the same note, in the log at INFO
+    argv = [sys.executable, "-m", "evaluation", "run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw")]
+    # the two runs at once, each to an output of its own, their terminals' stderr to files
+    runs = []
+    for flags in ((), ("-v",)):
+        with (tmp_path / f"stderr{len(flags)}").open("w") as stderr:
+            runs.append(subprocess.Popen([*argv[:3], *flags, *argv[3:], "--output", str(tmp_path / f"out{len(flags)}")],
+                                         cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=stderr))
+    codes = [run.wait(timeout=300) for run in runs]
+    quiet, verbose = ((tmp_path / f"stderr{n}").read_text() for n in (0, 1))
+    assert codes == [0, 0], (quiet, verbose)
+    assert f"{DAY} landed" in quiet
+    assert "LiteLLM" not in quiet and "WARNING" not in quiet, quiet
+    assert "INFO LiteLLM" in verbose  # the same note, in the log at INFO
