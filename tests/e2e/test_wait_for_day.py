@@ -128,7 +128,7 @@ def test_a_day_without_its_marker_fails_at_the_deadline(airflow_db, local_s3, ca
     capfd.readouterr()
     started = time.monotonic()
     dag_run = _run(day, {"input_uri": INPUT_URI, "output_uri": output_uri, "completion_marker": MARKER,
-                         "wait_deadline_s": 4})
+                         "wait_deadline_s": 2})
     elapsed = time.monotonic() - started
     states = airflow_local.task_states(dag_run)
     assert str(dag_run.state) == "failed"
@@ -138,13 +138,13 @@ def test_a_day_without_its_marker_fails_at_the_deadline(airflow_db, local_s3, ca
     assert elapsed < 60
     message = "".join(capfd.readouterr())
     prefix = f"{INPUT_URI}/dt={day}/"
-    expected = (f"{prefix} was not complete after 4s: waited for completion marker '{MARKER}' until the deadline "
-                "(wait_deadline_s=4)")
+    expected = (f"{prefix} was not complete after 2s: waited for completion marker '{MARKER}' until the deadline "
+                "(wait_deadline_s=2)")
     assert expected in message
     out = storage.open_store(output_uri, local_s3.access())
     run = _runs(out, day).row(0, named=True)
     assert run["status"] == "failed" and expected in run["message"]
-    assert 4 <= run["waited_s"] < 10
+    assert 2 <= run["waited_s"] < 8
     assert storage.landed_key(out, "evaluations", day) is None  # nothing landed
 
 
@@ -154,7 +154,7 @@ def test_a_misspelt_input_says_so_at_the_deadline(airflow_db, local_s3, capfd) -
     misspelt = "s3://llm-logs/no-such-root"
     capfd.readouterr()
     dag_run = _run(day, {"input_uri": misspelt, "output_uri": output_uri, "completion_marker": MARKER,
-                         "wait_deadline_s": 3})
+                         "wait_deadline_s": 2})
     assert str(dag_run.state) == "failed"
     finding = (f"no input objects: {misspelt}/dt={day}/ does not exist, nor do the 7 days before it under "
                f"{misspelt}/ (is the input URI right?)")
