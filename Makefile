@@ -38,8 +38,16 @@ compose: ## install Debian's docker-compose, which validates docker-compose.yml 
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose >/dev/null \
 	  || echo "apt-get could not install docker-compose: its tests will skip"
 
+# The suite in two parts: all but the deployed topology on TEST_WORKERS processes (pytest-xdist, one
+# test file to a process), then the system tests alone, which measure the deployment's rates and
+# timings on the machine's cores. Both parts run; the target fails when either does.
+TEST_WORKERS ?= 2
+
 test: setup chromium compose ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
-	$(PY) -m pytest
+	rc=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
+	$(PY) -m pytest -m system || rc=$$?; \
+	exit $$rc
 
 lint: setup ## ruff and mypy
 	$(VENV)/bin/ruff check .
