@@ -55,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import io
+import itertools
 import json
 import logging
 import os
@@ -339,15 +340,12 @@ class S3Store:
         # S3 lists in key order: the listing starts after start_after, and ends at end_before
         after = {"StartAfter": self._key(start_after)} if start_after else {}
         with _failing(f"cannot list {self.uri(prefix)}"):
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix), **after):
-                for item in page.get("Contents", []):
-                    key = item["Key"][strip:]
-                    if end_before and key >= end_before:
-                        break
-                    found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp()))
-                else:
-                    continue
-                break
+            pages = paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix), **after)
+            for item in itertools.chain.from_iterable(page.get("Contents", []) for page in pages):
+                key = item["Key"][strip:]
+                if end_before and key >= end_before:
+                    break
+                found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp()))
         return sorted(found, key=lambda o: o.key)
 
     def read_bytes(self, key: str) -> bytes:

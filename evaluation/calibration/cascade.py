@@ -112,6 +112,14 @@ def _no_credit(verdict: np.ndarray, decided: list[np.ndarray], judged: _Judged) 
     return np.where(before & (verdict != judged.bad), verdict, judged.fail[-1])
 
 
+def _counted(judged: _Judged, bands: list[tuple[float, float]], level: int, band: tuple[float, float]
+             ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The cascade's verdicts as the fit counts them (:func:`_no_credit`) with ``band`` at ``level``
+    and ``bands`` elsewhere, and the rows each level decides."""
+    verdict, decided = judged.cascade([*bands[:level], band, *bands[level + 1:]])
+    return _no_credit(verdict, decided, judged), decided
+
+
 def _kappa(flagged: np.ndarray, bad: np.ndarray) -> float | None:
     return metrics.Detection.of(flagged, bad).kappa if flagged.size else None
 
@@ -150,18 +158,21 @@ def _cost(decided: list[np.ndarray], unit_costs: list[float]) -> float:
     return total
 
 
+def _ordinal_costs(levels: int) -> list[float]:
+    """1, 10, 100, ... per row: the levels' order standing in for their prices (cheapest first)."""
+    return [10.0 ** level for level in range(levels)]
+
+
 def unit_costs(levels: list[pl.DataFrame], prices: list[tuple[float, float]]) -> list[float]:
     """Each level's cost per row: its calls' mean tokens on the set at its model's (input, output)
     USD per token. When the judge model's price is unknown (0), the levels' order stands in for
-    their prices (1, 10, 100, ... per row: the cascade is cheapest first)."""
+    their prices (:func:`_ordinal_costs`)."""
     costs = []
-    for rows, (price_in, price_out) in zip(levels, prices, strict=True):
+    for rows, level_prices in zip(levels, prices, strict=True):
         called = rows.filter(pl.col("input_tokens").is_not_null())
-        costs.append(float(called.select((pl.col("input_tokens") * price_in
-                                          + pl.col("output_tokens").fill_null(0) * price_out).mean()).item() or 0.0)
-                     if called.height else 0.0)
+        costs.append(float(called.select(_call_cost(level_prices).mean()).item() or 0.0) if called.height else 0.0)
     if not costs or costs[-1] <= 0.0:
-        return [10.0 ** level for level in range(len(levels))]
+        return _ordinal_costs(len(levels))
     return costs
 
 
@@ -170,10 +181,10 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
               confidence: float | None = None) -> list[Bands]:
     """Each level's band per judge (``levels``: every level's scored rows, the judge model's last;
     ``given``: a level's bands when the spec gives them, else None to fit them; ``costs``: each
-    level's cost per row, :func:`unit_costs`, default 1, 10, 100, ...); see the module docstring.
+    level's cost per row, :func:`unit_costs`, default :func:`_ordinal_costs`); see the module docstring.
     ``confidence`` (a spec's ``band_confidence``, e.g. 0.9) also keeps the loss's bootstrap upper bound at that
     level within ``loss``; None keeps the loss as counted on the fit split within it."""
-    costs = costs if costs is not None else [10.0 ** level for level in range(len(levels))]
+    costs = costs if costs is not None else _ordinal_costs(len(levels))
     fitted: list[Bands] = [{} for _ in given]
     free = [level for level in reversed(range(len(given))) if given[level] is None]
     for judge in judges:
@@ -186,6 +197,7 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
         # every band to fit starts wide open (the level sends every row on: the judge model alone)
         bands = [known[judge] if known is not None else (0.0, 1.0) for known in given]
         ends = [_band_ends(usable.score[level][usable.ok[level]]) for level in range(len(given))]
+
         for _ in range(MAX_PASSES):
             before = list(bands)
             for level in free:
@@ -193,17 +205,15 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
                 for i, low in enumerate(ends[level]):
                     for high in ends[level][i:]:
                         band = (float(low), float(high))
-                        trial = [*bands[:level], band, *bands[level + 1:]]
-                        verdict, decided = usable.cascade(trial)
-                        verdict = _no_credit(verdict, decided, usable)
+                        verdict, decided = _counted(usable, bands, level, band)
                         kappa = _kappa(verdict, usable.bad)
                         if kappa is None or kappa < target - 1e-12:
                             continue
-                        candidates.append((_cost(decided, costs), -kappa, band[1] - band[0], band, verdict))
+                        candidates.append((_cost(decided, costs), -kappa, band[1] - band[0], band))
                 candidates.sort(key=lambda c: c[:3])
-                for *_, band, verdict in candidates:
+                for *_, band in candidates:
                     # the bootstrap last, in the order of the cost: it is the dear test
-                    if margin is None or _loss_bound(verdict, usable.bad, *margin) <= loss + 1e-12:
+                    if margin is None or _loss_bound(_counted(usable, bands, level, band)[0], usable.bad, *margin) <= loss + 1e-12:
                         bands[level] = band
                         break
             if bands == before:
@@ -213,10 +223,14 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
     return fitted
 
 
+def _call_cost(prices: tuple[float, float]) -> pl.Expr:
+    """A row's call at (input, output) USD per token, of the tokens it reports."""
+    return pl.col("input_tokens").fill_null(0) * prices[0] + pl.col("output_tokens").fill_null(0) * prices[1]
+
+
 def _list_cost(rows: pl.DataFrame, prices: tuple[float, float]) -> float:
     """The rows' calls at (input, output) USD per token, of the tokens they report."""
-    cost = pl.col("input_tokens").fill_null(0) * prices[0] + pl.col("output_tokens").fill_null(0) * prices[1]
-    return round(float(rows.select(cost.sum()).item() or 0.0), 6)
+    return round(float(rows.select(_call_cost(prices).sum()).item() or 0.0), 6)
 
 
 def cascade_table(levels: list[pl.DataFrame], cascade_rows: pl.DataFrame, labels: pl.DataFrame,

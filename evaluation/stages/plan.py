@@ -216,9 +216,9 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
         nonlocal sampled_count
         for part in parts:
             sampled = part.filter(pl.col("sampled"))
+            if sampled_count < _ESTIMATE_SAMPLE:  # the first sampled records are those counted so far
+                first_sampled.append(sampled.head(_ESTIMATE_SAMPLE - sampled_count))
             sampled_count += sampled.height
-            if sum(f.height for f in first_sampled) < _ESTIMATE_SAMPLE:
-                first_sampled.append(sampled.head(_ESTIMATE_SAMPLE - sum(f.height for f in first_sampled)))
             yield part
 
     with tempfile.TemporaryDirectory(prefix="evaluation-plan-") as folder:

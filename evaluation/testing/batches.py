@@ -120,6 +120,12 @@ class BatchEndpoints:
             self._contents[file_id] = data
         return info
 
+    def lines(self, file_id: str) -> list[dict[str, Any]]:
+        """The request lines of an uploaded input file, as the server holds it."""
+        with self._lock:
+            data = self._contents[file_id]
+        return [json.loads(raw) for raw in data.decode().splitlines() if raw.strip()]
+
     async def _create_file(self, request: web.Request) -> web.Response:
         self._count("files_created")
         form = await request.post()
@@ -152,7 +158,7 @@ class BatchEndpoints:
         now = int(time.time())
         batch_id = f"batch_{next(self._ids):08d}"
         data = self._contents[input_id]
-        lines = [json.loads(raw) for raw in data.decode().splitlines() if raw.strip()]
+        lines = self.lines(input_id)
         too_large = [f"{what} {have} is more than {limit}" for what, have, limit in
                      (("the file's requests", len(lines), self.max_requests), ("the file's bytes", len(data), self.max_bytes))
                      if limit is not None and have > limit]

@@ -41,8 +41,7 @@ def _records() -> list[dict[str, Any]]:
 
 def _batch_model(server: OpenAIServer, batch: dict[str, Any]) -> str:
     """The model of a batch's requests (with its provider), read from its input file as the server holds it."""
-    first = server.batches._contents[batch["input_file_id"]].decode().splitlines()[0]
-    return "openai/" + str(json.loads(first)["body"]["model"])
+    return "openai/" + str(server.batches.lines(batch["input_file_id"])[0]["body"]["model"])
 
 
 def test_a_cascade_in_batch_mode_defers_level_by_level_and_a_rerun_pays_nothing(airflow_db, local_s3) -> None:
