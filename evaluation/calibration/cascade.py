@@ -239,7 +239,7 @@ def cascade_table(levels: list[pl.DataFrame], cascade_rows: pl.DataFrame, labels
     """``cascade.parquet``: one row per (level, judge); see the module docstring. ``cascade_rows``
     are the cascade's own rows (``decided_by``, ``cascade_calls``); ``sources`` says where each
     level's band came from (``fitted``, ``given`` or the calibration it was taken from)."""
-    models = [level.judge_model for level in spec.cascade] + [spec.judge_model]
+    models = spec.models
     final = len(models) - 1
     out: list[dict[str, Any]] = []
     for judge in spec.judges:

@@ -177,8 +177,7 @@ def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: Calibratio
         else:
             given.append(None)
             sources.append("fitted")
-    models = [level.judge_model for level in spec.cascade] + [spec.judge_model]
-    costs = unit_costs(levels, [client.price_per_token(model) for model in models])
+    costs = unit_costs(levels, [client.price_per_token(model) for model in spec.models])
     bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, costs=costs,
                       confidence=spec.band_confidence)
     storage.write_parquet(store, _key(calibration, "cascade.parquet"), pl.DataFrame(
@@ -259,9 +258,8 @@ def _measure_cascade(store: storage.Store, spec: CalibrationSpec, evaluations: p
     for row in kept.iter_rows(named=True):
         bands[row["level"]][row["judge"]] = (row["band_low"], row["band_high"])
         sources[row["level"]] = row["band_source"]
-    models = [level.judge_model for level in spec.cascade] + [spec.judge_model]
     table = cascade_table(levels, evaluations, labels, spec, bands, sources,
-                          [client.price_per_token(model) for model in models],
+                          [client.price_per_token(model) for model in spec.models],
                           calibration_id=calibration, calibrated_at=calibrated_at)
     storage.write_parquet(store, key, table)
     return table

@@ -82,6 +82,11 @@ class CalibrationSpec(BaseModel):
         return cascade_name(self.cascade, self.judge_model)
 
     @property
+    def models(self) -> list[str]:
+        """Every level's judge model, cheapest first: the cascade's, then the judge model."""
+        return [level.judge_model for level in self.cascade] + [self.judge_model]
+
+    @property
     def set_name(self) -> str:
         """The set's name: the last segment of its folder."""
         return self.golden_uri.rsplit("/", 1)[-1]
