@@ -21,6 +21,13 @@ for and submits only the requests no part holds.
 Costs are litellm's batch prices (``input_cost_per_token_batches`` / ``output_cost_per_token_batches``
 in its price map) where it has them, else its online prices (and a log line says so).
 
+A batch's cost is known only once it has run, so ``budget_usd`` is spent ahead: before its first
+batch, a chunk takes its requests in order while their expected cost fits its share of the budget
+(each request's prompt tokens by litellm's counter and a typical reply's tokens,
+:data:`~evaluation.client.TYPICAL_REPLY_TOKENS`, at those prices) and never submits the rest: they
+land ``skipped`` with reason ``budget_exhausted``, as an online run's calls after its budget is
+spent. The choice is kept with the chunk's batches, so a resumed chunk makes the same one.
+
 litellm is reached through :func:`evaluation.client.configure` (the one place that imports it).
 """
 
@@ -37,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluation import storage
-from evaluation.client import configure
+from evaluation.client import TYPICAL_REPLY_TOKENS, configure, count_tokens
 from evaluation.contract import RunConfig
 from evaluation.judges import RenderedPrompt
 from evaluation.judges.schema import response_format
@@ -234,10 +241,12 @@ class ChunkBatch:
     hold). :meth:`advance` does one round (look at the live batches, collect the ended ones, submit
     what is missing or failed for a transient reason, split within :attr:`limits`) and returns the
     ids still to wait for; :meth:`wait` repeats it every ``batch_poll_s`` until none is left;
-    :meth:`outcomes` then gives one outcome per request."""
+    :meth:`outcomes` then gives one outcome per request. ``budget``: the chunk's share of
+    ``budget_usd`` (see the module docstring)."""
 
     def __init__(self, cfg: RunConfig, stores: Any, index: int, requests: dict[str, RenderedPrompt], *,
-                 api_key: str | None, parameters: dict[str, Any], level: int | None = None) -> None:
+                 api_key: str | None, parameters: dict[str, Any], level: int | None = None,
+                 budget: float | None = None) -> None:
         self.cfg = cfg
         self.store = stores.out
         self.index = index
@@ -254,9 +263,7 @@ class ChunkBatch:
         self._runs: Counter[str] = Counter()
         self._collected: set[str] = set()
         self.prices = batch_prices(cfg.judge_model)
-        if cfg.budget_usd is not None:
-            logger.warning("%s: budget_usd %s does not stop a batch: a chunk's batches are submitted whole",
-                           cfg.run_id, cfg.budget_usd)
+        self.budget = budget
         if not self.prices[2]:
             logger.info("%s: litellm has no batch price for %s: batch calls are costed at its online price "
                         "(%g / %g USD per token)", cfg.judge_model, cfg.judge_model, self.prices[0], self.prices[1])
@@ -272,6 +279,34 @@ class ChunkBatch:
     def _save(self) -> None:
         storage.write_json(self.store, self.key, self.state)
 
+    def _over_budget(self) -> list[str]:
+        """The requests the chunk's budget is not expected to pay for: those after the first whose
+        expected cost would take the total past it (in order, as an online run stops)."""
+        price_in, price_out, _ = self.prices
+        if self.budget is None:
+            return []
+        if price_in == price_out == 0.0:
+            logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
+                           self.cfg.run_id, self.cfg.budget_usd, self.cfg.judge_model)
+            return []
+        expected, hashes = 0.0, list(self.requests)
+        for position, digest in enumerate(hashes):
+            prompt = self.requests[digest]
+            expected += (count_tokens(self.cfg.judge_model, prompt) * price_in
+                         + TYPICAL_REPLY_TOKENS.get(prompt.judge, 200) * price_out)
+            if expected > self.budget:
+                logger.warning("%s chunk %d: budget %.4f USD (its share of budget_usd) is expected to pay for %d of "
+                               "%d requests: the other %d are not submitted (skipped, budget_exhausted)",
+                               self.cfg.judge_model, self.index, self.budget, position, len(hashes),
+                               len(hashes) - position)
+                return hashes[position:]
+        return []
+
+    @property
+    def over_budget(self) -> set[str]:
+        """The requests not submitted for the budget (decided before the first batch, kept)."""
+        return set(self.state.get("over_budget") or ())
+
     @property
     def batch_ids(self) -> list[str]:
         """Every batch this chunk submitted, in order."""
@@ -283,6 +318,9 @@ class ChunkBatch:
 
     async def advance(self) -> list[str]:
         """One round; returns the ids of the batches still running (empty: every request has an outcome)."""
+        if "over_budget" not in self.state and not self.state["batches"]:
+            self.state["over_budget"] = self._over_budget()
+            self._save()  # before any batch: a resumed chunk submits the same requests
         live: list[str] = []
         changed = False
         for entry in self.state["batches"]:
@@ -303,7 +341,7 @@ class ChunkBatch:
                 await self._collect(entry)
         if changed:
             self._save()
-        covered = set(self._results)
+        covered = set(self._results) | self.over_budget
         for entry in self.state["batches"]:
             if entry["id"] in live:
                 covered.update(entry["hashes"])
@@ -346,13 +384,14 @@ class ChunkBatch:
             head = f"{len(entries)} batches " + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
         return f"{head}: {done} done, {failed} failed of {total}"
 
-    def outcomes(self) -> dict[str, CallOutcome]:
+    def outcomes(self) -> dict[str, CallOutcome | None]:
         """One outcome per request (call once :meth:`advance` returned no live batch); ``attempts``
-        is how many times the request was run."""
-        missing = [h for h in self.requests if h not in self._results]
+        is how many times the request was run; None for a request not submitted for the budget."""
+        skipped = self.over_budget
+        missing = [h for h in self.requests if h not in self._results and h not in skipped]
         if missing:
             raise RuntimeError(f"chunk {self.index}: {len(missing)} requests have no batch result yet")
-        return {h: replace(self._results[h], attempts=self._runs[h] or self._results[h].attempts)
+        return {h: None if h in skipped else replace(self._results[h], attempts=self._runs[h] or self._results[h].attempts)
                 for h in self.requests}
 
     async def _submit(self, hashes: list[str]) -> list[str]:

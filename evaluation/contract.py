@@ -446,7 +446,9 @@ class RunConfig(BaseModel):
         default="", validate_default=True, title="Sample",
         description="Empty for every record; a fraction (0.25) or a count per model (200), stratified by model.")
     budget_usd: float | None = Field(default=None, ge=0.0, title="Budget (USD)",
-                                     description="Stop new judge calls once this much is spent.")
+                                     description="Stop new judge calls once this much is spent (shared evenly by "
+                                                 "the chunks; in batch mode, submit only the requests it is "
+                                                 "expected to pay for).")
     judge_rpm: float | None = Field(
         default=None, ge=0.0, title="Judge requests/min",
         description="The provider's requests per minute for the whole deployment, shared by every judge task "

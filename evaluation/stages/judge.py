@@ -74,6 +74,9 @@ class PreparedChunk:
     started: float
     budget: float | None  #: this chunk's share of ``budget_usd``
     recorded: set[str] = field(default_factory=set)
+    #: requests the ledger holds because this run paid for them in an earlier step of a cascade's
+    #: chunk (:func:`judge_cascade_batch_step`): their rows count the call, not a reuse
+    paid: set[str] = field(default_factory=set)
 
     @property
     def to_call(self) -> list[_Pending]:
@@ -263,7 +266,7 @@ def _chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None, *
     ``level``: a cascade's level, whose batches are kept apart from the other levels'."""
 
     return ChunkBatch(prepared.cfg, stores, prepared.index, {p.request_hash: p.prompt for p in prepared.to_call},
-                      api_key=api_key, parameters=prepared.parameters, level=level)
+                      api_key=api_key, parameters=prepared.parameters, level=level, budget=prepared.budget)
 
 
 def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: list[Any]) -> ChunkResult:
@@ -286,14 +289,18 @@ def judged_rows(prepared: PreparedChunk, outcomes: list[Any]) -> tuple[list[Pars
     by_hash = {p.request_hash: o for p, o in zip(to_call, outcomes, strict=True)}
     rows = list(prepared.rows)
     calls: list[dict[str, Any]] = []
+    charged: set[str] = set()  # a call paid in an earlier step counts once, its repeats as reuses
     for item in pending:
         stored = cached.get(item.request_hash)
+        paid = item.request_hash in prepared.paid and item.request_hash not in charged
+        if paid:
+            charged.add(item.request_hash)
         outcome = by_hash.get(item.request_hash)
         if stored is None and outcome is not None and outcome.ok and unique[item.request_hash] is not item:
             stored = _ledger_entry(cfg, item, outcome)  # a repeat of a prompt judged in this chunk: not paid twice
         elif stored is None and outcome is not None and unique[item.request_hash] is not item:
             outcome = replace(outcome, attempts=0, latency_ms=0.0, cost_usd=0.0)  # its failed call is counted once
-        row_out, call = _judged_row(cfg, item, outcome, stored, prepared.parameters)
+        row_out, call = _judged_row(cfg, item, outcome, stored, prepared.parameters, paid)
         rows.append(row_out)
         if call is not None:
             calls.append(call)
@@ -349,11 +356,13 @@ def _finish(row: ParsedRow, cfg: RunConfig, prompt_version: str, spent: Spent = 
 
 
 def _judged_row(
-    cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None, parameters: dict[str, Any]
+    cfg: RunConfig, item: _Pending, outcome: Any, stored: dict[str, Any] | None, parameters: dict[str, Any],
+    paid: bool = False,
 ) -> tuple[ParsedRow, dict[str, Any] | None]:
     """The parsed row of one (record, judge) and its ``judge_calls`` row (none when the budget
     stopped the call before it was made). A reply reused from the ledger was asked for the same
-    way (the call parameters are part of its request hash)."""
+    way (the call parameters are part of its request hash); ``paid``: the ledger holds it because
+    this run made the call, in an earlier step, and the row counts that call as the ledger kept it."""
     call: dict[str, Any] = {
         "run_id": cfg.run_id,
         "record_id": item.record.record_id,
@@ -371,6 +380,9 @@ def _judged_row(
         spent: Spent = {"input_tokens": stored["input_tokens"], "output_tokens": stored["output_tokens"],
                         "cost_usd": 0.0, "latency_ms": 0.0, "attempts": 0, "cached": True,
                         "judged_at": stored["judged_at"]}
+        if paid:
+            spent.update({"cost_usd": stored["cost_usd"], "latency_ms": stored["latency_ms"],
+                          "attempts": stored["attempts"], "cached": False})
         record = CallRecord(**call, **spent, raw_response=stored["raw_response"])
         return _finish(row, cfg, item.prompt.prompt_version, spent), record.model_dump()
     if outcome is None:
@@ -403,14 +415,15 @@ def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: 
 
     def call(level: int, prepared: PreparedChunk) -> tuple[list[Any] | None, list[str]]:
         nonlocal spent
+        if prepared.budget is not None:  # the chunk's share of the budget, less what earlier levels spent
+            prepared.budget = max(0.0, prepared.budget - spent)
         if cfg.batch and prepared.to_call and provider_of(prepared.cfg.judge_model) in BATCH_PROVIDERS:
             job = _chunk_batch(prepared, stores, api_key, level=level)
             found = asyncio.run(job.wait(on_status=lambda line: logger.info(
                 "%s chunk %d level %d: %s", where(cfg), index, level, line)))
-            return [found[p.request_hash] for p in prepared.to_call], []
-        if prepared.budget is not None:  # the chunk's share of the budget, less what earlier levels spent
-            prepared.budget = max(0.0, prepared.budget - spent)
-        outcomes = call_online(prepared, api_key=api_key)
+            outcomes = [found[p.request_hash] for p in prepared.to_call]
+        else:
+            outcomes = call_online(prepared, api_key=api_key)
         spent += sum(o.cost_usd for o in outcomes if o is not None)
         return outcomes, []
 
@@ -426,19 +439,42 @@ def judge_cascade_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_
     (a level whose provider has no batch API, such as the offline judge, is called online); returns
     the chunk's result once the last level is done, else the batches to wait for and the level's
     config (its judge model and API base: what to look at them with). Each step starts again from
-    level 0: the levels done find their replies in the ledger and their batches with the chunk."""
+    level 0: the levels done find their replies in the ledger and their batches with the chunk, and
+    the calls this run paid for there in an earlier step (:func:`_paid_key`) count as its calls, at
+    what the ledger kept of them, within the chunk's budget as the levels before spent it."""
+    spent = 0.0
 
     def call(level: int, prepared: PreparedChunk) -> tuple[list[Any] | None, list[str]]:
+        nonlocal spent
+        key = _paid_key(prepared.cfg, index, level)
+        if stores.out.exists(key):
+            prepared.paid = set(storage.read_json(stores.out, key)["request_hashes"]) & set(prepared.cached)
+        if prepared.budget is not None:  # the chunk's share of the budget, less what earlier levels spent
+            prepared.budget = max(0.0, prepared.budget - spent)
+        spent += sum(float(prepared.cached[digest]["cost_usd"] or 0.0) for digest in prepared.paid)
         if not prepared.to_call or provider_of(prepared.cfg.judge_model) not in BATCH_PROVIDERS:
-            return call_online(prepared, api_key=api_key), []
-        job = _chunk_batch(prepared, stores, api_key, level=level)
-        waiting = asyncio.run(job.advance())
-        if waiting:
-            return None, waiting
-        found = job.outcomes()
-        return [found[p.request_hash] for p in prepared.to_call], []
+            outcomes = call_online(prepared, api_key=api_key)
+        else:
+            job = _chunk_batch(prepared, stores, api_key, level=level)
+            waiting = asyncio.run(job.advance())
+            if waiting:
+                return None, waiting
+            found = job.outcomes()
+            outcomes = [found[p.request_hash] for p in prepared.to_call]
+        spent += sum(o.cost_usd for o in outcomes if o is not None)
+        made = {p.request_hash for p, o in zip(prepared.to_call, outcomes, strict=True) if o is not None and o.ok}
+        if made:  # kept before the ledger has them: a later step counts them as this run's calls
+            storage.write_json(stores.out, key, {"request_hashes": sorted(prepared.paid | made)})
+        return outcomes, []
 
     return _cascade(cfg, stores, index, api_key=api_key, progress=None, call=call)
+
+
+def _paid_key(cfg: RunConfig, index: int, level: int) -> str:
+    """Where a cascade's chunk judged in steps keeps the requests of ``level`` this run paid for
+    (beside its batches): the ledger holds their replies, and a later step must not count them as
+    reused."""
+    return storage.work_key(cfg.date, cfg.run_id, f"batch/chunk-{index:05d}-level{level}-paid.json")
 
 
 def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
@@ -477,8 +513,8 @@ def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
             logger.info("%s chunk %d: cascade level %d (%s) waits for batch %s", where(cfg), index, level,
                         level_cfg.judge_model, ", ".join(waiting))
             return None, waiting, level_cfg
-        made += sum(1 for o in outcomes if o is not None)
-        reused += len(prepared.pending) - len(prepared.to_call)
+        made += sum(1 for o in outcomes if o is not None) + len(prepared.paid)
+        reused += len(prepared.pending) - len(prepared.to_call) - len(prepared.paid)
         level_rows, level_calls = judged_rows(prepared, outcomes)
         calls.extend(level_calls)
         last = level == len(cfg.cascade)

@@ -17,7 +17,7 @@ The figures and what they rest on:
 * **input tokens** — litellm's token counter for the judge model on up to
   :data:`TOKEN_SAMPLE` rendered prompts per judge, scaled to all of that judge's prompts by their
   characters. Checked against a real run of a generated day within :data:`TOKEN_MARGIN`.
-* **output tokens** — :data:`TYPICAL_REPLY_TOKENS` per call of each judge (an assumption: a
+* **output tokens** — :data:`~evaluation.client.TYPICAL_REPLY_TOKENS` per call of each judge (an assumption: a
   reply's length is the judge model's choice).
 * **cost** — those tokens at litellm's price map for the model, online and at batch prices (none
   when the provider has no batch API; zero for a model without a price, such as the offline judge).
@@ -40,6 +40,7 @@ from pydantic import Field
 
 from evaluation import client as judge_client
 from evaluation import offline, storage
+from evaluation.client import TYPICAL_REPLY_TOKENS
 from evaluation.contract import JudgeName, RunConfig
 from evaluation.judges import score_table
 from evaluation.schemas import PARSED_SCHEMA
@@ -56,8 +57,6 @@ logger = logging.getLogger(__name__)
 TOKEN_SAMPLE = 400
 #: How close the input-token estimate comes to a real run's usage (tested on a generated day).
 TOKEN_MARGIN = 0.15
-#: Typical completion tokens of one reply, per judge (the JSON each judge's prompt asks for).
-TYPICAL_REPLY_TOKENS = {"rag": 220, "masis": 260, "prompt": 160}
 #: Seconds a judge call is assumed to take when the caller gives none (a hosted model's JSON reply).
 DEFAULT_LATENCY_S = 2.0
 

@@ -60,6 +60,9 @@ def test_a_cascade_in_batch_mode_defers_level_by_level_and_a_rerun_pays_nothing(
         models = [_batch_model(server, b) for b in batches]
         lines = list(server.batches.line_ids)
         online_before = server.request_count - len(lines)
+        out = storage.open_store(OUTPUT_URI, local_s3.access())
+        evaluations = storage.read_day(out, "evaluations", DAY)  # the first run's, before the re-run lands
+        calls = storage.read_day(out, "judge_calls", DAY)
 
         # A re-run of the day under Airflow: every level's reply is in the ledger, no request at all.
         requests = server.request_count
@@ -69,9 +72,6 @@ def test_a_cascade_in_batch_mode_defers_level_by_level_and_a_rerun_pays_nothing(
 
     assert str(dag_run.state) == "success", states
     assert sum(1 for task in states if task.startswith("judge[")) == 1
-    out = storage.open_store(OUTPUT_URI, local_s3.access())
-    evaluations = storage.read_day(out, "evaluations", DAY)
-    calls = storage.read_day(out, "judge_calls", DAY)
     assert evaluations.height == RECORDS * 2
 
     # The chunk sent one batch per paying level, the cheap model's before the strong one's (the
@@ -91,10 +91,18 @@ def test_a_cascade_in_batch_mode_defers_level_by_level_and_a_rerun_pays_nothing(
     paid = calls.filter(pl.col("judge_model") != "offline/lexical")
     assert sorted(lines) == sorted(set(lines)) and set(lines) == set(paid["request_hash"])
 
+    # every paid row of the first run counts its calls' cost, the levels' waited for in earlier steps too
+    assert not evaluations.filter(pl.col("cascade_calls") >= 2)["cached"].any()
+    assert evaluations.filter(pl.col("cascade_calls") >= 2)["cost_usd"].gt(0.0).all()
+    assert not paid["cached"].any() and paid["cost_usd"].gt(0.0).all()
+
     landed = evaluations.select(SAME).sort("record_id", "judge")
 
     runs = storage.scan_table(out, "runs").filter(pl.col("dt") == DAY).collect()  # type: ignore[union-attr]
     first = runs.filter(pl.col("run_id") == dag_run.run_id).row(0, named=True)
+    # what the run paid: each call once, the levels the chunk waited for in earlier steps included
+    assert first["cost_usd"] == pytest.approx(float(calls["cost_usd"].sum()), abs=1e-6)
+    assert first["cost_usd"] == pytest.approx(float(evaluations["cost_usd"].sum()), abs=1e-6)
     levels = json.loads(first["cascade"])["levels"]
     assert [(level["judge_model"], level["decided"]) for level in levels] == [(m, decided[m]) for m in MODELS]
 

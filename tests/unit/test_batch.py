@@ -18,7 +18,9 @@ import pytest
 
 from evaluation import cli, stages, storage, synthetic
 from evaluation.batch import DEFAULT_LIMITS, MB, BatchLimits, batch_prices, limits_for, split_parts, state_key
+from evaluation.client import TYPICAL_REPLY_TOKENS, count_tokens
 from evaluation.day import run_day
+from evaluation.judges import RenderedPrompt
 from evaluation.stages.judge import judge_batch_step
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
@@ -133,6 +135,53 @@ def test_a_batch_day_lands_like_an_online_day_at_the_batch_price(tmp_path: Path)
     expected = paid["input_tokens"] * price_in + paid["output_tokens"] * price_out
     assert (paid["cost_usd"] - expected).abs().max() < 1e-12  # type: ignore[operator]
     assert paid["attempts"].eq(1).all() and result["cost_usd"] > 0
+
+
+def test_a_batch_chunk_submits_only_what_its_share_of_the_budget_is_expected_to_pay_for(tmp_path: Path) -> None:
+    """``budget_usd`` in batch mode: each of the two chunks takes its requests in order while their
+    expected cost (prompt tokens counted, a typical reply) fits half the budget, submits those and
+    never the rest, which land ``skipped``/``budget_exhausted``; what was paid is within the budget.
+    The choice is kept with the chunk's batches, before any: a later step submits nothing more."""
+    budget = 0.0004
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30, bad=False)
+    with OpenAIServer(responder=judge_reply) as server:
+        cfg = config(tmp_path, judge_model=MODEL, api_base=server.base_url, batch=True, batch_poll_s=0.05,
+                     chunk_size=15, budget_usd=budget)
+        stores = stages.Stores.open(cfg)
+        stages.ingest_and_validate(cfg, stores)
+        assert len(stages.plan_chunks(cfg, stores)) == 2
+        kept = []
+        for index in (0, 1):
+            while judge_batch_step(cfg, stores, index, api_key="k")[0] is None:
+                time.sleep(0.05)
+            kept.append(storage.read_json(stores.out, state_key(cfg, index)))
+        lines = list(server.batches.line_ids)
+        assert server.request_count == len(lines), "nothing went online"
+        landed = stages.score_and_land(cfg, stores)
+    evaluations, calls = table(tmp_path / "out", "evaluations"), table(tmp_path / "out", "judge_calls")
+    exhausted = evaluations.filter(pl.col("reason") == "budget_exhausted")
+    assert exhausted.height > 0 and exhausted["judge_status"].eq("skipped").all()
+    assert evaluations.filter(pl.col("judge_status") == "ok").height == len(lines) == landed["calls_made"] > 0
+    assert set(lines) == set(calls["request_hash"])
+    price_in, price_out, _ = batch_prices(MODEL)
+    for state in kept:  # each chunk: what it submitted and what it kept back, apart, and each within its share
+        submitted = {h for b in state["batches"] for h in b["hashes"]}
+        assert submitted and state["over_budget"] and not submitted & set(state["over_budget"])
+        paid = calls.filter(pl.col("request_hash").is_in(list(submitted)))
+        expected = sum(count_tokens(MODEL, RenderedPrompt(judge=row["judge"], prompt_version="", key_fields=(),
+                                                          system=row["system_prompt"], user=row["user_prompt"]))
+                       * price_in + TYPICAL_REPLY_TOKENS[row["judge"]] * price_out for row in paid.iter_rows(named=True))
+        assert paid.height == len(submitted) and expected <= budget / 2
+        assert float(paid["cost_usd"].sum()) <= budget / 2
+
+
+def test_a_budget_of_nothing_submits_no_batch(tmp_path: Path) -> None:
+    with OpenAIServer(responder=judge_reply) as server:
+        result = _judge_day(tmp_path, server, 10, budget_usd=0.0)
+        assert server.batches.counts.get("batches_created", 0) == 0 and server.request_count == 0
+    evaluations = table(tmp_path / "out", "evaluations")
+    judged = evaluations.filter(pl.col("reason") != "not_applicable")
+    assert result["calls_made"] == 0 and judged["reason"].eq("budget_exhausted").all() and judged.height > 0
 
 
 def test_failed_and_expired_lines_land_every_record_once_per_judge(tmp_path: Path) -> None:
