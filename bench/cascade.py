@@ -4,17 +4,19 @@ then the strong one).
 
 The set is the repository's two shipped golden sets together (HaluEval QA and BEGIN, 300 records
 each). The local server answers as two judge models of known accuracy
-(:class:`evaluation.testing.labelled.LabelledJudges`): ``gpt-4o-mini`` agrees with the labels 80% of
-the time, ``gpt-4o`` 95%, their scores closer to the verdict's cut where they err; litellm prices
-their tokens at its online prices for those two models. ``calibrate --cascade`` fits the bands on
-the calibration's fit split (half of each label class), once with ``band_loss`` 0.02 and once with
-0.01; then the set, as a day of logs, is judged through ``run`` — strong alone, cheap alone, the
-cascade with each calibration's bands — each into its own output root, so each pays for its own
-calls. The whole is repeated over ``trials`` seeds (the models' draws and the fit / held-out split
-both change with the seed), and averaged: one split of 600 records leaves κ a few hundredths of
-noise either way. κ is that of ``fail``
-against not faithful, per judge (rag, masis), on the held-out split (the records the bands were not
-fitted to) and on the whole set; cost is what each run paid (``runs.cost_usd``).
+(:class:`evaluation.testing.labelled.LabelledJudges`): ``gpt-4o`` agrees with the labels 95% of the
+time, ``gpt-4o-mini`` 80% in one scenario and 90% in the other (:data:`CHEAP_ACCURACIES`), their
+scores closer to the verdict's cut where they err; litellm prices their tokens at its online prices
+for those two models. ``calibrate --cascade`` fits the bands on the calibration's fit split (half of
+each label class), once with ``band_loss`` 0.02 and once with 0.01; then the set, as a day of logs,
+is judged through ``run`` — strong alone, cheap alone, the cascade with each calibration's bands —
+each into its own output root, so each pays for its own calls. The whole is repeated over ``trials``
+seeds (the models' draws and the fit / held-out split both change with the seed), and averaged: one
+split of 600 records leaves κ a few hundredths of noise either way. κ is that of ``fail`` against
+not faithful, per judge (rag, masis), on the held-out split (the records the bands were not fitted
+to) and on the whole set; cost is what each run paid (``runs.cost_usd``). Beside them, on the
+held-out split at each level's cost per row, the bands fitted with 0.02 and the ceiling
+(:func:`_ceiling`): the best bands for the held-out records themselves.
 """
 
 from __future__ import annotations
@@ -30,20 +32,24 @@ from typing import Any
 import polars as pl
 
 from bench.common import REPO, child_main
-from evaluation import storage
+from evaluation import client, storage
 from evaluation.calibration import CalibrationSpec
+from evaluation.calibration.cascade import fit_bands, split_figures, unit_costs
 from evaluation.calibration.metrics import Detection
 from evaluation.calibration.run import run_calibration
-from evaluation.contract import RunConfig
+from evaluation.contract import JudgeName, RunConfig
 from evaluation.day import run_day
 from evaluation.stages import Stores
 from evaluation.testing.labelled import LabelledJudges
 from evaluation.testing.openai_server import OpenAIServer
 
 SETS = ("halueval-qa", "begin-wow")
-ACCURACY = {"gpt-4o-mini": 0.8, "gpt-4o": 0.95}
+#: The strong model's agreement with the labels, and the cheap model's in each scenario.
+STRONG_ACCURACY = 0.95
+CHEAP_ACCURACIES = (0.8, 0.9)
 CHEAP, STRONG = "openai/gpt-4o-mini", "openai/gpt-4o"
-JUDGES = ["rag", "masis"]
+MODELS = ("offline/lexical", CHEAP, STRONG)
+JUDGES: list[JudgeName] = ["rag", "masis"]
 DAY = dt.date(2026, 1, 1)
 #: The κ a fitted band may lose against the strong model alone (on the fit split): the aim's, and a
 #: tighter one that leaves room for what the fit split does not show.
@@ -74,8 +80,39 @@ def _kappas(evaluations: pl.DataFrame, labels: pl.DataFrame) -> dict[str, dict[s
     return out
 
 
-def _trial(work: Path, records: list[dict[str, Any]], seed: int) -> dict[str, Any]:
-    """One trial: the server's models drawn with ``seed``, the calibration's split seeded by it."""
+def _ceiling(calibrated: Path) -> dict[str, Any]:
+    """The bands fitted with the aim's ``band_loss`` (0.02) and the ceiling's, both on the held-out
+    split at each level's cost per row: per judge, κ against the strong model alone, and the cost
+    saved over both judges. The ceiling's bands are fitted on the held-out split itself, each level
+    credited where it beats the strong model: what the best bands for those records would have
+    done, known only after the fact (in-sample by construction; no fit can promise it)."""
+    loss = LOSSES[0]
+    labels = pl.read_parquet(calibrated / storage.calibration_key(_calibration(loss), "labels.parquet"))
+    everything = pl.read_parquet(calibrated / storage.calibration_key(_calibration(loss), "levels.parquet"))
+    levels = [everything.filter(pl.col("level") == k) for k in range(len(MODELS))]
+    costs = unit_costs(levels, [client.price_per_token(model) for model in MODELS])
+    kept = pl.read_parquet(calibrated / storage.calibration_key(_calibration(loss), "cascade.parquet"))
+    fitted = {judge: [(row["band_low"], row["band_high"]) for row in kept.filter(pl.col("judge") == judge)
+                      .sort("level").iter_rows(named=True) if row["band_low"] is not None] for judge in JUDGES}
+    best = fit_bands(levels, labels, JUDGES, [None] * (len(MODELS) - 1), loss, costs=costs, split="holdout",
+                     credit=True)
+    ceiling = {judge: [band[judge] for band in best] for judge in JUDGES}
+    out: dict[str, Any] = {}
+    for name, bands in (("fit", fitted), ("ceiling", ceiling)):
+        figures = {judge: split_figures(levels, labels, judge, bands[judge], costs) for judge in JUDGES}
+        out[name] = {
+            "delta": {judge: round(float(f["kappa"] or 0.0) - float(f["kappa_alone"] or 0.0), 4)
+                      for judge, f in figures.items()},
+            "saved_share": round(1 - sum(float(f["cost"] or 0.0) for f in figures.values())
+                                 / sum(float(f["cost_alone"] or 0.0) for f in figures.values()), 4),
+            "bands": bands,
+        }
+    return out
+
+
+def _trial(work: Path, records: list[dict[str, Any]], seed: int, cheap_accuracy: float) -> dict[str, Any]:
+    """One trial: the server's models drawn with ``seed``, the cheap one agreeing with the labels
+    ``cheap_accuracy`` of the time, the calibration's split seeded by ``seed``."""
     golden = work / "golden" / "labelled"
     golden.mkdir(parents=True)
     (golden / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -84,7 +121,7 @@ def _trial(work: Path, records: list[dict[str, Any]], seed: int) -> dict[str, An
     (day / "records.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "labels"}) + "\n"
                                                for r in records), encoding="utf-8")
     result: dict[str, Any] = {"seed": seed}
-    judges = LabelledJudges.from_records(records, ACCURACY, seed=seed)
+    judges = LabelledJudges.from_records(records, {CHEAP: cheap_accuracy, STRONG: STRONG_ACCURACY}, seed=seed)
     with OpenAIServer(judges, models=("gpt-4o", "gpt-4o-mini")) as server:
         calibrated = work / "calibrated"
         for loss in LOSSES:  # the second calibration finds every reply in the ledger
@@ -96,6 +133,7 @@ def _trial(work: Path, records: list[dict[str, Any]], seed: int) -> dict[str, An
                                           calibration=_calibration(loss), api_key="bench-key")
             result[f"calibration_{loss:g}"] = {"seconds": round(time.monotonic() - started, 1),
                                                "cascade": calibration["cascade"]}
+        result["unit_costs"] = _ceiling(calibrated)
         labels = pl.read_parquet(calibrated / storage.calibration_key(_calibration(LOSSES[0]), "labels.parquet"))
         runs = {"strong": (STRONG, ""), "cheap": (CHEAP, "")}
         runs.update({f"cascade_{loss:g}": (STRONG, f"offline/lexical@{_calibration(loss)},{CHEAP}@{_calibration(loss)}")
@@ -143,22 +181,30 @@ def summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
             shares = [[level["share_decided"] for level in t[name]["cascade"]["levels"]] for t in trials]
             row["share_decided"] = [_mean([s[i] for s in shares]) for i in range(len(shares[0]))]
         out[name] = row
+    for name in ("fit", "ceiling"):  # on the held-out split at each level's cost per row
+        figures = [t["unit_costs"][name] for t in trials]
+        out[f"held_out_{name}"] = {"saved_share": _mean([f["saved_share"] for f in figures]),
+                                   **{f"delta_{judge}": _mean([f["delta"][judge] for f in figures]) for judge in JUDGES}}
     return out
 
 
 def measure(params: dict[str, Any]) -> dict[str, Any]:
-    """The child task: ``trials`` trials (seeds 0, 1, ...), each calibrating the cascade twice and
-    judging the set through the runs; their costs and κ, and the averages."""
+    """The child task: per cheap model's accuracy, ``trials`` trials (seeds 0, 1, ...), each
+    calibrating the cascade twice and judging the set through the runs; their costs and κ, and the
+    averages."""
     records = _records(int(params["per_set"]) if params.get("per_set") else None)
-    trials = []
-    for seed in range(int(params.get("trials", 3))):
-        work = Path(tempfile.mkdtemp(prefix=f"bench-cascade-{seed}-"))
-        try:
-            trials.append(_trial(work, records, seed))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return {"records": len(records), "sets": list(SETS), "accuracy": ACCURACY, "judges": JUDGES,
-            "losses": list(LOSSES), "trials": trials, "summary": summary(trials)}
+    scenarios = []
+    for accuracy in params.get("cheap_accuracies", CHEAP_ACCURACIES):
+        trials = []
+        for seed in range(int(params.get("trials", 3))):
+            work = Path(tempfile.mkdtemp(prefix=f"bench-cascade-{seed}-"))
+            try:
+                trials.append(_trial(work, records, seed, float(accuracy)))
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        scenarios.append({"cheap_accuracy": float(accuracy), "trials": trials, "summary": summary(trials)})
+    return {"records": len(records), "sets": list(SETS), "strong_accuracy": STRONG_ACCURACY, "judges": JUDGES,
+            "losses": list(LOSSES), "scenarios": scenarios}
 
 
 if __name__ == "__main__":

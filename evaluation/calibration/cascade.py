@@ -35,7 +35,7 @@ the ledger counts at its price too), so they do not depend on what the ledger he
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -112,12 +112,12 @@ def _no_credit(verdict: np.ndarray, decided: list[np.ndarray], judged: _Judged) 
     return np.where(before & (verdict != judged.bad), verdict, judged.fail[-1])
 
 
-def _counted(judged: _Judged, bands: list[tuple[float, float]], level: int, band: tuple[float, float]
-             ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The cascade's verdicts as the fit counts them (:func:`_no_credit`) with ``band`` at ``level``
-    and ``bands`` elsewhere, and the rows each level decides."""
+def _counted(judged: _Judged, bands: list[tuple[float, float]], level: int, band: tuple[float, float],
+             credit: bool = False) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The cascade's verdicts as the fit counts them (:func:`_no_credit`, or as they are with
+    ``credit``) with ``band`` at ``level`` and ``bands`` elsewhere, and the rows each level decides."""
     verdict, decided = judged.cascade([*bands[:level], band, *bands[level + 1:]])
-    return _no_credit(verdict, decided, judged), decided
+    return (verdict if credit else _no_credit(verdict, decided, judged)), decided
 
 
 def _kappa(flagged: np.ndarray, bad: np.ndarray) -> float | None:
@@ -178,18 +178,21 @@ def unit_costs(levels: list[pl.DataFrame], prices: list[tuple[float, float]]) ->
 
 def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[JudgeName],
               given: list[Bands | None], loss: float, *, costs: list[float] | None = None,
-              confidence: float | None = None) -> list[Bands]:
+              confidence: float | None = None, split: Literal["fit", "holdout"] = "fit",
+              credit: bool = False) -> list[Bands]:
     """Each level's band per judge (``levels``: every level's scored rows, the judge model's last;
     ``given``: a level's bands when the spec gives them, else None to fit them; ``costs``: each
     level's cost per row, :func:`unit_costs`, default :func:`_ordinal_costs`); see the module docstring.
     ``confidence`` (a spec's ``band_confidence``, e.g. 0.9) also keeps the loss's bootstrap upper bound at that
-    level within ``loss``; None keeps the loss as counted on the fit split within it."""
+    level within ``loss``; None keeps the loss as counted on the fit split within it. ``split``
+    ``holdout`` and ``credit`` (each level's verdicts counted as they are) give the bench's ceiling:
+    the bands that would have been best for the held-out split itself, known only after the fact."""
     costs = costs if costs is not None else _ordinal_costs(len(levels))
     fitted: list[Bands] = [{} for _ in given]
     free = [level for level in reversed(range(len(given))) if given[level] is None]
     for judge in judges:
         judged = _Judged(levels, labels, judge)
-        usable = judged.subset(judged.fit & judged.scored)
+        usable = judged.subset((judged.fit if split == "fit" else judged.holdout) & judged.scored)
         target = (_kappa(usable.fail[-1], usable.bad) or 0.0) - loss
         weights = _resamples(usable.bad.size) if confidence is not None else None
         margin = (None if weights is None or confidence is None else
@@ -205,7 +208,7 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
                 for i, low in enumerate(ends[level]):
                     for high in ends[level][i:]:
                         band = (float(low), float(high))
-                        verdict, decided = _counted(usable, bands, level, band)
+                        verdict, decided = _counted(usable, bands, level, band, credit)
                         kappa = _kappa(verdict, usable.bad)
                         if kappa is None or kappa < target - 1e-12:
                             continue
@@ -213,7 +216,7 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
                 candidates.sort(key=lambda c: c[:3])
                 for *_, band in candidates:
                     # the bootstrap last, in the order of the cost: it is the dear test
-                    if margin is None or _loss_bound(_counted(usable, bands, level, band)[0], usable.bad, *margin) <= loss + 1e-12:
+                    if margin is None or _loss_bound(_counted(usable, bands, level, band, credit)[0], usable.bad, *margin) <= loss + 1e-12:
                         bands[level] = band
                         break
             if bands == before:
@@ -221,6 +224,18 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
         for level, band in enumerate(bands):
             fitted[level][judge] = band
     return fitted
+
+
+def split_figures(levels: list[pl.DataFrame], labels: pl.DataFrame, judge: str, bands: list[tuple[float, float]],
+                  costs: list[float], split: Literal["fit", "holdout"] = "holdout") -> dict[str, float | None]:
+    """The cascade with ``bands`` (one per level before the judge model) on one split of the set, for
+    one judge: its κ of ``fail`` and the judge model's alone, and its cost and the judge model's
+    alone at ``costs`` per row (:func:`unit_costs`)."""
+    judged = _Judged(levels, labels, judge)
+    part = judged.subset((judged.fit if split == "fit" else judged.holdout) & judged.scored)
+    verdict, decided = part.cascade(bands)
+    return {"kappa": _kappa(verdict, part.bad), "kappa_alone": _kappa(part.fail[-1], part.bad),
+            "cost": _cost(decided, costs), "cost_alone": costs[-1] * part.bad.size}
 
 
 def _call_cost(prices: tuple[float, float]) -> pl.Expr:

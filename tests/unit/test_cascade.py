@@ -25,7 +25,7 @@ import pytest
 from evaluation import stages, storage
 from evaluation.batch import state_key
 from evaluation.calibration import CalibrationSpec
-from evaluation.calibration.cascade import fit_bands
+from evaluation.calibration.cascade import fit_bands, split_figures
 from evaluation.calibration.run import run_calibration
 from evaluation.contract import CascadeLevel, InputRecord, RunConfig
 from evaluation.day import run_day
@@ -390,3 +390,31 @@ def test_a_level_is_not_credited_for_beating_the_judge_model() -> None:
     low, high = fit_bands([rows(cheap), rows(judge)], labels, ["rag"], [None], 0.03, costs=[1.0, 10.0])[0]["rag"]
     decided = (cheap < low) | (cheap > high)
     assert int(decided.sum()) == 96 and not decided[[2, 3, 52, 53]].any()
+
+
+def test_the_benchs_ceiling_credits_a_level_on_the_held_out_split_and_counts_its_cost() -> None:
+    """The same records as above, all held out: credited for the four records it gets right where the
+    judge model does not, the cheap level loses no κ deciding every row, so the ceiling's band (the
+    best for those records, after the fact) decides all 100, which the fit, on the fit split and
+    without credit, does not; :func:`split_figures` then counts the cascade's κ and cost on the split."""
+    good = np.array([True] * 50 + [False] * 50)
+    judge = good.astype(np.float64)
+    judge[[0, 1, 50, 51]] = [0.0, 0.0, 1.0, 1.0]
+    cheap = np.concatenate([np.linspace(0.7, 1.0, 50), np.linspace(0.0, 0.3, 50)])
+    cheap[[2, 3, 52, 53]] = [0.45, 0.45, 0.55, 0.55]
+    ids = [f"r{i:03d}" for i in range(good.size)]
+    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["holdout"] * good.size})
+
+    def rows(scores: np.ndarray) -> pl.DataFrame:
+        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
+                             "verdict": np.where(scores < 0.5, "fail", "pass")})
+
+    levels = [rows(cheap), rows(judge)]
+    band = fit_bands(levels, labels, ["rag"], [None], 0.03, costs=[1.0, 10.0], split="holdout", credit=True)[0]["rag"]
+    assert int(((cheap < band[0]) | (cheap > band[1])).sum()) == 100
+    uncredited = fit_bands(levels, labels, ["rag"], [None], 0.03, costs=[1.0, 10.0], split="holdout")[0]["rag"]
+    assert int(((cheap < uncredited[0]) | (cheap > uncredited[1])).sum()) == 96
+    figures = split_figures(levels, labels, "rag", [band], [1.0, 10.0])
+    assert figures["cost"] == 100.0 and figures["cost_alone"] == 1000.0
+    assert figures["kappa"] == pytest.approx(0.92) and figures["kappa_alone"] == pytest.approx(0.92)
+    assert split_figures(levels, labels, "rag", [band], [1.0, 10.0], split="fit")["kappa"] is None  # no record there
