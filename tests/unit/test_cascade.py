@@ -265,6 +265,32 @@ def test_batch_mode_judges_one_level_at_a_time_and_lands_what_online_judging_lan
     cli_rows = pl.read_parquet(tmp_path / "waited" / "evaluations")
     assert cli_rows.select(same).sort("record_id", "judge").equals(rows.select(same).sort("record_id", "judge"))
     assert len(server.batches.batches) == 4
+    # judged in steps or waited for, the run paid the same calls: every level's, the earlier steps' too
+    assert batched["cost_usd"].sum() == pytest.approx(cli_rows["cost_usd"].sum())
+    assert not batched.filter(pl.col("cascade_calls") >= 2)["cached"].any()
+
+
+def test_a_budget_in_batch_mode_is_shared_by_the_levels_in_order(tmp_path: Path, server: OpenAIServer) -> None:
+    """The chunk's budget pays the cheap level's batch first; the strong level gets what is left, so
+    rows that would have reached it are ``budget_exhausted`` and the run pays no more than the budget
+    (the replies are no longer than a typical one)."""
+    _day(tmp_path / "in", _records(30))
+    free = _config(tmp_path, server, "free", out="free", batch=True, batch_poll_s=0.05)
+    run_day(free, Stores.open(free), api_key="test-key")
+    paid = pl.read_parquet(tmp_path / "free" / "judge_calls")
+    cheap = float(paid.filter(pl.col("judge_model") == CHEAP)["cost_usd"].sum())
+    strong = float(paid.filter(pl.col("judge_model") == STRONG)["cost_usd"].sum())
+    assert cheap > 0 and strong > 0
+    budget = cheap + strong / 2  # the cheap level's calls and about half the strong level's
+    cfg = _config(tmp_path, server, "budget", out="budget", batch=True, batch_poll_s=0.05, budget_usd=budget)
+    result = run_day(cfg, Stores.open(cfg), api_key="test-key")
+    rows = pl.read_parquet(tmp_path / "budget" / "evaluations")
+    calls = pl.read_parquet(tmp_path / "budget" / "judge_calls")
+    assert float(calls.filter(pl.col("judge_model") == CHEAP)["cost_usd"].sum()) == pytest.approx(cheap)
+    spent_strong = float(calls.filter(pl.col("judge_model") == STRONG)["cost_usd"].sum())
+    assert 0 < spent_strong < strong
+    assert result["cost_usd"] <= budget
+    assert rows.filter(pl.col("reason") == "budget_exhausted").height > 0
 
 
 def test_a_missing_band_calibration_fails_the_run_before_anything_is_paid(tmp_path: Path,
