@@ -4,7 +4,7 @@ README's offline-judge table and of docs/calibration.md.
 **In-sample** are the two sets the offline judge's constants were fitted on, its declared tuning
 set (:data:`evaluation.offline.TUNING_SETS`): HaluEval QA and BEGIN (Wizard of Wikipedia part),
 read from the reshaped public files that ``scripts/golden_sets.py`` converts. **Out of sample**
-are public, human-labelled sets that played no part in the fitting, of other shapes:
+are public, human-labelled sets that played no part in the fitting, of other sources and shapes:
 
 * ``q2-dialogue`` — Q² (orhonovich/q-squared, ``third_party/data/``; data MIT, © Facebook, Inc.
   and its affiliates): knowledge-grounded dialogue responses of two systems (DodecaDialogue,
@@ -19,6 +19,17 @@ are public, human-labelled sets that played no part in the fitting, of other sha
   the article?"). A sentence is supported when most of its annotators said yes; the summary is
   ``faithful`` when every sentence is supported, and ``scores.faithfulness`` is the share of its
   sentences supported. The question is "Summarize the article." (an open request to the judges).
+* ``attributionbench`` — AttributionBench (OSU-NLP-Group/AttributionBench, ``data/``; no licence
+  stated in the repository, its sources under their own, so measured here and never shipped):
+  claims from the answers of LLMs and generative search engines to questions, each with the
+  passages it cites and a human judgement of whether they support it, gathered from seven
+  attribution sets. Read are its two test files (:data:`ATTRIBUTIONBENCH_FILES`): the
+  out-of-distribution test (HAGRID, AttrScore-GenSearch) and the authors' seeded 500-record sample
+  of the in-distribution test (ExpertQA, Stanford-GenSearch, AttributedQA, LFQA), each balanced by
+  the authors per source; no further sampling. BEGIN's records are left out (a tuning set), and so
+  is a record without a passage. The question is the question, the claim the answer, each passage
+  (``references``) a context; ``attribution_label`` "attributable" is ``faithful: true``, "not
+  attributable" ``faithful: false``.
 * ``summedits`` — SummEdits (salesforce/factualNLG, ``data/summedits/summedits_*.json``; Apache-2.0
   repository, documents from third-party corpora, so measured here and never shipped): a verified
   seed summary and edits of it in eight domains (news, podcasts, dialogues, meetings, earnings
@@ -42,7 +53,8 @@ best κ on the tuning sets pooled (fitted there, like the judge's constants, and
 the tuning set (question groups by a seeded hash, :func:`tuning_split`) over a declared grid, and
 measures the held-out half with the chosen values; it never reads an out-of-sample set.
 
-    python -m scripts.offline_figures --q2 ~/src/q-squared --qags ~/src/qags --summedits ~/src/factualNLG
+    python -m scripts.offline_figures --q2 ~/src/q-squared --qags ~/src/qags --summedits ~/src/factualNLG \
+        --attributionbench ~/src/AttributionBench
     python -m scripts.offline_figures --fit
 
 A source is a checkout of the repository, or a bare clone (read with ``git show HEAD:<path>``); a
@@ -85,6 +97,13 @@ Q2_FILES = ("dodeca_consistent", "dodeca_inconsistent", "memnet_consistent", "me
 SUMMEDITS_DOMAINS = ("news", "podcast", "samsum", "sales_call", "sales_email", "scitldr", "qmsumm", "ectsum")
 #: SummEdits' labels: 1 consistent, 0 inconsistent (any other value is no label and is left out).
 SUMMEDITS_FAITHFUL = {1: True, 0: False}
+#: AttributionBench's files read (``data/<name>.jsonl``): its out-of-distribution test split, and
+#: the authors' 500-record sample of its in-distribution test split (the full one is not read).
+ATTRIBUTIONBENCH_FILES = ("test_ood_all_subset_balanced", "test_all_subset_balanced_sampled500")
+#: AttributionBench's sources left out: BEGIN is a tuning set of the offline judge.
+ATTRIBUTIONBENCH_LEFT_OUT = ("BEGIN",)
+#: AttributionBench's labels (any other value is no label and is left out).
+ATTRIBUTIONBENCH_FAITHFUL = {"attributable": True, "not attributable": False}
 #: The grid ``--fit`` searches (every pair), and the objective it maximises: the mean over the
 #: tuning sets' fit halves of the rag verdict's κ (``fail`` against not faithful).
 FIT_GRID = {"SUPPORT_DECAY": (0.6, 0.7, 0.8, 0.9, 1.0), "UNSUPPORTED_BELOW": (0.5, 0.6, 0.7, 0.8, 0.9)}
@@ -142,6 +161,18 @@ SETS: dict[str, dict[str, Any]] = {
         "citation": "Laban et al., SummEdits: Measuring LLM Ability at Factual Reasoning Through The Lens of "
                     "Summarization, EMNLP 2023",
     },
+    "attributionbench": {
+        "title": "AttributionBench", "shape": "QA", "sample": "out of sample",
+        "description": "AttributionBench: claims from LLM and generative-search answers to questions, each with "
+                       "the passages it cites and a human judgement of whether they support it (HAGRID, "
+                       "AttrScore-GenSearch, ExpertQA, Stanford-GenSearch, AttributedQA, LFQA; BEGIN left out).",
+        "source": "https://github.com/OSU-NLP-Group/AttributionBench (data/test_ood_all_subset_balanced.jsonl, "
+                  "data/test_all_subset_balanced_sampled500.jsonl)",
+        "licence": "none stated in the repository; sources under their own (measured, not redistributed)",
+        "label_origin": "the source sets' human annotators: 'attributable' = faithful, 'not attributable' = not",
+        "citation": "Li et al., AttributionBench: How Hard is Automatic Attribution Evaluation?, Findings of "
+                    "ACL 2024",
+    },
 }
 
 
@@ -149,15 +180,16 @@ SETS: dict[str, dict[str, Any]] = {
 # Converters: the source's rows -> golden records (CONTRACT §1 plus ``labels``)
 
 
-def _record(set_name: str, index: int, *, model: str, question: str, answer: str, context: str,
+def _record(set_name: str, index: int, *, model: str, question: str, answer: str, context: str | list[str],
             metadata: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:
+    texts = [context] if isinstance(context, str) else context
     return {
         "record_id": f"{set_name}-{index:05d}",
         "timestamp": TIMESTAMP,
         "model": model,
         "question": question,
         "answer": answer,
-        "contexts": [{"id": "ctx-1", "text": context}],
+        "contexts": [{"id": f"ctx-{n + 1}", "text": text} for n, text in enumerate(texts)],
         "reference": None,
         "metadata": metadata,
         "labels": labels,
@@ -220,6 +252,24 @@ def summedits_records(domains: dict[str, list[dict[str, Any]]]) -> list[dict[str
     return records
 
 
+def attributionbench_records(files: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """AttributionBench rows (keyed by file name) as golden records, one context per passage; a
+    row of :data:`ATTRIBUTIONBENCH_LEFT_OUT`, without a passage, or with another label is left out."""
+    records: list[dict[str, Any]] = []
+    for name in ATTRIBUTIONBENCH_FILES:
+        for row in files.get(name, []):
+            faithful = ATTRIBUTIONBENCH_FAITHFUL.get(row["attribution_label"])
+            passages = [p for p in row["references"] if p.strip()]
+            if faithful is None or not passages or row["src_dataset"] in ATTRIBUTIONBENCH_LEFT_OUT:
+                continue
+            records.append(_record(
+                "attributionbench", len(records), model=f"attributionbench-{row['src_dataset']}",
+                question=row["question"], answer=row["claim"], context=passages,
+                metadata={"source_id": row["id"], "source_set": row["src_dataset"], "file": name},
+                labels={"faithful": faithful, "source_label": row["attribution_label"]}))
+    return records
+
+
 # --------------------------------------------------------------------------------------------
 # Sources
 
@@ -268,6 +318,17 @@ def read_summedits(root: Path) -> list[dict[str, Any]]:
             raise FileNotFoundError(f"{root}: no data/summedits/summedits_{domain}.json (is it a factualNLG checkout?)")
         domains[domain] = json.loads(text)
     return summedits_records(domains)
+
+
+def read_attributionbench(root: Path) -> list[dict[str, Any]]:
+    """AttributionBench from a checkout: the files of :data:`ATTRIBUTIONBENCH_FILES`."""
+    files = {}
+    for name in ATTRIBUTIONBENCH_FILES:
+        text = read_source(root, f"data/{name}.jsonl")
+        if text is None:
+            raise FileNotFoundError(f"{root}: no data/{name}.jsonl (is it an AttributionBench checkout?)")
+        files[name] = _jsonl(text)
+    return attributionbench_records(files)
 
 
 def read_tuning(public: Path) -> dict[str, list[dict[str, Any]]]:
@@ -482,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--q2", type=Path, help="a checkout (or bare clone) of github.com/orhonovich/q-squared")
     parser.add_argument("--qags", type=Path, help="a checkout (or bare clone) of github.com/W4ngatang/qags")
     parser.add_argument("--summedits", type=Path, help="a checkout (or bare clone) of github.com/salesforce/factualNLG")
+    parser.add_argument("--attributionbench", type=Path,
+                        help="a checkout (or bare clone) of github.com/OSU-NLP-Group/AttributionBench")
     parser.add_argument("--fit", action="store_true",
                         help="refit the offline judge's constants on the tuning sets' fit halves and measure the "
                              "held-out halves (reads no out-of-sample set)")
@@ -517,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
                 sets["qags-xsum"] = read_qags(args.qags, "xsum")
             if args.summedits:
                 sets["summedits"] = read_summedits(args.summedits)
+            if args.attributionbench:
+                sets["attributionbench"] = read_attributionbench(args.attributionbench)
             report["figures"] = measure(sets, cuts, work)
             print("\n\n".join((table(report["figures"]), table(report["figures"], detailed=True),
                                 intervals(report["figures"]))))

@@ -38,6 +38,12 @@ def _summedits_row(sample: str, label: int) -> dict[str, Any]:
             "edit_types": [], "split": "test"}
 
 
+def _attributionbench_row(source: str, label: str, references: list[str], claim: str = "Anna won the race.") -> dict[str, Any]:
+    return {"question": "Who won the race?", "claim": claim, "claim_raw_string": claim,
+            "response": f"{claim} It was a sunny day.", "references": references, "citation_links": [],
+            "webpage_references": [], "attribution_label": label, "src_dataset": source, "id": f"{source}_{len(claim)}"}
+
+
 def _valid(records: list[dict[str, Any]]) -> None:
     for record in records:
         labels, problems = label_problems(record["labels"])
@@ -91,6 +97,30 @@ def test_summedits_label_one_is_faithful_zero_is_not_and_anything_else_is_left_o
     _valid(records)
 
 
+def test_attributionbench_claim_answers_the_question_from_its_passages_and_begin_is_left_out() -> None:
+    ood, sampled = figures.ATTRIBUTIONBENCH_FILES
+    files = {
+        ood: [_attributionbench_row("HAGRID", "attributable", ["[1] Anna won the race in Paris.", "[2] It rained."]),
+              _attributionbench_row("BEGIN", "attributable", ["Anna won the race."]),  # a tuning set
+              _attributionbench_row("HAGRID", "not attributable", [" "]),  # no passage
+              _attributionbench_row("AttrScore-GenSearch", "not attributable", ["Anna lost the race."])],
+        sampled: [_attributionbench_row("ExpertQA", "extrapolatory", ["Anna ran."]),  # no label
+                  _attributionbench_row("ExpertQA", "not attributable", ["Bob won the race."], claim="Anna won it.")],
+    }
+    records = figures.attributionbench_records(files)
+    assert [(r["model"], r["labels"]["faithful"], r["labels"]["source_label"]) for r in records] == [
+        ("attributionbench-HAGRID", True, "attributable"),
+        ("attributionbench-AttrScore-GenSearch", False, "not attributable"),
+        ("attributionbench-ExpertQA", False, "not attributable")]
+    first = records[0]
+    assert first["question"] == "Who won the race?" and first["answer"] == "Anna won the race."  # the claim, not the response
+    assert first["contexts"] == [{"id": "ctx-1", "text": "[1] Anna won the race in Paris."},
+                                 {"id": "ctx-2", "text": "[2] It rained."}]
+    assert records[2]["metadata"] == {"source_id": "ExpertQA_12", "source_set": "ExpertQA", "file": sampled}
+    assert [r["record_id"] for r in records] == [f"attributionbench-0000{n}" for n in range(3)]
+    _valid(records)
+
+
 def test_sources_are_read_from_a_checkout(tmp_path: Path) -> None:
     data = tmp_path / "q-squared" / "third_party" / "data"
     data.mkdir(parents=True)
@@ -103,6 +133,15 @@ def test_sources_are_read_from_a_checkout(tmp_path: Path) -> None:
     assert [r["labels"]["faithful"] for r in figures.read_q2(tmp_path / "q-squared")] == [True, False, True, False]
     with pytest.raises(FileNotFoundError, match="qags checkout"):
         figures.read_qags(tmp_path / "q-squared", "xsum")
+    bench = tmp_path / "AttributionBench" / "data"
+    bench.mkdir(parents=True)
+    for name in figures.ATTRIBUTIONBENCH_FILES:
+        row = _attributionbench_row("HAGRID", "attributable", ["Anna won the race."])
+        (bench / f"{name}.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert [r["metadata"]["file"] for r in figures.read_attributionbench(tmp_path / "AttributionBench")] == list(
+        figures.ATTRIBUTIONBENCH_FILES)
+    with pytest.raises(FileNotFoundError, match="AttributionBench checkout"):
+        figures.read_attributionbench(tmp_path / "q-squared")
 
 
 def test_tuning_split_keeps_every_answer_to_a_question_on_one_side() -> None:
