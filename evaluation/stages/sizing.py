@@ -12,7 +12,7 @@ The figures and what they rest on:
 
 * **calls** — exactly the calls ``python -m evaluation run`` makes for the same day, options and
   ledger, when every call succeeds (with ``budget_usd`` the calls the budget is expected to allow
-  are given too). The DAG may make a few more: chunks judged at once do not see each other's
+  are given too, at the batch price in batch mode). The DAG may make a few more: chunks judged at once do not see each other's
   replies, so a prompt repeated across a chunk boundary can be called in both.
 * **input tokens** — litellm's token counter for the judge model on up to
   :data:`TOKEN_SAMPLE` rendered prompts per judge, scaled to all of that judge's prompts by their
@@ -101,7 +101,8 @@ class DaySize(StageResult):
     chunks: int
     judges: list[JudgeSize]
     calls: int
-    calls_within_budget: int | None = Field(description="Calls ``budget_usd`` is expected to allow (None: no budget).")
+    calls_within_budget: int | None = Field(description="Calls ``budget_usd`` is expected to allow, at the batch "
+                                            "price in batch mode (None: no budget).")
     input_tokens: int
     output_tokens: int
     token_method: str = Field(description="How the input tokens were estimated.")
@@ -197,9 +198,11 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
     output_tokens = sum(j.output_tokens for j in judges)
     input_price, output_price = judge_client.price_per_token(cfg.judge_model)
     cost = input_tokens * input_price + output_tokens * output_price
+    at_batch_price = batch_cost(cfg.judge_model, input_tokens, output_tokens)
+    paid = at_batch_price if cfg.batch and at_batch_price is not None else cost  # what the budget pays
     within_budget = None
     if cfg.budget_usd is not None:
-        within_budget = total_calls if cost <= cfg.budget_usd else math.floor(total_calls * cfg.budget_usd / cost)
+        within_budget = total_calls if paid <= cfg.budget_usd else math.floor(total_calls * cfg.budget_usd / paid)
     latency = (0.0 if cfg.judge_model.startswith("offline/") else DEFAULT_LATENCY_S) if latency_s is None else latency_s
     seconds, bound = judging_time(cfg, calls=within_budget if within_budget is not None else total_calls,
                                   tokens=input_tokens + output_tokens, parallel=min(max(1, pool_slots), max(1, len(chunks))),
@@ -224,7 +227,7 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
         token_method=(f"litellm token_counter for {cfg.judge_model} on up to {TOKEN_SAMPLE} prompts per judge, "
                       "scaled by characters to all prompts"),
         cost_usd=round(cost, 6),
-        batch_cost_usd=batch_cost(cfg.judge_model, input_tokens, output_tokens),
+        batch_cost_usd=at_batch_price,
         priced=(input_price, output_price) != (0.0, 0.0),
         concurrency=cfg.concurrency,
         pool_slots=max(1, pool_slots),

@@ -89,6 +89,11 @@ def test_a_budget_caps_the_calls_and_the_offline_judge_costs_nothing(day: Path) 
     size = stages.plan_day(cfg, stages.Stores.open(cfg))
     assert size.cost_usd > 0.01 and size.calls_within_budget is not None
     assert size.calls_within_budget == int(size.calls * 0.01 / size.cost_usd)
+    # in batch mode the budget pays the batch price: it allows more calls
+    batched = _config(day, "plan", judge_model="openai/gpt-4o-mini", budget_usd=0.01, batch=True)
+    in_batches = stages.plan_day(batched, stages.Stores.open(batched))
+    assert in_batches.batch_cost_usd is not None and in_batches.batch_cost_usd < size.cost_usd
+    assert in_batches.calls_within_budget == int(size.calls * 0.01 / in_batches.batch_cost_usd) > size.calls_within_budget
     offline = stages.plan_day(_config(day, "plan"), stages.Stores.open(_config(day, "plan")))
     assert offline.calls == size.calls and offline.cost_usd == 0.0 and offline.batch_cost_usd is None
 
