@@ -3,7 +3,8 @@
 Tables are registered by name, only when the query names them, each as a ``LazyFrame`` over the
 table's objects where they live (a directory, or S3 read in place: see
 :func:`evaluation.storage.scan_table`). The four day tables are read through the days' commit
-records, read once for the query, so every day is one run's, in every table the query joins:
+records, read once for the query (again when a day is landed again during it), so every day is one
+run's, in every table the query joins:
 
 ==========================  ================================================================
 ``evaluations``             ``evaluations/dt=*/run-*.parquet`` that a day's commit names, ``dt`` (Date) from the path
@@ -127,17 +128,22 @@ def _error_line(exc: Exception, tables: dict[str, pl.LazyFrame]) -> str:
 
 def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
     """Run one query over the tables under ``store`` (see the module docstring)."""
-    context: pl.SQLContext[Any] = pl.SQLContext()
     named = referenced_tables(query)
-    # The commit records, read once: every day table of the query is of the same run per day.
-    landed = storage.read_landed(store) if set(named) & set(storage.DAY_TABLES) else None
-    tables = {table: scan(store, table, landed) for table in named}
-    for table, frame in tables.items():
-        context.register(table, frame)
-    try:  # the streaming engine: aggregations over many days need memory for the groups, not the rows
-        return context.execute(query, eager=False).collect(engine="streaming")
-    except Exception as exc:  # Polars raises several SQL and I/O error types: one message for the user
-        raise SqlError(_error_line(exc, tables)) from exc
+
+    def execute(landed: storage.Landed | None) -> pl.DataFrame:
+        context: pl.SQLContext[Any] = pl.SQLContext()
+        tables = {table: scan(store, table, landed) for table in named}
+        for table, frame in tables.items():
+            context.register(table, frame)
+        try:  # the streaming engine: aggregations over many days need memory for the groups, not the rows
+            return context.execute(query, eager=False).collect(engine="streaming")
+        except Exception as exc:  # Polars raises several SQL and I/O error types: one message for the user
+            raise SqlError(_error_line(exc, tables)) from exc
+
+    if not set(named) & set(storage.DAY_TABLES):
+        return execute(None)
+    # The commit records, read once a try: every day table of the query is of the same run per day.
+    return storage.read_consistently(store, None, execute)
 
 
 def _cell(value: Any, width: int) -> str:

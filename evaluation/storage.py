@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
@@ -720,6 +720,33 @@ def read_landed(store: Store, days: Iterable[dt.date] | None = None) -> Landed:
         commits.update({day: DayCommit(day=day, run_id=None, landed_at=None, objects=objects)
                         for day, objects in legacy.items()})
     return Landed(dict(sorted(commits.items())))
+
+
+_T = TypeVar("_T")
+#: How many times :func:`read_consistently` reads again after a landing replaced a day under it.
+CONSISTENT_READS = 3
+
+
+def read_consistently(store: Store, days: Iterable[dt.date] | None, read: Callable[[Landed], _T]) -> _T:
+    """``read`` of what has landed (of ``days``, else every day: :func:`read_landed`). A landing
+    that replaces a day deletes the objects the day's old commit named, once its own commit is
+    written: a reader that read the old commit just before can find them gone. When ``read`` fails
+    and the commit records changed meanwhile, it reads again, with the new ones (at most
+    :data:`CONSISTENT_READS` times); a failure with the records unchanged is raised at once."""
+    wanted = None if days is None else list(days)
+    landed = read_landed(store, wanted)
+    for attempt in range(1, CONSISTENT_READS + 1):
+        try:
+            return read(landed)
+        except Exception:
+            fresh = read_landed(store, wanted)
+            if fresh == landed or attempt == CONSISTENT_READS:
+                raise
+            changed = sorted(d.isoformat() for d in fresh.commits.keys() | landed.commits.keys()
+                             if fresh.commits.get(d) != landed.commits.get(d))
+            logger.info("%s: day(s) %s landed again during the read: reading again", store.root, ", ".join(changed))
+            landed = fresh
+    raise AssertionError("unreachable")
 
 
 def commit_day(store: Store, day: dt.date, run_id: str, objects: dict[str, str]) -> DayCommit:

@@ -141,9 +141,13 @@ def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:
     """The landed ``evaluations`` rows of the spec's models, judges and days (sampled when
     asked), with the ``question_key`` each record was asked: read in place, the range's
     partitions and the columns compared only, each day the run its commit names (one reading of
-    the commit records for ``evaluations`` and ``judge_calls``)."""
+    the commit records for ``evaluations`` and ``judge_calls``, read again when a day is landed
+    again during the read: :func:`~evaluation.storage.read_consistently`)."""
+    return storage.read_consistently(store, spec.days(), lambda landed: _landed_rows(store, spec, landed))
+
+
+def _landed_rows(store: storage.Store, spec: ComparisonSpec, landed: storage.Landed) -> pl.DataFrame:
     where = store.uri("evaluations/")
-    landed = storage.read_landed(store, spec.days())
     evaluations = storage.scan_table(store, "evaluations", landed)
     in_range = None if evaluations is None else evaluations.filter(pl.col("dt").is_between(spec.start_date, spec.end_date))
     found = set() if in_range is None else set(in_range.select(pl.col("model").unique()).collect(engine="streaming")["model"])

@@ -187,3 +187,38 @@ def test_a_day_landed_before_commit_records_reads_and_a_rerun_replaces_it(s3: Lo
     assert all("run-new." in info.key for info in storage.list_day_objects(store, [DAY]))
     frame = storage.scan_table(store, "evaluations")
     assert frame is not None and frame.select(pl.col("run_id").unique()).collect()["run_id"].to_list() == ["new"]
+
+
+def test_a_reader_that_read_the_commit_just_before_a_relanding_reads_again(s3: LocalS3, tmp_path: Path) -> None:
+    """A re-run lands the day between a reader's reading of the commit records and its reading of the
+    objects they name, and deletes those objects: the read fails on them, and
+    :func:`storage.read_consistently` reads again with the new commit, the re-run's day whole. A
+    read that fails with the records unchanged is not tried again."""
+    raw = storage.open_store("s3://logs/raw", s3.access())
+    synthetic.write_day(raw, DAY, FIRST_RECORDS)
+    store = storage.open_store("s3://curated/race", s3.access())
+    _run(tmp_path, "first", store.root, s3.access())
+    synthetic.write_day(raw, DAY, RERUN_RECORDS)
+    seen: list[str | None] = []
+
+    def read(landed: storage.Landed) -> pl.DataFrame:
+        seen.append(landed.commits[DAY].run_id)
+        if len(seen) == 1:  # the re-run lands now, after this reader read the commit records
+            _run(tmp_path, "second", store.root, s3.access())
+        frame = storage.scan_table(store, "evaluations", landed)
+        assert frame is not None
+        return frame.group_by("run_id").len().collect()
+
+    rows = storage.read_consistently(store, [DAY], read)
+    assert seen == ["first", "second"]  # the first read failed on the deleted objects
+    assert rows.rows() == [("second", RERUN_RECORDS * 3)]
+
+    calls: list[int] = []
+
+    def broken(landed: storage.Landed) -> None:
+        calls.append(1)
+        raise ValueError("not a storage race")
+
+    with pytest.raises(ValueError, match="not a storage race"):
+        storage.read_consistently(store, [DAY], broken)
+    assert calls == [1]
