@@ -21,10 +21,11 @@ from evaluation.report.compute import (
     compute_summary,
     load_inputs,
     mean_interval,
+    report_days,
     wilson_interval,
 )
 from evaluation.report.render import render_html
-from evaluation.storage import Store, read_json, report_key, write_json
+from evaluation.storage import Store, read_consistently, read_json, report_key, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +51,10 @@ def build_daily_report(
     """The day's page and its summary (the content of ``summary.json``), without landing them;
     ``policy`` decides the flags (:mod:`evaluation.report.alerts`, its defaults when None)."""
 
-    inputs = load_inputs(store, day, history_days=history_days)
-    summary = compute_summary(inputs, worst_per_judge=worst_per_judge, policy=policy)
+    # read again from the start when a day is landed again under the reading (read_consistently)
+    summary = read_consistently(store, report_days(day, history_days), lambda landed: compute_summary(
+        load_inputs(store, day, history_days=history_days, landed=landed), worst_per_judge=worst_per_judge,
+        policy=policy))
     # agreement with people: the latest calibration of the day's judge model and prompt versions
     summary["calibration"] = calibration_summary(store, summary["run"]["judge_models"], summary["run"]["prompt_versions"])
     summary = _json_safe(summary)

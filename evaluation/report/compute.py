@@ -49,7 +49,7 @@ from evaluation.report.alerts import (
     t_quantile_975,
 )
 from evaluation.schemas import SUMMARY_METRICS as METRICS
-from evaluation.storage import Store, commit_key, read_landed, scan_day, scan_table
+from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
 from evaluation.summary import build_daily_summary
 
 REPORT_VERSION = 1
@@ -119,12 +119,20 @@ class ReportInputs:
     judge_calls: pl.LazyFrame | None = None  # the day's judge calls: the worst records' question and answer
 
 
-def load_inputs(store: Store, day: dt.date, *, history_days: int = 30) -> ReportInputs:
-    """Read what the report of ``day`` needs; raises ReportError when nothing landed for the day."""
+def report_days(day: dt.date, history_days: int = 30) -> list[dt.date]:
+    """The days the report of ``day`` reads: its trend window, at least the baseline's days."""
     if history_days < 1:
         raise ValueError("history_days must be at least 1")
     first = day - dt.timedelta(days=max(history_days, BASELINE_DAYS + 1) - 1)
-    landed = read_landed(store, [first + dt.timedelta(days=n) for n in range((day - first).days + 1)])
+    return [first + dt.timedelta(days=n) for n in range((day - first).days + 1)]
+
+
+def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: Landed | None = None) -> ReportInputs:
+    """Read what the report of ``day`` needs (through ``landed``, the commit records of
+    :func:`report_days`, else read now); raises ReportError when nothing landed for the day."""
+    days = report_days(day, history_days)
+    first = days[0]
+    landed = landed if landed is not None else read_landed(store, days)
     summaries = scan_table(store, "daily_summary", landed)
     history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(first, day)).collect()
     evaluations = scan_day(store, "evaluations", day, landed)

@@ -189,29 +189,46 @@ def test_a_day_landed_before_commit_records_reads_and_a_rerun_replaces_it(s3: Lo
     assert frame is not None and frame.select(pl.col("run_id").unique()).collect()["run_id"].to_list() == ["new"]
 
 
-def test_a_reader_that_read_the_commit_just_before_a_relanding_reads_again(s3: LocalS3, tmp_path: Path) -> None:
+def test_a_reader_that_read_the_commit_just_before_a_relanding_reads_again(
+        s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A re-run lands the day between a reader's reading of the commit records and its reading of the
-    objects they name, and deletes those objects: the read fails on them, and
-    :func:`storage.read_consistently` reads again with the new commit, the re-run's day whole. A
-    read that fails with the records unchanged is not tried again."""
+    objects they name, and deletes those objects: the read fails on them, and the reader
+    (:func:`storage.read_consistently`: ``sql``, ``compare``, the report) reads again with the new
+    commit, the re-run's day whole. A read that fails with the records unchanged is not tried again."""
     raw = storage.open_store("s3://logs/raw", s3.access())
-    synthetic.write_day(raw, DAY, FIRST_RECORDS)
     store = storage.open_store("s3://curated/race", s3.access())
-    _run(tmp_path, "first", store.root, s3.access())
-    synthetic.write_day(raw, DAY, RERUN_RECORDS)
-    seen: list[str | None] = []
+    read_landed = storage.read_landed
+    runs = iter(["first", "second", "third", "fourth"])
+    synthetic.write_day(raw, DAY, FIRST_RECORDS)
+    _run(tmp_path, next(runs), store.root, s3.access())
+    landings: list[str] = []
+    landing = False
 
-    def read(landed: storage.Landed) -> pl.DataFrame:
-        seen.append(landed.commits[DAY].run_id)
-        if len(seen) == 1:  # the re-run lands now, after this reader read the commit records
-            _run(tmp_path, "second", store.root, s3.access())
-        frame = storage.scan_table(store, "evaluations", landed)
-        assert frame is not None
-        return frame.group_by("run_id").len().collect()
+    def landed_then_relanded(*args: Any, **kwargs: Any) -> storage.Landed:
+        """The commit records as they are, then (once per reader) a re-run of the day lands before the
+        reader goes on."""
+        nonlocal landing
+        found = read_landed(*args, **kwargs)
+        if not landing and len(landings) < expected_landings:
+            landing = True  # the re-run's own reading of the commit records is left alone
+            run_id = next(runs)
+            synthetic.write_day(raw, DAY, RERUN_RECORDS if len(landings) % 2 == 0 else FIRST_RECORDS)
+            _run(tmp_path, run_id, store.root, s3.access())
+            landings.append(run_id)
+            landing = False
+        return found
 
-    rows = storage.read_consistently(store, [DAY], read)
-    assert seen == ["first", "second"]  # the first read failed on the deleted objects
-    assert rows.rows() == [("second", RERUN_RECORDS * 3)]
+    monkeypatch.setattr(storage, "read_landed", landed_then_relanded)
+    expected_landings = 1
+    assert sql.run_sql(store, "SELECT run_id, count(*) FROM evaluations GROUP BY run_id").rows() == [
+        ("second", RERUN_RECORDS * 3)]
+    expected_landings = 2
+    rows = landed_rows(store, SPEC)
+    assert rows.height > 0 and set(rows["dt"]) == {DAY}
+    assert rows.height == landed_rows_now(store, read_landed) and landings == ["second", "third"]
+    expected_landings = 3
+    _, summary = build_daily_report(store, DAY)
+    assert summary["run"]["run_ids"] == ["fourth"] and summary["totals"]["records"] == RERUN_RECORDS
 
     calls: list[int] = []
 
@@ -222,3 +239,10 @@ def test_a_reader_that_read_the_commit_just_before_a_relanding_reads_again(s3: L
     with pytest.raises(ValueError, match="not a storage race"):
         storage.read_consistently(store, [DAY], broken)
     assert calls == [1]
+
+
+def landed_rows_now(store: storage.Store, read_landed: Any) -> int:
+    """The rows the comparison's spec selects of the day as it has landed now (read directly)."""
+    frame = storage.scan_table(store, "evaluations", read_landed(store, [DAY]))
+    assert frame is not None
+    return int(frame.filter(pl.col("model").is_in(SPEC.models)).select(pl.len()).collect().item())
