@@ -142,7 +142,7 @@ def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
 
     if not set(named) & set(storage.DAY_TABLES):
         return execute(None)
-    # The commit records, read once a try: every day table of the query is of the same run per day.
+    # The commit records, read once per try: every day table of the query is of the same run per day.
     return storage.read_consistently(store, None, execute)
 
 
