@@ -36,6 +36,7 @@ from evaluation.cli_support import (
     KEY_HINT,
     CliError,
     Parser,
+    ProgressBars,
     add_options,
     api_key_from_env,
     bounded,
@@ -191,6 +192,7 @@ def _compare_parser(sub: Any) -> None:
                         help="root of the landed tables (s3://bucket/prefix or a directory)")
     parser.add_argument("--input", "--input-uri", dest="input_uri", default=None,
                         help="root of the raw logs; needed with --judge-model")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr (with --judge-model)")
 
 
 def latest_day(store: Any, option: str) -> dt.date:
@@ -216,12 +218,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     spec = ComparisonSpec.model_validate(model_input(COMPARE_OPTIONS, option_values(args, COMPARE_OPTIONS)))
     if spec.judge_model is not None and not args.input_uri:
         raise CliError("--judge-model re-judges records from the raw logs: give --input")
+    bars = ProgressBars(not args.no_progress)
     try:
         result = compare.run_comparison(store, spec, comparison_id=args.comparison_id, raw_store=raw_store,
-                                        api_key=api_key_from_env(spec.api_base))
+                                        api_key=api_key_from_env(spec.api_base), progress=bars.start)
     except compare.ComparisonError as exc:
         print(json.dumps({"status": "failed", "error": str(exc)}, indent=2))
         return 1
+    finally:
+        bars.close()
     if result.get("days_without_data"):
         missing = result["days_without_data"]
         print(f"python -m evaluation compare: warning: {len(missing)} of the {len(missing) + len(result['days'])} days "

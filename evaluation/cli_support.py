@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from evaluation.contract import JUDGES
 from evaluation.options import Option
 
-__all__ = ["CliError", "DayExpression", "Parser", "add_options", "bounded", "day_expression", "dispatch", "iso_date",
+__all__ = ["CliError", "DayExpression", "Parser", "ProgressBars", "add_options", "bounded", "day_expression", "dispatch", "iso_date",
            "judge_names", "option_values", "plain", "route_third_party_logs", "suggest", "validation_message"]
 
 #: Exit code of a command line that cannot be used as given.
@@ -54,6 +54,31 @@ def api_key_from_env(cfg_api_base: str | None) -> str | None:
 
 class CliError(Exception):
     """A command line that cannot be used as given; the message names the option and the value."""
+
+
+class ProgressBars:
+    """A progress bar on stderr for each judging pass of a command (``calibrate``: each model of
+    the set; ``compare``: the re-judged sample), the one before closed when the next starts; none
+    when ``enabled`` is false (``--no-progress``). :meth:`start` is what the jobs take as
+    ``progress``; close the last with :meth:`close`."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def start(self, what: str, total: int) -> Callable[[int], None]:
+        self.close()
+        if not self.enabled:
+            return lambda count: None
+        from tqdm import tqdm  # only when a bar is drawn
+
+        self.bar = tqdm(total=total, unit="judgement", desc=what, file=sys.stderr, dynamic_ncols=True)
+        return self.bar.update  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def plain(text: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.calibration.spec import CalibrationError, CalibrationSpec
-from evaluation.cli_support import CliError, add_options, api_key_from_env, option_values
+from evaluation.cli_support import CliError, ProgressBars, add_options, api_key_from_env, option_values
 from evaluation.options import fill_from_env, model_input, options
 
 #: The source checkout this package runs from.
@@ -30,6 +30,7 @@ def add_parser(sub: Any) -> None:
                              "parent folder, so that calibrations/ lands beside the golden sets; required for the "
                              "sets shipped in the repository)")
     parser.add_argument("--calibration-id", default=None, help="id of the calibration (default: a hash of the spec)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def _parent(uri: str) -> str:
@@ -64,11 +65,14 @@ def command(args: argparse.Namespace) -> int:
         raise CliError(f"--output is required: the golden set's folder {output_uri} is inside the repository, where "
                        "calibrations/ and _ledger/ would land (give --output DIR or set EVALUATION_OUTPUT_URI)")
     store, golden = storage.open_stores(output_uri, spec.golden_uri, make_access=args.s3_access)
+    bars = ProgressBars(not args.no_progress)
     try:
         result = run_calibration(store, golden, spec, calibration=args.calibration_id,
-                                             api_key=api_key_from_env(spec.api_base))
+                                 api_key=api_key_from_env(spec.api_base), progress=bars.start)
     except (CalibrationError, stages.JudgeUnreachable) as exc:
         print(json.dumps({"status": "failed", "set": spec.set_name, "error": str(exc)}, indent=2))
         return 1
+    finally:
+        bars.close()
     print(json.dumps({"status": "success", **result}, indent=2, default=str))
     return 0

@@ -22,7 +22,7 @@ from evaluation.calibration.compute import calibration_rows, forced_fail, roc_cu
 from evaluation.calibration.golden import read_golden_set
 from evaluation.calibration.render import render_page
 from evaluation.calibration.spec import CalibrationError, CalibrationSpec
-from evaluation.compare.compute import judge_by_day, rounded_rows
+from evaluation.compare.compute import ProgressStart, judge_by_day, rounded_rows
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, CascadeLevel, RunConfig
 from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route, score_table
 from evaluation.ledger import Ledger, request_hash
@@ -77,10 +77,12 @@ def judge_golden_set(
     *,
     calibration: str,
     api_key: str | None = None,
+    progress: ProgressStart | None = None,
 ) -> dict[str, Any]:
     """Read and validate the golden set, land its labels, rejects and validation result, judge its
     valid records with ``spec.judge_model`` through the daily stages (chunks in content-key order,
     the judge client, the day's ledger: a re-run pays nothing) and land the judged rows.
+    ``progress`` starts the progress of each model's judging of the set.
 
     Raises :class:`CalibrationError` when the set breaks a set-level rule (after landing its
     rejects) or the judge model cannot be used; the probe call that checks the model is only made
@@ -117,8 +119,10 @@ def judge_golden_set(
     call_tables: list[pl.DataFrame] = []
     made = reused = 0
     for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
+        advance = None if progress is None else progress(
+            f"{golden_set.name} with {level_cfg.judge_model}", records.height * len(spec.judges))
         parsed, call_table, level_made, level_reused = judge_by_day(
-            level_cfg, stores, dated, api_key=api_key, call_parameters=parameters)
+            level_cfg, stores, dated, api_key=api_key, call_parameters=parameters, progress=advance)
         levels.append(_judged_rows(parsed, spec, run_id))
         call_tables.append(call_table)
         made, reused = made + level_made, reused + level_reused
@@ -273,8 +277,10 @@ def run_calibration(
     calibration: str | None = None,
     api_key: str | None = None,
     calibrated_at: dt.datetime | None = None,
+    progress: ProgressStart | None = None,
 ) -> dict[str, Any]:
-    """Judge the golden set and land the calibration (both steps in one process)."""
+    """Judge the golden set and land the calibration (both steps in one process); ``progress`` as
+    for :func:`judge_golden_set`."""
     calibration = storage.safe_id(calibration or calibration_id(spec))
-    judge_golden_set(store, golden, spec, calibration=calibration, api_key=api_key)
+    judge_golden_set(store, golden, spec, calibration=calibration, api_key=api_key, progress=progress)
     return calibrate(store, spec, calibration=calibration, calibrated_at=calibrated_at or dt.datetime.now(dt.UTC))

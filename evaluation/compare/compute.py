@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -221,16 +221,22 @@ def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, bat
     return pl.concat(kept, how="vertical").select(pl.exclude("dt"), "dt").sort("dt", "record_id")
 
 
+#: Starts the progress of one judging pass: (what is judged, the (record, judge) rows to judge) ->
+#: the function told how many more rows are done, as they are (a command line's progress bar).
+ProgressStart = Callable[[str, int], Callable[[int], None]]
+
+
 def judge_by_day(
     cfg: RunConfig, stores: Any, records: pl.DataFrame, *, api_key: str | None,
-    call_parameters: dict[str, Any] | None = None,
+    call_parameters: dict[str, Any] | None = None, progress: Callable[[int], None] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, int, int]:
     """Judge ``records`` (their day in ``dt``) a day at a time through the pipeline's own chunk stage
     under ``_work/dt=.../run=<cfg.run_id>/``: the parsed rows and judge calls (with ``dt``), and the
     calls made and reused. Chunks are staged in content-key order, as the daily plan stages them, so
     each reads only its key range of the day's ledger (see evaluation.ledger) and a retry pays only
     for calls not made yet. With ``call_parameters`` the plan record carries them: a chunk whose
-    replies are all in the ledger then sets up no judge client (nor litellm, seconds to import)."""
+    replies are all in the ledger then sets up no judge client (nor litellm, seconds to import).
+    ``progress`` is told the (record, judge) rows done as they are."""
 
     judged: list[pl.DataFrame] = []
     calls: list[pl.DataFrame] = []
@@ -245,7 +251,7 @@ def judge_by_day(
                 estimate=CostEstimate(records=staged.height, prompt_tokens=0, cost_usd=0.0, sampled_records=0),
                 call_parameters=call_parameters, seconds=0.0))
         for chunk in chunks:
-            result = stages.judge_chunk(day_cfg, stores, chunk.index, api_key=api_key)
+            result = stages.judge_chunk(day_cfg, stores, chunk.index, api_key=api_key, progress=progress)
             made += result.calls_made
             reused += result.reused
             for kind, parts in (("judged", judged), ("calls", calls)):
@@ -263,6 +269,7 @@ def judge_sample(
     comparison_id: str,
     raw_store: storage.Store,
     api_key: str | None = None,
+    progress: ProgressStart | None = None,
 ) -> dict[str, Any]:
     """Re-judge a seeded sample of each model's valid records with ``spec.judge_model`` and land
     them as the comparison's ``evaluations.parquet`` and ``judge_calls.parquet``
@@ -280,7 +287,10 @@ def judge_sample(
         stages.probe_judge(stages.judge_client(cfg, api_key), f"comparison {comparison_id}")
     except stages.JudgeUnusable as exc:
         raise ComparisonError(str(exc)) from exc
-    parsed, call_table, _, _ = judge_by_day(cfg, stages.Stores(raw=raw_store, out=store), records, api_key=api_key)
+    advance = None if progress is None else progress(
+        f"re-judging {records.height:,} records with {spec.judge_model}", records.height * len(spec.judges))
+    parsed, call_table, _, _ = judge_by_day(cfg, stages.Stores(raw=raw_store, out=store), records, api_key=api_key,
+                                            progress=advance)
     evaluations = (
         score_table(parsed, spec.thresholds)
         .with_columns(run_id=pl.lit(cfg.run_id))
@@ -318,7 +328,8 @@ def _rejudged_rows(store: storage.Store, spec: ComparisonSpec, comparison_id: st
 
 
 def _rejudged(
-    store: storage.Store, spec: ComparisonSpec, comparison_id: str, raw_store: storage.Store | None, api_key: str | None
+    store: storage.Store, spec: ComparisonSpec, comparison_id: str, raw_store: storage.Store | None, api_key: str | None,
+    progress: ProgressStart | None = None,
 ) -> pl.DataFrame:
     """The re-judged sample of this comparison: the landed one for this spec, else judged now."""
     rows = _rejudged_rows(store, spec, comparison_id)
@@ -329,7 +340,7 @@ def _rejudged(
             f"comparison {comparison_id}: no re-judged sample with {spec.judge_model} landed for this spec, "
             "and no raw input store to judge one from"
         )
-    judge_sample(store, spec, comparison_id=comparison_id, raw_store=raw_store, api_key=api_key)
+    judge_sample(store, spec, comparison_id=comparison_id, raw_store=raw_store, api_key=api_key, progress=progress)
     rows = _rejudged_rows(store, spec, comparison_id)
     if rows is None:
         raise ComparisonError(f"comparison {comparison_id}: the re-judged sample did not land under {store.root}")
@@ -468,17 +479,19 @@ def run_comparison(
     comparison_id: str | None = None,
     raw_store: storage.Store | None = None,
     api_key: str | None = None,
+    progress: ProgressStart | None = None,
 ) -> dict[str, Any]:
     """Compare the spec's models and land the comparison; returns ids, URIs, counts and deltas.
 
     ``raw_store`` (the raw input root) is needed only with ``spec.judge_model``. A re-judged
-    sample already landed for this id and spec (by :func:`judge_sample`) is reused.
+    sample already landed for this id and spec (by :func:`judge_sample`) is reused; ``progress``
+    starts the progress of its judging.
     """
     comparison_id = storage.safe_id(comparison_id or spec.default_id())
     if spec.judge_model is None:
         rows, source = landed_rows(store, spec), "landed"
     else:
-        rows, source = _rejudged(store, spec, comparison_id, raw_store, api_key), "rejudged"
+        rows, source = _rejudged(store, spec, comparison_id, raw_store, api_key, progress), "rejudged"
     metrics = compare_metrics(rows, spec, comparison_id)
     verdicts = compare_verdicts(rows, spec, comparison_id)
     records = {m: int(n) for m, n in rows.select("dt", "record_id", "model").unique().group_by("model").len()

@@ -329,3 +329,19 @@ def test_calibrate_lands_beside_the_golden_sets_without_an_output(tmp_path: Path
     result = json.loads(capsys.readouterr().out)
     assert Path(result["table_uri"]).is_file() and Path(result["table_uri"]).is_relative_to(root / "calibrations")
     assert [p.name for p in (root / "tiny").iterdir()] == ["records.jsonl"]  # the set's folder is left alone
+
+
+def test_calibrate_draws_a_progress_bar_per_model_on_stderr_unless_told_not_to(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bar for the model judging the set (one per model with a cascade), counting its (record,
+    judge) rows to the last; stdout keeps the JSON alone; ``--no-progress`` draws none."""
+    _write_set(tmp_path / "golden" / "tiny", _shipped("halueval-qa", 10))
+    args = ["calibrate", "--golden", str(tmp_path / "golden" / "tiny"), "--judges", "rag,masis", "--bootstrap", "100",
+            "--output", str(tmp_path / "out"), "--judge-model", "offline/lexical"]
+    assert cli.main(args) == 0
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["status"] == "success"
+    finals = [line for line in printed.err.replace("\r", "\n").splitlines() if "20/20" in line]
+    assert any(line.startswith("tiny with offline/lexical: 100%") for line in finals), printed.err
+    assert cli.main([*args, "--calibration-id", "quiet", "--no-progress"]) == 0
+    assert "judgement" not in capsys.readouterr().err

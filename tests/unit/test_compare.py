@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,21 @@ def test_sample_per_model_is_seeded(landed) -> None:
     assert again["records_per_model"] == {"assistant-lite": 25, "assistant-v2": 25}
     first = _table(landed["out"], "sample-a", "metrics.parquet").drop("comparison_id")
     assert_frame_equal(first, _table(landed["out"], "sample-b", "metrics.parquet").drop("comparison_id"))
+
+
+def test_rejudging_tells_its_progress_row_by_row(landed) -> None:
+    """The re-judging starts one progress (what, how many (record, judge) rows) and tells it every
+    row done; the command line draws it as a bar."""
+    started: list[tuple[str, int]] = []
+    done: list[int] = []
+
+    def progress(what: str, total: int) -> Callable[[int], None]:
+        started.append((what, total))
+        return done.append
+
+    spec = _spec(judge_model="offline/lexical", sample_per_model=10, seed=5)
+    run_comparison(landed["out"], spec, comparison_id="progress", raw_store=landed["raw"], progress=progress)
+    assert started == [("re-judging 20 records with offline/lexical", 20 * 3)] and sum(done) == 20 * 3
 
 
 def test_rejudging_a_sample_with_a_judge_model(landed) -> None:
