@@ -184,12 +184,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_option(parser: Any) -> None:
+    """``--output``: the root of the landed tables, by default ``$EVALUATION_OUTPUT_URI`` (required
+    when that is not set), for the commands that read or tidy what landed."""
+    parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
+                        required=not os.environ.get("EVALUATION_OUTPUT_URI"), metavar="URI",
+                        help="root of the landed tables (s3://bucket/prefix or a directory; default $EVALUATION_OUTPUT_URI)")
+
+
 def _compare_parser(sub: Any) -> None:
     parser = sub.add_parser("compare", help="compare models over a date range and print a JSON summary")
     add_options(parser, COMPARE_OPTIONS)
     parser.add_argument("--comparison-id", default=None, help="id of the comparison (default: a hash of the spec)")
-    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
-                        help="root of the landed tables (s3://bucket/prefix or a directory)")
+    _output_option(parser)
     parser.add_argument("--input", "--input-uri", dest="input_uri", default=None,
                         help="root of the raw logs; needed with --judge-model")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr (with --judge-model)")
@@ -244,8 +251,7 @@ def _sql_parser(sub: Any) -> None:
                             description=f"Tables: {', '.join(TABLES)} (the daily ones and failed_rejects with their "
                                         "dt column). Simple dt predicates prune the partitions read.")
     parser.add_argument("query", help="the SQL query")
-    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True, metavar="URI",
-                        help="root of the landed tables (s3://bucket/prefix or a directory)")
+    _output_option(parser)
     parser.add_argument("--format", choices=(*FORMATS, "parquet"), default="table",
                         help="table (cells cut to 40 characters, one block per row when too wide), csv, json, "
                              "markdown, or parquet (with --to)")
@@ -283,8 +289,7 @@ def _report_parser(sub: Any) -> None:
     parser = sub.add_parser("report", help="build a day's HTML report and summary.json and print the page's URI")
     parser.add_argument("--date", required=True, type=day_expression,
                         help="the day (dt) to report on: YYYY-MM-DD, latest (the newest landed day) or latest-N")
-    parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
-                        help="root of the landed tables (s3://bucket/prefix or a directory)")
+    _output_option(parser)
     parser.add_argument("--report-output", default=None,
                         help="directory or s3:// URI for index.html and summary.json (default: reports/dt=D/ under --output)")
     parser.add_argument("--history-days", type=int, default=30, help="days of daily_summary shown in the trends")
@@ -324,9 +329,7 @@ def _gc_parser(sub: Any) -> None:
                                         "objects of the day tables that no day's commit names) that the "
                                         "retention lets go, with objects and bytes; deletes exactly those objects "
                                         "with --apply. What a day's commit names, reports and runs are never deleted.")
-    parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
-                        required=not os.environ.get("EVALUATION_OUTPUT_URI"),
-                        help="root of the landed tables (s3://bucket/prefix or a directory; default $EVALUATION_OUTPUT_URI)")
+    _output_option(parser)
     for name, field in Retention.model_fields.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=field.default,
                             help=f"{(field.description or '').replace('`', '')} (default {field.default})")

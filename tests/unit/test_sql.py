@@ -205,6 +205,19 @@ def test_cli_sql_writes_csv_and_parquet(out, tmp_path: Path, capsys: Any) -> Non
     assert "masis" in printed and "prompt" in printed and "rag" in printed
 
 
+@pytest.mark.parametrize("command", [["sql", "SELECT count(*) AS n FROM evaluations"], ["report", "--date", "latest"]])
+def test_the_readers_take_the_output_root_from_the_environment(out, command: list[str], monkeypatch: Any,
+                                                                capsys: Any) -> None:
+    from evaluation.cli import main
+
+    monkeypatch.delenv("EVALUATION_OUTPUT_URI", raising=False)
+    with pytest.raises(SystemExit):  # without either, --output is required
+        main(command)
+    assert "required: --output" in capsys.readouterr().err
+    monkeypatch.setenv("EVALUATION_OUTPUT_URI", out.root)
+    assert main(command) == 0
+
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
 SUMMARY_METRICS = ("score", "faithfulness", "relevance", "completeness", "reasoning_quality", "context_relevance",
                    "answer_relevance", "semantic_similarity")
