@@ -290,45 +290,37 @@ def _jsonl(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def _required(root: Path, path: str, checkout: str) -> str:
+    """``path`` of the source at ``root`` (:func:`read_source`); FileNotFoundError naming it when absent."""
+    text = read_source(root, path)
+    if text is None:
+        raise FileNotFoundError(f"{root}: no {path} (is it a {checkout} checkout?)")
+    return text
+
+
 def read_q2(root: Path) -> list[dict[str, Any]]:
     """Q² from a q-squared checkout."""
-    files = {}
-    for name in Q2_FILES:
-        text = read_source(root, f"third_party/data/{name}.csv")
-        if text is None:
-            raise FileNotFoundError(f"{root}: no third_party/data/{name}.csv (is it a q-squared checkout?)")
-        files[name] = list(csv.DictReader(io.StringIO(text)))
-    return q2_records(files)
+    return q2_records({name: list(csv.DictReader(io.StringIO(_required(root, f"third_party/data/{name}.csv",
+                                                                        "q-squared"))))
+                       for name in Q2_FILES})
 
 
 def read_qags(root: Path, part: str) -> list[dict[str, Any]]:
     """One QAGS part (``cnndm`` or ``xsum``) from a qags checkout."""
-    text = read_source(root, f"data/mturk_{part}.jsonl")
-    if text is None:
-        raise FileNotFoundError(f"{root}: no data/mturk_{part}.jsonl (is it a qags checkout?)")
-    return qags_records(_jsonl(text), part)
+    return qags_records(_jsonl(_required(root, f"data/mturk_{part}.jsonl", "qags")), part)
 
 
 def read_summedits(root: Path) -> list[dict[str, Any]]:
     """SummEdits from a factualNLG checkout: the domains of :data:`SUMMEDITS_DOMAINS`."""
-    domains = {}
-    for domain in SUMMEDITS_DOMAINS:
-        text = read_source(root, f"data/summedits/summedits_{domain}.json")
-        if text is None:
-            raise FileNotFoundError(f"{root}: no data/summedits/summedits_{domain}.json (is it a factualNLG checkout?)")
-        domains[domain] = json.loads(text)
-    return summedits_records(domains)
+    return summedits_records({domain: json.loads(_required(root, f"data/summedits/summedits_{domain}.json",
+                                                           "factualNLG"))
+                              for domain in SUMMEDITS_DOMAINS})
 
 
 def read_attributionbench(root: Path) -> list[dict[str, Any]]:
     """AttributionBench from a checkout: the files of :data:`ATTRIBUTIONBENCH_FILES`."""
-    files = {}
-    for name in ATTRIBUTIONBENCH_FILES:
-        text = read_source(root, f"data/{name}.jsonl")
-        if text is None:
-            raise FileNotFoundError(f"{root}: no data/{name}.jsonl (is it an AttributionBench checkout?)")
-        files[name] = _jsonl(text)
-    return attributionbench_records(files)
+    return attributionbench_records({name: _jsonl(_required(root, f"data/{name}.jsonl", "AttributionBench"))
+                                     for name in ATTRIBUTIONBENCH_FILES})
 
 
 def read_tuning(public: Path) -> dict[str, list[dict[str, Any]]]:
