@@ -411,21 +411,14 @@ def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: 
     its parsed rows and every level's ``judge_calls`` rows: online, or with ``batch`` each level
     whose provider has a batch API as provider batches waited for in this process (the CLI), one
     level after the other."""
-    spent = 0.0
 
     def call(level: int, prepared: PreparedChunk) -> tuple[list[Any] | None, list[str]]:
-        nonlocal spent
-        if prepared.budget is not None:  # the chunk's share of the budget, less what earlier levels spent
-            prepared.budget = max(0.0, prepared.budget - spent)
         if cfg.batch and prepared.to_call and provider_of(prepared.cfg.judge_model) in BATCH_PROVIDERS:
             job = _chunk_batch(prepared, stores, api_key, level=level)
             found = asyncio.run(job.wait(on_status=lambda line: logger.info(
                 "%s chunk %d level %d: %s", where(cfg), index, level, line)))
-            outcomes = [found[p.request_hash] for p in prepared.to_call]
-        else:
-            outcomes = call_online(prepared, api_key=api_key)
-        spent += sum(o.cost_usd for o in outcomes if o is not None)
-        return outcomes, []
+            return [found[p.request_hash] for p in prepared.to_call], []
+        return call_online(prepared, api_key=api_key), []
 
     result, _, _ = _cascade(cfg, stores, index, api_key=api_key, progress=progress, call=call)
     assert result is not None
@@ -441,17 +434,12 @@ def judge_cascade_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_
     config (its judge model and API base: what to look at them with). Each step starts again from
     level 0: the levels done find their replies in the ledger and their batches with the chunk, and
     the calls this run paid for there in an earlier step (:func:`_paid_key`) count as its calls, at
-    what the ledger kept of them, within the chunk's budget as the levels before spent it."""
-    spent = 0.0
+    what the ledger kept of them (and as spent of the chunk's budget)."""
 
     def call(level: int, prepared: PreparedChunk) -> tuple[list[Any] | None, list[str]]:
-        nonlocal spent
         key = _paid_key(prepared.cfg, index, level)
         if stores.out.exists(key):
             prepared.paid = set(storage.read_json(stores.out, key)["request_hashes"]) & set(prepared.cached)
-        if prepared.budget is not None:  # the chunk's share of the budget, less what earlier levels spent
-            prepared.budget = max(0.0, prepared.budget - spent)
-        spent += sum(float(prepared.cached[digest]["cost_usd"] or 0.0) for digest in prepared.paid)
         if not prepared.to_call or provider_of(prepared.cfg.judge_model) not in BATCH_PROVIDERS:
             outcomes = call_online(prepared, api_key=api_key)
         else:
@@ -461,7 +449,6 @@ def judge_cascade_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_
                 return None, waiting
             found = job.outcomes()
             outcomes = [found[p.request_hash] for p in prepared.to_call]
-        spent += sum(o.cost_usd for o in outcomes if o is not None)
         made = {p.request_hash for p, o in zip(prepared.to_call, outcomes, strict=True) if o is not None and o.ok}
         if made:  # kept before the ledger has them: a later step counts them as this run's calls
             storage.write_json(stores.out, key, {"request_hashes": sorted(prepared.paid | made)})
@@ -480,8 +467,9 @@ def _paid_key(cfg: RunConfig, index: int, level: int) -> str:
 def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
              progress: Callable[[int], None] | None, call: LevelCaller
              ) -> tuple[ChunkResult | None, list[str], RunConfig]:
-    """The cascade's levels over one chunk, each called by ``call``; stops at a level that has
-    batches to wait for (returning them with the level's config)."""
+    """The cascade's levels over one chunk, each called by ``call`` with the chunk's share of the
+    budget less what the levels before spent; stops at a level that has batches to wait for
+    (returning them with the level's config)."""
     started = time.monotonic()
     bands = level_bands(cfg, stores.out)
     plan = read_manifest(cfg, stores).plan
@@ -491,6 +479,7 @@ def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
     totals: dict[tuple[str, str], PairSpending] = {}
     decided: Counter[str] = Counter()
     made = reused = 0
+    spent = 0.0  # by the levels before, their rows' cost (a call paid in an earlier step's included)
     open_pairs: set[tuple[str, JudgeName]] | None = None  # every pair at level 0
     frame = None
     for level in range(len(cfg.cascade) + 1):
@@ -508,6 +497,8 @@ def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
                 row["judge_model"], row["decided_by"], row["cascade_calls"] = cfg.judge_model, None, 0
             rows.extend(prepared.rows)
             prepared.rows = []
+        if prepared.budget is not None:
+            prepared.budget = max(0.0, prepared.budget - spent)
         outcomes, waiting = call(level, prepared)
         if outcomes is None:
             logger.info("%s chunk %d: cascade level %d (%s) waits for batch %s", where(cfg), index, level,
@@ -516,6 +507,7 @@ def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
         made += sum(1 for o in outcomes if o is not None) + len(prepared.paid)
         reused += len(prepared.pending) - len(prepared.to_call) - len(prepared.paid)
         level_rows, level_calls = judged_rows(prepared, outcomes)
+        spent += sum(row.get("cost_usd", 0.0) for row in level_rows)
         calls.extend(level_calls)
         last = level == len(cfg.cascade)
         if last:
