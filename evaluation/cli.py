@@ -131,25 +131,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if cfg.dry_run:  # stop after planning: the plan, as `plan` prints it
         return _print_plan(cfg, args.s3_access)
     stores = stages.Stores(*storage.open_stores(cfg.input_uri, cfg.output_uri, make_access=args.s3_access))
-    bar: Any = None
+    bars = ProgressBars(not args.no_progress)
 
     def planned(total: int) -> None:
-        nonlocal bar
-        if not args.no_progress:
-            # tqdm: only when a progress bar is drawn
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit="judgement", desc=f"judging {cfg.date}", file=sys.stderr, dynamic_ncols=True)
-
-    def progress(count: int) -> None:
-        if bar is not None:
-            bar.update(count)
+        bars.start(f"judging {cfg.date}", total)
 
     def stage(name: str, figures: dict[str, Any]) -> None:
-        nonlocal bar
-        if bar is not None:  # the judging is over
-            bar.close()
-            bar = None
+        bars.close()  # the judging is over
         if not args.no_progress:
             print(stage_line(cfg.date, name, figures), file=sys.stderr, flush=True)
 
@@ -167,14 +155,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             api_key=api_key_from_env(cfg.api_base),
             key_hint=KEY_HINT,
             on_wait=None if args.no_progress else lambda line: print(line, file=sys.stderr, flush=True),
-            progress=progress,
+            progress=bars.update,
             on_planned=planned,
             on_stage=stage,
             waited_s=waited,
         )
     except (stages.RunFailed, stages.JudgeUnreachable) as exc:
-        if bar is not None:
-            bar.close()
+        bars.close()
         failed: dict[str, Any] = {"status": "failed", "run_id": run_id, "dt": cfg.date.isoformat(), "error": str(exc)}
         if getattr(exc, "reject_reasons", None):
             failed["rejects_by_reason"] = [r.model_dump() for r in exc.reject_reasons]  # type: ignore[union-attr]

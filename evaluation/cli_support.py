@@ -27,8 +27,8 @@ from pydantic import ValidationError
 from evaluation.contract import JUDGES
 from evaluation.options import Option
 
-__all__ = ["CliError", "DayExpression", "Parser", "ProgressBars", "add_options", "bounded", "day_expression", "dispatch", "iso_date",
-           "judge_names", "option_values", "plain", "route_third_party_logs", "suggest", "validation_message"]
+__all__ = ["CliError", "DayExpression", "Parser", "ProgressBars", "add_options", "bounded", "day_expression", "dispatch",
+           "iso_date", "judge_names", "option_values", "plain", "route_third_party_logs", "suggest", "validation_message"]
 
 #: Exit code of a command line that cannot be used as given.
 USAGE = 2
@@ -57,10 +57,11 @@ class CliError(Exception):
 
 
 class ProgressBars:
-    """A progress bar on stderr for each judging pass of a command (``calibrate``: each model of
-    the set; ``compare``: the re-judged sample), the one before closed when the next starts; none
-    when ``enabled`` is false (``--no-progress``). :meth:`start` is what the jobs take as
-    ``progress``; close the last with :meth:`close`."""
+    """A progress bar on stderr for each judging pass of a command (``run``: the day's judging;
+    ``calibrate``: each model of the set; ``compare``: the re-judged sample), the one before closed
+    when the next starts; none when ``enabled`` is false (``--no-progress``). :meth:`start` is what
+    the jobs take as ``progress`` (or :meth:`update` moves the bar started last); close the last
+    with :meth:`close`."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -73,7 +74,11 @@ class ProgressBars:
         from tqdm import tqdm  # only when a bar is drawn
 
         self.bar = tqdm(total=total, unit="judgement", desc=what, file=sys.stderr, dynamic_ncols=True)
-        return self.bar.update  # type: ignore[no-any-return]
+        return self.update
+
+    def update(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.update(count)
 
     def close(self) -> None:
         if self.bar is not None:
