@@ -86,6 +86,10 @@ class _Judged:
         part.fail = [a[mask] for a in self.fail]
         return part
 
+    def part(self, split: Literal["fit", "holdout"]) -> _Judged:
+        """The records of ``split`` whose judge-model row is ``ok`` (those every κ is taken over)."""
+        return self.subset((self.fit if split == "fit" else self.holdout) & self.scored)
+
     def cascade(self, bands: list[tuple[float, float]]) -> tuple[np.ndarray, list[np.ndarray]]:
         """The fail verdict of the levels with ``bands`` (the first ``len(bands)`` levels), then the
         judge model for every row they send on; and the rows each of those levels decides (the
@@ -192,7 +196,7 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
     free = [level for level in reversed(range(len(given))) if given[level] is None]
     for judge in judges:
         judged = _Judged(levels, labels, judge)
-        usable = judged.subset((judged.fit if split == "fit" else judged.holdout) & judged.scored)
+        usable = judged.part(split)
         target = (_kappa(usable.fail[-1], usable.bad) or 0.0) - loss
         weights = _resamples(usable.bad.size) if confidence is not None else None
         margin = (None if weights is None or confidence is None else
@@ -216,7 +220,8 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
                 candidates.sort(key=lambda c: c[:3])
                 for *_, band in candidates:
                     # the bootstrap last, in the order of the cost: it is the dear test
-                    if margin is None or _loss_bound(_counted(usable, bands, level, band, credit)[0], usable.bad, *margin) <= loss + 1e-12:
+                    counted = _counted(usable, bands, level, band, credit)[0]
+                    if margin is None or _loss_bound(counted, usable.bad, *margin) <= loss + 1e-12:
                         bands[level] = band
                         break
             if bands == before:
@@ -231,8 +236,7 @@ def split_figures(levels: list[pl.DataFrame], labels: pl.DataFrame, judge: str, 
     """The cascade with ``bands`` (one per level before the judge model) on one split of the set, for
     one judge: its κ of ``fail`` and the judge model's alone, and its cost and the judge model's
     alone at ``costs`` per row (:func:`unit_costs`)."""
-    judged = _Judged(levels, labels, judge)
-    part = judged.subset((judged.fit if split == "fit" else judged.holdout) & judged.scored)
+    part = _Judged(levels, labels, judge).part(split)
     verdict, decided = part.cascade(bands)
     return {"kappa": _kappa(verdict, part.bad), "kappa_alone": _kappa(part.fail[-1], part.bad),
             "cost": _cost(decided, costs), "cost_alone": costs[-1] * part.bad.size}

@@ -12,13 +12,14 @@ The figures and what they rest on:
 
 * **calls** — exactly the calls ``python -m evaluation run`` makes for the same day, options and
   ledger, when every call succeeds (with ``budget_usd`` the calls the budget is expected to allow
-  are given too, at the batch price in batch mode). The DAG may make a few more: chunks judged at once do not see each other's
-  replies, so a prompt repeated across a chunk boundary can be called in both.
+  are given too, at the batch price in batch mode). The DAG may make a few more: chunks judged at
+  once do not see each other's replies, so a prompt repeated across a chunk boundary can be called
+  in both.
 * **input tokens** — litellm's token counter for the judge model on up to
   :data:`TOKEN_SAMPLE` rendered prompts per judge, scaled to all of that judge's prompts by their
   characters. Checked against a real run of a generated day within :data:`TOKEN_MARGIN`.
-* **output tokens** — :data:`~evaluation.client.TYPICAL_REPLY_TOKENS` per call of each judge (an assumption: a
-  reply's length is the judge model's choice).
+* **output tokens** — :data:`~evaluation.client.TYPICAL_REPLY_TOKENS` per call of each judge (an
+  assumption: a reply's length is the judge model's choice).
 * **cost** — those tokens at litellm's price map for the model, online and at batch prices (none
   when the provider has no batch API; zero for a model without a price, such as the offline judge).
 * **time** — the slowest of three bounds on the calls spread over the chunks judged at once
