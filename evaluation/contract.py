@@ -578,7 +578,10 @@ class ComparisonSpec(BaseModel):
     )
     api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
     concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight when re-judging.")
-    bootstrap: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples and permutations.")
+    bootstrap: int = Field(
+        default=2000, ge=100, le=100_000,
+        description="Bootstrap resamples, and the least permutations of each p-value: raised to what the number of "
+        "tests needs (the p-value's floor a tenth of the first adjusted test's threshold).")
     thresholds: Thresholds = Field(
         default_factory=Thresholds, description="Verdict thresholds when re-judging (landed rows keep theirs)."
     )

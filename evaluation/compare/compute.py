@@ -22,6 +22,7 @@ from evaluation.compare.stats import (
     adjust_p_values,
     mean_interval,
     paired_test,
+    permutations_for,
     rng_for,
     unpaired_test,
 )
@@ -372,7 +373,8 @@ def _question_means(frame: pl.DataFrame, model: str, metric: str) -> pl.DataFram
 
 
 def _metric_row(
-    comparison_id: str, spec: ComparisonSpec, frame: pl.DataFrame, judge: str, metric: str, model: str
+    comparison_id: str, spec: ComparisonSpec, frame: pl.DataFrame, judge: str, metric: str, model: str,
+    permutations: int,
 ) -> dict[str, Any]:
     baseline = spec.baseline_model
     values = _values(frame, model, metric)
@@ -405,28 +407,48 @@ def _metric_row(
     rng = rng_for(spec.seed, judge, metric, model, "delta")
     smaller = min(means.height, base_means.height)
     if shared.height >= spec.min_pairs and shared.height >= MIN_PAIRED_SHARE * smaller:
-        result = paired_test(differences, rng, spec.bootstrap)
+        result = paired_test(differences, rng, spec.bootstrap, permutations)
+        # the delta is the difference of these two: per-question means over the shared questions only
+        row.update(delta_mean=float(shared["value"].to_numpy().mean()),
+                   delta_baseline_mean=float(shared["value_baseline"].to_numpy().mean()))
     else:
-        result = unpaired_test(values, base_values, rng, spec.bootstrap)
+        result = unpaired_test(values, base_values, rng, spec.bootstrap, permutations)
+        row.update(delta_mean=row["mean"], delta_baseline_mean=row["baseline_mean"])
     row.update(
-        test=result.test, delta=result.delta, delta_ci_low=result.ci_low, delta_ci_high=result.ci_high,
+        test=result.test, delta=result.delta, permutations=permutations, delta_ci_low=result.ci_low, delta_ci_high=result.ci_high,
         p_value=result.p_value, effect_size=result.effect_size, effect_size_ci_low=result.effect_ci_low,
         effect_size_ci_high=result.effect_ci_high,
     )
     return row
 
 
+def permutation_count(spec: ComparisonSpec) -> int:
+    """The permutations of each delta's p-value: ``spec.bootstrap``, raised to what the comparison's
+    number of tests needs (:func:`evaluation.compare.stats.permutations_for`: every judge's metrics
+    for every model but the baseline, the most the family can hold) so that the p-value's floor
+    cannot keep a delta from being significant after the adjustment."""
+    tests = sum(len(JUDGE_METRICS[judge]) for judge in spec.judges) * (len(spec.models) - 1)
+    needed = permutations_for(tests)
+    if spec.bootstrap < needed:
+        logger.info("comparison of %d models: %d permutations a delta instead of bootstrap=%d, so that the p-value's "
+                    "floor 1/(permutations + 1) is a tenth of the threshold %g/%d of the first of %d adjusted tests",
+                    len(spec.models), needed, spec.bootstrap, ALPHA, tests, tests)
+    return max(spec.bootstrap, needed)
+
+
 def compare_metrics(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: str) -> pl.DataFrame:
     """``metrics`` of a comparison: one row per (judge, metric, model), ``ok`` rows only. The
-    p-values of all its deltas are adjusted together with ``spec.p_adjust`` (Holm or
-    Benjamini–Hochberg); ``significant`` is an adjusted p-value below :data:`ALPHA`."""
+    p-values of all its deltas (:func:`permutation_count` permutations each) are adjusted together
+    with ``spec.p_adjust`` (Holm or Benjamini–Hochberg); ``significant`` is an adjusted p-value
+    below :data:`ALPHA`."""
     ok = _ok_values(rows)
+    permutations = permutation_count(spec)
     out = []
     for judge in spec.judges:
         frame = ok.filter(pl.col("judge") == judge)
         for metric in JUDGE_METRICS[judge]:
             for model in spec.models:
-                out.append(_metric_row(comparison_id, spec, frame, judge, metric, model))
+                out.append(_metric_row(comparison_id, spec, frame, judge, metric, model, permutations))
     # One family: every delta of the comparison (all judges, metrics and models) is one test.
     tested = [row for row in out if row.get("p_value") is not None]
     adjusted = adjust_p_values(np.array([row["p_value"] for row in tested]), spec.p_adjust)
@@ -540,7 +562,7 @@ def days_covered(rows: pl.DataFrame, spec: ComparisonSpec) -> tuple[list[str], l
 
 
 #: The figures of a delta that :func:`run_comparison` returns (and the CLI prints).
-_DELTA_COLUMNS = ["judge", "metric", "model", "n", "mean", "delta", "delta_ci_low", "delta_ci_high", "p_value",
+_DELTA_COLUMNS = ["judge", "metric", "model", "n", "mean", "delta_mean", "delta_baseline_mean", "delta", "delta_ci_low", "delta_ci_high", "p_value",
                   "p_adjusted", "effect_size", "effect_size_ci_low", "effect_size_ci_high", "test", "significant",
                   "n_pairs", "wins", "ties", "losses"]
 

@@ -82,7 +82,7 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
     method = next((r["p_adjust_method"] for r in rows if r.get("p_adjust_method")), None)
     adjusted = _ADJUSTMENT_NAMES.get(method or "", method or "adjusted")
     head = ("<th>metric</th><th>model</th><th class='num'>n</th><th class='num'>mean</th><th class='num'>95% CI</th>"
-            "<th class='num'>delta</th><th class='num'>95% CI of delta</th><th class='num'>p (raw)</th>"
+            "<th class='num'>tested mean</th><th class='num'>baseline's tested mean</th><th class='num'>delta</th><th class='num'>95% CI of delta</th><th class='num'>p (raw)</th>"
             f"<th class='num'>p ({esc(adjusted)})</th><th class='num'>effect size d [95% CI]</th>"
             "<th>test</th><th class='num'>pairs</th><th class='num'>W / T / L</th>")
     body = []
@@ -97,12 +97,22 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
             f"<tr><td>{esc(r['metric'])}</td><td>{esc(r['model'])}{' (baseline)' if r['is_baseline'] else ''}</td>"
             f"<td class='num'>{r['n']}</td><td class='num'>{_fmt(r['mean'])}</td>"
             f"<td class='num'>[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]</td>"
+            f"<td class='num'>{_fmt(r.get('delta_mean'))}</td><td class='num'>{_fmt(r.get('delta_baseline_mean'))}</td>"
             f"<td class='num {cls}'>{delta}</td><td class='num'>{delta_ci}</td>"
             f"<td class='num'>{_fmt(r['p_value'], 4)}</td><td class='num {cls}'>{_fmt(r.get('p_adjusted'), 4)}</td>"
             f"<td class='num'>{_effect(r)}</td><td>{_fmt(r['test'])}</td>"
             f"<td class='num'>{'–' if r['is_baseline'] else _fmt(r.get('n_pairs'))}</td><td class='num'>{wtl}</td></tr>"
         )
     return table([head], body, compact=True)
+
+
+def _permutations_line(tested: pl.DataFrame) -> str:
+    """How many permutations each p-value took, and its floor against the adjustment's threshold."""
+    if not tested.height:
+        return ""
+    permutations = max(int(count) for count in tested["permutations"].to_list())
+    return (f" Each p-value is from {permutations:,} permutations: its floor, 1/{permutations + 1:,}, is below "
+            f"0.05/{tested.height} (the threshold of the first adjusted test), so the floor cannot hide a difference.")
 
 
 def render_report(
@@ -139,7 +149,10 @@ def render_report(
         "and works on per-question differences (sign-flip permutation p-value); an <i>unpaired</i> test compares the "
         "two samples (two-sample permutation p-value). The effect size is Cohen's d (d<sub>z</sub>, the mean over "
         "the standard deviation of the per-question differences, for a paired test) with a bootstrap interval."
-        f"{multiplicity} A bold label, a blue or vermillion delta: significant after the adjustment.</p></section>"
+        f"{multiplicity}{_permutations_line(tested)} A bold label, a blue or vermillion delta: significant after the "
+        "adjustment.</p><p class='note'>The delta is the difference of the two <i>tested means</i> beside it: for a "
+        "paired test the means of the per-question means over the questions both models answered (so it can differ "
+        "from the difference of the means over all rows), for an unpaired test the means over all rows.</p></section>"
     ]
     for judge in spec.judges:
         judge_rows = metrics.filter(pl.col("judge") == judge).to_dicts()

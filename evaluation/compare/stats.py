@@ -5,6 +5,7 @@ draws its bootstrap with them too."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -106,19 +107,22 @@ def _sd(values: np.ndarray) -> float:
     return float(values.std(ddof=1)) if values.size > 1 else 0.0
 
 
-def paired_test(differences: np.ndarray, rng: np.random.Generator, resamples: int) -> DeltaEstimate:
-    """Mean of per-question differences: bootstrap over questions, sign-flip permutation p-value;
-    effect size d_z = mean / standard deviation of the differences."""
+def paired_test(differences: np.ndarray, rng: np.random.Generator, resamples: int,
+                permutations: int | None = None) -> DeltaEstimate:
+    """Mean of per-question differences: bootstrap over questions (``resamples``), sign-flip
+    permutation p-value (``permutations``, default ``resamples``); effect size d_z = mean / standard
+    deviation of the differences."""
     n = differences.size
+    permutations = permutations or resamples
     observed = float(differences.mean())
     means, variances = _bootstrap_moments(differences, rng, resamples)
     low, high = percentile_interval(means)
     extreme = 0
-    for k in batches(resamples, n):
+    for k in batches(permutations, n):
         signs = rng.integers(0, 2, size=(k, n)) * 2 - 1
         extreme += _as_extreme((signs * differences).mean(axis=1), observed)
     effect = _effect(observed, _sd(differences), _standardised(means, np.sqrt(variances)))
-    return DeltaEstimate("paired", observed, low, high, (extreme + 1) / (resamples + 1), *effect)
+    return DeltaEstimate("paired", observed, low, high, (extreme + 1) / (permutations + 1), *effect)
 
 
 def _pooled_sd(n_a: int, var_a: Any, n_b: int, var_b: Any) -> Any:
@@ -127,9 +131,12 @@ def _pooled_sd(n_a: int, var_a: Any, n_b: int, var_b: Any) -> Any:
     return np.sqrt(((n_a - 1) * var_a + (n_b - 1) * var_b) / dof)
 
 
-def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Generator, resamples: int) -> DeltaEstimate:
-    """Difference of two means: bootstrap of each sample, two-sample permutation p-value; effect
-    size Cohen's d = difference / pooled standard deviation."""
+def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Generator, resamples: int,
+                  permutations: int | None = None) -> DeltaEstimate:
+    """Difference of two means: bootstrap of each sample (``resamples``), two-sample permutation
+    p-value (``permutations``, default ``resamples``); effect size Cohen's d = difference / pooled
+    standard deviation."""
+    permutations = permutations or resamples
     observed = float(sample.mean() - baseline.mean())
     mine, mine_var = _bootstrap_moments(sample, rng, resamples)
     base, base_var = _bootstrap_moments(baseline, rng, resamples)
@@ -138,13 +145,25 @@ def unpaired_test(sample: np.ndarray, baseline: np.ndarray, rng: np.random.Gener
     pooled = np.concatenate([sample, baseline])
     size = sample.size
     extreme = 0
-    for k in batches(resamples, pooled.size):
+    for k in batches(permutations, pooled.size):
         shuffled = rng.permuted(np.broadcast_to(pooled, (k, pooled.size)), axis=1)
         extreme += _as_extreme(shuffled[:, :size].mean(axis=1) - shuffled[:, size:].mean(axis=1), observed)
     spread = float(_pooled_sd(sample.size, _sd(sample) ** 2, baseline.size, _sd(baseline) ** 2))
     effect = _effect(observed, spread, _standardised(draws, _pooled_sd(sample.size, mine_var, baseline.size, base_var)))
-    return DeltaEstimate("unpaired", observed, low, high, (extreme + 1) / (resamples + 1), *effect)
+    return DeltaEstimate("unpaired", observed, low, high, (extreme + 1) / (permutations + 1), *effect)
 
 
 #: Adjusted p-values below this mark a delta significant.
 ALPHA = 0.05
+#: How far below the strictest threshold of the family's adjustment (``ALPHA / tests``: Holm's first
+#: step, and Benjamini–Hochberg's) the permutation p-value's floor ``1 / (permutations + 1)`` sits.
+#: At the threshold itself only a delta none of whose permutations is as extreme could be
+#: significant; a tenth of it leaves room for the count of such permutations to be estimated.
+FLOOR_MARGIN = 10
+
+
+def permutations_for(tests: int, alpha: float = ALPHA) -> int:
+    """The fewest permutations whose p-value floor ``1 / (permutations + 1)`` is at most
+    ``alpha / tests / FLOOR_MARGIN``: below the threshold the first of ``tests`` adjusted tests
+    must meet, so that the floor cannot hide an effect however many deltas are compared."""
+    return max(1, math.ceil(FLOOR_MARGIN * max(tests, 1) / alpha) - 1)

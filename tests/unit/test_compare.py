@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from polars.testing import assert_frame_equal
 
 from evaluation import compare, storage, synthetic
 from evaluation.compare import ComparisonError, ComparisonSpec, run_comparison
-from evaluation.contract import RunConfig
+from evaluation.compare.compute import JUDGE_METRICS, compare_verdicts, permutation_count
+from evaluation.compare.render import render_report
+from evaluation.contract import JUDGES, RunConfig
 from evaluation.day import run_day
 from evaluation.stages import Stores
 
@@ -488,3 +491,65 @@ def test_metrics_carry_adjusted_p_values_and_effect_sizes(landed) -> None:
 
 def _table_text(store: storage.Store, comparison_id: str) -> str:
     return store.read_bytes(storage.comparison_key(comparison_id, "report.html")).decode()
+
+
+# --------------------------------------------------------------------------------------------
+# Tests that can reject, and a delta the page shows as the difference of its means
+
+
+@pytest.mark.parametrize("models, judges", [(8, None), (8, ["rag", "masis"]), (3, ["prompt"]), (2, ["prompt"])])
+def test_permutation_floor_is_below_the_holm_threshold_of_the_models_compared(models: int, judges: list[str] | None) -> None:
+    chosen = list(judges or JUDGES)
+    spec = _spec(models=[f"m{i}" for i in range(models)], judges=chosen, bootstrap=100)  # the least the option takes
+    tests = sum(len(JUDGE_METRICS[judge]) for judge in chosen) * (models - 1)
+    permutations = permutation_count(spec)
+    assert 1 / (permutations + 1) < compare.ALPHA / tests
+    if models == 8 and judges is None:  # 14 tests a compared model: Holm's first threshold over 8 × 14 too
+        assert 1 / (permutations + 1) < compare.ALPHA / (8 * 14)
+    # a larger option is kept as it is
+    assert permutation_count(spec.model_copy(update={"bootstrap": permutations + 5000})) == permutations + 5000
+
+
+def test_a_clear_effect_stays_significant_with_eight_models_and_the_least_resamples() -> None:
+    rng = np.random.default_rng(3)
+    questions = [f"question {i}" for i in range(30)]
+    answers = {"m0": [(q, float(rng.uniform(0.2, 0.4))) for q in questions]}
+    answers.update({f"m{k}": [(q, float(rng.uniform(0.6, 0.9))) for q in questions] for k in range(1, 8)})
+    spec = _spec(models=list(answers), judges=["prompt"], bootstrap=100)
+    metrics = compare.compare_metrics(_rows(answers), spec, "eight")
+    tested = metrics.filter(~pl.col("is_baseline"))
+    assert tested.height == 14 and set(tested["n_tests"]) == {14}
+    # every question better in every model: at 100 permutations Holm's adjusted p could not go below 14/101
+    assert tested["significant"].all(), tested.select("metric", "model", "p_value", "p_adjusted")
+    assert set(tested["permutations"]) == {permutation_count(spec)}
+
+
+def _page_cells(page: str, metric: str, model: str) -> list[str]:
+    """The cells after ``metric`` and ``model`` of their row in the metrics table of a comparison page."""
+    rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td>(.*?)</tr>", page)
+    cells = [body for first, second, body in rows if first == metric and second == model]
+    assert len(cells) == 1, rows
+    return re.findall(r"<td[^>]*>(.*?)</td>", cells[0])
+
+
+def test_page_shows_the_paired_delta_as_the_difference_of_the_means_beside_it() -> None:
+    shared = [f"question {i}" for i in range(15)]
+    a = [(q, 0.4 + 0.01 * i) for i, q in enumerate(shared)] + [(f"only a {i}", 0.1) for i in range(10)]
+    b = [(q, 0.5 + 0.02 * i) for i, q in enumerate(shared)] + [(f"only b {i}", 0.95) for i in range(10)]
+    rows = _rows({"a": a, "b": b})
+    spec = _spec(models=["a", "b"], judges=["prompt"], bootstrap=200)
+    metrics = compare.compare_metrics(rows, spec, "shown")
+    row = _row(metrics, "prompt", "score", "b")
+    assert row["test"] == "paired"
+    # over all rows the means differ by much more than the paired delta: the page must not put them side by side alone
+    assert abs((row["mean"] - row["baseline_mean"]) - row["delta"]) > 0.1
+    page = render_report("shown", spec, "landed", metrics, compare_verdicts(rows, spec, "shown"), {"a": 25, "b": 25},
+                         {}, 15)
+    cells = _page_cells(page, "score", "b")
+    header = re.findall(r"<th[^>]*>(.*?)</th>", page.split("<h3>Metrics</h3>", 1)[1].split("</tr>", 1)[0])
+    shown = dict(zip(header[2:], cells, strict=True))  # the cells after the metric and the model
+    tested, baseline, delta = (float(shown[k]) for k in ("tested mean", "baseline's tested mean", "delta"))
+    assert delta == pytest.approx(tested - baseline, abs=0.0015)  # three decimals each
+    assert tested == pytest.approx(np.mean([0.5 + 0.02 * i for i in range(15)]), abs=0.0005)
+    assert baseline == pytest.approx(np.mean([0.4 + 0.01 * i for i in range(15)]), abs=0.0005)
+    assert float(shown["mean"]) == pytest.approx(row["mean"], abs=0.0005)
