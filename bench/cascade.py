@@ -14,9 +14,16 @@ each into its own output root, so each pays for its own calls. The whole is repe
 seeds (the models' draws and the fit / held-out split both change with the seed), and averaged: one
 split of 600 records leaves κ a few hundredths of noise either way. κ is that of ``fail`` against
 not faithful, per judge (rag, masis), on the held-out split (the records the bands were not fitted
-to) and on the whole set; cost is what each run paid (``runs.cost_usd``). Beside them, on the
-held-out split at each level's cost per row, the bands fitted with 0.02 and the ceiling
-(:func:`_ceiling`): the best bands for the held-out records themselves.
+to) and on the whole set; cost is what each run paid (``runs.cost_usd``).
+
+:func:`guarantee` (the ``guarantee`` task) tests what the fit promises, with the project's own
+:func:`~evaluation.calibration.cascade.fit_bands`: many fits, each on a fresh fit split drawn from
+judges whose mistakes go together through a record's difficulty
+(:class:`~evaluation.testing.correlated.CorrelatedJudges`, correlation ρ 0 — independent —, 0.5 and
+0.8), each fitted cascade's disagreement with the strong judge measured on one large population of
+new records drawn alike (:func:`~evaluation.calibration.cascade.split_figures`): the share of fits
+whose disagreement exceeds ``band_loss``, with its 95% Clopper–Pearson interval, against the
+1 − ``band_confidence`` the fit allows; beside it the κ change and the cost saved.
 """
 
 from __future__ import annotations
@@ -29,17 +36,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from bench.common import REPO, child_main
-from evaluation import client, storage
+from evaluation import storage
 from evaluation.calibration import CalibrationSpec
-from evaluation.calibration.cascade import fit_bands, split_figures, unit_costs
+from evaluation.calibration.cascade import fit_bands, split_figures
 from evaluation.calibration.metrics import Detection
 from evaluation.calibration.run import run_calibration
 from evaluation.contract import JudgeName, RunConfig
 from evaluation.day import run_day
 from evaluation.stages import Stores
+from evaluation.testing.correlated import CorrelatedJudges
 from evaluation.testing.labelled import LabelledJudges
 from evaluation.testing.openai_server import OpenAIServer
 
@@ -80,36 +89,6 @@ def _kappas(evaluations: pl.DataFrame, labels: pl.DataFrame) -> dict[str, dict[s
     return out
 
 
-def _ceiling(calibrated: Path) -> dict[str, Any]:
-    """The bands fitted with the aim's ``band_loss`` (0.02) and the ceiling's, both on the held-out
-    split at each level's cost per row: per judge, κ against the strong model alone, and the cost
-    saved over both judges. The ceiling's bands are fitted on the held-out split itself, each level
-    credited where it beats the strong model: what the best bands for those records would have
-    done, known only after the fact (in-sample by construction; no fit can promise it)."""
-    loss = LOSSES[0]
-    labels = pl.read_parquet(calibrated / storage.calibration_key(_calibration(loss), "labels.parquet"))
-    everything = pl.read_parquet(calibrated / storage.calibration_key(_calibration(loss), "levels.parquet"))
-    levels = [everything.filter(pl.col("level") == k) for k in range(len(MODELS))]
-    costs = unit_costs(levels, [client.price_per_token(model) for model in MODELS])
-    kept = pl.read_parquet(calibrated / storage.calibration_key(_calibration(loss), "cascade.parquet"))
-    fitted = {judge: [(row["band_low"], row["band_high"]) for row in kept.filter(pl.col("judge") == judge)
-                      .sort("level").iter_rows(named=True) if row["band_low"] is not None] for judge in JUDGES}
-    best = fit_bands(levels, labels, JUDGES, [None] * (len(MODELS) - 1), loss, costs=costs, split="holdout",
-                     credit=True)
-    ceiling = {judge: [band[judge] for band in best] for judge in JUDGES}
-    out: dict[str, Any] = {}
-    for name, bands in (("fit", fitted), ("ceiling", ceiling)):
-        figures = {judge: split_figures(levels, labels, judge, bands[judge], costs) for judge in JUDGES}
-        out[name] = {
-            "delta": {judge: round(float(f["kappa"] or 0.0) - float(f["kappa_alone"] or 0.0), 4)
-                      for judge, f in figures.items()},
-            "saved_share": round(1 - sum(float(f["cost"] or 0.0) for f in figures.values())
-                                 / sum(float(f["cost_alone"] or 0.0) for f in figures.values()), 4),
-            "bands": bands,
-        }
-    return out
-
-
 def _trial(work: Path, records: list[dict[str, Any]], seed: int, cheap_accuracy: float) -> dict[str, Any]:
     """One trial: the server's models drawn with ``seed``, the cheap one agreeing with the labels
     ``cheap_accuracy`` of the time, the calibration's split seeded by ``seed``."""
@@ -133,7 +112,6 @@ def _trial(work: Path, records: list[dict[str, Any]], seed: int, cheap_accuracy:
                                           calibration=_calibration(loss), api_key="bench-key")
             result[f"calibration_{loss:g}"] = {"seconds": round(time.monotonic() - started, 1),
                                                "cascade": calibration["cascade"]}
-        result["unit_costs"] = _ceiling(calibrated)
         labels = pl.read_parquet(calibrated / storage.calibration_key(_calibration(LOSSES[0]), "labels.parquet"))
         runs = {"strong": (STRONG, ""), "cheap": (CHEAP, "")}
         runs.update({f"cascade_{loss:g}": (STRONG, f"offline/lexical@{_calibration(loss)},{CHEAP}@{_calibration(loss)}")
@@ -181,10 +159,6 @@ def summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
             shares = [[level["share_decided"] for level in t[name]["cascade"]["levels"]] for t in trials]
             row["share_decided"] = [_mean([s[i] for s in shares]) for i in range(len(shares[0]))]
         out[name] = row
-    for name in ("fit", "ceiling"):  # on the held-out split at each level's cost per row
-        figures = [t["unit_costs"][name] for t in trials]
-        out[f"held_out_{name}"] = {"saved_share": _mean([f["saved_share"] for f in figures]),
-                                   **{f"delta_{judge}": _mean([f["delta"][judge] for f in figures]) for judge in JUDGES}}
     return out
 
 
@@ -207,5 +181,71 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
             "losses": list(LOSSES), "scenarios": scenarios}
 
 
+#: The simulated levels' agreement with the labels: the offline judge's, then the cheap model's
+#: (each of :data:`CHEAP_ACCURACIES`), then the strong one's.
+OFFLINE_ACCURACY = 0.7
+#: Correlations of the levels' mistakes through a record's difficulty (0: independent).
+RHOS = (0.0, 0.5, 0.8)
+#: Each level's cost per row: the offline judge is free, the cheap model at gpt-4o-mini's input price
+#: over gpt-4o's (0.15 against 2.50 USD a million tokens).
+SIMULATED_COSTS = [0.0, 0.06, 1.0]
+BAND_LOSS, BAND_CONFIDENCE, CUT = 0.02, 0.9, 0.6
+
+
+def _interval(count: int, trials: int) -> list[float]:
+    """The two-sided 95% Clopper–Pearson interval of ``count`` in ``trials``."""
+    from scipy.stats import beta  # heavy import: this task only
+
+    low = float(beta.ppf(0.025, count, trials - count + 1)) if count else 0.0
+    high = float(beta.ppf(0.975, count + 1, trials - count)) if count < trials else 1.0
+    return [round(low, 4), round(high, 4)]
+
+
+def _cell(judges: CorrelatedJudges, fit_records: int, fits: int, population: int, seed: int) -> dict[str, Any]:
+    """``fits`` fits on fresh fit splits of ``fit_records``, each fitted cascade measured on one
+    population of ``population`` new records: how often its disagreement with the strong judge exceeds
+    :data:`BAND_LOSS`, and its κ change and cost saved there."""
+    rng = np.random.default_rng(seed)
+    future, future_labels = judges.draw(population, rng, split="holdout", prefix="p")
+    disagreements, deltas, saved = [], [], []
+    for _ in range(fits):
+        levels, labels = judges.draw(fit_records, rng)
+        bands = fit_bands(levels, labels, ["rag"], [None, None], BAND_LOSS, cut=CUT, confidence=BAND_CONFIDENCE,
+                          costs=SIMULATED_COSTS)
+        figures = split_figures(future, future_labels, "rag", [band["rag"] for band in bands], SIMULATED_COSTS)
+        disagreements.append(float(figures["disagreement"] or 0.0))
+        deltas.append(float(figures["kappa"] or 0.0) - float(figures["kappa_alone"] or 0.0))
+        saved.append(1 - float(figures["cost"] or 0.0) / float(figures["cost_alone"] or 1.0))
+    beyond = sum(d > BAND_LOSS for d in disagreements)
+    kappa_beyond = sum(d < -BAND_LOSS for d in deltas)
+    return {
+        "rho": judges.rho, "cheap_accuracy": judges.accuracies[1], "fit_records": fit_records, "fits": fits,
+        "population": population, "seed": seed,
+        "violations": beyond, "violation_share": round(beyond / fits, 4), "violation_interval": _interval(beyond, fits),
+        "disagreement_mean": round(float(np.mean(disagreements)), 4),
+        "disagreement_p90": round(float(np.quantile(disagreements, 0.9)), 4),
+        "kappa_delta_mean": round(float(np.mean(deltas)), 4),
+        "kappa_delta_p05": round(float(np.quantile(deltas, 0.05)), 4),
+        "kappa_loss_beyond_band_loss": round(kappa_beyond / fits, 4),
+        "kappa_loss_interval": _interval(kappa_beyond, fits),
+        "saved_mean": round(float(np.mean(saved)), 4),
+    }
+
+
+def guarantee(params: dict[str, Any]) -> dict[str, Any]:
+    """The child task: per cheap model's accuracy, correlation and fit split's size, one
+    :func:`_cell` (seeds 0, 1, ... in that order)."""
+    fits, population = int(params.get("fits", 200)), int(params.get("population", 100_000))
+    cells, seed = [], 0
+    for accuracy in params.get("cheap_accuracies", CHEAP_ACCURACIES):
+        for rho in params.get("rhos", RHOS):
+            for fit_records in params.get("fit_records", (300, 1000)):
+                judges = CorrelatedJudges((OFFLINE_ACCURACY, float(accuracy), STRONG_ACCURACY), rho=float(rho), cut=CUT)
+                cells.append(_cell(judges, int(fit_records), fits, population, seed))
+                seed += 1
+    return {"band_loss": BAND_LOSS, "band_confidence": BAND_CONFIDENCE, "costs": SIMULATED_COSTS,
+            "accuracies": {"offline": OFFLINE_ACCURACY, "strong": STRONG_ACCURACY}, "cells": cells}
+
+
 if __name__ == "__main__":
-    child_main({"measure": measure})
+    child_main({"measure": measure, "guarantee": guarantee})

@@ -334,5 +334,9 @@ CASCADE_SCHEMA: dict[str, Any] = {
     "kappa_cascade": pl.Float64,
     "kappa_cascade_fit": pl.Float64,
     "kappa_cascade_holdout": pl.Float64,
+    "band_confidence": pl.Float64,
+    "disagreement_fit": pl.Float64,
+    "disagreement_bound": pl.Float64,
+    "disagreement_holdout": pl.Float64,
     "calibrated_at": pl.Datetime("us", "UTC"),
 }

@@ -1,40 +1,51 @@
 """A calibration of a cascade: the bands it fits and the figures of each level (``cascade.parquet``).
 
 The set is judged in full with every model of the cascade (each level's rows, ``levels.parquet``),
-then :func:`fit_bands` fits the bands the spec does not give, on the fit split, **for the cost**:
-the bands that make the cascade cheapest (each level's cost per row, :func:`unit_costs`, times the
-rows that reach it) while the κ of ``fail`` of the cascade stays within ``band_loss`` of the judge
-model's own κ, **a level never credited for beating the judge model**: where a level before the
-judge model decides a row and is right, the fit counts the judge model's verdict there (right or
-wrong), and only where the level is wrong its own. Credited, a band wins κ on the fit split where a
-cheaper level happens to be right more often than the judge model, spends that gain on the next
-level's errors, and loses it out of sample (the bench measured a held-out loss of 0.03–0.04 for
-``band_loss`` 0.02 so, on fit splits of 300 and 1,250 records). A spec's ``band_confidence`` adds a
-margin for the split's sampling noise: the loss must also stay within ``band_loss`` at that upper
-bound, the quantile of the loss over :data:`RESAMPLES` bootstrap resamples of the fit split's
-records (the two κ taken on the same resample; a fixed seed).
+then :func:`fit_bands` fits the bands the spec does not give, on the fit split, with a guarantee:
+**with probability at least ``band_confidence`` over the fit split, the cascade's verdict (fail or
+not) differs from the judge model's own verdict on at most a share ``band_loss`` of new records
+drawn like the fit split's** (exchangeable with them). The guaranteed quantity is a per-record risk,
+the disagreement rate with the judge model, over the records the judge model scores ``ok``; κ is
+not a per-record risk (it is a ratio over the whole sample), so it is not what is guaranteed: it is
+reported beside it (each disagreement can cost the cascade κ against the labels, or win it where the
+cheaper level was right).
 
-The search is by coordinate: every band to fit starts wide open (the level sends every row on: the
-judge model alone, which loses nothing), then each level's band is fitted in turn with the others'
-as they stand, the dearest level's first (the one just below the judge model: a row it decides saves
-the judge model's call, where a row the free offline judge decides saves only the next level's), and
-the round repeats until no band changes (at most :data:`MAX_PASSES` rounds). Fitting the cheapest
-level first instead spends the κ budget where it saves least: the free level takes it all, and the
-level whose decisions save the dear calls is left none. The candidate band ends are 0, 1 and the
-midpoints between the level's distinct scores; ties go to the higher κ, then the narrower band. κ
-is taken over the labelled records whose judge-model row is ``ok``, for the cascade and the judge
-model alike.
+How: the candidate bands are tested in a **fixed sequence**, decided before the fit split is looked
+at (:func:`candidate_sequence`): every band to fit starts wide open (the judge model alone, which
+disagrees with itself nowhere), then the dearest level's band (the one just below the judge model:
+a row it decides saves the judge model's call) narrows around the fail cut in :data:`STEPS` equal
+steps down to nothing, then the next cheaper level's the same way, the dearer ones kept at their
+narrowest. At each candidate the fit counts the fit split's records where the cascade's verdict
+differs from the judge model's and takes the one-sided Clopper–Pearson upper bound of that rate at
+``band_confidence`` (:func:`disagreement_bound`); the sequence stops at the first candidate whose
+bound exceeds ``band_loss``. Each test is at level 1 − ``band_confidence`` with no correction for
+their number: a true null can be rejected only if the first true null in the fixed order is, so
+with probability at least ``band_confidence`` every candidate passed has a disagreement rate within
+``band_loss``, and any choice among them keeps the guarantee. The fit takes the cheapest of them
+(each level's cost per row, :func:`unit_costs`, times the rows that reach it on the fit split; ties
+to the earlier, more conservative one).
+
+What can break it: the fit split and the records judged later must be alike (drawn from one
+population, in any order). Judges whose errors are correlated through a record's difficulty (a record
+hard for the cheap model is hard for the strong one) do not break it: the bound is on the observed
+disagreement of the two, whatever its cause. They change what a disagreement costs: the errors the
+two share are no disagreements, so a disagreement is likelier the cheaper level's own mistake than a
+correction of the judge model, and the cascade's κ against the labels can fall by more than
+``band_loss`` would suggest; that is why κ is reported beside it. A shift in the records (other
+questions, another answering model) does: calibrate again on records like the new ones.
 
 :func:`cascade_table` then gives, per level and judge: the band and where it came from, the model
 alone (κ on the whole set and on the held-out split, its cost on the set), the rows that reach the
-level in the cascade and the rows it decides, its cost in the cascade, and the cascade's κ. Costs
-are at litellm's online prices for each model of the tokens its calls reported (a reply reused from
-the ledger counts at its price too), so they do not depend on what the ledger held.
+level in the cascade and the rows it decides, its cost in the cascade, and the cascade's κ and
+disagreement with the judge model (on the fit split, its bound there, and held out). Costs are at
+litellm's online prices for each model of the tokens its calls reported (a reply reused from the
+ledger counts at its price too), so they do not depend on what the ledger held.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any, Literal
 
 import numpy as np
@@ -46,13 +57,11 @@ from evaluation.contract import JudgeName
 from evaluation.schemas import CASCADE_SCHEMA
 from evaluation.stages.thresholds import Bands
 
-#: Distinct scores of a level beyond which the candidate band ends are quantiles of them.
-MAX_BAND_ENDS = 80
-#: Bootstrap resamples of the fit split's records, and their seed (fixed: the same set fits the same bands).
-RESAMPLES = 400
-BOOTSTRAP_SEED = 0
-#: Rounds over the levels to fit (each level's band refitted with the others' as they stand).
-MAX_PASSES = 3
+logger = logging.getLogger(__name__)
+
+#: Steps in which a fitted band narrows, from wide open (the level decides nothing) to nothing
+#: around the fail cut (it decides every row it scores ``ok``): the fixed sequence's grain.
+STEPS = 20
 
 
 class _Judged:
@@ -108,49 +117,48 @@ class _Judged:
         return verdict, decided
 
 
-def _no_credit(verdict: np.ndarray, decided: list[np.ndarray], judged: _Judged) -> np.ndarray:
-    """The cascade's verdicts as the fit counts them: where a level before the judge model decided a
-    row and was right, the judge model's verdict (right or wrong), so that a level is never credited
-    for beating the judge model; where it was wrong, its own."""
-    before = ~decided[-1]
-    return np.where(before & (verdict != judged.bad), verdict, judged.fail[-1])
-
-
-def _counted(judged: _Judged, bands: list[tuple[float, float]], level: int, band: tuple[float, float],
-             credit: bool = False) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The cascade's verdicts as the fit counts them (:func:`_no_credit`, or as they are with
-    ``credit``) with ``band`` at ``level`` and ``bands`` elsewhere, and the rows each level decides."""
-    verdict, decided = judged.cascade([*bands[:level], band, *bands[level + 1:]])
-    return (verdict if credit else _no_credit(verdict, decided, judged)), decided
-
-
 def _kappa(flagged: np.ndarray, bad: np.ndarray) -> float | None:
     return metrics.Detection.of(flagged, bad).kappa if flagged.size else None
 
 
-def _band_ends(scores: np.ndarray) -> np.ndarray:
-    distinct = np.unique(scores[~np.isnan(scores)])
-    if distinct.size > MAX_BAND_ENDS:
-        distinct = np.unique(np.quantile(distinct, np.linspace(0.0, 1.0, MAX_BAND_ENDS)))
-    middles = (distinct[:-1] + distinct[1:]) / 2 if distinct.size > 1 else np.array([])
-    return np.unique(np.round(np.concatenate([[0.0], middles, [1.0]]), 4))
+def disagreement_bound(disagreements: int, records: int, confidence: float) -> float:
+    """The one-sided Clopper–Pearson upper bound at ``confidence`` of a rate seen ``disagreements``
+    times in ``records`` (1 for no records): exact for a binomial count, so the fixed sequence's
+    tests are at their stated level on any number of records."""
+    if records <= 0:
+        return 1.0
+    if disagreements >= records:
+        return 1.0
+    from scipy.stats import beta  # scipy's import is heavy: only the fit needs it
+
+    return float(beta.ppf(confidence, disagreements + 1, records - disagreements))
 
 
-def _resamples(size: int) -> np.ndarray | None:
-    """:data:`RESAMPLES` bootstrap resamples of ``size`` records as counts per record (a fixed seed:
-    the same set fits the same bands); None for no records."""
-    if not size:
-        return None
-    return np.random.default_rng(BOOTSTRAP_SEED).multinomial(size, np.full(size, 1.0 / size), size=RESAMPLES)
+def _disagreements(judged: _Judged, bands: list[tuple[float, float]]) -> int:
+    """Records where the cascade with ``bands`` gives another fail verdict than the judge model alone."""
+    return int(np.count_nonzero(judged.cascade(bands)[0] != judged.fail[-1]))
 
 
-def _loss_bound(verdict: np.ndarray, bad: np.ndarray, weights: np.ndarray, judge_model: np.ndarray,
-                confidence: float) -> float:
-    """The ``confidence`` quantile over the resamples of the judge model's κ less the cascade's (the
-    two taken on the same resample: a paired difference); a resample where either is undefined
-    counts as an unbounded loss."""
-    losses = judge_model - metrics.detection_kappas(verdict, bad, weights)
-    return float(np.quantile(np.where(np.isnan(losses), np.inf, losses), confidence))
+def band_at(step: int, cut: float) -> tuple[float, float]:
+    """The band of a level ``step`` steps (of :data:`STEPS`) narrowed from wide open around the fail
+    ``cut``: each end moves a ``step / STEPS`` share of its way to the cut."""
+    width = 1.0 - step / STEPS
+    return round(cut * (1.0 - width), 6), round(cut + (1.0 - cut) * width, 6)
+
+
+def candidate_sequence(given: list[tuple[float, float] | None], cut: float) -> list[list[tuple[float, float]]]:
+    """The bands tested, in the fixed order (the module docstring): the first wide open at every level
+    to fit (``given``: a level's band when the spec gives it, else None), then each such level's
+    band narrowing step by step, the dearest level first, the dearer ones kept at their narrowest."""
+    current = [band if band is not None else band_at(0, cut) for band in given]
+    sequence = [list(current)]
+    for level in reversed(range(len(given))):
+        if given[level] is not None:
+            continue
+        for step in range(1, STEPS + 1):
+            current[level] = band_at(step, cut)
+            sequence.append(list(current))
+    return sequence
 
 
 def _cost(decided: list[np.ndarray], unit_costs: list[float]) -> float:
@@ -181,52 +189,32 @@ def unit_costs(levels: list[pl.DataFrame], prices: list[tuple[float, float]]) ->
 
 
 def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[JudgeName],
-              given: list[Bands | None], loss: float, *, costs: list[float] | None = None,
-              confidence: float | None = None, split: Literal["fit", "holdout"] = "fit",
-              credit: bool = False) -> list[Bands]:
+              given: list[Bands | None], loss: float, *, cut: float, confidence: float,
+              costs: list[float] | None = None) -> list[Bands]:
     """Each level's band per judge (``levels``: every level's scored rows, the judge model's last;
-    ``given``: a level's bands when the spec gives them, else None to fit them; ``costs``: each
-    level's cost per row, :func:`unit_costs`, default :func:`_ordinal_costs`); see the module docstring.
-    ``confidence`` (a spec's ``band_confidence``, e.g. 0.9) also keeps the loss's bootstrap upper bound at that
-    level within ``loss``; None keeps the loss as counted on the fit split within it. ``split``
-    ``holdout`` and ``credit`` (each level's verdicts counted as they are) give the bench's ceiling:
-    the bands that would have been best for the held-out split itself, known only after the fact."""
+    ``given``: a level's bands when the spec gives them, else None to fit them; ``cut``: the score
+    below which a verdict is fail; ``costs``: each level's cost per row, :func:`unit_costs`, default
+    :func:`_ordinal_costs`): the cheapest bands passed in the fixed sequence of
+    :func:`candidate_sequence`, each with its fit-split disagreement's upper bound at ``confidence``
+    within ``loss``; see the module docstring."""
     costs = costs if costs is not None else _ordinal_costs(len(levels))
     fitted: list[Bands] = [{} for _ in given]
-    free = [level for level in reversed(range(len(given))) if given[level] is None]
     for judge in judges:
-        judged = _Judged(levels, labels, judge)
-        usable = judged.part(split)
-        target = (_kappa(usable.fail[-1], usable.bad) or 0.0) - loss
-        weights = _resamples(usable.bad.size) if confidence is not None else None
-        margin = (None if weights is None or confidence is None else
-                  (weights, metrics.detection_kappas(usable.fail[-1], usable.bad, weights), confidence))
-        # every band to fit starts wide open (the level sends every row on: the judge model alone)
-        bands = [known[judge] if known is not None else (0.0, 1.0) for known in given]
-        ends = [_band_ends(usable.score[level][usable.ok[level]]) for level in range(len(given))]
-
-        for _ in range(MAX_PASSES):
-            before = list(bands)
-            for level in free:
-                candidates = []
-                for i, low in enumerate(ends[level]):
-                    for high in ends[level][i:]:
-                        band = (float(low), float(high))
-                        verdict, decided = _counted(usable, bands, level, band, credit)
-                        kappa = _kappa(verdict, usable.bad)
-                        if kappa is None or kappa < target - 1e-12:
-                            continue
-                        candidates.append((_cost(decided, costs), -kappa, band[1] - band[0], band))
-                candidates.sort(key=lambda c: c[:3])
-                for *_, band in candidates:
-                    # the bootstrap last, in the order of the cost: it is the dear test
-                    counted = _counted(usable, bands, level, band, credit)[0]
-                    if margin is None or _loss_bound(counted, usable.bad, *margin) <= loss + 1e-12:
-                        bands[level] = band
-                        break
-            if bands == before:
+        usable = _Judged(levels, labels, judge).part("fit")
+        sequence = candidate_sequence([known[judge] if known is not None else None for known in given], cut)
+        passed = []
+        for bands in sequence:
+            if disagreement_bound(_disagreements(usable, bands), usable.bad.size, confidence) > loss:
                 break
-        for level, band in enumerate(bands):
+            passed.append(bands)
+        if not passed:  # the given bands alone already exceed the loss: the bands to fit stay wide open
+            logger.warning("cascade bands for %s: the given bands alone disagree with the judge model beyond %g at "
+                           "%g confidence on the fit split; the bands to fit are left wide open", judge, loss, confidence)
+            passed = sequence[:1]
+        cheapest = min(passed, key=lambda bands: _cost(usable.cascade(bands)[1], costs))
+        logger.info("cascade bands for %s: %d of the fixed sequence's candidates passed; the cheapest %s",
+                    judge, len(passed), cheapest)
+        for level, band in enumerate(cheapest):
             fitted[level][judge] = band
     return fitted
 
@@ -234,12 +222,18 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
 def split_figures(levels: list[pl.DataFrame], labels: pl.DataFrame, judge: str, bands: list[tuple[float, float]],
                   costs: list[float], split: Literal["fit", "holdout"] = "holdout") -> dict[str, float | None]:
     """The cascade with ``bands`` (one per level before the judge model) on one split of the set, for
-    one judge: its κ of ``fail`` and the judge model's alone, and its cost and the judge model's
-    alone at ``costs`` per row (:func:`unit_costs`)."""
+    one judge: its κ of ``fail`` and the judge model's alone, the share of records where its verdict
+    differs from the judge model's (the rate :func:`fit_bands` bounds), and its cost and the judge
+    model's alone at ``costs`` per row (:func:`unit_costs`)."""
     part = _Judged(levels, labels, judge).part(split)
     verdict, decided = part.cascade(bands)
     return {"kappa": _kappa(verdict, part.bad), "kappa_alone": _kappa(part.fail[-1], part.bad),
+            "disagreement": _rate(verdict != part.fail[-1]),
             "cost": _cost(decided, costs), "cost_alone": costs[-1] * part.bad.size}
+
+
+def _rate(flags: np.ndarray) -> float | None:
+    return float(flags.mean()) if flags.size else None
 
 
 def _call_cost(prices: tuple[float, float]) -> pl.Expr:
@@ -265,6 +259,7 @@ def cascade_table(levels: list[pl.DataFrame], cascade_rows: pl.DataFrame, labels
         judged = _Judged(levels, labels, judge)
         scored, fit, held = judged.scored, judged.scored & judged.fit, judged.scored & judged.holdout
         verdict, _ = judged.cascade([bands[k][judge] for k in range(final)])
+        differs = verdict != judged.fail[-1]
         rows = cascade_rows.filter(pl.col("judge") == judge)
         called = rows.filter(pl.col("cascade_calls") > 0)
         for level, model in enumerate(models):
@@ -290,6 +285,10 @@ def cascade_table(levels: list[pl.DataFrame], cascade_rows: pl.DataFrame, labels
                 "kappa_cascade": _kappa(verdict[scored], judged.bad[scored]),
                 "kappa_cascade_fit": _kappa(verdict[fit], judged.bad[fit]),
                 "kappa_cascade_holdout": _kappa(verdict[held], judged.bad[held]),
+                "band_confidence": spec.band_confidence,
+                "disagreement_fit": _rate(differs[fit]),
+                "disagreement_bound": disagreement_bound(int(differs[fit].sum()), int(fit.sum()), spec.band_confidence),
+                "disagreement_holdout": _rate(differs[held]),
                 "calibrated_at": calibrated_at,
             })
     return pl.DataFrame(out, schema=CASCADE_SCHEMA)

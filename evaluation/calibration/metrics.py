@@ -135,16 +135,6 @@ def cohen_kappa(predicted: Sequence[str], actual: Sequence[str]) -> float | None
     return kappa_from_confusion(confusion(predicted, actual, labels)) if labels else None
 
 
-def detection_kappas(flagged: np.ndarray, bad: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Cohen's κ of flagged vs bad with record ``j`` counted ``weights[i, j]`` times, one κ per row
-    ``i`` of weights: a bootstrap drawn as counts per record, so many resamples cost one product.
-    NaN where a resample's κ is undefined."""
-    flagged = np.asarray(flagged, dtype=bool)
-    bad = np.asarray(bad, dtype=bool)
-    cells = np.stack([flagged & bad, flagged & ~bad, ~flagged & bad, ~flagged & ~bad], axis=1).astype(np.float64)
-    return _kappas((np.asarray(weights, dtype=np.float64) @ cells).reshape(-1, 2, 2))
-
-
 @dataclass(frozen=True)
 class Detection:
     """A binary detector against a binary truth: flagged records against bad records."""

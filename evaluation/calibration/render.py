@@ -145,16 +145,24 @@ def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
         cost = sum(r["cost_usd"] for r in rows)
         alone = rows[-1]["cost_alone_usd"]
         saved = f"{1 - cost / alone:.0%} saved" if alone else "no price for the judge model"
-        summary.append(f"<li><b>{esc(judge)}</b>: κ of fail {_fmt(rows[-1]['kappa_cascade'])} (held out "
-                       f"{_fmt(rows[-1]['kappa_cascade_holdout'])}) against {_fmt(rows[-1]['kappa_alone'])} "
-                       f"({_fmt(rows[-1]['kappa_alone_holdout'])}) for <code>{esc(spec.judge_model)}</code> alone; cost "
+        last = rows[-1]
+        summary.append(f"<li><b>{esc(judge)}</b>: differs from <code>{esc(spec.judge_model)}</code> alone on "
+                       f"{_pct(last['disagreement_fit'])} of the fit split (upper bound {_pct(last['disagreement_bound'])} "
+                       f"at {_pct(last['band_confidence'])}) and {_pct(last['disagreement_holdout'])} held out; κ of fail "
+                       f"{_fmt(last['kappa_cascade'])} (held out {_fmt(last['kappa_cascade_holdout'])}) against "
+                       f"{_fmt(last['kappa_alone'])} ({_fmt(last['kappa_alone_holdout'])}) alone; cost "
                        f"{cost:.4f} against {alone:.4f} USD ({saved})</li>")
     return ("<section id='cascade'><h2>Cascade</h2><p class='note'>A level decides a row it scores <code>ok</code> "
             "outside its band (both ends inside the band); any other row goes to the next level. Bands not given are "
-            f"fitted on the fit split: the cheapest whose κ is within {spec.band_loss:g} of the judge model alone, a "
-            "level never credited for beating the judge model"
-            + (f", at its {spec.band_confidence:g} bootstrap upper bound too" if spec.band_confidence else "")
-            + ". Costs are the calls' tokens at litellm's online prices.</p>"
+            "fitted on the fit split with a guarantee: with probability at least "
+            f"{spec.band_confidence:g}, the cascade's verdict (fail or not) differs from the judge model's on at most "
+            f"{spec.band_loss:g} of new records (the cheapest bands passed in a fixed sequence of candidates, each "
+            "tested with the Clopper–Pearson bound of its disagreements on the fit split). It assumes the records judged "
+            "later are like the fit split's (drawn from the same population): other questions or another answering "
+            "model void it, so calibrate again on records like them. Judges whose errors go together (a record hard "
+            "for one is hard for the other) keep the disagreement bound, but the errors they share are no disagreements, "
+            "so a disagreement is likelier the cheaper level's own mistake than a correction of the judge model: the guarantee is on agreement with the judge model, not on κ against the "
+            "labels, which is shown beside it. Costs are the calls' tokens at litellm's online prices.</p>"
             f"<ul class='plain'>{''.join(summary)}</ul>{table([head], body, compact=True)}</section>")
 
 

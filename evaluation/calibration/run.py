@@ -182,8 +182,8 @@ def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: Calibratio
             given.append(None)
             sources.append("fitted")
     costs = unit_costs(levels, [client.price_per_token(model) for model in spec.models])
-    bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, costs=costs,
-                      confidence=spec.band_confidence)
+    bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, cut=spec.thresholds.borderline,
+                      confidence=spec.band_confidence, costs=costs)
     storage.write_parquet(store, _key(calibration, "cascade.parquet"), pl.DataFrame(
         [{"calibration_id": calibration, "set_name": spec.set_name, "level": k, "judge_model": level.judge_model,
           "judge": judge, "band_low": low, "band_high": high, "band_source": sources[k], "band_loss": spec.band_loss}

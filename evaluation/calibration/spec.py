@@ -56,12 +56,13 @@ class CalibrationSpec(BaseModel):
         "bands not given are fitted on the fit split, and the cascade is measured as one judge. Empty: none.")
     band_loss: float = Field(
         default=0.02, ge=0.0, le=1.0,
-        description="With a cascade: the κ of fail the fitted bands may lose against the judge model alone on the "
-        "fit split, a level never credited for beating the judge model (the bands are the cheapest within it).")
-    band_confidence: float | None = Field(
-        default=None, gt=0.5, lt=1.0,
-        description="With a cascade: also keep the loss's one-sided bootstrap upper bound at this confidence within "
-        "band_loss (e.g. 0.9: a margin for a small fit split's noise; fewer rows decided). Empty: no margin.")
+        description="With a cascade: the share of records on which the fitted cascade's verdict may differ from the "
+        "judge model's (fail or not), guaranteed at band_confidence for new records like the fit split's; the "
+        "bands are the cheapest passed in a fixed sequence of candidates.")
+    band_confidence: float = Field(
+        default=0.9, gt=0.5, lt=1.0,
+        description="With a cascade: the probability, over the fit split, that the fitted cascade's disagreement "
+        "with the judge model is within band_loss (each candidate's Clopper-Pearson upper bound at this level).")
 
     @field_validator("golden_uri")
     @classmethod
@@ -95,8 +96,7 @@ class CalibrationSpec(BaseModel):
         """``cal-`` and a hash of the spec, the judges' prompt versions and the rules version: the
         same calibration of the same prompts gets the same id (a re-run replaces it)."""
         # Without a cascade its options are left out: calibrations named before there were cascades keep their id.
-        exclude = ({"concurrency", "chunk_size"} | (set() if self.cascade else {"cascade", "band_loss"})
-                   | (set() if self.cascade and self.band_confidence is not None else {"band_confidence"}))
+        exclude = {"concurrency", "chunk_size"} | (set() if self.cascade else {"cascade", "band_loss", "band_confidence"})
         payload = self.model_dump_json(exclude=exclude) + repr(sorted(prompt_versions.items()))
         digest = hashlib.sha256((payload + RULES_VERSION).encode()).hexdigest()
         return f"cal-{digest[:16]}"

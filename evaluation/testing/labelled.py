@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Mapping
 from statistics import NormalDist
 from typing import Any
+
+import numpy as np
 
 from evaluation import offline
 from evaluation.judges import read_fenced_blocks
@@ -36,6 +37,15 @@ from evaluation.testing.replies import prompt_text
 SCORED_FIELDS = ("faithfulness", "context_relevance", "answer_relevance", "semantic_similarity", "relevance",
                  "completeness", "reasoning_quality", "score")
 _NORMAL = NormalDist()
+_CDF = np.vectorize(_NORMAL.cdf, otypes=[np.float64])
+
+
+def scores_of(latent: np.ndarray, cut: float) -> np.ndarray:
+    """The scores (2 decimals, as the judges' prompts ask) of a judge's latents: one monotone map onto
+    [0, 1] with latent 0 at ``cut``, a score below ``cut`` exactly when its latent is below 0."""
+    tail = _CDF(latent)
+    below = np.minimum(np.floor(cut * 2 * tail * 100) / 100, round(cut - 0.01, 2))
+    return np.where(latent < 0, below, np.round(cut + (1 - cut) * (2 * tail - 1), 2))
 
 
 def _key(question: str, answer: str) -> tuple[str, str]:
@@ -88,10 +98,7 @@ class LabelledJudges:
         digest = hashlib.blake2b(f"{self.seed}\x1f{_model_name(model)}\x1f{token}".encode(), digest_size=8).digest()
         u = (int.from_bytes(digest, "big") + 0.5) / 2.0**64
         z = (d if good else -d) + _NORMAL.inv_cdf(u)
-        tail = _NORMAL.cdf(z)
-        if z < 0:
-            return min(math.floor(self.cut * 2 * tail * 100) / 100, round(self.cut - 0.01, 2))
-        return round(self.cut + (1 - self.cut) * (2 * tail - 1), 2)
+        return float(scores_of(np.array([z]), self.cut)[0])
 
     def __call__(self, body: dict[str, Any]) -> str:
         model = str(body.get("model") or "")

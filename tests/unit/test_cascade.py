@@ -18,14 +18,12 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import numpy as np
 import polars as pl
 import pytest
 
 from evaluation import stages, storage
 from evaluation.batch import state_key
 from evaluation.calibration import CalibrationSpec
-from evaluation.calibration.cascade import fit_bands, split_figures
 from evaluation.calibration.run import run_calibration
 from evaluation.contract import CascadeLevel, InputRecord, RunConfig
 from evaluation.day import run_day
@@ -187,7 +185,9 @@ def test_a_calibration_fits_the_bands_measures_the_cascade_and_a_run_takes_its_b
     alone = dict(zip(table["judge_model"], table["kappa_alone"], strict=True))
     assert alone[STRONG] > alone[CHEAP] + 0.15  # 95% and 80% agreement, as served
     strong = table.row(2, named=True)
-    assert strong["kappa_cascade_fit"] >= strong["kappa_alone_fit"] - spec.band_loss - 1e-9
+    # the fitted bands passed the fixed sequence: the fit split's disagreement bound is within band_loss
+    assert strong["band_confidence"] == spec.band_confidence == 0.9
+    assert strong["disagreement_fit"] <= strong["disagreement_bound"] <= spec.band_loss
     assert table["decided"].sum() == strong["rows"] == 300 and table["reached"][0] == 300
     assert table["cost_usd"].sum() < strong["cost_alone_usd"]
     # measured as one judge: the calibration's figures are the cascade's rows'
@@ -197,7 +197,7 @@ def test_a_calibration_fits_the_bands_measures_the_cascade_and_a_run_takes_its_b
     assert score["kappa"] == pytest.approx(strong["kappa_cascade"])
     evaluations = storage.read_parquet(out, storage.calibration_key("cal-cascade", "evaluations.parquet"))
     assert evaluations.group_by("decided_by").len().sort("decided_by").rows() == sorted(
-        zip(table["judge_model"], table["decided"], strict=True))
+        (model, n) for model, n in zip(table["judge_model"], table["decided"], strict=True) if n)
     assert "Cascade" in (tmp_path / "out" / storage.calibration_key("cal-cascade", "report.html")).read_text()
     assert [level["judge_model"] for level in result["cascade"]] == MODELS
 
@@ -221,7 +221,7 @@ def test_a_calibration_fits_the_bands_measures_the_cascade_and_a_run_takes_its_b
         decided = landed.filter(pl.col("decided_by") == model)
         assert not decided.filter(pl.col("score").is_between(low, high)).height
     assert landed.group_by("decided_by").len().sort("decided_by").rows() == sorted(
-        zip(table["judge_model"], table["decided"], strict=True))
+        (model, n) for model, n in zip(table["judge_model"], table["decided"], strict=True) if n)
 
 
 def test_batch_mode_judges_one_level_at_a_time_and_lands_what_online_judging_lands(
@@ -336,111 +336,3 @@ def test_a_calibration_may_leave_bands_to_fit_and_keeps_the_ids_of_calibrations_
     plain = CalibrationSpec(golden_uri=str(SET))
     assert plain.default_id({}) == CalibrationSpec(golden_uri=str(SET), band_loss=0.02).default_id({})
     assert spec.default_id({}) != CalibrationSpec(golden_uri=str(SET), judge_model=STRONG).default_id({})
-
-
-def test_the_fit_leaves_a_margin_for_the_fit_splits_noise() -> None:
-    """A cheap level that agrees with the judge model (right on every record) on all records but two
-    it gets wrong with sure scores: deciding everything loses 0.04 of κ as measured, within a loss of
-    0.05, but a resample holding those two records a few times more loses more; with the margin the
-    band widens to send one of them on."""
-    good = np.array([True] * 50 + [False] * 50)
-    score = np.concatenate([np.linspace(0.6, 1.0, 50), np.linspace(0.0, 0.4, 50)])
-    score[[0, 99]] = [0.05, 0.95]  # a good record the cheap level fails, a bad one it passes, both sure
-    ids = [f"r{i:03d}" for i in range(good.size)]
-    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["fit"] * good.size})
-
-    def rows(scores: np.ndarray) -> pl.DataFrame:
-        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
-                             "verdict": np.where(scores < 0.5, "fail", "pass")})
-
-    levels = [rows(score), rows(good.astype(np.float64))]  # the judge model: right on every record
-    kept = fit_bands(levels, labels, ["rag"], [None], 0.05, confidence=None)[0]["rag"]
-    margined = fit_bands(levels, labels, ["rag"], [None], 0.05, confidence=0.9)[0]["rag"]
-
-    def decided(band: tuple[float, float]) -> int:
-        return int(((score < band[0]) | (score > band[1])).sum())
-
-    assert decided(kept) == good.size  # the loss as measured, 0.04, is within 0.05: it decides every record
-    assert kept[1] - kept[0] < margined[1] - margined[0] and decided(margined) < good.size
-    assert margined[0] <= 0.05 <= margined[1] or margined[0] <= 0.95 <= margined[1]
-
-
-def test_the_fit_spends_the_kappa_budget_where_it_saves_the_dear_calls() -> None:
-    """Two levels before a judge model right on every record, each sure and wrong on two records
-    (different ones): the loss allows one level's errors, not both. A row the cheap model decides
-    saves a call of the judge model (10 to its 1, the offline judge's 0): the fit gives the budget
-    to the cheap model, which decides every row, and the offline judge none. Fitted cheapest first
-    (measured: the same search with the offline judge's band first), the offline judge takes the
-    budget for its sure rows and the cheap model decides 10 rows, not 100."""
-    good = np.array([True] * 50 + [False] * 50)
-    cheap = np.concatenate([np.linspace(0.6, 1.0, 50), np.linspace(0.0, 0.4, 50)])
-    cheap[[0, 50]] = [0.05, 0.95]  # sure and wrong
-    free = np.full(good.size, 0.5)  # unsure, but for
-    free[10:30], free[60:80] = 0.9, 0.1  # sure and right
-    free[[1, 51]] = [0.1, 0.9]  # sure and wrong
-    ids = [f"r{i:03d}" for i in range(good.size)]
-    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["fit"] * good.size})
-
-    def rows(scores: np.ndarray) -> pl.DataFrame:
-        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
-                             "verdict": np.where(scores < 0.5, "fail", "pass")})
-
-    levels = [rows(free), rows(cheap), rows(good.astype(np.float64))]
-    bands = fit_bands(levels, labels, ["rag"], [None, None], 0.05, costs=[0.0, 1.0, 10.0], confidence=None)
-    (low0, high0), (low1, high1) = bands[0]["rag"], bands[1]["rag"]
-    decided_free = (free < low0) | (free > high0)
-    decided_cheap = ~decided_free & ((cheap < low1) | (cheap > high1))
-    assert int(decided_cheap.sum()) == good.size and not decided_free.any()
-    # what it decided: two wrong, a κ of 0.96 against the judge model's 1.0, within 0.05
-    fail = np.where(decided_cheap, cheap < 0.5, ~good)
-    assert int((fail == good).sum()) == 2
-
-
-def test_a_level_is_not_credited_for_beating_the_judge_model() -> None:
-    """The judge model is wrong on four records that the cheap level gets right, sure; the cheap level
-    is wrong on four others, unsure. Credited for the first four, deciding every row would lose no κ
-    at all; the fit counts the judge model's verdicts there, so the cheap level's own errors are a
-    loss of 0.08, more than 0.03: its band sends all four on and decides the other 96."""
-    good = np.array([True] * 50 + [False] * 50)
-    judge = good.astype(np.float64)
-    judge[[0, 1, 50, 51]] = [0.0, 0.0, 1.0, 1.0]  # the judge model's errors
-    cheap = np.concatenate([np.linspace(0.7, 1.0, 50), np.linspace(0.0, 0.3, 50)])
-    cheap[[2, 3, 52, 53]] = [0.45, 0.45, 0.55, 0.55]  # the cheap level's errors, unsure
-    ids = [f"r{i:03d}" for i in range(good.size)]
-    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["fit"] * good.size})
-
-    def rows(scores: np.ndarray) -> pl.DataFrame:
-        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
-                             "verdict": np.where(scores < 0.5, "fail", "pass")})
-
-    low, high = fit_bands([rows(cheap), rows(judge)], labels, ["rag"], [None], 0.03, costs=[1.0, 10.0])[0]["rag"]
-    decided = (cheap < low) | (cheap > high)
-    assert int(decided.sum()) == 96 and not decided[[2, 3, 52, 53]].any()
-
-
-def test_the_benchs_ceiling_credits_a_level_on_the_held_out_split_and_counts_its_cost() -> None:
-    """The same records as above, all held out: credited for the four records it gets right where the
-    judge model does not, the cheap level loses no κ deciding every row, so the ceiling's band (the
-    best for those records, after the fact) decides all 100, which the fit, on the fit split and
-    without credit, does not; :func:`split_figures` then counts the cascade's κ and cost on the split."""
-    good = np.array([True] * 50 + [False] * 50)
-    judge = good.astype(np.float64)
-    judge[[0, 1, 50, 51]] = [0.0, 0.0, 1.0, 1.0]
-    cheap = np.concatenate([np.linspace(0.7, 1.0, 50), np.linspace(0.0, 0.3, 50)])
-    cheap[[2, 3, 52, 53]] = [0.45, 0.45, 0.55, 0.55]
-    ids = [f"r{i:03d}" for i in range(good.size)]
-    labels = pl.DataFrame({"record_id": ids, "good": good, "split": ["holdout"] * good.size})
-
-    def rows(scores: np.ndarray) -> pl.DataFrame:
-        return pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": scores,
-                             "verdict": np.where(scores < 0.5, "fail", "pass")})
-
-    levels = [rows(cheap), rows(judge)]
-    band = fit_bands(levels, labels, ["rag"], [None], 0.03, costs=[1.0, 10.0], split="holdout", credit=True)[0]["rag"]
-    assert int(((cheap < band[0]) | (cheap > band[1])).sum()) == 100
-    uncredited = fit_bands(levels, labels, ["rag"], [None], 0.03, costs=[1.0, 10.0], split="holdout")[0]["rag"]
-    assert int(((cheap < uncredited[0]) | (cheap > uncredited[1])).sum()) == 96
-    figures = split_figures(levels, labels, "rag", [band], [1.0, 10.0])
-    assert figures["cost"] == 100.0 and figures["cost_alone"] == 1000.0
-    assert figures["kappa"] == pytest.approx(0.92) and figures["kappa_alone"] == pytest.approx(0.92)
-    assert split_figures(levels, labels, "rag", [band], [1.0, 10.0], split="fit")["kappa"] is None  # no record there
