@@ -40,8 +40,12 @@ answered, in one seeded order for all models, then the other records; ``paired_q
 family: their permutation p-values are adjusted with the spec's ``p_adjust`` method, Holm's
 step-down (``holm``, the default: family-wise error rate, :func:`holm`) or Benjamini–Hochberg
 (``bh``: false discovery rate, :func:`benjamini_hochberg`), landed as ``p_adjusted`` beside the raw
-``p_value`` with the method in ``p_adjust_method``, and ``significant`` means ``p_adjusted < 0.05``. Each delta also gets an effect
-size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval.
+``p_value`` with the method in ``p_adjust_method``, and ``significant`` means ``p_adjusted < 0.05``. A
+permutation p-value is never below ``1 / (permutations + 1)``, so the permutations follow from the
+family's size (:func:`evaluation.compare.compute.permutation_count`): enough that this floor is a
+tenth of the first adjusted test's threshold, whatever ``bootstrap`` says. Each delta also gets an effect
+size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval, and the page shows it beside
+the two means it is the difference of (for a paired test, over the shared questions only).
 
 :mod:`evaluation.compare.compute` works the numbers out (with the statistics of
 :mod:`evaluation.compare.stats`) and lands them; :mod:`evaluation.compare.render` draws the page.
