@@ -137,3 +137,23 @@ def test_the_guarantee_holds_on_judges_whose_mistakes_go_together() -> None:
         saved.append(1 - figures["cost"] / figures["cost_alone"])
     assert beyond <= binom.ppf(0.999, fits, 1 - confidence), beyond
     assert np.mean(saved) > 0.1, np.mean(saved)
+
+
+def test_the_calibration_page_states_the_guarantee_and_what_it_assumes() -> None:
+    from evaluation.calibration import CalibrationSpec
+    from evaluation.calibration.render import _cascade_section
+    from evaluation.schemas import CASCADE_SCHEMA
+
+    spec = CalibrationSpec(golden_uri="golden/set", judges=["rag"], judge_model="openai/gpt-4o",
+                           cascade="openai/gpt-4o-mini", band_loss=0.03, band_confidence=0.95)
+    level = {"judge": "rag", "reached": 100, "decided": 60, "share_decided": 0.6, "cost_usd": 0.01,
+             "cost_alone_usd": 0.02, "band_confidence": 0.95, "disagreement_fit": 0.004, "disagreement_bound": 0.021,
+             "disagreement_holdout": 0.012, "kappa_cascade": 0.8, "kappa_cascade_holdout": 0.79}
+    cascade = pl.DataFrame([{**level, "level": 0, "judge_model": "openai/gpt-4o-mini", "band_low": 0.3, "band_high": 0.7},
+                            {**level, "level": 1, "judge_model": "openai/gpt-4o", "decided": 40, "cost_usd": 0.05}],
+                           schema=CASCADE_SCHEMA)
+    page = _cascade_section(spec, cascade)
+    assert "with probability at least 0.95" in page and "on at most 0.03 of new records" in page
+    assert "like the fit split" in page and "calibrate again" in page  # the assumption, and what voids it
+    assert "not on κ against the labels" in page
+    assert "1.2% held out" in page and "upper bound 2.1% at 95.0%" in page
