@@ -161,8 +161,8 @@ def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
             "later are like the fit split's (drawn from the same population): other questions or another answering "
             "model void it, so calibrate again on records like them. Judges whose errors go together (a record hard "
             "for one is hard for the other) keep the disagreement bound, but the errors they share are no disagreements, "
-            "so a disagreement is likelier the cheaper level's own mistake than a correction of the judge model: the guarantee is on agreement with the judge model, not on κ against the "
-            "labels, which is shown beside it. Costs are the calls' tokens at litellm's online prices.</p>"
+            "so a disagreement is likelier the cheaper level's own mistake than a correction of the judge model: the "
+            "guarantee is on agreement with the judge model, not on κ against the labels, which is shown beside it. Costs are the calls' tokens at litellm's online prices.</p>"
             f"<ul class='plain'>{''.join(summary)}</ul>{table([head], body, compact=True)}</section>")
 
 
