@@ -498,12 +498,15 @@ def _table_text(store: storage.Store, comparison_id: str) -> str:
 
 
 @pytest.mark.parametrize("models, judges", [(8, None), (8, ["rag", "masis"]), (3, ["prompt"]), (2, ["prompt"])])
-def test_permutation_floor_is_below_the_holm_threshold_of_the_models_compared(models: int, judges: list[str] | None) -> None:
+def test_permutation_floor_is_below_the_holm_threshold_of_the_models_compared(
+        models: int, judges: list[str] | None, caplog: pytest.LogCaptureFixture) -> None:
     chosen = list(judges or JUDGES)
     spec = _spec(models=[f"m{i}" for i in range(models)], judges=chosen, bootstrap=100)  # the least the option takes
     tests = sum(len(JUDGE_METRICS[judge]) for judge in chosen) * (models - 1)
-    permutations = permutation_count(spec)
+    with caplog.at_level("INFO", logger="evaluation.compare.compute"):
+        permutations = permutation_count(spec)
     assert 1 / (permutations + 1) < compare.ALPHA / tests
+    assert f"{permutations} permutations a delta instead of bootstrap=100" in caplog.text  # raised, and said so
     if models == 8 and judges is None:  # 14 tests a compared model: Holm's first threshold over 8 × 14 too
         assert 1 / (permutations + 1) < compare.ALPHA / (8 * 14)
     # a larger option is kept as it is
