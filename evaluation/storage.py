@@ -93,12 +93,27 @@ class StorageError(RuntimeError):
 
 
 @contextlib.contextmanager
-def _failing(action: str) -> Iterator[None]:
-    """Any error inside as a :class:`StorageError` saying what failed (``cannot read <uri>``)."""
+def _failing(action: str, permission: str | None = None) -> Iterator[None]:
+    """Any error inside as a :class:`StorageError` saying what failed (``cannot read <uri>``); an
+    S3 refusal (403) says so plainly, naming the IAM ``permission`` the request needs."""
     try:
         yield
     except Exception as exc:
+        if permission is not None and denied(exc):
+            raise StorageError(f"{action}: access denied (403): the credentials lack {permission}, or a policy "
+                               f"denies it (docs/deploy.md, S3 and IAM): {exc}") from exc
         raise StorageError(f"{action}: {exc}") from exc
+
+
+def denied(exc: BaseException) -> bool:
+    """Whether ``exc`` is S3's refusal (403 AccessDenied), from boto3 or Polars' reader."""
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code in ("AccessDenied", "403", "Forbidden", "AllAccessDisabled") or status == 403:
+        return True
+    text = str(exc)
+    return "AccessDenied" in text or ("403" in text and "Forbidden" in text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,7 +354,7 @@ class S3Store:
         paginator = self.client.get_paginator("list_objects_v2")
         # S3 lists in key order: the listing starts after start_after, and ends at end_before
         after = {"StartAfter": self._key(start_after)} if start_after else {}
-        with _failing(f"cannot list {self.uri(prefix)}"):
+        with _failing(f"cannot list {self.uri(prefix)}", self._list_permission(prefix)):
             pages = paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix), **after)
             for item in itertools.chain.from_iterable(page.get("Contents", []) for page in pages):
                 key = item["Key"][strip:]
@@ -348,38 +363,52 @@ class S3Store:
                 found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp()))
         return sorted(found, key=lambda o: o.key)
 
+    def _list_permission(self, prefix: str) -> str:
+        return f"s3:ListBucket on arn:aws:s3:::{self.bucket} with s3:prefix {self._key(prefix)!r}"
+
+    def object_permission(self, action: str, key: str) -> str:
+        """The IAM permission a request of ``action`` on ``key`` needs, as an error names it."""
+        # S3 answers 403, not 404, for a missing object to credentials that may not list the bucket
+        missing = " (or the object does not exist)" if action == "s3:GetObject" else ""
+        return f"{action} on arn:aws:s3:::{self.bucket}/{self._key(key)}{missing}"
+
     def read_bytes(self, key: str) -> bytes:
-        with _failing(f"cannot read {self.uri(key)}"):
+        with _failing(f"cannot read {self.uri(key)}", self.object_permission("s3:GetObject", key)):
             data: bytes = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
         return data
 
     def write_bytes(self, key: str, data: bytes) -> None:
-        with _failing(f"cannot write {self.uri(key)}"):
+        with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **_content_type(key))
 
     def upload_file(self, key: str, path: Path) -> None:
-        with _failing(f"cannot write {self.uri(key)}"):  # a multipart upload is visible only once complete: atomic
+        with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):  # a multipart upload is visible only once complete: atomic
             self.client.upload_file(str(path), self.bucket, self._key(key), ExtraArgs=_content_type(key) or None)
 
     def download_file(self, key: str, path: Path) -> None:
-        with _failing(f"cannot read {self.uri(key)}"):
+        with _failing(f"cannot read {self.uri(key)}", self.object_permission("s3:GetObject", key)):
             self.client.download_file(self.bucket, self._key(key), str(path))
 
     def exists(self, key: str) -> bool:
-        """True if the object exists, False on a 404 (NoSuchKey); any other error (403, throttling
-        after retries, a reset connection) raises StorageError: it says nothing about the object."""
-        try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
-            return True
-        except Exception as exc:
-            if (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise StorageError(f"cannot check {self.uri(key)}: {exc}") from exc
+        """Whether the object exists: a list of at most one key from the key's own name (the key
+        itself sorts before every longer key it starts), which needs ``s3:ListBucket`` under the
+        key's prefix only. (A HEAD of a missing object answers 404 only to credentials that may
+        list the whole bucket: to others, 403.) Any error (403, throttling after retries, a reset
+        connection) raises StorageError: it says nothing about the object."""
+        with _failing(f"cannot check {self.uri(key)}", self._list_permission(key)):
+            try:
+                response = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._key(key), MaxKeys=1)
+            except Exception as exc:
+                if (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") == "NoSuchBucket":
+                    return False  # no bucket: nothing there
+                raise
+        return any(item["Key"] == self._key(key) for item in response.get("Contents", []))
 
     def copy(self, source: str, target: str) -> None:
         """Copy an object within the bucket, server-side (multipart above 8 MiB), with its content
         type; the target appears whole when the copy completes."""
-        with _failing(f"cannot copy {self.uri(source)} to {self.uri(target)}"):
+        with _failing(f"cannot copy {self.uri(source)} to {self.uri(target)}",
+                      f"{self.object_permission('s3:GetObject', source)} and s3:PutObject on the target"):
             self.client.copy({"Bucket": self.bucket, "Key": self._key(source)}, self.bucket, self._key(target))
 
     def delete_prefix(self, prefix: str) -> int:
@@ -392,7 +421,7 @@ class S3Store:
         for start in range(0, len(keys), 1000):
             batch = [{"Key": self._key(key)} for key in keys[start : start + 1000]]
             where = self.uri(keys[start])
-            with _failing(f"cannot delete {where} and {len(batch) - 1} more"):
+            with _failing(f"cannot delete {where} and {len(batch) - 1} more", self.object_permission("s3:DeleteObject", keys[start])):
                 response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
             if response.get("Errors"):  # a quiet delete answers 200 and lists the keys it could not delete
                 raise StorageError(f"cannot delete {where} and {len(batch) - 1} more: {response['Errors'][:3]}")
@@ -588,11 +617,11 @@ def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.Lazy
         raise StorageError(f"no objects to scan under {store.root}")
     options, credentials = storage_options(store), credential_provider(store)
     uris = [store.uri(key) for key in keys]
-    try:
+    permission = store.object_permission("s3:GetObject", keys[-1]) if isinstance(store, S3Store) else None
+    # Polars raises several error types for a missing or torn object
+    with _failing(f"cannot read {uris[-1]}", permission):
         newest = pl.scan_parquet(uris[-1], hive_partitioning=False, storage_options=options,
                                  credential_provider=credentials).collect_schema()
-    except Exception as exc:  # Polars raises several error types for a missing or torn object
-        raise StorageError(f"cannot read {uris[-1]}: {exc}") from exc
     schema = {name: pl.String if dtype == pl.Null else dtype for name, dtype in newest.items()
               if not (hive and name == "dt")}
     frame = pl.scan_parquet(
