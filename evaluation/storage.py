@@ -17,8 +17,9 @@ Layout under an output root (``s3://bucket/prefix`` or a directory), CONTRACT §
     _claims/dt=YYYY-MM-DD.json                  which run owns the day (stale runs may not land)
 
 A day is landed whole: a landing writes each of its objects under a name of its own (so nothing a
-reader sees is overwritten), then the day's commit record (:class:`DayCommit`) in one PUT, then
-deletes the objects that record supersedes. Every reader of the project finds a day's objects
+reader sees is overwritten), then the day's commit record (:class:`DayCommit`) in one conditional
+PUT (:func:`commit_day_if`: only over the record the landing read), then deletes the objects that
+record supersedes. Every reader of the project finds a day's objects
 through the commit records only (:func:`read_landed`, the one way), so it sees the day of one run,
 all its tables together, the previous run's until the commit and the new one's after; a landing
 that dies before its commit changes nothing a reader sees. (A reader that read the commit just
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import io
 import itertools
 import json
@@ -92,12 +94,18 @@ class StorageError(RuntimeError):
     """A storage operation failed; the message names the URI."""
 
 
+class StaleWrite(StorageError):
+    """A conditional write found the object changed since the writer read it (S3's 412)."""
+
+
 @contextlib.contextmanager
 def _failing(action: str, permission: str | None = None) -> Iterator[None]:
     """Any error inside as a :class:`StorageError` saying what failed (``cannot read <uri>``); an
     S3 refusal (403) says so plainly, naming the IAM ``permission`` the request needs."""
     try:
         yield
+    except StorageError:
+        raise
     except Exception as exc:
         if permission is not None and denied(exc):
             raise StorageError(f"{action}: access denied (403): the credentials lack {permission}, or a policy "
@@ -225,6 +233,7 @@ class ObjectInfo:
     key: str
     size: int
     modified: float  #: when it was last modified (epoch seconds)
+    version: str = ""  #: changes with every write of the object (S3's ETag; a file's inode, size and time)
 
 
 class Store(Protocol):
@@ -240,6 +249,11 @@ class Store(Protocol):
 
     def read_bytes(self, key: str) -> bytes: ...
     def write_bytes(self, key: str, data: bytes) -> None: ...
+    def write_bytes_if(self, key: str, data: bytes, version: str | None) -> None:
+        """Write ``key`` only if it is as the writer saw it: absent (``version`` None), or at
+        ``version`` (its :attr:`ObjectInfo.version` as listed); else :class:`StaleWrite`."""
+        ...
+
     def upload_file(self, key: str, path: Path) -> None: ...
     def download_file(self, key: str, path: Path) -> None: ...
     def exists(self, key: str) -> bool: ...
@@ -271,7 +285,7 @@ class LocalStore:
             if item.is_file() and not item.name.startswith(".tmp-"):
                 with contextlib.suppress(FileNotFoundError):  # removed since the listing: not listed
                     stat = item.stat()
-                    found.append(ObjectInfo(key, stat.st_size, stat.st_mtime))
+                    found.append(ObjectInfo(key, stat.st_size, stat.st_mtime, _file_version(stat)))
         return found
 
     def read_bytes(self, key: str) -> bytes:
@@ -281,6 +295,24 @@ class LocalStore:
 
     def write_bytes(self, key: str, data: bytes) -> None:
         self._land(key, lambda temporary: Path(temporary).write_bytes(data))
+
+    def write_bytes_if(self, key: str, data: bytes, version: str | None) -> None:
+        """Compare and swap, under an exclusive lock (``flock``) on a lock file beside the target,
+        which every conditional writer of the key takes: the version is compared, and the file
+        renamed into place, with no other conditional write in between."""
+        target = self.path / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / f".tmp-{target.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            try:
+                current: str | None = _file_version(target.stat())
+            except FileNotFoundError:
+                current = None
+            if current != version:
+                raise StaleWrite(f"cannot write {self.uri(key)}: it changed since it was read "
+                                 f"(expected {'no object' if version is None else version}, found "
+                                 f"{'none' if current is None else current})")
+            self.write_bytes(key, data)
 
     def upload_file(self, key: str, path: Path) -> None:
         self._land(key, lambda temporary: shutil.copyfile(path, temporary))
@@ -360,7 +392,7 @@ class S3Store:
                 key = item["Key"][strip:]
                 if end_before and key >= end_before:
                     break
-                found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp()))
+                found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp(), item.get("ETag", "")))
         return sorted(found, key=lambda o: o.key)
 
     def _list_permission(self, prefix: str) -> str:
@@ -380,6 +412,21 @@ class S3Store:
     def write_bytes(self, key: str, data: bytes) -> None:
         with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **_content_type(key))
+
+    def write_bytes_if(self, key: str, data: bytes, version: str | None) -> None:
+        """A conditional PUT: ``If-None-Match: *`` (only if absent) or ``If-Match: <version>``;
+        S3's 412 PreconditionFailed (or 409 for a concurrent conditional write, or 404 for an
+        If-Match on an object deleted meanwhile) is :class:`StaleWrite`."""
+        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+        with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **_content_type(key),
+                                       **condition)
+            except Exception as exc:
+                code = str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
+                if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"):
+                    raise StaleWrite(f"cannot write {self.uri(key)}: it changed since it was read ({code})") from exc
+                raise
 
     def upload_file(self, key: str, path: Path) -> None:
         with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):  # a multipart upload is visible only once complete: atomic
@@ -445,6 +492,11 @@ class S3Store:
     def credential_provider(self) -> SessionCredentials:
         """Polars' ``credential_provider``: the session's credentials, current at each request."""
         return SessionCredentials(self.s3.session)
+
+
+def _file_version(stat: os.stat_result) -> str:
+    """A file's version: a rename into place gives it a new inode, a write a new size or time."""
+    return f"{stat.st_ino}-{stat.st_size}-{stat.st_mtime_ns}"
 
 
 def _content_type(key: str) -> dict[str, str]:
@@ -780,9 +832,29 @@ def read_consistently(store: Store, days: Iterable[dt.date] | None, read: Callab
 
 def commit_day(store: Store, day: dt.date, run_id: str, objects: dict[str, str]) -> DayCommit:
     """Make ``objects`` (each of :data:`DAY_OBJECTS` -> its key, every one written already) the
-    day's landed tables, all at once: one PUT of the day's commit record."""
+    day's landed tables, all at once: one PUT of the day's commit record, whatever it held."""
+    return _write_commit(store, day, run_id, objects, store.write_bytes)
+
+
+def commit_version(store: Store, day: dt.date) -> str | None:
+    """The version of the day's commit record as it is now (None: the day has none), for
+    :func:`commit_day_if`. Read it before the record itself: a commit written in between then
+    makes the conditional write fail, never succeed on a stale view."""
+    key = commit_key(day)
+    return next((info.version for info in store.list(key) if info.key == key), None)
+
+
+def commit_day_if(store: Store, day: dt.date, run_id: str, objects: dict[str, str], version: str | None) -> DayCommit:
+    """:func:`commit_day` as a conditional write: only over the record at ``version``
+    (:func:`commit_version`), or where there is none (``version`` None); :class:`StaleWrite` when
+    another landing committed the day since (S3: ``If-Match`` / ``If-None-Match``)."""
+    return _write_commit(store, day, run_id, objects, lambda key, data: store.write_bytes_if(key, data, version))
+
+
+def _write_commit(store: Store, day: dt.date, run_id: str, objects: dict[str, str],
+                  write: Callable[[str, bytes], None]) -> DayCommit:
     commit = DayCommit(day=day, run_id=run_id, landed_at=dt.datetime.now(dt.UTC), objects=objects)
-    store.write_bytes(commit_key(day), commit.model_dump_json(indent=2).encode())
+    write(commit_key(day), commit.model_dump_json(indent=2).encode())
     logger.info("committed %s: run %s", store.uri(commit_key(day)), run_id)
     return commit
 
