@@ -44,9 +44,9 @@ endpoint and region, and the session's credentials asked for before each request
 short-lived credentials): nothing is downloaded first, only the columns a query selects are read,
 and a filter on ``dt`` skips the other partitions' objects unopened.
 
-Errors: every storage failure raises :class:`StorageError` naming the URI and the cause; "not
-found" is an answer only where it is one (``exists`` is False on a 404, and raises on anything
-else). Transient S3 errors (throttling such as 503 SlowDown, 5xx, reset connections, timeouts)
+Errors: every storage failure raises :class:`StorageError` naming the URI and the cause, and a
+refusal (403) the IAM permission it needs; "not found" is an answer only where it is one
+(``exists`` asks with a list from the key, and is False when the key is not listed). Transient S3 errors (throttling such as 503 SlowDown, 5xx, reset connections, timeouts)
 are retried by botocore's own retry mode (:func:`s3_access`) and by Polars' client, never by a
 loop of ours.
 """

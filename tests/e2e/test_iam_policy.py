@@ -120,9 +120,12 @@ def test_the_day_was_recorded_whole(recorded: list[ProxiedRequest]) -> None:
     kinds = {(a.action, "s3:prefix" in a.context) for r in recorded for a in _needs(r)}
     assert {("s3:ListBucket", True), ("s3:GetObject", False), ("s3:PutObject", False),
             ("s3:DeleteObject", False)} <= kinds
-    # multipart uploads, copies and multi-object deletes are among them, and conditional PUTs
+    # copies, multi-object deletes and the commit record's conditional PUTs are among them
     assert any("x-amz-copy-source" in dict(r.headers) for r in recorded)
     assert any(r.method == "POST" and "delete" in r.path for r in recorded)
+    conditional = [r for r in recorded if r.method == "PUT" and "/_landed/" in r.path]
+    assert {bool(r.header("if-none-match")) for r in conditional} == {True, False}  # first landing, then over it
+    assert all(r.header("if-none-match") == "*" or r.header("if-match") for r in conditional)
 
 
 def test_no_request_of_the_pipeline_needs_to_list_a_whole_bucket(recorded: list[ProxiedRequest]) -> None:
