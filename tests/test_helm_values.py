@@ -83,7 +83,8 @@ DEPRECATED = {
         "replicas", "resources", "persistence", "serviceAccount", "terminationGracePeriodSeconds", "command",
         "securityContexts", "containerLifecycleHooks", "kerberosSidecar", "kerberosInitContainer", "nodeSelector",
         "safeToEvict", "hostAliases", "priorityClassName", "runtimeClassName", "schedulerName", "extraContainers",
-        "extraInitContainers", "extraVolumes", "affinity", "tolerations", "topologySpreadConstraints", "hpa", "keda")},
+        "extraInitContainers", "extraVolumes", "affinity", "tolerations", "topologySpreadConstraints", "hpa", "keda",
+        "volumeClaimTemplates")},
     "securityContext": "securityContexts",
     "ingress.enabled": "ingress.apiServer.enabled",
 }
