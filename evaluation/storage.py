@@ -17,8 +17,9 @@ Layout under an output root (``s3://bucket/prefix`` or a directory), CONTRACT §
     _claims/dt=YYYY-MM-DD.json                  which run owns the day (stale runs may not land)
 
 A day is landed whole: a landing writes each of its objects under a name of its own (so nothing a
-reader sees is overwritten), then the day's commit record (:class:`DayCommit`) in one PUT, then
-deletes the objects that record supersedes. Every reader of the project finds a day's objects
+reader sees is overwritten), then the day's commit record (:class:`DayCommit`) in one conditional
+PUT (:func:`commit_day_if`: only over the record the landing read), then deletes the objects that
+record supersedes. Every reader of the project finds a day's objects
 through the commit records only (:func:`read_landed`, the one way), so it sees the day of one run,
 all its tables together, the previous run's until the commit and the new one's after; a landing
 that dies before its commit changes nothing a reader sees. (A reader that read the commit just
@@ -43,9 +44,9 @@ endpoint and region, and the session's credentials asked for before each request
 short-lived credentials): nothing is downloaded first, only the columns a query selects are read,
 and a filter on ``dt`` skips the other partitions' objects unopened.
 
-Errors: every storage failure raises :class:`StorageError` naming the URI and the cause; "not
-found" is an answer only where it is one (``exists`` is False on a 404, and raises on anything
-else). Transient S3 errors (throttling such as 503 SlowDown, 5xx, reset connections, timeouts)
+Errors: every storage failure raises :class:`StorageError` naming the URI and the cause, and a
+refusal (403) the IAM permission it needs; "not found" is an answer only where it is one
+(``exists`` asks with a list from the key, and is False when the key is not listed). Transient S3 errors (throttling such as 503 SlowDown, 5xx, reset connections, timeouts)
 are retried by botocore's own retry mode (:func:`s3_access`) and by Polars' client, never by a
 loop of ours.
 """
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import io
 import itertools
 import json
@@ -92,13 +94,34 @@ class StorageError(RuntimeError):
     """A storage operation failed; the message names the URI."""
 
 
+class StaleWrite(StorageError):
+    """A conditional write found the object changed since the writer read it (S3's 412)."""
+
+
 @contextlib.contextmanager
-def _failing(action: str) -> Iterator[None]:
-    """Any error inside as a :class:`StorageError` saying what failed (``cannot read <uri>``)."""
+def _failing(action: str, permission: str | None = None) -> Iterator[None]:
+    """Any error inside as a :class:`StorageError` saying what failed (``cannot read <uri>``); an
+    S3 refusal (403) says so plainly, naming the IAM ``permission`` the request needs."""
     try:
         yield
+    except StorageError:
+        raise
     except Exception as exc:
+        if permission is not None and denied(exc):
+            raise StorageError(f"{action}: access denied (403): the credentials lack {permission}, or a policy "
+                               f"denies it (docs/deploy.md, S3 and IAM): {exc}") from exc
         raise StorageError(f"{action}: {exc}") from exc
+
+
+def denied(exc: BaseException) -> bool:
+    """Whether ``exc`` is S3's refusal (403 AccessDenied), from boto3 or Polars' reader."""
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code in ("AccessDenied", "403", "Forbidden", "AllAccessDisabled") or status == 403:
+        return True
+    text = str(exc)
+    return "AccessDenied" in text or ("403" in text and "Forbidden" in text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,6 +233,7 @@ class ObjectInfo:
     key: str
     size: int
     modified: float  #: when it was last modified (epoch seconds)
+    version: str = ""  #: changes with every write of the object (S3's ETag; a file's inode, size and time)
 
 
 class Store(Protocol):
@@ -225,6 +249,11 @@ class Store(Protocol):
 
     def read_bytes(self, key: str) -> bytes: ...
     def write_bytes(self, key: str, data: bytes) -> None: ...
+    def write_bytes_if(self, key: str, data: bytes, version: str | None) -> None:
+        """Write ``key`` only if it is as the writer saw it: absent (``version`` None), or at
+        ``version`` (its :attr:`ObjectInfo.version` as listed); else :class:`StaleWrite`."""
+        ...
+
     def upload_file(self, key: str, path: Path) -> None: ...
     def download_file(self, key: str, path: Path) -> None: ...
     def exists(self, key: str) -> bool: ...
@@ -256,7 +285,7 @@ class LocalStore:
             if item.is_file() and not item.name.startswith(".tmp-"):
                 with contextlib.suppress(FileNotFoundError):  # removed since the listing: not listed
                     stat = item.stat()
-                    found.append(ObjectInfo(key, stat.st_size, stat.st_mtime))
+                    found.append(ObjectInfo(key, stat.st_size, stat.st_mtime, _file_version(stat)))
         return found
 
     def read_bytes(self, key: str) -> bytes:
@@ -266,6 +295,24 @@ class LocalStore:
 
     def write_bytes(self, key: str, data: bytes) -> None:
         self._land(key, lambda temporary: Path(temporary).write_bytes(data))
+
+    def write_bytes_if(self, key: str, data: bytes, version: str | None) -> None:
+        """Compare and swap, under an exclusive lock (``flock``) on a lock file beside the target,
+        which every conditional writer of the key takes: the version is compared, and the file
+        renamed into place, with no other conditional write in between."""
+        target = self.path / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / f".tmp-{target.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            try:
+                current: str | None = _file_version(target.stat())
+            except FileNotFoundError:
+                current = None
+            if current != version:
+                raise StaleWrite(f"cannot write {self.uri(key)}: it changed since it was read "
+                                 f"(expected {'no object' if version is None else version}, found "
+                                 f"{'none' if current is None else current})")
+            self.write_bytes(key, data)
 
     def upload_file(self, key: str, path: Path) -> None:
         self._land(key, lambda temporary: shutil.copyfile(path, temporary))
@@ -339,47 +386,76 @@ class S3Store:
         paginator = self.client.get_paginator("list_objects_v2")
         # S3 lists in key order: the listing starts after start_after, and ends at end_before
         after = {"StartAfter": self._key(start_after)} if start_after else {}
-        with _failing(f"cannot list {self.uri(prefix)}"):
+        with _failing(f"cannot list {self.uri(prefix)}", self._list_permission(prefix)):
             pages = paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix), **after)
             for item in itertools.chain.from_iterable(page.get("Contents", []) for page in pages):
                 key = item["Key"][strip:]
                 if end_before and key >= end_before:
                     break
-                found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp()))
+                found.append(ObjectInfo(key, int(item["Size"]), item["LastModified"].timestamp(), item.get("ETag", "")))
         return sorted(found, key=lambda o: o.key)
 
+    def _list_permission(self, prefix: str) -> str:
+        return f"s3:ListBucket on arn:aws:s3:::{self.bucket} with s3:prefix {self._key(prefix)!r}"
+
+    def object_permission(self, action: str, key: str) -> str:
+        """The IAM permission a request of ``action`` on ``key`` needs, as an error names it."""
+        # S3 answers 403, not 404, for a missing object to credentials that may not list the bucket
+        missing = " (or the object does not exist)" if action == "s3:GetObject" else ""
+        return f"{action} on arn:aws:s3:::{self.bucket}/{self._key(key)}{missing}"
+
     def read_bytes(self, key: str) -> bytes:
-        with _failing(f"cannot read {self.uri(key)}"):
+        with _failing(f"cannot read {self.uri(key)}", self.object_permission("s3:GetObject", key)):
             data: bytes = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
         return data
 
     def write_bytes(self, key: str, data: bytes) -> None:
-        with _failing(f"cannot write {self.uri(key)}"):
+        with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **_content_type(key))
 
+    def write_bytes_if(self, key: str, data: bytes, version: str | None) -> None:
+        """A conditional PUT: ``If-None-Match: *`` (only if absent) or ``If-Match: <version>``;
+        S3's 412 PreconditionFailed (or 409 for a concurrent conditional write, or 404 for an
+        If-Match on an object deleted meanwhile) is :class:`StaleWrite`."""
+        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+        with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **_content_type(key),
+                                       **condition)
+            except Exception as exc:
+                code = str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
+                if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"):
+                    raise StaleWrite(f"cannot write {self.uri(key)}: it changed since it was read ({code})") from exc
+                raise
+
     def upload_file(self, key: str, path: Path) -> None:
-        with _failing(f"cannot write {self.uri(key)}"):  # a multipart upload is visible only once complete: atomic
+        with _failing(f"cannot write {self.uri(key)}", self.object_permission("s3:PutObject", key)):  # a multipart upload is visible only once complete: atomic
             self.client.upload_file(str(path), self.bucket, self._key(key), ExtraArgs=_content_type(key) or None)
 
     def download_file(self, key: str, path: Path) -> None:
-        with _failing(f"cannot read {self.uri(key)}"):
+        with _failing(f"cannot read {self.uri(key)}", self.object_permission("s3:GetObject", key)):
             self.client.download_file(self.bucket, self._key(key), str(path))
 
     def exists(self, key: str) -> bool:
-        """True if the object exists, False on a 404 (NoSuchKey); any other error (403, throttling
-        after retries, a reset connection) raises StorageError: it says nothing about the object."""
-        try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
-            return True
-        except Exception as exc:
-            if (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise StorageError(f"cannot check {self.uri(key)}: {exc}") from exc
+        """Whether the object exists: a list of at most one key from the key's own name (the key
+        itself sorts before every longer key it starts), which needs ``s3:ListBucket`` under the
+        key's prefix only. (A HEAD of a missing object answers 404 only to credentials that may
+        list the whole bucket: to others, 403.) Any error (403, throttling after retries, a reset
+        connection) raises StorageError: it says nothing about the object."""
+        with _failing(f"cannot check {self.uri(key)}", self._list_permission(key)):
+            try:
+                response = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._key(key), MaxKeys=1)
+            except Exception as exc:
+                if (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") == "NoSuchBucket":
+                    return False  # no bucket: nothing there
+                raise
+        return any(item["Key"] == self._key(key) for item in response.get("Contents", []))
 
     def copy(self, source: str, target: str) -> None:
         """Copy an object within the bucket, server-side (multipart above 8 MiB), with its content
         type; the target appears whole when the copy completes."""
-        with _failing(f"cannot copy {self.uri(source)} to {self.uri(target)}"):
+        with _failing(f"cannot copy {self.uri(source)} to {self.uri(target)}",
+                      f"{self.object_permission('s3:GetObject', source)} and s3:PutObject on the target"):
             self.client.copy({"Bucket": self.bucket, "Key": self._key(source)}, self.bucket, self._key(target))
 
     def delete_prefix(self, prefix: str) -> int:
@@ -392,7 +468,7 @@ class S3Store:
         for start in range(0, len(keys), 1000):
             batch = [{"Key": self._key(key)} for key in keys[start : start + 1000]]
             where = self.uri(keys[start])
-            with _failing(f"cannot delete {where} and {len(batch) - 1} more"):
+            with _failing(f"cannot delete {where} and {len(batch) - 1} more", self.object_permission("s3:DeleteObject", keys[start])):
                 response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
             if response.get("Errors"):  # a quiet delete answers 200 and lists the keys it could not delete
                 raise StorageError(f"cannot delete {where} and {len(batch) - 1} more: {response['Errors'][:3]}")
@@ -416,6 +492,11 @@ class S3Store:
     def credential_provider(self) -> SessionCredentials:
         """Polars' ``credential_provider``: the session's credentials, current at each request."""
         return SessionCredentials(self.s3.session)
+
+
+def _file_version(stat: os.stat_result) -> str:
+    """A file's version: a rename into place gives it a new inode, a write a new size or time."""
+    return f"{stat.st_ino}-{stat.st_size}-{stat.st_mtime_ns}"
 
 
 def _content_type(key: str) -> dict[str, str]:
@@ -588,11 +669,11 @@ def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.Lazy
         raise StorageError(f"no objects to scan under {store.root}")
     options, credentials = storage_options(store), credential_provider(store)
     uris = [store.uri(key) for key in keys]
-    try:
+    permission = store.object_permission("s3:GetObject", keys[-1]) if isinstance(store, S3Store) else None
+    # Polars raises several error types for a missing or torn object
+    with _failing(f"cannot read {uris[-1]}", permission):
         newest = pl.scan_parquet(uris[-1], hive_partitioning=False, storage_options=options,
                                  credential_provider=credentials).collect_schema()
-    except Exception as exc:  # Polars raises several error types for a missing or torn object
-        raise StorageError(f"cannot read {uris[-1]}: {exc}") from exc
     schema = {name: pl.String if dtype == pl.Null else dtype for name, dtype in newest.items()
               if not (hive and name == "dt")}
     frame = pl.scan_parquet(
@@ -751,9 +832,29 @@ def read_consistently(store: Store, days: Iterable[dt.date] | None, read: Callab
 
 def commit_day(store: Store, day: dt.date, run_id: str, objects: dict[str, str]) -> DayCommit:
     """Make ``objects`` (each of :data:`DAY_OBJECTS` -> its key, every one written already) the
-    day's landed tables, all at once: one PUT of the day's commit record."""
+    day's landed tables, all at once: one PUT of the day's commit record, whatever it held."""
+    return _write_commit(store, day, run_id, objects, store.write_bytes)
+
+
+def commit_version(store: Store, day: dt.date) -> str | None:
+    """The version of the day's commit record as it is now (None: the day has none), for
+    :func:`commit_day_if`. Read it before the record itself: a commit written in between then
+    makes the conditional write fail, never succeed on a stale view."""
+    key = commit_key(day)
+    return next((info.version for info in store.list(key) if info.key == key), None)
+
+
+def commit_day_if(store: Store, day: dt.date, run_id: str, objects: dict[str, str], version: str | None) -> DayCommit:
+    """:func:`commit_day` as a conditional write: only over the record at ``version``
+    (:func:`commit_version`), or where there is none (``version`` None); :class:`StaleWrite` when
+    another landing committed the day since (S3: ``If-Match`` / ``If-None-Match``)."""
+    return _write_commit(store, day, run_id, objects, lambda key, data: store.write_bytes_if(key, data, version))
+
+
+def _write_commit(store: Store, day: dt.date, run_id: str, objects: dict[str, str],
+                  write: Callable[[str, bytes], None]) -> DayCommit:
     commit = DayCommit(day=day, run_id=run_id, landed_at=dt.datetime.now(dt.UTC), objects=objects)
-    store.write_bytes(commit_key(day), commit.model_dump_json(indent=2).encode())
+    write(commit_key(day), commit.model_dump_json(indent=2).encode())
     logger.info("committed %s: run %s", store.uri(commit_key(day)), run_id)
     return commit
 

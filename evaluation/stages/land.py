@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from evaluation import storage
+from evaluation import retention, storage
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, VERDICTS, RunConfig
 from evaluation.judges import score_table
 from evaluation.ledger import compact
@@ -43,6 +43,9 @@ LAND_BATCH_ROWS = 50_000
 #: and the writer holds a row group before writing it (Polars' default, 262,144 rows, is about
 #: 0.8 GB of calls; 10,000 rows cost about 1 % more bytes).
 CALLS_ROW_GROUP_ROWS = 10_000
+#: Tries of a landing's commit when other landings of the day commit between its reading of the
+#: day's commit record and its conditional write of it.
+COMMIT_TRIES = 3
 
 
 def score_and_land(
@@ -158,10 +161,10 @@ def score_and_land(
                            scored=tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s) from exc
 
         keys = upload_day(cfg, stores, tables)
-    commit = commit_or_withdraw(cfg, stores, keys)
+    commit, replaced = commit_or_withdraw(cfg, stores, keys)
     timings = {**manifest.timings, "score_land_s": round(time.monotonic() - started, 3)}
     write_run_row(cfg, stores, result.model_dump(), manifest, timings, "success", None, started_at, waited_s=waited_s)
-    delete_superseded(cfg, stores, commit)
+    delete_superseded(cfg, stores, commit, replaced)
     stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
     logger.info("%s landed: %s", where(cfg), result)
     compact_ledger(cfg, stores)
@@ -186,26 +189,53 @@ def upload_day(cfg: RunConfig, stores: Stores, tables: dict[str, Path]) -> dict[
     return keys
 
 
-def commit_or_withdraw(cfg: RunConfig, stores: Stores, keys: dict[str, str]) -> storage.DayCommit:
-    """Commit the run's objects as the day (one PUT: every reader goes from the previous run's day
-    to this one's at once), unless a newer run claimed the day during the uploads: then it alone may
-    commit, and this run's objects are deleted before :class:`StaleRun` is raised."""
-    try:
-        check_claim(cfg, stores)
-    except StaleRun:
-        stores.out.delete_keys(list(keys.values()))
-        raise
-    return storage.commit_day(stores.out, cfg.date, cfg.run_id, keys)
+def commit_or_withdraw(
+    cfg: RunConfig, stores: Stores, keys: dict[str, str]
+) -> tuple[storage.DayCommit, storage.DayCommit | None]:
+    """Commit the run's objects as the day (one conditional PUT: every reader goes from the
+    previous run's day to this one's at once), unless a newer run claimed the day during the
+    uploads: then it alone may commit, and this run's objects are deleted before :class:`StaleRun`
+    is raised. Returns the commit and the one it replaced (None for a first landing).
+
+    The PUT succeeds only over the record this landing read (S3's ``If-Match``, or
+    ``If-None-Match: *`` where it read none): a landing that another one overtook fails the write,
+    reads the day again (the claim, then the record) and tries again, at most
+    :data:`COMMIT_TRIES` times; it never overwrites a commit it did not see."""
+    out, uri = stores.out, stores.out.uri(storage.commit_key(cfg.date))
+    for attempt in range(1, COMMIT_TRIES + 1):
+        try:
+            check_claim(cfg, stores)
+        except StaleRun:
+            out.delete_keys(list(keys.values()))
+            raise
+        version = storage.commit_version(out, cfg.date)  # before the record: see commit_version
+        replaced = storage.read_landed(out, [cfg.date]).commits.get(cfg.date)
+        try:
+            return storage.commit_day_if(out, cfg.date, cfg.run_id, keys, version), replaced
+        except storage.StaleWrite as exc:
+            logger.warning("%s: another landing committed the day after this one read %s (%s): reading the day "
+                           "again (try %d of %d)", where(cfg), uri, exc, attempt, COMMIT_TRIES)
+    raise RunFailed(f"{where(cfg)}: the day's commit record {uri} changed under each of {COMMIT_TRIES} tries to "
+                    "commit: other landings of the day keep committing; nothing of this run was committed "
+                    "(its objects are left to gc)")
 
 
-def delete_superseded(cfg: RunConfig, stores: Stores, commit: storage.DayCommit) -> None:
-    """Delete the day's objects ``commit`` does not name: the previous run's, and those of landings
-    that died. The day has landed already: a failure here is logged, never the run's; the next
-    landing of the day or ``gc`` deletes them (meanwhile engines that glob the folders see them)."""
+def delete_superseded(cfg: RunConfig, stores: Stores, commit: storage.DayCommit,
+                      replaced: storage.DayCommit | None) -> None:
+    """Delete the objects of the day's commit ``replaced`` that ``commit`` does not name, and those
+    of landings that died (named by no commit, and older than
+    :data:`~evaluation.retention.UNCOMMITTED_MIN_DAYS`, as ``gc`` takes them): never a younger
+    uncommitted object, which may be another landing's under way, nor one a newer commit names.
+    The day has landed already: a failure here is logged, never the run's; the next landing of the
+    day or ``gc`` deletes them (meanwhile engines that glob the folders see them)."""
+    ours = set(commit.objects.values())
+    superseded = set(replaced.objects.values()) - ours if replaced is not None else set()
+    dead_before = time.time() - retention.UNCOMMITTED_MIN_DAYS * 86_400
     try:
         objects = storage.list_day_objects(stores.out, [cfg.date])
-        stale = storage.uncommitted(objects, storage.Landed({cfg.date: commit}))
-        stores.out.delete_keys([info.key for info in stale])
+        stale = [info.key for info in storage.uncommitted(objects, storage.Landed({cfg.date: commit}))
+                 if info.key in superseded or info.modified < dead_before]
+        stores.out.delete_keys(stale)
     except Exception as exc:  # readers of the project read through the commit: nothing they see is wrong
         logger.warning("%s: the objects the landing superseded were not deleted (the next landing or gc "
                        "deletes them): %s", where(cfg), exc)

@@ -13,6 +13,8 @@ every request is recorded with that key. A ``fail`` rule answers an S3 error for
 the requests it picks by method and path (such as the upload of one object: a task that dies there).
 Requests whose URLs carry random parts (multipart upload ids, random names) draw differently from
 one run to the next. Everything listens on 127.0.0.1 and is closed by :meth:`FaultyProxy.stop`.
+Each record keeps the request's headers, and the body of a POST (such as a multi-object delete's
+list of keys), so a test can tell what every request asked for.
 """
 
 from __future__ import annotations
@@ -73,6 +75,12 @@ class ProxiedRequest:
     outcome: str  #: a fault kind, "refused", or the upstream's status
     access_key: str = ""  #: the access key id that signed it ("" when unsigned)
     user_agent: str = ""  #: which client sent it (botocore's, or Polars' object_store)
+    headers: tuple[tuple[str, str], ...] = ()  #: as sent, names lower-cased
+    body: bytes = b""  #: a POST's body (empty for other methods)
+
+    def header(self, name: str) -> str:
+        """The value of header ``name`` ("" when absent)."""
+        return next((value for key, value in self.headers if key == name.lower()), "")
 
 
 #: An S3 error for a request signed with this access key id, as (status, code, message); None: forward it.
@@ -148,9 +156,11 @@ class FaultyProxy:
                 self._faulted[key] += 1
             return kind
 
-    def _record(self, method: str, path: str, outcome: str, access_key: str = "", user_agent: str = "") -> None:
+    def _record(self, method: str, path: str, outcome: str, access_key: str = "", user_agent: str = "",
+                headers: tuple[tuple[str, str], ...] = (), body: bytes = b"") -> None:
         with self._lock:
-            self._log.append(ProxiedRequest(method, path, outcome, access_key, user_agent))
+            self._log.append(ProxiedRequest(method, path, outcome, access_key, user_agent, headers,
+                                            body if method == "POST" else b""))
 
 
 def _access_key(authorization: str, path: str) -> str:
@@ -234,7 +244,8 @@ class _Handler(BaseHTTPRequestHandler):
             payload = response.read()
         finally:
             upstream.close()
-        proxy._record(self.command, self.path, str(response.status), access_key, agent)
+        sent = tuple((name.lower(), value) for name, value in self.headers.items())
+        proxy._record(self.command, self.path, str(response.status), access_key, agent, sent, body)
         length = response.getheader("Content-Length") if self.command == "HEAD" else str(len(payload))
         self._answer(response.status, response.getheaders(), payload, length)
 

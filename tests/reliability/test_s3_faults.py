@@ -98,7 +98,9 @@ def test_a_day_on_a_flaky_s3_lands_complete_and_identical(s3: LocalS3, tmp_path:
 def test_exists_is_false_only_for_a_missing_object(s3: LocalS3) -> None:
     store = storage.open_store("s3://curated/exists", s3.access())
     store.write_bytes("a.json", b"{}")
+    store.write_bytes("c.json.old", b"{}")
     assert store.exists("a.json") and not store.exists("b.json")
+    assert not store.exists("c.json") and not store.exists("a.js")  # a longer or shorter key is not the key
     # Every request refused (a reset each time, more than botocore's attempts): an error, not "missing".
     plan = S3FaultPlan(slow_down=0.0, server_error=0.0, reset=1.0, max_faults_per_request=100)
     with FaultyProxy(s3.endpoint_url, plan) as proxy:
