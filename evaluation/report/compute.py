@@ -49,7 +49,7 @@ from evaluation.report.alerts import (
 )
 from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
 from evaluation.report.evidence import asked, failing_rule, read_prompts, regressed_evidence, shorten
-from evaluation.report.labels import large_unflagged, latest_failure
+from evaluation.report.labels import landed_root, large_unflagged, latest_failure
 from evaluation.report.segments import segment_of, segment_report, split_segments
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
@@ -643,6 +643,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
         "dt": day.isoformat(),
         "source": {
             "root": inputs.root,
+            "landed_root": landed_root(_latest_run(inputs, info["run_ids"])) or inputs.root,
             "summary_from": inputs.summary_source,
             "evaluations_landed": inputs.evaluations is not None,
             "history_days": inputs.history_days,

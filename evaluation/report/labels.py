@@ -7,6 +7,9 @@ In ``summary.json``:
 * ``latest_run_failed``: None, or the day's latest run when it did not succeed: ``run_id``,
   ``status``, ``message`` (its cause), ``evidence_uri`` (the run's ``_failed/`` objects),
   ``started_at``, ``finished_at``. The page's tables are still the last landed run's.
+* ``source.landed_root``: the output root the day's run landed under (its config's
+  ``output_uri``), which the page's header names whatever root or ``--date`` form the report was
+  built with (``source.root``, where it was read, is in the footer when it differs).
 * ``not_significant``: the changes of headline measures (pass and fail rate, score, the judge's
   headline metrics) at least the minimum practical effect of the flags whose adjusted p-value
   kept them from flagging: ``model``, ``judge``, ``segment`` (None, or ``{"key", "value"}``),
@@ -16,6 +19,7 @@ In ``summary.json``:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import polars as pl
@@ -24,12 +28,12 @@ from evaluation.report.alerts import AlertPolicy, assess, is_headline
 
 
 def latest_failure(runs: pl.DataFrame | None) -> dict[str, Any] | None:
-    """The day's latest run (by when it started) when it did not succeed: its id, status, cause
+    """The day's latest run (by when it finished: a run has its row once it ends) when it did not succeed: its id, status, cause
     (``message``) and where its evidence is (``evidence_uri``, the run's ``_failed/`` objects);
     None when the latest run succeeded or no run row is landed."""
     if runs is None or not runs.height or "status" not in runs.columns:
         return None
-    order = [c for c in ("started_at", "finished_at", "run_id") if c in runs.columns]
+    order = [c for c in ("finished_at", "started_at", "run_id") if c in runs.columns]
     latest = runs.sort(order, nulls_last=False).row(-1, named=True)
     if latest.get("status") == "success":
         return None
@@ -58,3 +62,15 @@ def large_unflagged(groups: list[dict[str, Any]], policy: AlertPolicy) -> list[d
                                   "delta": delta, "n": measure["n"], "baseline_n": comparison.get("n"),
                                   "p_adjusted": comparison["p_adjusted"], "assessment": assess(kind, name, delta)[1]})
     return sorted(found, key=lambda c: (c["assessment"] != "worse", -abs(c["delta"]), c["model"], c["judge"], c["measure"]))
+
+
+def landed_root(run: dict[str, Any] | None) -> str | None:
+    """The output root the day's run landed its tables under (its config's ``output_uri``): the
+    page names it, so a report built again from a copy of the tables, or with another ``--date``
+    form, has the same header; None without a run row."""
+    try:
+        config = json.loads((run or {}).get("config") or "{}")
+    except ValueError:
+        return None
+    root = config.get("output_uri") if isinstance(config, dict) else None
+    return str(root) if root else None

@@ -505,7 +505,7 @@ def render_html(summary: dict[str, Any]) -> str:
     source = summary["source"]
     run = summary["run"]
     meta = [
-        f"Tables under <code>{esc(source['root'])}</code>",
+        f"Tables under <code>{esc(source.get('landed_root') or source['root'])}</code>",
         f"run {esc(', '.join(run['run_ids']) or '–')}",
         f"judge model {esc(', '.join(run['judge_models']) or '–')}",
     ]
@@ -533,7 +533,9 @@ def render_html(summary: dict[str, Any]) -> str:
         f"<footer>Method: rates — {esc(method['rate_interval'])}; means — {esc(method['mean_interval'])}; "
         f"previous — {esc(method['previous'])}; trailing 7-day — {esc(method['trailing_7d'])}; flag — {esc(method['flag'])}; "
         f"tests — rates: {esc(method['alerts']['rate_test'])}, means: {esc(method['alerts']['mean_test'])}. "
-        f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']}).</footer>"
+        f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']})"
+        + (f"; read from <code>{esc(source['root'])}</code>" if source.get("landed_root", source["root"]) != source["root"] else "")
+        + ".</footer>"
     )
     title = f"LLM evaluation — daily report {summary['dt']}"
     return page(title, title, meta, nav, [*sections, footer])

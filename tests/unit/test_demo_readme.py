@@ -84,7 +84,11 @@ def test_the_readme_commands_run_as_written(demo_output: Path, capsys: pytest.Ca
         assert code == 0, (argv, err)
         assert err == "", (argv, err)  # no warning: every day of the range has data, no report is emptied
         if argv[0] == "compare":
+            report = out.splitlines()[-1].removeprefix("report: ")
+            assert Path(report).is_file() and len(out.splitlines()) < 25  # a short table, then the report
+            code, out, err = _run([*argv, "--json"], demo_output, capsys)
             result: dict[str, Any] = json.loads(out)
+            assert result["report_uri"] == report
             assert result["days"] == [d.isoformat() for d in DAYS] and result["days_without_data"] == []
             spec = json.loads(Path(result["spec_uri"]).read_text())
             assert spec["days"] == result["days"]
@@ -106,7 +110,7 @@ def test_the_commands_the_demo_prints_run(demo_output: Path, capsys: pytest.Capt
 def test_compare_warns_about_days_without_data(demo_output: Path, capsys: pytest.CaptureFixture[str]) -> None:
     start = DAYS[0] - dt.timedelta(days=2)
     code, out, err = _run(["compare", "--from", start.isoformat(), "--to", "latest", "--models",
-                           "assistant-v2,assistant-lite", "--output", "demo-output"], demo_output, capsys)
+                           "assistant-v2,assistant-lite", "--output", "demo-output", "--json"], demo_output, capsys)
     assert code == 0
     assert err == (f"python -m evaluation compare: warning: 2 of the 9 days from {start} to {LAST} have no data "
                    f"({start}, {start + dt.timedelta(days=1)}); compared {', '.join(d.isoformat() for d in DAYS)}\n")
