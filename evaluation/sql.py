@@ -158,7 +158,9 @@ _EXPRESSION = re.compile(r"[()+\-*/%|<>=]")
 def select_items(query: str) -> list[str]:
     """The items of the outermost ``SELECT`` list of ``query`` as written (commas and ``FROM``
     inside parentheses or quotes are not theirs); [] when it has none."""
-    depth, items, current, inside = 0, [], [], False
+    depth, inside = 0, False
+    items: list[str] = []
+    current: list[str] = []
     for token in _TOKEN.findall(query):
         word = token.lower()
         if depth == 0 and not inside and word == "select":

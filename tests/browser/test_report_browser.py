@@ -293,7 +293,7 @@ def test_comparison_page_labels_fit_their_charts(chromium: str, tmp_path: Path) 
     store = storage.open_store(str(tmp_path / "out"))
     write_history(store)
     spec = ComparisonSpec(start_date=DAY - dt.timedelta(days=3), end_date=DAY,
-                          models=["assistant-lite", "assistant-v2", "assistant-v1"], baseline_model="assistant-lite")
+                          models=["assistant-lite", "assistant-v2", "assistant-v1"], baseline="assistant-lite")
     result = run_comparison(store, spec)
     page = Path(result["report_uri"])
     facts, problems = asyncio.run(render(chromium, page.as_uri(), ARTIFACTS / "comparison.png"))

@@ -137,3 +137,18 @@ def test_report_says_when_it_replaces_a_fuller_report(demo_output: Path, tmp_pat
     assert code == 0 and out.strip() == str(report_dir / "index.html")
     assert err.startswith(f"python -m evaluation report: warning: replaced the report at {report_dir / 'index.html'}")
     assert "7 days of trends, with one covering" in err and "and 1 days" in err
+
+
+def test_the_report_header_is_the_same_whatever_the_date_form(demo_output: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    def header(page: Path) -> str:
+        return re.search(r'<header class="top">.*?</header>', page.read_text(encoding="utf-8"), re.S).group(0)  # type: ignore[union-attr]
+
+    landed = header(demo_output.parent / "out" / storage.report_key(LAST))  # as the run wrote it
+    for form in (LAST.isoformat(), "latest", "latest-0"):
+        target = tmp_path / form
+        code, out, err = _run(["report", "--date", form, "--output", "demo-output", "--report-output", str(target)],
+                              demo_output, capsys)
+        assert code == 0 and err == "", err
+        assert header(target / "index.html") == landed, form
+    assert str(demo_output.parent / "out") in landed  # the root the run landed under, not the copy read
