@@ -61,10 +61,9 @@ def segments_section(summary: dict[str, Any]) -> str:
                   "as their own family, so more segments make each test stricter rather than add false alarms.")]
     flags = segments.get("flags") or []
     if flags:
-        header = [th("Model"), th("Segment"), th("Judge"), th("Change"), th("Baseline"), th("p (adj.)", True), th("Alerts")]
+        header = [th("Model"), th("Segment"), th("Change"), th("Baseline"), th("p (adj.)", True), th("Alerts")]
         body = [row([cell(f"<code>{esc(f['model'])}</code>"), cell(esc(f"{f['segment']['key'].removeprefix('metadata.')}="
                                                                        f"{f['segment']['value']}")),
-                     cell(f"<code>{esc(f['judge'])}</code>"),
                      cell(f'<span class="flag {esc(f["assessment"])}">{esc(change_text(_as_change(f)))}</span>'),
                      cell(esc(f["baseline"])), cell(esc(f"{f['p_adjusted']:.3g}"), num=True),
                      cell("yes" if f["alerts"] else '<span class="muted">no</span>')]) for f in flags]

@@ -12,7 +12,7 @@ In ``summary.json``:
   built with (``source.root``, where it was read, is in the footer when it differs).
 * ``not_significant``: the changes of headline measures (pass and fail rate, score, the judge's
   headline metrics) at least the minimum practical effect of the flags whose adjusted p-value
-  kept them from flagging: ``model``, ``judge``, ``segment`` (None, or ``{"key", "value"}``),
+  kept them from flagging against either baseline (the larger change of the two kept): ``model``, ``judge``, ``segment`` (None, or ``{"key", "value"}``),
   ``measure``, ``baseline``, ``before``, ``after``, ``delta``, ``n`` (today's rows), ``baseline_n``,
   ``p_adjusted``, ``assessment`` (worse | better | changed); worse first, then by size.
 """
@@ -48,19 +48,20 @@ def large_unflagged(groups: list[dict[str, Any]], policy: AlertPolicy) -> list[d
     for group in groups:
         for kind, section in (("rate", "rates"), ("metric", "metrics")):
             for name, measure in group[section].items():
-                if not is_headline(group["judge"], kind, name):
+                comparisons = [(b, measure.get(b) or {}) for b in ("previous", "trailing_7d")]
+                if not is_headline(group["judge"], kind, name) or any(c.get("flagged") for _, c in comparisons):
+                    continue  # a measure that flagged against either baseline is not "not significant"
+                large = [(b, c) for b, c in comparisons if c.get("delta") is not None and c.get("p_adjusted") is not None
+                         and abs(c["delta"]) >= policy.min_effect(kind) - 1e-9]
+                if not large:
                     continue
-                for baseline in ("previous", "trailing_7d"):
-                    comparison = measure.get(baseline) or {}
-                    delta = comparison.get("delta")
-                    if (delta is None or comparison.get("flagged") or comparison.get("p_adjusted") is None
-                            or abs(delta) < policy.min_effect(kind) - 1e-9):
-                        continue
-                    found.append({"model": group["model"], "judge": group["judge"], "segment": group.get("segment"),
-                                  "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-                                  "baseline": baseline, "before": comparison["value"], "after": measure["value"],
-                                  "delta": delta, "n": measure["n"], "baseline_n": comparison.get("n"),
-                                  "p_adjusted": comparison["p_adjusted"], "assessment": assess(kind, name, delta)[1]})
+                baseline, comparison = max(large, key=lambda bc: abs(bc[1]["delta"]))
+                delta = comparison["delta"]
+                found.append({"model": group["model"], "judge": group["judge"], "segment": group.get("segment"),
+                              "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
+                              "baseline": baseline, "before": comparison["value"], "after": measure["value"],
+                              "delta": delta, "n": measure["n"], "baseline_n": comparison.get("n"),
+                              "p_adjusted": comparison["p_adjusted"], "assessment": assess(kind, name, delta)[1]})
     return sorted(found, key=lambda c: (c["assessment"] != "worse", -abs(c["delta"]), c["model"], c["judge"], c["measure"]))
 
 

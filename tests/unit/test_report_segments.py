@@ -164,3 +164,17 @@ def test_a_failed_latest_run_is_on_the_page(tmp_path: Any) -> None:
     assert "strict" in banner and "max_reject_ratio" in banner and failed["evidence_uri"] in banner
     assert page.index('id="latest-run"') < page.index('id="headline"')
     assert summary["run"]["run_ids"] == ["landed"]  # the tables are still the landed run's
+
+
+def test_a_large_change_that_is_not_significant_says_so() -> None:
+    rng = np.random.default_rng(5)
+    days = [LAST - dt.timedelta(days=i) for i in range(7, -1, -1)]
+    rows = [_summary_row(day, "small", 40, 0.35 if day == LAST else 0.6, rng, None) for day in days]
+    rows += [_summary_row(day, "large", 600, 0.75, rng, None) for day in days]
+    summary = summary_of(pl.DataFrame(rows), LAST)
+    small = [c for c in summary["not_significant"] if c["model"] == "small" and c["measure"] == "pass_rate"]
+    assert summary["alerting"] == [] and len(small) == 1  # the larger of its two changes, once
+    change = small[0]
+    assert change["n"] == 40 and change["delta"] <= -0.05 and change["p_adjusted"] >= 0.05 and change["assessment"] == "worse"
+    assert not [c for c in summary["not_significant"] if c["model"] == "large"]  # no large change: not listed
+    assert "pass rate" in render_html(summary).split("not significant at n = 40", 1)[0].rsplit("small rag", 1)[1]
