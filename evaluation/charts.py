@@ -85,8 +85,28 @@ def _n(value: float) -> str:
 
 
 def _text_width(text: str, size: float = 11.0) -> float:
-    """A rough width of ``text`` in pixels (layout only; no font metrics available)."""
-    return len(text) * size * 0.56
+    """A generous width of ``text`` in pixels (layout only; no font metrics available: wide enough
+    for the sans-serif fonts browsers fall back to, DejaVu Sans among them)."""
+    return len(text) * size * 0.62
+
+
+#: The largest share of a chart's width its row labels may take.
+LABEL_SHARE = 0.45
+
+
+def _label_room(labels: Sequence[str], width: float) -> float:
+    """The width of a chart's row-label column: its longest label's, at most :data:`LABEL_SHARE` of the chart."""
+    return min(max((_text_width(label) for label in labels), default=40) + 14, width * LABEL_SHARE)
+
+
+def _row_label(x: float, y: float, text: str, room: float, extra: str = "") -> str:
+    """A row label ending at ``x`` within ``room`` pixels: cut with an ellipsis when longer (the
+    whole label in its tooltip), so no label runs out of the chart."""
+    if _text_width(text) <= room:
+        return _text(x, y, text, anchor="end", fill=TEXT, extra=extra)
+    keep = max(1, int(room / (11.0 * 0.62)) - 1)
+    return (f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="end" fill="{TEXT}"{extra}>{esc(text[:keep])}…'
+            f"<title>{esc(text)}</title></text>")
 
 
 def _ink(fill: str) -> str:
@@ -353,7 +373,7 @@ def stacked_bar_chart(
     show_legend = len(segments) > 1
     keys = [(s.name, "box", s.colour, "") for s in segments]
     legend, legend_h = _legend(keys, 8, 8 + TITLE_H, width - 16) if show_legend else ([], 0.0)
-    label_w = min(max((_text_width(r.label) for r in rows), default=40) + 14, 260)
+    label_w = _label_room([r.label for r in rows], width)
     top = 14 + TITLE_H + legend_h
     left, right = label_w, 64.0  # right: room for the total
     plot_w = width - left - right
@@ -376,7 +396,7 @@ def stacked_bar_chart(
         parts.append(_text(x, axis_y + 14, fmt_percent(t) if normalize else _amount(t), anchor="middle"))
     for index, (row, total) in enumerate(zip(rows, totals, strict=True)):
         y = top + index * (bar_height + gap)
-        parts.append(_text(left - 8, y + bar_height / 2 + 4, row.label, anchor="end", fill=TEXT))
+        parts.append(_row_label(left - 8, y + bar_height / 2 + 4, row.label, left - 10))
         x = left
         for segment, value in zip(segments, row.values, strict=True):
             if value <= 0:
@@ -433,7 +453,7 @@ def interval_chart(
     width: float = 460,
 ) -> str:
     """Dots with 95% whiskers per row; a hollow diamond marks each row's reference value."""
-    label_w = min(max((_text_width(r.label) for r in rows), default=40) + 14, 200)
+    label_w = _label_room([r.label for r in rows], width)
     entries = [("estimate, 95% interval", "whisker", TEXT, "")]
     if any(r.reference is not None for r in rows):
         entries.append((reference_label, "reference", MUTED, ""))
@@ -468,7 +488,7 @@ def interval_chart(
     for index, row in enumerate(rows):
         y = top + index * row_h + row_h / 2
         weight = ' font-weight="700"' if row.flagged else ""
-        parts.append(_text(left - 8, y + 4, row.label, anchor="end", fill=TEXT, extra=weight))
+        parts.append(_row_label(left - 8, y + 4, row.label, left - 10, weight))
         if row.value is None:
             parts.append(_text(left + 4, y + 4, "no data"))
             continue

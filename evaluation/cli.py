@@ -40,6 +40,7 @@ from evaluation.cli_support import (
     add_options,
     api_key_from_env,
     bounded,
+    comparison_lines,
     day_expression,
     dispatch,
     iso_date,
@@ -180,13 +181,15 @@ def _output_option(parser: Any) -> None:
 
 
 def _compare_parser(sub: Any) -> None:
-    parser = sub.add_parser("compare", help="compare models over a date range and print a JSON summary")
-    add_options(parser, COMPARE_OPTIONS)
+    parser = sub.add_parser("compare", help="compare models over a date range and print its largest differences "
+                                            "and the report's URI")
+    add_options(parser, COMPARE_OPTIONS, "comparison options")
     parser.add_argument("--comparison-id", default=None, help="id of the comparison (default: a hash of the spec)")
     _output_option(parser)
     parser.add_argument("--input", "--input-uri", dest="input_uri", default=None,
                         help="root of the raw logs; needed with --judge-model")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr (with --judge-model)")
+    parser.add_argument("--json", action="store_true", help="print the whole result as JSON (every delta, every URI)")
 
 
 def latest_day(store: Any, option: str) -> dt.date:
@@ -226,7 +229,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"python -m evaluation compare: warning: {len(missing)} of the {len(missing) + len(result['days'])} days "
               f"from {spec.start_date} to {spec.end_date} have no data ({', '.join(missing)}); compared "
               f"{', '.join(result['days']) or 'none'}", file=sys.stderr)
-    print(json.dumps({"status": "success", **result}, indent=2, default=str))
+    if args.json:
+        print(json.dumps({"status": "success", **result}, indent=2, default=str))
+    else:
+        print("\n".join(comparison_lines(result)))
     return 0
 
 
@@ -240,8 +246,8 @@ def _sql_parser(sub: Any) -> None:
     parser.add_argument("query", help="the SQL query")
     _output_option(parser)
     parser.add_argument("--format", choices=(*FORMATS, "parquet"), default="table",
-                        help="table (cells cut to 40 characters, one block per row when too wide), csv, json, "
-                             "markdown, or parquet (with --to)")
+                        help="table (numbers rounded, cells cut to 40 characters, one block per row when too "
+                             "wide), markdown (numbers rounded), or at full precision csv, json or parquet (with --to)")
     parser.add_argument("--to", dest="to", default=None, help="write the result to this file (parquet needs it)")
     parser.add_argument("--max-rows", type=bounded(int, 1), default=50, help="rows shown by --format table")
 

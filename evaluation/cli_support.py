@@ -186,8 +186,11 @@ def _flag_type(option: Option) -> Callable[[str], Any]:
     return str
 
 
-def add_options(parser: argparse.ArgumentParser, found: Iterable[Option]) -> None:
-    """A flag per option, with its help and its default (or the variable an empty one takes)."""
+def add_options(parser: argparse.ArgumentParser, found: Iterable[Option], title: str = "run options") -> None:
+    """A flag per option, with its help and its default (or the variable an empty one takes), in
+    a group of the help under ``title``: after the command's own options, whatever the order they
+    were added in (argparse lists the groups after its own)."""
+    group = parser.add_argument_group(title)
     for option in found:
         text = option.description.rstrip(".")
         if option.schema.get("format") == "date":
@@ -199,7 +202,10 @@ def add_options(parser: argparse.ArgumentParser, found: Iterable[Option]) -> Non
         else:
             kwargs.update(type=_flag_type(option), required=option.required,
                           metavar="URI" if option.name.endswith("_uri") else None)
-        parser.add_argument(*option.flags, **kwargs)
+        kwargs["help"] = plain(kwargs["help"]).replace("%", "%%")
+        action = group.add_argument(*option.flags, **kwargs)
+        if isinstance(parser, Parser):
+            parser.track(action)
 
 
 def option_values(args: argparse.Namespace, found: Iterable[Option]) -> dict[str, Any]:
@@ -224,12 +230,39 @@ class Parser(argparse.ArgumentParser):
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         if isinstance(kwargs.get("help"), str):  # a help text is plain prose: its % are not argparse's
             kwargs["help"] = plain(kwargs["help"]).replace("%", "%%")
-        action = super().add_argument(*args, **kwargs)
+        return self.track(super().add_argument(*args, **kwargs))
+
+    def track(self, action: argparse.Action) -> argparse.Action:
+        """Know ``action``'s flags (for "did you mean" and error messages), also when it was added
+        to an argument group."""
         self.options += action.option_strings
         longs = [s for s in action.option_strings if s.startswith("--")]
         if longs:
             self.flags.setdefault(action.dest, longs[0])
         return action
+
+    def format_usage(self) -> str:
+        self._compact_usage()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._compact_usage()
+        return super().format_help()
+
+    def _compact_usage(self) -> None:
+        """A usage line that fits a screen when argparse's would not (a command with the run's
+        options): the required options and arguments, then ``[options]`` and each group's title."""
+        if self.usage is not None or self.subcommands is not None or super().format_usage().count("\n") <= 4:
+            return
+        parts = ["%(prog)s"]
+        for action in self._actions:
+            if action.option_strings and action.required:
+                parts.append(f"{action.option_strings[0]} {action.metavar or action.dest.upper()}")
+            elif not action.option_strings:
+                parts.append(str(action.metavar or action.dest))
+        parts.append("[options]")
+        parts += [f"[{group.title}]" for group in self._action_groups[2:] if group._group_actions]
+        self.usage = " ".join(parts)
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         self.subcommands = super().add_subparsers(**kwargs)
@@ -353,3 +386,36 @@ def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args:
         code, line = _failure_line(exc)
     print(f"{sub.prog}: error: {line}", file=sys.stderr)
     return code
+
+
+#: Deltas a comparison prints (the rest are in its report and with ``--json``).
+COMPARISON_ROWS = 15
+
+
+def comparison_lines(result: dict[str, Any], limit: int = COMPARISON_ROWS) -> list[str]:
+    """A comparison as a few lines for people: what was compared, its largest differences against
+    the baseline (significant ones first, then by size), and where the report is."""
+    deltas = sorted(result.get("deltas") or [], key=lambda d: (not d.get("significant"), -abs(d.get("delta") or 0.0)))
+    records = ", ".join(f"{model} {n:,}" for model, n in (result.get("records_per_model") or {}).items())
+    days = result.get("days") or []
+    lines = [f"comparison {result['comparison_id']}: baseline {result.get('baseline')}; "
+             f"{days[0] + ' to ' + days[-1] if days else 'no day'}; records {records or '-'}; "
+             f"{sum(1 for d in deltas if d.get('significant'))} of {len(deltas)} differences significant "
+             f"({result.get('p_adjust')}-adjusted)"]
+    header = ("judge", "metric", "model", "n", "mean", "delta", "95% interval", "p adj.", "")
+    rows = [(str(d["judge"]), str(d["metric"]), str(d["model"]), f"{d.get('n') or 0:,}", _fixed(d.get("mean")),
+             _fixed(d.get("delta"), signed=True), f"{_fixed(d.get('delta_ci_low'), signed=True)} .. "
+             f"{_fixed(d.get('delta_ci_high'), signed=True)}", _fixed(d.get("p_adjusted")),
+             "significant" if d.get("significant") else "") for d in deltas[:limit]]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+    if len(deltas) > limit:
+        lines.append(f"  ... and {len(deltas) - limit} more in the report (all of them with --json)")
+    lines.append(f"report: {result.get('report_uri')}")
+    return lines
+
+
+def _fixed(value: Any, *, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.4f}" if signed else f"{value:.4f}"

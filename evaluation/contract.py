@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,6 +64,20 @@ FormText = WithJsonSchema({"type": "string"})
 
 #: Judges as a list or a comma-separated string; a judge named twice counts once.
 JudgeList = Annotated[list[JudgeName], BeforeValidator(_judge_list)]
+def _segment_paths(value: object) -> object:
+    value = _judge_list(value)
+    if isinstance(value, list):
+        for path in value:
+            if not isinstance(path, str) or not SEGMENT_PATH.fullmatch(path):
+                raise ValueError(f"segments: {path!r} is not a metadata path: write metadata.<field>[.<field>...], "
+                                 "e.g. metadata.locale")
+    return value
+
+
+#: A segment is a metadata path: ``metadata.locale``, ``metadata.customer.tier``.
+SEGMENT_PATH = re.compile(r"metadata(\.[A-Za-z0-9_-]+)+")
+#: Metadata paths as a list or a comma-separated string; a path named twice counts once.
+SegmentPaths = Annotated[list[str], BeforeValidator(_segment_paths), FormText]
 #: Text that may be left blank in a form: blank is None.
 OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
@@ -483,6 +498,10 @@ class RunConfig(BaseModel):
     batch_max_bytes: int | None = Field(
         default=None, ge=0, description="Bytes of a provider batch's input file: a chunk's batch is split into parts "
         "of at most this size. Empty or 0: the provider's limit (OpenAI and Azure 200 MB).")
+    segments: SegmentPaths = Field(
+        default="", validate_default=True, title="Segments",
+        description="Metadata paths (comma-separated, e.g. metadata.locale,metadata.route) whose values the day's "
+        "measures and flags are also computed by, per model: the most frequent values each, the rest as other.")
     dry_run: bool = Field(
         default=False, title="Dry run",
         description="Stop after planning: read and validate the day and estimate its calls, tokens, cost and time "

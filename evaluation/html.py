@@ -21,6 +21,7 @@ nav a { color: #0b5cad; margin-right: 16px; text-decoration: none; font-size: 13
 nav a:hover { text-decoration: underline; }
 main { max-width: 1280px; margin: 0 auto; padding: 8px 32px 48px; }
 section { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: 16px 20px; margin: 18px 0; }
+section.banner { border: 2px solid #b03a00; background: #fff6f2; }
 h2 { font-size: 18px; margin: 0 0 10px; }
 h3 { font-size: 15px; margin: 18px 0 8px; }
 p.note, .note { color: #4d5561; }

@@ -154,6 +154,7 @@ def summary_schema() -> dict[str, Any]:
         schema.update({f"{metric}_p{q}": pl.Float64 for q in SUMMARY_QUANTILES})
     schema.update(input_tokens=pl.Int64, output_tokens=pl.Int64, cost_usd=pl.Float64, n_cached=pl.Int64)
     schema.update({f"latency_p{q}_ms": pl.Float64 for q in LATENCY_QUANTILES})
+    schema.update(segment_key=pl.String, segment_value=pl.String)
     return schema
 
 

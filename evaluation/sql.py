@@ -26,7 +26,10 @@ and any predicate on ``dt`` that Polars can evaluate on the partition values (``
 reading.
 
 :func:`render` prints a result for people: a table with cells cut to a readable width (one block
-per row when the columns do not fit the terminal), or CSV, JSON or Markdown.
+per row when the columns do not fit the terminal) and numbers rounded (4 decimals, 3 significant digits
+below 0.001), or CSV, JSON or Markdown at full precision (and Parquet through the command line). An
+unaliased expression of the ``SELECT`` list names its column as the SQL wrote it (``count(*)``,
+``avg(score)``), whatever name Polars gives it (:func:`with_sql_names`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
+import math
 import re
 import shutil
 from typing import Any
@@ -43,7 +47,7 @@ import polars as pl
 from evaluation import storage
 
 __all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "FAILED_TABLES", "FORMATS", "TABLES", "SqlError",
-           "csv_ready", "referenced_tables", "render", "run_sql"]
+           "csv_ready", "referenced_tables", "render", "run_sql", "select_items", "with_sql_names"]
 
 DAILY_TABLES: tuple[str, ...] = storage.TABLES
 #: SQL name -> file of each comparison.
@@ -136,7 +140,7 @@ def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
         for table, frame in tables.items():
             context.register(table, frame)
         try:  # the streaming engine: aggregations over many days need memory for the groups, not the rows
-            return context.execute(query, eager=False).collect(engine="streaming")
+            return with_sql_names(query, context.execute(query, eager=False).collect(engine="streaming"))
         except Exception as exc:  # Polars raises several SQL and I/O error types: one message for the user
             raise SqlError(_error_line(exc, tables)) from exc
 
@@ -146,9 +150,64 @@ def run_sql(store: storage.Store, query: str) -> pl.DataFrame:
     return storage.read_consistently(store, None, execute)
 
 
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[(),]|[^\s'\"(),]+|\s+")
+_BARE_ALIAS = re.compile(r"(?:\)|[\w\"])\s+(?:as\s+)?(\"(?:[^\"]|\"\")*\"|[A-Za-z_]\w*)$", re.I)
+_EXPRESSION = re.compile(r"[()+\-*/%|<>=]")
+
+
+def select_items(query: str) -> list[str]:
+    """The items of the outermost ``SELECT`` list of ``query`` as written (commas and ``FROM``
+    inside parentheses or quotes are not theirs); [] when it has none."""
+    depth, inside = 0, False
+    items: list[str] = []
+    current: list[str] = []
+    for token in _TOKEN.findall(query):
+        word = token.lower()
+        if depth == 0 and not inside and word == "select":
+            inside, items, current = True, [], []
+            continue
+        if inside and depth == 0 and (word in ("from", "where", "group", "order", "limit", "having", "union") or token == ";"):
+            break
+        depth += (token == "(") - (token == ")")
+        if not inside:
+            continue
+        if depth == 0 and token == ",":
+            items.append("".join(current).strip())
+            current = []
+        else:
+            current.append(token)
+    tail = "".join(current).strip()
+    items = [*items, tail] if inside and tail else items
+    return [item[len("distinct"):].strip() if index == 0 and item.lower().startswith("distinct ") else item
+            for index, item in enumerate(items)]
+
+
+def with_sql_names(query: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with each unaliased expression of the query's ``SELECT`` list named as the SQL
+    wrote it (``count(*)``, not Polars' ``len``; ``avg(score)``, not ``score``); columns whose item
+    has an alias, is a plain column, or whose list has a ``*`` keep their names."""
+    items = select_items(query)
+    if len(items) != frame.width or any(item == "*" or item.endswith(".*") for item in items):
+        return frame
+    names = list(frame.columns)
+    for index, item in enumerate(items):
+        if _EXPRESSION.search(item) and not _BARE_ALIAS.search(item):
+            wanted = " ".join(item.split())
+            if wanted not in names:
+                names[index] = wanted
+    return frame.rename(dict(zip(frame.columns, names, strict=True)))
+
+
+def _number(value: float) -> str:
+    """A float as a table shows it: 4 decimals, or 3 significant digits below 0.001."""
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.001:
+        return repr(round(value, 4)) if math.isfinite(value) else str(value)
+    return f"{value:.3g}"
+
+
 def _cell(value: Any, width: int) -> str:
     text = "null" if value is None else json.dumps(value, default=str) if isinstance(value, (list, dict)) \
-        else str(value)
+        else _number(value) if isinstance(value, float) else str(value)
     text = " ".join(text.split())  # one line per cell
     return text if len(text) <= width else text[: width - 1] + "…"
 

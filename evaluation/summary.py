@@ -1,4 +1,6 @@
-"""The ``daily_summary`` table: per (dt, model, judge) counts, quality aggregates and cost.
+"""The ``daily_summary`` table: per (dt, model, judge) counts, quality aggregates and cost, and,
+for a run with ``segments``, the same per (dt, model, judge, segment key, segment value); the
+whole-model rows have a null ``segment_key``.
 
 Quality aggregates (means, quantiles, verdict counts, pass rate) use ``ok`` rows only; every other
 status is counted, never averaged in (CONTRACT §2.5).
@@ -42,7 +44,7 @@ from evaluation.schemas import summary_schema
 _LATENCY = "latency_ms"
 #: The columns the summary reads, as it reads them.
 _COLUMNS: dict[str, Any] = {
-    "model": pl.String, "judge": pl.String, "judge_status": pl.String, "verdict": pl.String,
+    "record_id": pl.String, "model": pl.String, "judge": pl.String, "judge_status": pl.String, "verdict": pl.String,
     **dict.fromkeys(METRICS, pl.Float64),
     "input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64, "cached": pl.Boolean,
     "attempts": pl.Int64, _LATENCY: pl.Float64,
@@ -54,7 +56,10 @@ MONEY = pl.Decimal(38, 12)
 
 
 def _typed(frame: pl.LazyFrame) -> pl.LazyFrame:
-    return frame.select(pl.col(name).cast(dtype) for name, dtype in _COLUMNS.items())
+    """The columns the summary reads, typed (``record_id``, which only segments need, null when absent)."""
+    present = frame.collect_schema()
+    return frame.select(pl.col(name).cast(dtype) if name in present or name != "record_id" else pl.lit(None, dtype).alias(name)
+                        for name, dtype in _COLUMNS.items())
 
 
 def _sums() -> list[pl.Expr]:
@@ -100,9 +105,10 @@ class SummaryBuilder:
             return pl.LazyFrame(schema=_COLUMNS)
         return pl.concat(self._parts, how="vertical")
 
-    def finish(self, run_id: str) -> pl.DataFrame:
-        """One row per (model, judge), sorted, with the columns of ``daily_summary`` (no ``dt``)."""
-        return summarise(self.rows(), run_id)
+    def finish(self, run_id: str, segments: pl.DataFrame | None = None) -> pl.DataFrame:
+        """One row per (model, judge), sorted, with the columns of ``daily_summary`` (no ``dt``),
+        then the segments' rows (``segments``: :func:`segment_values` of the day's records)."""
+        return summarise(self.rows(), run_id, segments)
 
     def close(self) -> None:
         """Remove the temporary files of added DataFrames."""
@@ -113,23 +119,23 @@ class SummaryBuilder:
 
 
 def _measure(
-    rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...], groups: list[tuple[str, str]]
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """(model, judge) → n, mean, std and quantiles of one measure's non-null values, for each of
-    ``groups`` that has one: a metric over ``ok`` rows, or the latency of calls that reached the
-    judge.
+    rows: pl.LazyFrame, measure: str, quantiles: tuple[int, ...], keys: list[str], groups: list[tuple[str, ...]]
+) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Group (its ``keys`` values, e.g. (model, judge)) → n, mean, std and quantiles of one
+    measure's non-null values, for each of ``groups`` that has one: a metric over ``ok`` rows, or
+    the latency of calls that reached the judge.
 
-    The measure's values are read in one streaming pass with their group as two category codes
-    (16 bytes a value), then taken one group at a time, sorted once (the group's copy)."""
+    The measure's values are read in one streaming pass with their group as category codes
+    (8 bytes a key and a value), then taken one group at a time, sorted once (the group's copy)."""
     keep = pl.col("attempts") > 0 if measure == _LATENCY else pl.col("judge_status") == "ok"
     values = (
         rows.filter(keep & pl.col(measure).is_not_null())
-        .select(pl.col("model").cast(pl.Categorical), pl.col("judge").cast(pl.Categorical), pl.col(measure))
+        .select(*[pl.col(k).cast(pl.Categorical) for k in keys], pl.col(measure))
         .collect(engine="streaming")
     )
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for model, judge in groups:
-        group = values.filter((pl.col("model") == model) & (pl.col("judge") == judge))[measure].sort()
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for key in groups:
+        group = values.filter(pl.all_horizontal(pl.col(k) == v for k, v in zip(keys, key, strict=True)))[measure].sort()
         if group.len() == 0:
             continue
         quantile_values = {f"p{q}": group.quantile(q / 100, interpolation="linear") for q in quantiles}
@@ -137,24 +143,39 @@ def _measure(
         mean = math.fsum(array) / array.size
         deviations = array - mean
         std = math.sqrt(math.fsum(deviations * deviations) / (array.size - 1)) if array.size > 1 else None
-        out[(model, judge)] = {**quantile_values, "n": array.size, "mean": mean, "std": std}
+        out[key] = {**quantile_values, "n": array.size, "mean": mean, "std": std}
     return out
 
 
-def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
+def summarise(rows: pl.LazyFrame, run_id: str, segments: pl.DataFrame | None = None) -> pl.DataFrame:
     """``daily_summary`` (without ``dt``) of scored evaluation rows given lazily: one row per
-    (model, judge), sorted. See the module docstring for the passes and their memory."""
+    (model, judge), sorted, then, with ``segments`` (:func:`segment_values`), one per (model,
+    judge, segment value) of each segment key. See the module docstring for the passes and their memory."""
     rows = _typed(rows)
-    sums = rows.group_by("model", "judge").agg(_sums()).sort("model", "judge").collect(engine="streaming")
+    whole = _summarise_by(rows, run_id, ["model", "judge"])
+    if segments is None or segments.is_empty() or whole.is_empty():
+        return whole
+    parts = [whole]
+    for (key,), values in segments.partition_by("segment_key", as_dict=True, maintain_order=True).items():
+        tagged = rows.join(values.lazy().select("record_id", "segment_value"), on="record_id", how="left")
+        tagged = tagged.with_columns(pl.col("segment_value").fill_null(MISSING_SEGMENT))
+        parts.append(_summarise_by(tagged, run_id, ["model", "judge", "segment_value"], str(key)))
+    return pl.concat(parts, how="vertical")
+
+
+def _summarise_by(rows: pl.LazyFrame, run_id: str, keys: list[str], segment_key: str | None = None) -> pl.DataFrame:
+    """The summary rows of ``rows`` grouped by ``keys`` (model, judge, and the segment value)."""
+    sums = rows.group_by(*keys).agg(_sums()).sort(*keys).collect(engine="streaming")
     if sums.height == 0:
         return pl.DataFrame(schema=summary_schema())
-    groups = sums.select("model", "judge").rows()
-    metrics = {metric: _measure(rows, metric, _QUANTILES, groups) for metric in METRICS}
-    latency = _measure(rows, _LATENCY, _LATENCY_QUANTILES, groups)
+    groups = sums.select(keys).rows()
+    metrics = {metric: _measure(rows, metric, _QUANTILES, keys, groups) for metric in METRICS}
+    latency = _measure(rows, _LATENCY, _LATENCY_QUANTILES, keys, groups)
     out: list[dict[str, Any]] = []
     for group in sums.iter_rows(named=True):
-        key = (group["model"], group["judge"])
-        row: dict[str, Any] = {"run_id": run_id, **group, "cost_usd": float(group["cost_usd"])}
+        key = tuple(group[k] for k in keys)
+        row: dict[str, Any] = {"run_id": run_id, **group, "cost_usd": float(group["cost_usd"]),
+                               "segment_key": segment_key, "segment_value": group.get("segment_value")}
         row["pass_rate"] = group["n_pass"] / group["n_ok"] if group["n_ok"] else None
         for metric in METRICS:
             figures = metrics[metric].get(key, {})
@@ -166,6 +187,36 @@ def summarise(rows: pl.LazyFrame, run_id: str) -> pl.DataFrame:
     return pl.DataFrame(out, schema=summary_schema(), orient="row")
 
 
-def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, day: dt.date, run_id: str) -> pl.DataFrame:
-    """One row per (model, judge) of the day's ``evaluations`` (without the ``dt`` column)."""
-    return summarise(evaluations.lazy(), run_id)
+#: Values of a segment key kept per day (by records, all models): the rest are :data:`OTHER_SEGMENT`.
+SEGMENT_TOP_VALUES = 8
+OTHER_SEGMENT = "other"
+#: The value of a record whose metadata lacks the path (or holds null there).
+MISSING_SEGMENT = "(none)"
+
+
+def segment_values(records: pl.LazyFrame, paths: list[str], top: int = SEGMENT_TOP_VALUES) -> pl.DataFrame:
+    """``record_id``, ``segment_key`` (the path) and ``segment_value`` of each record (``records``:
+    ``record_id`` and ``metadata``, a JSON string) for each metadata path (``metadata.locale``): the
+    ``top`` most frequent values of the day as they are (ties by value), every other value as
+    ``other``, a missing one as ``(none)``."""
+    parts = []
+    for path in paths:
+        json_path = "$." + path.removeprefix("metadata.")
+        values = records.select(
+            "record_id", pl.col("metadata").str.json_path_match(json_path).fill_null(MISSING_SEGMENT).alias("segment_value")
+        ).collect(engine="streaming")
+        kept = (values.group_by("segment_value").len().sort(["len", "segment_value"], descending=[True, False])
+                .head(top)["segment_value"])
+        parts.append(values.select(
+            "record_id", pl.lit(path).alias("segment_key"),
+            pl.when(pl.col("segment_value").is_in(kept.implode())).then(pl.col("segment_value"))
+            .otherwise(pl.lit(OTHER_SEGMENT)).alias("segment_value")))
+    schema = {"record_id": pl.String, "segment_key": pl.String, "segment_value": pl.String}
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, day: dt.date, run_id: str,
+                        segments: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per (model, judge) of the day's ``evaluations`` (without the ``dt`` column), then
+    the rows of ``segments`` (:func:`segment_values`)."""
+    return summarise(evaluations.lazy(), run_id, segments)

@@ -5,8 +5,9 @@ most grounded, ``assistant-lite`` hallucinates most), with retrieved contexts, c
 ids that were never retrieved), uncited claims, refusals, references for some records, rubrics or
 an expected outcome for others, and, when asked, a few planted bad records. Same seed, same day.
 
-A day can be generated with other behaviours (``behaviour``): the demo's last day uses
-:data:`UNGROUNDED` for one model, whose answers then lose their grounding.
+Each record has a ``metadata.locale`` (:data:`LOCALES`). A day can be generated with other
+behaviours (``behaviour``), for a model or for one locale of a model: the demo's last day uses
+:data:`UNGROUNDED` for one model's German records, whose answers then lose their grounding.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ MODEL_BEHAVIOUR = {
 }
 #: A model whose answers lost their grounding: most are wrong, uncited or cite what was never retrieved.
 UNGROUNDED = (0.25, 0.68, 0.07)
+#: The locales of the records (``metadata.locale``) and their shares of the traffic.
+LOCALES = {"en": 0.55, "de": 0.30, "fr": 0.15}
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,19 @@ def _answer(rng: random.Random, fact: Fact, roll: float, good: float, hallucinat
     return f"The {fact.attribute} of {fact.subject} is {fact.wrong}, according to [ctx-1]."
 
 
-#: Per model, the chances of :data:`MODEL_BEHAVIOUR` to use instead.
+#: Per model, the chances of :data:`MODEL_BEHAVIOUR` to use instead; a key ``model@locale`` (e.g.
+#: ``assistant-v2@de``) applies to that model's records of that locale alone.
 Behaviour = Mapping[str, tuple[float, float, float]]
+
+
+def _locale(day: dt.date, index: int) -> str:
+    """A record's locale, drawn aside so that every other draw of the day stays as it was."""
+    roll, total = random.Random(f"{day.isoformat()}-{index}-locale").random(), 0.0
+    for locale, share in LOCALES.items():
+        total += share
+        if roll < total:
+            return locale
+    return next(iter(LOCALES))
 
 
 def _record(
@@ -130,9 +144,11 @@ def _record(
         contexts = [{"text": c["text"]} for c in contexts]  # ids default to ctx-N
     question = f"What is the {fact.attribute} of {fact.subject}?"
     answer = _answer(rng, fact, roll, good, hallucinate)
-    if model in behaviour:  # drawn aside, so every other draw of the day stays as it was
+    locale = _locale(day, index)
+    changed = behaviour.get(f"{model}@{locale}", behaviour.get(model))
+    if changed is not None:  # drawn aside, so every other draw of the day stays as it was
         side = random.Random(f"{day.isoformat()}-{index}-{model}")
-        answer = _answer(side, fact, side.random(), *behaviour[model][:2])
+        answer = _answer(side, fact, side.random(), *changed[:2])
     if rng.random() < 0.02:
         answer = ""
     record: dict[str, Any] = {
@@ -144,7 +160,7 @@ def _record(
         "question": question,
         "answer": answer,
         "contexts": contexts,
-        "metadata": {"channel": rng.choice(["web", "mobile", "api"]), "locale": "en"},
+        "metadata": {"channel": rng.choice(["web", "mobile", "api"]), "locale": locale},
     }
     kind = rng.random()
     if kind < 0.35:

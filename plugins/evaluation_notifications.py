@@ -120,6 +120,8 @@ MAX_NAME_CHARS = 80
 MAX_SUBJECT_NAME_CHARS = 40
 #: The reason of a failed run is cut to this many characters.
 MAX_REASON_CHARS = 400
+#: The report's section of each regressed model's failing records (evaluation.report.evidence_page).
+EVIDENCE_ANCHOR = "evidence"
 #: The environment variable with the HTTPS address the output root's reports are served under.
 REPORT_BASE_URL_ENV = "EVALUATION_REPORT_BASE_URL"
 
@@ -200,24 +202,30 @@ def _fit(subject: str, lines: list[str], tail: list[str]) -> Message:
 
 
 def regression_message(summary: dict[str, Any], report_uri: str, base_url: str | None = None) -> Message | None:
-    """The message of a day on which a model regressed (``summary.json``'s ``headline``); None on
-    a day with no regressed model: a steady or improved day sends nothing.
+    """The message of a day on which a model regressed (``summary.json``'s ``headline``), as a
+    whole or in a segment (``segments.headline``); None on a day with no regressed model: a steady
+    or improved day sends nothing.
 
     The subject names the regressed models only; the body gives each one's largest changes
-    (before → after, against which baseline) and one link to the report."""
+    (before → after, against which baseline), each segment that regressed with its changes, the
+    and one link to the report (a served one at its section of the regressed models' failing
+    records)."""
     day = str(summary["dt"])
     lines_of_day = summary.get("headline")
     if lines_of_day is None:
         logger.warning("the summary of %s has no headline: no notification sent", day)
         return None
     regressed = [line for line in lines_of_day if line.get("status") == "regressed"]
-    if not regressed:
+    in_segments = (summary.get("segments") or {}).get("headline") or []
+    if not regressed and not in_segments:
         return None
-    names = [_cut(str(line["model"]), MAX_SUBJECT_NAME_CHARS) for line in regressed]
+    models = [str(line["model"]) for line in regressed]
+    models += sorted({str(line["model"]) for line in in_segments} - set(models))
+    names = [_cut(model, MAX_SUBJECT_NAME_CHARS) for model in models]
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     subject = f"LLM evaluation {day}: {shown} regressed"
-    others = len(lines_of_day) - len(regressed)
-    lines = [f"{len(regressed)} of {len(lines_of_day)} model(s) regressed on {day}"
+    others = len(lines_of_day) - len(models)
+    lines = [f"{len(models)} of {len(lines_of_day)} model(s) regressed on {day}"
              + (f"; the other {others} are steady or improved." if others else "."), ""]
     for line in regressed:
         changes = line.get("changes") or []
@@ -225,7 +233,15 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
         lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
         if len(changes) > MAX_CHANGES:
             lines.append(f"  - and {len(changes) - MAX_CHANGES} more change(s) in the report")
-    return _fit(subject, lines, ["", f"Report: {report_link(day, report_uri, base_url)}"])
+    for line in in_segments:  # a regression confined to one segment of a model's traffic
+        segment, changes = line["segment"], line.get("changes") or []
+        where = f"{str(segment['key']).removeprefix('metadata.')}={segment['value']}"
+        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:")
+        lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
+    link = report_link(day, report_uri, base_url)
+    if link.startswith("https://"):  # a served page opens at the regressed models' failing records
+        link += f"#{EVIDENCE_ANCHOR}"
+    return _fit(subject, lines, ["", f"Report: {link}"])
 
 
 def failure_message(*, dag_id: str, run_id: str, day: str, task_id: str | None, reason: str | None,

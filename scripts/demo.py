@@ -2,13 +2,14 @@
 shows what the product is for.
 
 Starts a real S3 API in-process on loopback (moto's server mode) and writes seven generated days
-of conversation logs to it; on the last day one model regresses (:data:`REGRESSING_MODEL`'s
-answers lose their grounding, :data:`evaluation.synthetic.UNGROUNDED`). The six earlier days are
+of conversation logs to it; on the last day one model regresses in one segment of its traffic
+(:data:`REGRESSING_MODEL`'s answers in :data:`REGRESSING_LOCALE` lose their grounding,
+:data:`evaluation.synthetic.UNGROUNDED`; the runs compute their measures per ``metadata.locale``). The six earlier days are
 evaluated in-process by the pipeline's own stages (:func:`evaluation.day.run_day`, what
 ``python -m evaluation run`` does), the last one by ``daily_evaluation`` under Airflow
 (``dag.test()`` with a SQLite metadata DB in ``.airflow/``), all with the built-in offline judge.
 It prints what landed, the report's seven-day trends, how many flags and alerts each steady day's
-report raised, the last day's headline (which model regressed, by how much) and its flags, copies
+report raised, the last day's headline (which model regressed, where, by how much) and its flags, copies
 the week's tables and reports to ``demo-output/`` (replacing only what an earlier demo wrote
 there) and prints the README's commands over it with the demo's dates. No network, no key.
 """
@@ -27,11 +28,13 @@ from scripts import airflow_local
 INPUT_URI = "s3://llm-logs/raw"
 OUTPUT_URI = "s3://llm-evaluation/curated"
 DEMO_OUTPUT = airflow_local.REPO / "demo-output"
-#: The model whose answers lose their grounding on the demo's last day.
+#: The model whose answers lose their grounding on the demo's last day, in one locale.
 REGRESSING_MODEL = "assistant-v2"
+REGRESSING_LOCALE = "de"
 #: Like a real export, each generated day ends with a completion marker, which the DAG waits for.
 MARKER = "_SUCCESS"
-RUN_CONF: dict[str, Any] = {"judge_model": "offline/lexical", "chunk_size": 150, "concurrency": 16, "completion_marker": MARKER}
+RUN_CONF: dict[str, Any] = {"judge_model": "offline/lexical", "chunk_size": 150, "concurrency": 16, "completion_marker": MARKER,
+                            "segments": "metadata.locale"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         raw = storage.open_store(INPUT_URI, s3_access)
         for day in days:
             regressed = day == args.date
-            synthetic.write_day(raw, day, args.records,
-                                behaviour={REGRESSING_MODEL: synthetic.UNGROUNDED} if regressed else None)
+            synthetic.write_day(raw, day, args.records, behaviour=last_day_behaviour() if regressed else None)
             raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b"")
         print(f"wrote {args.records} generated records (+ planted bad ones) a day for {days[0]} to {days[-1]} "
-              f"under {raw.uri('')}; on {args.date} {REGRESSING_MODEL}'s answers lose their grounding")
+              f"under {raw.uri('')}; on {args.date} {REGRESSING_MODEL}'s answers in locale={REGRESSING_LOCALE} lose "
+              "their grounding")
 
         for day in days[:-1]:
             day_started = time.monotonic()
@@ -104,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def last_day_behaviour() -> dict[str, tuple[float, float, float]]:
+    """The last day's changed behaviour: the regressing model's records of its locale lose their grounding."""
+    from evaluation import synthetic  # after airflow_local.configure(), like every import of the project here
+
+    return {f"{REGRESSING_MODEL}@{REGRESSING_LOCALE}": synthetic.UNGROUNDED}
+
+
 def steady_day_lines(summaries: list[dict[str, Any]]) -> list[str]:
     """One line per steady day's report: its flags and the models it alerted on (none, when the
     method holds its false-alarm rate), and a closing count."""
@@ -118,15 +128,22 @@ def steady_day_lines(summaries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _changes(changes: list[dict[str, Any]]) -> str:
+    shown = "; ".join(f"{c['judge']} {c['measure']} {c['before']:.3f} -> {c['after']:.3f} ({c['delta']:+.3f})"
+                      for c in changes[:4])
+    return shown + (f"; +{len(changes) - 4} more" if len(changes) > 4 else "")
+
+
 def headline_lines(summary: dict[str, Any]) -> list[str]:
-    """The report's headline: one line per model, regressed first, with its largest changes."""
-    lines = []
-    for line in summary.get("headline", []):
-        changes = "; ".join(
-            f"{c['judge']} {c['measure']} {c['before']:.3f} -> {c['after']:.3f} ({c['delta']:+.3f})"
-            for c in line["changes"][:4])
-        more = f"; +{len(line['changes']) - 4} more" if len(line["changes"]) > 4 else ""
-        lines.append(f"  {line['model']:<15} {line['status']:<9} {changes}{more}")
+    """The report's headline: one line per model, regressed first, with its largest changes, and
+    one per segment that regressed (``assistant-v2 regressed in locale=de: ...``)."""
+    lines = [f"  {line['model']:<15} {line['status']:<9} {_changes(line['changes'])}"
+             for line in summary.get("headline", [])]
+    for line in (summary.get("segments") or {}).get("headline", []):
+        name = line["segment"]["key"].removeprefix("metadata.")
+        others = f"; other {name} values steady" if line.get("others_steady") else ""
+        lines.append(f"  {line['model']:<15} regressed in {name}={line['segment']['value']}: "
+                     f"{_changes(line['changes'])}{others}")
     return lines
 
 

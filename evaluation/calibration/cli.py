@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
         "calibrate", help="judge a golden set and measure the judges' agreement with its labels",
         description="Judge a golden set (docs/golden-sets.md) and land calibrations/calibration_id=<id>/ "
                     "(calibration.parquet, report.html, the judged rows); prints a JSON summary of the figures.")
-    add_options(parser, CALIBRATE_OPTIONS)
+    add_options(parser, CALIBRATE_OPTIONS, "calibration options")
     parser.add_argument("--output", "--output-uri", dest="output_uri", default=None,
                         help="root of the landed tables (default: $EVALUATION_OUTPUT_URI, else the golden set's "
                              "parent folder, so that calibrations/ lands beside the golden sets; required for the "

@@ -36,7 +36,6 @@ import polars as pl
 
 from evaluation import charts
 from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS
-from evaluation.judges import read_fenced_blocks
 from evaluation.report.alerts import (
     Z_95,
     AlertPolicy,
@@ -48,6 +47,10 @@ from evaluation.report.alerts import (
     pool,
     t_quantile_975,
 )
+from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
+from evaluation.report.evidence import asked, failing_rule, read_prompts, regressed_evidence, shorten
+from evaluation.report.labels import landed_root, large_unflagged, latest_failure
+from evaluation.report.segments import segment_of, segment_report, split_segments
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
 from evaluation.summary import build_daily_summary
@@ -56,7 +59,6 @@ REPORT_VERSION = 1
 CONFIDENCE = 0.95
 BASELINE_DAYS = 7
 HISTOGRAM_BINS = 10
-TEXT_LIMIT = 400
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
 
@@ -117,6 +119,8 @@ class ReportInputs:
     runs: pl.DataFrame | None
     summary_source: str  # "daily_summary" or "evaluations"
     judge_calls: pl.LazyFrame | None = None  # the day's judge calls: the worst records' question and answer
+    baseline_evaluations: pl.LazyFrame | None = None  # evaluations of D-7 … D-1: earlier answers to the same questions
+    baseline_calls: pl.LazyFrame | None = None  # judge calls of D-7 … D-1: those answers' texts
 
 
 def report_days(day: dt.date, history_days: int = 30) -> list[dt.date]:
@@ -149,6 +153,8 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: L
         history = built if history.is_empty() else pl.concat([history, built], how="diagonal_relaxed")
         source = "evaluations"
     runs = scan_table(store, "runs")
+    in_baseline = pl.col("dt").is_between(day - dt.timedelta(days=BASELINE_DAYS), day - dt.timedelta(days=1))
+    earlier = {table: scan_table(store, table, landed) for table in ("evaluations", "judge_calls")}
     return ReportInputs(
         day=day,
         root=store.root,
@@ -159,6 +165,8 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: L
         judge_calls=scan_day(store, "judge_calls", day, landed),
         runs=None if runs is None else runs.filter(pl.col("dt") == day).collect(),
         summary_source=source,
+        baseline_evaluations=None if earlier["evaluations"] is None else earlier["evaluations"].filter(in_baseline),
+        baseline_calls=None if earlier["judge_calls"] is None else earlier["judge_calls"].filter(in_baseline),
     )
 
 
@@ -278,10 +286,7 @@ def _health(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _truncate(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
-    if text is None:
-        return None
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+_truncate = shorten
 
 
 def _texts(values: Iterable[Any] | None) -> list[str]:
@@ -353,19 +358,10 @@ def _explanations(text: str | None) -> dict[str, str] | str | None:
 
 
 def _asked(judge_calls: pl.LazyFrame | None, record_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
-    """(question, answer) of each record, read from its judge calls' prompts: every judge fences
-    the question as ``question`` and the answer as ``answer`` (rag, masis) or ``candidate_answer``
-    (prompt), so any judge's call of the record will do. Records without a call are absent."""
-    if judge_calls is None or not record_ids or "user_prompt" not in judge_calls.collect_schema():
-        return {}
-    prompts = (judge_calls.filter(pl.col("record_id").is_in(record_ids) & pl.col("user_prompt").is_not_null())
-               .select("record_id", "judge", "user_prompt").sort("record_id", "judge")
-               .unique("record_id", keep="first", maintain_order=True).collect(engine="streaming"))
-    out = {}
-    for record_id, _, prompt in prompts.iter_rows():
-        blocks = read_fenced_blocks(prompt)
-        out[record_id] = (blocks.get("question"), blocks.get("answer", blocks.get("candidate_answer")))
-    return out
+    """(question, answer) of each record, read from its judge calls' prompts
+    (:func:`evaluation.report.evidence.read_prompts`). Records without a call are absent."""
+    wanted = pl.DataFrame({"record_id": record_ids}, schema={"record_id": pl.String})
+    return {record_id: asked(blocks) for (_, record_id), blocks in read_prompts(judge_calls, wanted).items()}
 
 
 def _worst_records(evaluations: pl.LazyFrame, judge_calls: pl.LazyFrame | None, judges: list[str],
@@ -551,33 +547,45 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     return {judge: {"pass": pass_, "borderline": borderline, "source": source} for judge in judges}
 
 
-def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: AlertPolicy | None = None) -> dict[str, Any]:
-    """Every number of the report, as it lands in ``summary.json``; ``policy`` decides the flags
-    (the defaults of :class:`evaluation.report.alerts.AlertPolicy` when None)."""
-    policy = policy or AlertPolicy()
-    day = inputs.day
-    history = inputs.history
-    rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
-    for row in history.iter_rows(named=True) if not history.is_empty() else []:
-        rows_by_day.setdefault((str(row["model"]), str(row["judge"])), {})[row["dt"]] = row
-    landed_days = sorted(history["dt"].unique().to_list()) if not history.is_empty() else []
-    window_start = day - dt.timedelta(days=inputs.history_days - 1)
-    trend_days = [d for d in landed_days if window_start <= d <= day]
-    first = trend_days[0] if trend_days else day
-    missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
-    missing = [d for d in missing if d not in trend_days]
+def _evidence(inputs: ReportInputs, headline: list[dict[str, Any]], segment_lines: list[dict[str, Any]],
+              thresholds: dict[str, dict[str, Any]], facts: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each regressed model's failing records behind each of its alerting changes, and behind each
+    alerting change of a segment (:mod:`evaluation.report.evidence`)."""
+    if inputs.evaluations is None or not facts or not facts["rows"]:
+        return []
+    lines = [line for line in headline if line["status"] == "regressed"] + segment_lines
+    changes: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for line in lines:  # one entry per set of failing rows: the measures it backs listed together
+        for c in line["changes"]:
+            entry = changes.setdefault((line["model"], c["judge"], failing_rule(c["measure"])), {
+                "model": line["model"], "judge": c["judge"], "measure": c["measure"], "measures": [],
+                "segment": line.get("segment")})
+            if c["measure"] not in entry["measures"]:
+                entry["measures"].append(c["measure"])
+    borderline = {judge: t.get("borderline") or 0.6 for judge, t in thresholds.items()}
+    return regressed_evidence(inputs.evaluations, inputs.judge_calls, inputs.baseline_evaluations,
+                              inputs.baseline_calls, list(changes.values()), borderline)
 
-    groups: list[dict[str, Any]] = []
+
+def _groups(history: pl.DataFrame, day: dt.date, policy: AlertPolicy, window_start: dt.date | None) -> list[dict[str, Any]]:
+    """One group per (model, judge) — or per (model, judge, segment) of segment rows — of the day:
+    its counts and each measure compared with its baselines; trends from ``window_start`` (None:
+    none, for segments)."""
+    rows_by_day: dict[tuple[str, ...], dict[dt.date, dict[str, Any]]] = {}
+    for row in history.iter_rows(named=True) if not history.is_empty() else []:
+        key = (str(row["model"]), str(row["judge"]), *segment_of(row).values())
+        rows_by_day.setdefault(key, {})[row["dt"]] = row
     today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
-                        key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))
+                        key=lambda r: (judge_order(str(r["judge"])), str(r["model"]), *segment_of(r).values()))
+    groups: list[dict[str, Any]] = []
     for today in today_rows:
-        key = (str(today["model"]), str(today["judge"]))
-        by_day = rows_by_day[key]
+        by_day = rows_by_day[(str(today["model"]), str(today["judge"]), *segment_of(today).values())]
         earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
         rows = _int(today.get("rows"))
         group: dict[str, Any] = {
-            "model": key[0],
-            "judge": key[1],
+            "model": str(today["model"]),
+            "judge": str(today["judge"]),
+            **({"segment": segment_of(today)} if segment_of(today) else {}),
             "run_id": today.get("run_id"),
             "rows": rows,
             "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
@@ -586,9 +594,26 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
             "rates": {v: _measure("rate", v, today, earlier, policy) for v in VERDICTS},
             "metrics": {m: _measure("metric", m, today, earlier, policy) for m in METRICS},
             "health": _health(today),
-            "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
+            "trend": [] if window_start is None else [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
         }
         groups.append(group)
+    return groups
+
+
+def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: AlertPolicy | None = None) -> dict[str, Any]:
+    """Every number of the report, as it lands in ``summary.json``; ``policy`` decides the flags
+    (the defaults of :class:`evaluation.report.alerts.AlertPolicy` when None)."""
+    policy = policy or AlertPolicy()
+    day = inputs.day
+    history = inputs.history
+    history, segmented = split_segments(inputs.history)
+    landed_days = sorted(history["dt"].unique().to_list()) if not history.is_empty() else []
+    window_start = day - dt.timedelta(days=inputs.history_days - 1)
+    trend_days = [d for d in landed_days if window_start <= d <= day]
+    first = trend_days[0] if trend_days else day
+    missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
+    missing = [d for d in missing if d not in trend_days]
+    groups = _groups(history, day, policy, window_start)
     flags = decide_flags(groups, policy)
 
     totals: dict[str, Any] = {"rows": sum(g["rows"] for g in groups)}
@@ -605,6 +630,12 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     info = _run_info(inputs, facts)
     judges = sorted({g["judge"] for g in groups}, key=judge_order)
     headline = build_headline(models, flags)
+    day_segments = segmented.filter(pl.col("dt") == day) if not segmented.is_empty() else segmented
+    segments = segment_report(_groups(segmented, day, policy, None), policy,
+                              sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [])
+    alerting = [line["model"] for line in headline if line["status"] == "regressed"]
+    alerting += sorted({line["model"] for line in segments["headline"]} - set(alerting))
+    thresholds = thresholds_in_force(_latest_run(inputs, info["run_ids"]), judges)
     worst, empty_answers = (_worst_records(inputs.evaluations, inputs.judge_calls, facts["judges"], worst_per_judge)
                             if inputs.evaluations is not None and facts and facts["rows"] else ([], []))
     return {
@@ -612,6 +643,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
         "dt": day.isoformat(),
         "source": {
             "root": inputs.root,
+            "landed_root": landed_root(_latest_run(inputs, info["run_ids"])) or inputs.root,
             "summary_from": inputs.summary_source,
             "evaluations_landed": inputs.evaluations is not None,
             "history_days": inputs.history_days,
@@ -631,12 +663,16 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
             "alerts": policy.describe(),
         },
         "run": info,
-        "thresholds": thresholds_in_force(_latest_run(inputs, info["run_ids"]), judges),
+        "thresholds": thresholds,
         "cascade": cascade_of(_latest_run(inputs, info["run_ids"])),
         "models": models,
         "judges": judges,
         "headline": headline,
-        "alerting": [line["model"] for line in headline if line["status"] == "regressed"],
+        "alerting": alerting,
+        "segments": segments,
+        "latest_run_failed": latest_failure(inputs.runs),
+        "not_significant": large_unflagged(groups, policy),
+        "evidence": _evidence(inputs, headline, segments["headline"], thresholds, facts),
         "totals": totals,
         "groups": groups,
         "flags": flags,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from evaluation import charts
@@ -20,6 +20,26 @@ from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
 from evaluation.html import page, table
 from evaluation.report.alerts import HEADLINE_METRICS, assess
+from evaluation.report.evidence_page import (
+    change_text,
+    evidence_section,
+    failed_run_banner,
+    not_significant_note,
+    segment_headline_items,
+    segments_section,
+)
+from evaluation.report.markup import ARROWS as _ARROWS
+from evaluation.report.markup import bullets as _list
+from evaluation.report.markup import cell as _cell
+from evaluation.report.markup import fmt as _fmt
+from evaluation.report.markup import fmt_ci as _fmt_ci
+from evaluation.report.markup import fmt_delta as _fmt_delta
+from evaluation.report.markup import fmt_mean, fmt_rate
+from evaluation.report.markup import note as _note
+from evaluation.report.markup import num as _num
+from evaluation.report.markup import row as _row
+from evaluation.report.markup import section as _section
+from evaluation.report.markup import th as _th
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
@@ -29,76 +49,6 @@ _SHORT_METRIC = {
     "reasoning_quality": "reasoning", "context_relevance": "context rel.", "answer_relevance": "answer rel.",
     "semantic_similarity": "semantic sim.",
 }
-
-_MINUS = "\u2212"
-_ARROWS = {"up": "▲", "down": "▼"}
-
-
-def _signed(text: str) -> str:
-    return text.replace("-", _MINUS)
-
-
-def fmt_rate(value: float | None) -> str:
-    """A share as a percentage with one decimal."""
-    return "–" if value is None else _signed(f"{value * 100:.1f}%")
-
-
-def fmt_mean(value: float | None) -> str:
-    """A metric value with three decimals."""
-    return "–" if value is None else _signed(f"{value:.3f}")
-
-
-def _fmt(kind: str, value: float | None) -> str:
-    return fmt_rate(value) if kind == "rate" else fmt_mean(value)
-
-
-def _fmt_delta(kind: str, value: float | None) -> str:
-    if value is None:
-        return "–"
-    return _signed(f"{value * 100:+.1f} pp") if kind == "rate" else _signed(f"{value:+.3f}")
-
-
-def _fmt_ci(kind: str, low: float | None, high: float | None) -> str:
-    if low is None or high is None:
-        return "–"
-    return f"{_fmt(kind, low)} – {_fmt(kind, high)}"
-
-
-def _num(value: Any, digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    return _signed(f"{value:,.{digits}f}")
-
-
-def _cell(text: str, *, num: bool = False, cls: str = "", title: str = "", rowspan: int = 1) -> str:
-    classes = " ".join(c for c in ("num" if num else "", cls) if c)
-    attrs = f' class="{classes}"' if classes else ""
-    if title:
-        attrs += f' title="{esc(title)}"'
-    if rowspan > 1:
-        attrs += f' rowspan="{rowspan}"'
-    return f"<td{attrs}>{text}</td>"
-
-
-def _th(text: str, num: bool = False, title: str = "") -> str:
-    attrs = ' class="num"' if num else ""
-    if title:
-        attrs += f' title="{esc(title)}"'
-    return f'<th scope="col"{attrs}>{esc(text)}</th>'
-
-
-def _row(cells: Iterable[str], cls: str = "") -> str:
-    attrs = f' class="{cls}"' if cls else ""
-    return f"<tr{attrs}>{''.join(cells)}</tr>"
-
-
-def _note(text: str) -> str:
-    return f'<p class="note">{text}</p>'
-
-
-def _section(anchor: str, title: str, *body: str) -> str:
-    return f'<section id="{anchor}"><h2>{title}</h2>{"".join(body)}</section>'
-
 
 def _figures(svgs: Iterable[str]) -> str:
     return '<div class="charts">' + "".join(f"<figure>{svg}</figure>" for svg in svgs) + "</div>"
@@ -222,14 +172,6 @@ def _measure_label(measure: str) -> tuple[str, str]:
     return kind, _label(kind, name)
 
 
-def _change_text(change: dict[str, Any]) -> str:
-    """``rag pass rate 85.0% → 64.0% (−21.0 pp)``."""
-    kind, label = _measure_label(change["measure"])
-    label = label.replace(" (mean)", "").lower()
-    return (f"{change['judge']} {label} {_fmt(kind, change['before'])} → {_fmt(kind, change['after'])} "
-            f"({_fmt_delta(kind, change['delta'])})")
-
-
 _HEADLINE_WORDS = {"regressed": "regressed", "improved": "improved", "steady": "steady"}
 _HEADLINE_CLASS = {"regressed": "worse", "improved": "better", "steady": "muted"}
 _MAX_CHANGES = 4
@@ -241,19 +183,24 @@ def _headline_section(summary: dict[str, Any]) -> str:
     if not lines:
         return _section("headline", "What changed", _note("No model was evaluated this day."))
     items = []
+    in_segments = segment_headline_items(summary, _MAX_CHANGES)
     for line in lines:
         status = line["status"]
         changes = line["changes"]
-        text = "; ".join(esc(_change_text(c)) for c in changes[:_MAX_CHANGES])
+        text = "; ".join(esc(change_text(c)) for c in changes[:_MAX_CHANGES])
         if len(changes) > _MAX_CHANGES:
             text += f"; and {len(changes) - _MAX_CHANGES} more"
-        items.append(f'<li><code>{esc(line["model"])}</code> <span class="flag {_HEADLINE_CLASS[status]}">'
-                     f'{_HEADLINE_WORDS[status]}</span>{": " + text if text else ""}</li>')
-    regressed = [line["model"] for line in lines if line["status"] == "regressed"]
+        if status != "steady" or line["model"] not in in_segments:  # a segment's regression says more than "steady"
+            items.append(f'<li><code>{esc(line["model"])}</code> <span class="flag {_HEADLINE_CLASS[status]}">'
+                         f'{_HEADLINE_WORDS[status]}</span>{": " + text if text else ""}</li>')
+        items += in_segments.pop(line["model"], [])
+    items += [item for rest in in_segments.values() for item in rest]
+    regressed = summary.get("alerting") or [line["model"] for line in lines if line["status"] == "regressed"]
     method = summary["method"].get("alerts") or {}
     lead = (f"{len(regressed)} model(s) regressed: {esc(', '.join(regressed))}." if regressed
             else "No model regressed: nothing alerts today.")
-    return _section("headline", "What changed", _note(lead), f'<ul class="plain">{"".join(items)}</ul>', _note(
+    return _section("headline", "What changed", _note(lead), f'<ul class="plain">{"".join(items)}</ul>',
+                    not_significant_note(summary), _note(
         "A model regressed when a headline measure (pass or fail rate, score, "
         f"{esc('; '.join(f'{j}: ' + ', '.join(m) for j, m in HEADLINE_METRICS.items() if m))}) "
         "got worse by more than sampling and its own day-to-day variation explain, after "
@@ -480,12 +427,6 @@ def _rejects_section(summary: dict[str, Any]) -> str:
     )
 
 
-def _list(items: Sequence[str] | None) -> str:
-    if not items:
-        return '<span class="muted">–</span>'
-    return '<ul class="plain">' + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
-
-
 def _asked_cell(r: dict[str, Any]) -> str:
     """The question and the answer a worst record was judged on (cut), or why they are not shown."""
     if r.get("question") is None and r.get("answer") is None:
@@ -564,7 +505,7 @@ def render_html(summary: dict[str, Any]) -> str:
     source = summary["source"]
     run = summary["run"]
     meta = [
-        f"Tables under <code>{esc(source['root'])}</code>",
+        f"Tables under <code>{esc(source.get('landed_root') or source['root'])}</code>",
         f"run {esc(', '.join(run['run_ids']) or '–')}",
         f"judge model {esc(', '.join(run['judge_models']) or '–')}",
     ]
@@ -576,12 +517,14 @@ def render_html(summary: dict[str, Any]) -> str:
         meta.append("daily summary recomputed from evaluations (daily_summary not landed)")
     nav = "".join(
         f'<a href="#{a}">{esc(t)}</a>'
-        for a, t in (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("quality", "Quality"), ("mix", "Verdict mix"),
+        for a, t in (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("segments", "Segments"), ("evidence", "Why"),
+                     ("quality", "Quality"), ("mix", "Verdict mix"),
                      ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
                      ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"))
     )
     sections = [
-        _headline_section(summary), _overview(summary), _flags_section(summary), _quality_section(summary), _mix_section(summary),
+        failed_run_banner(summary), _headline_section(summary), _overview(summary), _flags_section(summary),
+        segments_section(summary), evidence_section(summary), _quality_section(summary), _mix_section(summary),
         _trend_section(summary), _distribution_section(summary), _health_section(summary),
         _rejects_section(summary), _worst_section(summary), calibration_section(summary),
     ]
@@ -590,7 +533,9 @@ def render_html(summary: dict[str, Any]) -> str:
         f"<footer>Method: rates — {esc(method['rate_interval'])}; means — {esc(method['mean_interval'])}; "
         f"previous — {esc(method['previous'])}; trailing 7-day — {esc(method['trailing_7d'])}; flag — {esc(method['flag'])}; "
         f"tests — rates: {esc(method['alerts']['rate_test'])}, means: {esc(method['alerts']['mean_test'])}. "
-        f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']}).</footer>"
+        f"The same numbers are in <code>summary.json</code> next to this page (report version {summary['report_version']})"
+        + (f"; read from <code>{esc(source['root'])}</code>" if source.get("landed_root", source["root"]) != source["root"] else "")
+        + ".</footer>"
     )
     title = f"LLM evaluation — daily report {summary['dt']}"
     return page(title, title, meta, nav, [*sections, footer])

@@ -27,12 +27,13 @@ from evaluation.stages._run import (
     fail_run,
     read_manifest,
     staged_key,
+    valid_part_key,
     where,
     write_run_row,
 )
 from evaluation.stages.cascade import cascade_summary
 from evaluation.stages.thresholds import with_calibrated_thresholds
-from evaluation.summary import SummaryBuilder
+from evaluation.summary import SummaryBuilder, segment_values
 
 logger = logging.getLogger(__name__)
 
@@ -121,10 +122,10 @@ def score_and_land(
         calls = pl.scan_parquet(call_paths) if call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
         calls.sink_parquet(tables["judge_calls"], compression=storage.PARQUET_COMPRESSION,
                            row_group_size=CALLS_ROW_GROUP_ROWS)
-        summary = summary_builder.finish(cfg.run_id)
+        summary = summary_builder.finish(cfg.run_id, day_segments(cfg, stores, manifest.ingest.valid_parts))
         summary.write_parquet(tables["daily_summary"], compression=storage.PARQUET_COMPRESSION, statistics=True)
         # The day's status counts, tokens and cost are the summary's, summed over its groups.
-        totals = summary.select(
+        totals = summary.filter(pl.col("segment_key").is_null()).select(
             *[pl.col(f"n_{s}").sum().alias(s) for s in JUDGE_STATUSES],
             pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
         ).row(0, named=True)
@@ -169,6 +170,16 @@ def score_and_land(
     logger.info("%s landed: %s", where(cfg), result)
     compact_ledger(cfg, stores)
     return result
+
+
+def day_segments(cfg: RunConfig, stores: Stores, parts: int) -> pl.DataFrame | None:
+    """Each valid record's value of each of the run's ``segments`` (metadata paths), read from the
+    staged valid records (their ids and metadata only); None for a run without segments."""
+    if not cfg.segments or not parts:
+        return None
+    records = pl.concat([storage.read_parquet(stores.out, valid_part_key(cfg, i)).select("record_id", "metadata")
+                         for i in range(parts)])
+    return segment_values(records.lazy(), cfg.segments)
 
 
 def upload_day(cfg: RunConfig, stores: Stores, tables: dict[str, Path]) -> dict[str, str]:

@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 
 from evaluation import storage
+from evaluation.compare import run_comparison
+from evaluation.contract import ComparisonSpec
 from evaluation.report import write_daily_report
 from tests.unit.test_report import DAY, write_history
 
@@ -216,6 +218,17 @@ PAGE_FACTS = """(() => {
       .map(w => w.previousElementSibling ? w.previousElementSibling.textContent.trim() : w.closest('section').id),
     inner_width: window.innerWidth,
     body_text: document.body.innerText,
+    clipped: svgs.flatMap(s => {
+      // each text's box (getBBox, through its transform to the SVG's user space) against the viewBox
+      const vb = s.viewBox.baseVal;
+      return [...s.querySelectorAll('text')].filter(t => {
+        const b = t.getBBox(), m = t.getCTM().multiply(s.getCTM().inverse());
+        const corners = [[b.x, b.y], [b.x + b.width, b.y], [b.x, b.y + b.height], [b.x + b.width, b.y + b.height]]
+          .map(([x, y]) => new DOMPoint(x, y).matrixTransform(m));
+        return corners.some(p => p.x < vb.x - 0.5 || p.y < vb.y - 0.5 || p.x > vb.x + vb.width + 0.5
+                                  || p.y > vb.y + vb.height + 0.5);
+      }).map(t => `${s.getAttribute('aria-label')}: ${t.textContent}`);
+    }),
   };
 })()"""
 
@@ -270,9 +283,26 @@ def test_daily_report_renders_in_chromium(chromium: str, tmp_path: Path) -> None
     assert facts["tables"] >= 8
     assert facts["scroll_width"] <= facts["inner_width"], "the page overflows horizontally"
     assert facts["tables_scrolling"] == [], f"tables wider than the page at {VIEWPORT[0]}px: {facts['tables_scrolling']}"
+    assert facts["clipped"] == [], f"chart labels outside their chart: {facts['clipped']}"
     text = facts["body_text"]
     assert "<script>alert(1)</script>" in text  # the hostile answer shows as text, never runs
     assert screenshot.stat().st_size > 50_000
+
+
+def test_comparison_page_labels_fit_their_charts(chromium: str, tmp_path: Path) -> None:
+    store = storage.open_store(str(tmp_path / "out"))
+    write_history(store)
+    spec = ComparisonSpec(start_date=DAY - dt.timedelta(days=3), end_date=DAY,
+                          models=["assistant-lite", "assistant-v2", "assistant-v1"], baseline="assistant-lite")
+    result = run_comparison(store, spec)
+    page = Path(result["report_uri"])
+    facts, problems = asyncio.run(render(chromium, page.as_uri(), ARTIFACTS / "comparison.png"))
+    assert problems == [], problems
+    assert facts["svgs"] >= 3 and facts["svgs_labelled"] == facts["svgs"]
+    labels = facts["body_text"]
+    assert "answer_relevance" in page.read_text() and labels
+    assert facts["clipped"] == [], f"chart labels outside their chart: {facts['clipped']}"
+    assert facts["scroll_width"] <= facts["inner_width"], "the page overflows horizontally"
 
 
 def test_chromium_helper_finds_the_binary(chromium: str) -> None:

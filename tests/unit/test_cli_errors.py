@@ -91,7 +91,10 @@ def test_input_and_output_fall_back_to_the_environment(monkeypatch: pytest.Monke
 
     code, _, out = _run_cli(["run", "--help"], capsys)
     assert code == 0
-    assert "[--input URI] [--output URI]" in " ".join(out.split())
+    assert out.splitlines()[0] == "usage: python -m evaluation run --date DATE [options] [run options]"
+    own, run_options = out.split("\nrun options:\n", 1)  # the command's own options first, then the run's
+    assert "--no-progress" in own and "--input URI" not in own
+    assert "--input URI, --input-uri URI" in run_options and "--output URI, --output-uri URI" in run_options
     assert "$EVALUATION_INPUT_URI" in out and "$EVALUATION_OUTPUT_URI" in out
     assert "(default: $EVALUATION_JUDGE_MODEL, else offline/lexical)" in " ".join(out.split())
     for command in ("", "run", "plan", "compare", "sql", "report", "calibrate", "gc", "generate"):

@@ -202,14 +202,21 @@ def test_unknown_model_and_empty_range_fail_with_a_clear_message(landed) -> None
         run_comparison(landed["out"], _spec(start_date="2026-10-01", end_date="2026-10-02"))
 
 
-def test_cli_compare_prints_a_json_summary(landed, capsys) -> None:
+def test_cli_compare_prints_a_short_table_and_the_report(landed, capsys) -> None:
     from evaluation.cli import main
 
-    out_uri = landed["out"].root
-    code = main(["compare", "--from", str(DAYS[0]), "--to", str(DAYS[1]), "--models", "assistant-lite,assistant-v2",
-                 "--judges", "rag", "--seed", "2", "--bootstrap", "300", "--output", out_uri])
-    assert code == 0
+    argv = ["compare", "--from", str(DAYS[0]), "--to", str(DAYS[1]), "--models", "assistant-lite,assistant-v2",
+            "--judges", "rag", "--seed", "2", "--bootstrap", "300", "--output", landed["out"].root]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert main([*argv, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
+    assert len(lines) <= 20 and lines[-1] == f"report: {summary['report_uri']}"
+    assert lines[0].startswith(f"comparison {summary['comparison_id']}: baseline assistant-lite;")
+    assert lines[1].split() == ["judge", "metric", "model", "n", "mean", "delta", "95%", "interval", "p", "adj."]
+    score_line = next(line for line in lines if line.split()[:3] == ["rag", "score", "assistant-v2"])
+    score_delta = next(d for d in summary["deltas"] if d["metric"] == "score")
+    assert f"{score_delta['delta']:+.4f}" in score_line
     assert summary["status"] == "success" and summary["report_uri"].endswith("report.html")
     score = next(d for d in summary["deltas"] if d["metric"] == "score")
     assert score["judge"] == "rag" and score["delta"] > 0 and score["delta_ci_low"] > 0

@@ -84,7 +84,11 @@ def test_the_readme_commands_run_as_written(demo_output: Path, capsys: pytest.Ca
         assert code == 0, (argv, err)
         assert err == "", (argv, err)  # no warning: every day of the range has data, no report is emptied
         if argv[0] == "compare":
+            report = out.splitlines()[-1].removeprefix("report: ")
+            assert Path(report).is_file() and len(out.splitlines()) < 25  # a short table, then the report
+            code, out, err = _run([*argv, "--json"], demo_output, capsys)
             result: dict[str, Any] = json.loads(out)
+            assert result["report_uri"] == report
             assert result["days"] == [d.isoformat() for d in DAYS] and result["days_without_data"] == []
             spec = json.loads(Path(result["spec_uri"]).read_text())
             assert spec["days"] == result["days"]
@@ -106,7 +110,7 @@ def test_the_commands_the_demo_prints_run(demo_output: Path, capsys: pytest.Capt
 def test_compare_warns_about_days_without_data(demo_output: Path, capsys: pytest.CaptureFixture[str]) -> None:
     start = DAYS[0] - dt.timedelta(days=2)
     code, out, err = _run(["compare", "--from", start.isoformat(), "--to", "latest", "--models",
-                           "assistant-v2,assistant-lite", "--output", "demo-output"], demo_output, capsys)
+                           "assistant-v2,assistant-lite", "--output", "demo-output", "--json"], demo_output, capsys)
     assert code == 0
     assert err == (f"python -m evaluation compare: warning: 2 of the 9 days from {start} to {LAST} have no data "
                    f"({start}, {start + dt.timedelta(days=1)}); compared {', '.join(d.isoformat() for d in DAYS)}\n")
@@ -133,3 +137,18 @@ def test_report_says_when_it_replaces_a_fuller_report(demo_output: Path, tmp_pat
     assert code == 0 and out.strip() == str(report_dir / "index.html")
     assert err.startswith(f"python -m evaluation report: warning: replaced the report at {report_dir / 'index.html'}")
     assert "7 days of trends, with one covering" in err and "and 1 days" in err
+
+
+def test_the_report_header_is_the_same_whatever_the_date_form(demo_output: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    def header(page: Path) -> str:
+        return re.search(r'<header class="top">.*?</header>', page.read_text(encoding="utf-8"), re.S).group(0)  # type: ignore[union-attr]
+
+    landed = header(demo_output.parent / "out" / storage.report_key(LAST))  # as the run wrote it
+    for form in (LAST.isoformat(), "latest", "latest-0"):
+        target = tmp_path / form
+        code, out, err = _run(["report", "--date", form, "--output", "demo-output", "--report-output", str(target)],
+                              demo_output, capsys)
+        assert code == 0 and err == "", err
+        assert header(target / "index.html") == landed, form
+    assert str(demo_output.parent / "out") in landed  # the root the run landed under, not the copy read

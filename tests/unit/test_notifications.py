@@ -83,7 +83,7 @@ def test_a_regression_names_only_the_regressed_model_with_its_largest_changes_an
 def test_the_link_is_https_under_the_configured_base_url() -> None:
     message = regression_message(_summary(REGRESSED), REPORT, BASE)
     assert message is not None
-    assert message.body.endswith(f"Report: {BASE}/reports/dt={DAY}/index.html")
+    assert message.body.endswith(f"Report: {BASE}/reports/dt={DAY}/index.html#evidence")  # at the failing records
     assert "s3://" not in message.body and message.body.count("https://") == 1
     assert report_link(DAY, REPORT, None) == REPORT
 
@@ -127,7 +127,7 @@ def test_a_day_of_many_regressions_stays_within_the_limit_and_keeps_its_link() -
     assert message.subject.startswith(f"LLM evaluation {DAY}: assistant-00-") and message.subject.endswith(
         "and 37 more regressed")
     assert "… (cut: the report has the rest)" in message.body
-    assert message.body.endswith(f"Report: {BASE}/reports/dt={DAY}/index.html")
+    assert message.body.endswith(f"Report: {BASE}/reports/dt={DAY}/index.html#evidence")  # at the failing records
     assert "x" * 81 not in message.body  # long model names are cut
 
 
@@ -150,3 +150,16 @@ def test_channels_are_off_without_their_connections(monkeypatch) -> None:
 def test_one_asset_per_landed_table() -> None:
     assert LANDED_TABLES == storage.TABLES
     assert [a.name for a in LANDED_ASSETS] == [f"llm_evaluation.{t}" for t in storage.TABLES]
+
+
+def test_a_regression_in_one_segment_is_named_with_its_segment() -> None:
+    change = {"judge": "rag", "measure": "pass_rate", "baseline": "trailing_7d", "before": 0.81, "after": 0.52,
+              "delta": -0.29, "p_adjusted": 0.001, "assessment": "worse"}
+    summary = {"dt": DAY, "headline": [{"model": "assistant-v2", "status": "steady", "changes": []},
+                                       {"model": "assistant-v1", "status": "steady", "changes": []}],
+               "segments": {"headline": [{"model": "assistant-v2", "segment": {"key": "metadata.locale", "value": "de"},
+                                          "changes": [change], "others_steady": True}]}}
+    message = regression_message(summary, REPORT)
+    assert message is not None and message.subject == f"LLM evaluation {DAY}: assistant-v2 regressed"
+    assert "assistant-v2 in locale=de:\n  - rag pass rate 81.0% → 52.0%" in message.body
+    assert message.body.startswith(f"1 of 2 model(s) regressed on {DAY}")

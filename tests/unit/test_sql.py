@@ -257,3 +257,28 @@ def test_docs_explain_every_comparison_column() -> None:
     ddl = ddl[: ddl.index("PARTITIONED BY (dt date)")]
     athena = re.findall(r"(\w+) (?:string|double|bigint|boolean|timestamp|array<string>)", ddl)
     assert athena == [c for c in EVALUATION_COLUMNS if c != "dt"]
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("SELECT model, count(*), avg(score), avg(score) AS mean_score FROM t GROUP BY model",
+     ["model", "count(*)", "avg(score)", "mean_score"]),
+    ("WITH x AS (SELECT model, score FROM t) SELECT DISTINCT model, count(*) n, sum(score) / count(*) FROM x GROUP BY model",
+     ["model", "n", "sum(score) / count(*)"]),
+    ("SELECT * FROM t", ["model", "score"]),
+    ("select model, max(score) as \"best, of all\" from t group by model", ["model", "best, of all"]),
+])
+def test_columns_keep_the_names_the_sql_wrote(query: str, expected: list[str]) -> None:
+    from evaluation.sql import with_sql_names
+
+    context = pl.SQLContext(t=pl.LazyFrame({"model": ["a", "a", "b"], "score": [0.1234567, 0.5, 1.0]}))
+    frame = with_sql_names(query, context.execute(query, eager=True))
+    assert frame.columns == expected
+
+
+def test_printed_numbers_are_rounded_and_the_others_formats_are_not() -> None:
+    from evaluation.sql import render
+
+    frame = pl.DataFrame({"mean": [0.123456789], "tiny": [0.0000123456], "n": [3]})
+    table = render(frame, "table", width=200)
+    assert "0.1235" in table and "1.23e-05" in table and "0.123456789" not in table
+    assert "0.123456789" in render(frame, "csv") and "0.123456789" in render(frame, "json")

@@ -1,0 +1,77 @@
+"""Honest labels of the daily report: a day whose latest run failed says so, with its cause and
+evidence, and a large change that did not flag is marked "not significant at n = …" rather than
+shown like any other number.
+
+In ``summary.json``:
+
+* ``latest_run_failed``: None, or the day's latest run when it did not succeed: ``run_id``,
+  ``status``, ``message`` (its cause), ``evidence_uri`` (the run's ``_failed/`` objects),
+  ``started_at``, ``finished_at``. The page's tables are still the last landed run's.
+* ``source.landed_root``: the output root the day's run landed under (its config's
+  ``output_uri``), which the page's header names whatever root or ``--date`` form the report was
+  built with (``source.root``, where it was read, is in the footer when it differs).
+* ``not_significant``: the changes of headline measures (pass and fail rate, score, the judge's
+  headline metrics) at least the minimum practical effect of the flags whose adjusted p-value
+  kept them from flagging against either baseline (the larger change of the two kept): ``model``, ``judge``, ``segment`` (None, or ``{"key", "value"}``),
+  ``measure``, ``baseline``, ``before``, ``after``, ``delta``, ``n`` (today's rows), ``baseline_n``,
+  ``p_adjusted``, ``assessment`` (worse | better | changed); worse first, then by size.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from evaluation.report.alerts import AlertPolicy, assess, is_headline
+
+
+def latest_failure(runs: pl.DataFrame | None) -> dict[str, Any] | None:
+    """The day's latest run (by when it finished: a run has its row once it ends) when it did not succeed: its id, status, cause
+    (``message``) and where its evidence is (``evidence_uri``, the run's ``_failed/`` objects);
+    None when the latest run succeeded or no run row is landed."""
+    if runs is None or not runs.height or "status" not in runs.columns:
+        return None
+    order = [c for c in ("finished_at", "started_at", "run_id") if c in runs.columns]
+    latest = runs.sort(order, nulls_last=False).row(-1, named=True)
+    if latest.get("status") == "success":
+        return None
+    return {key: latest.get(key) for key in ("run_id", "status", "message", "evidence_uri", "started_at", "finished_at")}
+
+
+def large_unflagged(groups: list[dict[str, Any]], policy: AlertPolicy) -> list[dict[str, Any]]:
+    """Changes of headline measures at least the minimum practical effect that did not flag (not
+    significant after the adjustment): the page marks them "not significant at n = …" rather than
+    leaving them unmarked. Worse ones first, then by size."""
+    found = []
+    for group in groups:
+        for kind, section in (("rate", "rates"), ("metric", "metrics")):
+            for name, measure in group[section].items():
+                comparisons = [(b, measure.get(b) or {}) for b in ("previous", "trailing_7d")]
+                if not is_headline(group["judge"], kind, name) or any(c.get("flagged") for _, c in comparisons):
+                    continue  # a measure that flagged against either baseline is not "not significant"
+                large = [(b, c) for b, c in comparisons if c.get("delta") is not None and c.get("p_adjusted") is not None
+                         and abs(c["delta"]) >= policy.min_effect(kind) - 1e-9]
+                if not large:
+                    continue
+                baseline, comparison = max(large, key=lambda bc: abs(bc[1]["delta"]))
+                delta = comparison["delta"]
+                found.append({"model": group["model"], "judge": group["judge"], "segment": group.get("segment"),
+                              "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
+                              "baseline": baseline, "before": comparison["value"], "after": measure["value"],
+                              "delta": delta, "n": measure["n"], "baseline_n": comparison.get("n"),
+                              "p_adjusted": comparison["p_adjusted"], "assessment": assess(kind, name, delta)[1]})
+    return sorted(found, key=lambda c: (c["assessment"] != "worse", -abs(c["delta"]), c["model"], c["judge"], c["measure"]))
+
+
+def landed_root(run: dict[str, Any] | None) -> str | None:
+    """The output root the day's run landed its tables under (its config's ``output_uri``): the
+    page names it, so a report built again from a copy of the tables, or with another ``--date``
+    form, has the same header; None without a run row."""
+    try:
+        config = json.loads((run or {}).get("config") or "{}")
+    except ValueError:
+        return None
+    root = config.get("output_uri") if isinstance(config, dict) else None
+    return str(root) if root else None

@@ -1,0 +1,87 @@
+"""The small pieces of the report's HTML: number formats, cells, rows, notes and sections (every
+text HTML-escaped by the caller through :func:`evaluation.charts.esc`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from evaluation.charts import esc
+
+__all__ = ["ARROWS", "bullets", "cell", "fmt", "fmt_ci", "fmt_delta", "fmt_mean", "fmt_rate", "note", "num", "row",
+           "section", "th"]
+
+MINUS = "\u2212"
+ARROWS = {"up": "▲", "down": "▼"}
+
+
+def signed(text: str) -> str:
+    return text.replace("-", MINUS)
+
+
+def fmt_rate(value: float | None) -> str:
+    """A share as a percentage with one decimal."""
+    return "–" if value is None else signed(f"{value * 100:.1f}%")
+
+
+def fmt_mean(value: float | None) -> str:
+    """A metric value with three decimals."""
+    return "–" if value is None else signed(f"{value:.3f}")
+
+
+def fmt(kind: str, value: float | None) -> str:
+    return fmt_rate(value) if kind == "rate" else fmt_mean(value)
+
+
+def fmt_delta(kind: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    return signed(f"{value * 100:+.1f} pp") if kind == "rate" else signed(f"{value:+.3f}")
+
+
+def fmt_ci(kind: str, low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "–"
+    return f"{fmt(kind, low)} – {fmt(kind, high)}"
+
+
+def num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    return signed(f"{value:,.{digits}f}")
+
+
+def cell(text: str, *, num: bool = False, cls: str = "", title: str = "", rowspan: int = 1) -> str:
+    classes = " ".join(c for c in ("num" if num else "", cls) if c)
+    attrs = f' class="{classes}"' if classes else ""
+    if title:
+        attrs += f' title="{esc(title)}"'
+    if rowspan > 1:
+        attrs += f' rowspan="{rowspan}"'
+    return f"<td{attrs}>{text}</td>"
+
+
+def th(text: str, num: bool = False, title: str = "") -> str:
+    attrs = ' class="num"' if num else ""
+    if title:
+        attrs += f' title="{esc(title)}"'
+    return f'<th scope="col"{attrs}>{esc(text)}</th>'
+
+
+def row(cells: Iterable[str], cls: str = "") -> str:
+    attrs = f' class="{cls}"' if cls else ""
+    return f"<tr{attrs}>{''.join(cells)}</tr>"
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{text}</p>'
+
+
+def section(anchor: str, title: str, *body: str) -> str:
+    return f'<section id="{anchor}"><h2>{title}</h2>{"".join(body)}</section>'
+
+
+def bullets(items: Sequence[str] | None) -> str:
+    if not items:
+        return '<span class="muted">–</span>'
+    return '<ul class="plain">' + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"

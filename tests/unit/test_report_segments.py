@@ -1,0 +1,180 @@
+"""Segments of the daily report: per-segment rows of ``daily_summary``, their own family of flags
+(steady days over a simulated fortnight raise none, however many segments), the headline line that
+names the segment that moved and the segments too small to monitor; and the failed latest run and
+the large non-significant changes the page now names."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from evaluation import storage, synthetic
+from evaluation.contract import RunConfig
+from evaluation.day import run_day
+from evaluation.report import AlertPolicy, build_daily_report, compute_summary, render_html
+from evaluation.report.compute import ReportInputs
+from evaluation.report.segments import SEGMENT_MIN_ROWS
+from evaluation.stages import RunFailed, Stores
+from evaluation.summary import MISSING_SEGMENT, OTHER_SEGMENT, build_daily_summary, segment_values
+
+LAST = dt.date(2026, 11, 20)
+
+
+def test_segment_values_keep_the_top_values_and_call_the_rest_other() -> None:
+    locales = ["en"] * 5 + ["de"] * 3 + ["fr"] * 2 + ["es", "it"]
+    records = pl.DataFrame({
+        "record_id": [f"r{i}" for i in range(len(locales) + 1)],
+        "metadata": [json.dumps({"locale": v, "customer": {"tier": "gold" if i % 2 else "free"}})
+                     for i, v in enumerate(locales)] + [json.dumps({"channel": "web"})],
+    })
+    values = segment_values(records.lazy(), ["metadata.locale", "metadata.customer.tier"], top=4)  # ties by value: (none) before es
+    locale = dict(values.filter(pl.col("segment_key") == "metadata.locale").select("record_id", "segment_value").iter_rows())
+    assert [locale[f"r{i}"] for i in (0, 5, 8, 10, 11, 12)] == ["en", "de", "fr", OTHER_SEGMENT, OTHER_SEGMENT, "(none)"]
+    assert MISSING_SEGMENT == "(none)"
+    tiers = values.filter(pl.col("segment_key") == "metadata.customer.tier")["segment_value"].value_counts()
+    assert dict(tiers.iter_rows()) == {"gold": 6, "free": 6, "(none)": 1}
+
+
+def test_segment_rows_add_up_to_the_whole_model_rows() -> None:
+    rng = np.random.default_rng(3)
+    n = 300
+    rows = pl.DataFrame({
+        "record_id": [f"r{i}" for i in range(n)], "model": ["m1", "m2"] * (n // 2), "judge": "rag",
+        "judge_status": "ok", "score": rng.uniform(0, 1, n), "input_tokens": 10, "output_tokens": 2, "cost_usd": 0.001,
+        "cached": False, "attempts": 1, "latency_ms": 100.0,
+        **{m: None for m in ("faithfulness", "relevance", "completeness", "reasoning_quality", "context_relevance",
+                             "answer_relevance", "semantic_similarity")},
+    }).with_columns(verdict=pl.when(pl.col("score") >= 0.8).then(pl.lit("pass"))
+                    .when(pl.col("score") >= 0.6).then(pl.lit("borderline")).otherwise(pl.lit("fail")))
+    segments = segment_values(pl.LazyFrame({"record_id": rows["record_id"], "metadata": [
+        json.dumps({"locale": ["en", "de", "fr"][i % 3]}) for i in range(n)]}), ["metadata.locale"])
+    summary = build_daily_summary(rows, LAST, "run-1", segments)
+    whole = summary.filter(pl.col("segment_key").is_null()).sort("model")
+    parts = (summary.filter(pl.col("segment_key") == "metadata.locale").group_by("model")
+             .agg(pl.col("rows", "n_ok", "n_pass", "n_fail").sum()).sort("model"))
+    assert whole.select("model", "rows", "n_ok", "n_pass", "n_fail").equals(parts.select(whole.select(
+        "model", "rows", "n_ok", "n_pass", "n_fail").columns))
+    assert summary.filter(pl.col("segment_key").is_not_null())["segment_value"].unique().sort().to_list() == ["de", "en", "fr"]
+
+
+# --------------------------------------------------------------------------------------------
+# A simulated fortnight of summaries (no evaluations: the flags read daily_summary alone)
+
+KEYS = {"metadata.locale": ["en", "de", "fr", "es", OTHER_SEGMENT],
+        "metadata.route": ["search", "billing", "support", "account"],
+        "metadata.tier": ["free", "pro", "enterprise"]}
+
+
+def _summary_row(day: dt.date, model: str, n: int, p: float, rng: np.random.Generator,
+                 segment: tuple[str, str] | None) -> dict[str, Any]:
+    n_pass = int(rng.binomial(n, p))
+    n_fail = int(rng.binomial(n - n_pass, 0.6))
+    score = 0.45 + 0.45 * (n_pass / n)
+    return {"dt": day, "run_id": f"run-{day}", "model": model, "judge": "rag", "rows": n, "n_ok": n,
+            "n_parse_error": 0, "n_judge_failed": 0, "n_call_error": 0, "n_skipped": 0, "n_pass": n_pass,
+            "n_borderline": n - n_pass - n_fail, "n_fail": n_fail, "pass_rate": n_pass / n,
+            "score_mean": float(score), "score_std": 0.25, "score_n": n,
+            "segment_key": segment[0] if segment else None, "segment_value": segment[1] if segment else None}
+
+
+def fortnight(seed: int, regressed: tuple[str, str, str] | None = None) -> pl.DataFrame:
+    """14 days of daily_summary rows of two models, whole and per value of three keys; each
+    segment's pass rate drifts from day to day (its own level, plus a daily wobble); ``regressed``
+    (model, key, value) drops by 30 pp on the last day."""
+    rng = np.random.default_rng(seed)
+    days = [LAST - dt.timedelta(days=i) for i in range(13, -1, -1)]
+    level = {(m, k, v): rng.uniform(0.6, 0.85) for m in ("m1", "m2") for k, vs in KEYS.items() for v in vs}
+    rows = []
+    for day in days:
+        for model in ("m1", "m2"):
+            rows.append(_summary_row(day, model, 600, 0.75 + rng.normal(0, 0.01), rng, None))
+            for key, values in KEYS.items():
+                for value in values:
+                    p = level[(model, key, value)] + rng.normal(0, 0.02)
+                    if day == LAST and regressed == (model, key, value):
+                        p -= 0.3
+                    n = 25 if value == "account" else 120  # one value too small to monitor
+                    rows.append(_summary_row(day, model, n, min(max(p, 0.01), 0.99), rng, (key, value)))
+    return pl.DataFrame(rows)
+
+
+def summary_of(history: pl.DataFrame, day: dt.date) -> dict[str, Any]:
+    return compute_summary(ReportInputs(day=day, root="mem://", history_days=14, history=history.filter(pl.col("dt") <= day),
+                                        evaluations=None, rejects=None, runs=None, summary_source="daily_summary"),
+                           policy=AlertPolicy())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_steady_days_raise_no_segment_flag_over_a_fortnight(seed: int) -> None:
+    history = fortnight(seed)
+    tested = 0
+    for offset in range(11, -1, -1):  # every day with at least one earlier day
+        summary = summary_of(history, LAST - dt.timedelta(days=offset))
+        segments = summary["segments"]
+        tested += sum(1 for g in segments["groups"] for m in g["rates"].values()
+                      if (m.get("previous") or {}).get("p_value") is not None)
+        assert segments["flags"] == [] and segments["headline"] == [] and summary["alerting"] == []
+    assert tested > 500  # the family is large: without a correction across it, steady days would flag
+
+
+def test_a_segment_regression_is_named_and_the_others_steady() -> None:
+    summary = summary_of(fortnight(1, regressed=("m2", "metadata.locale", "de")), LAST)
+    lines = summary["segments"]["headline"]
+    assert [(line["model"], line["segment"]) for line in lines] == [("m2", {"key": "metadata.locale", "value": "de"})]
+    assert lines[0]["others_steady"] and {c["measure"] for c in lines[0]["changes"]} >= {"pass_rate"}
+    assert summary["alerting"] == ["m2"]
+    assert {(f["model"], f["segment"]["value"]) for f in summary["segments"]["flags"] if f["alerts"]} == {("m2", "de")}
+    page = render_html(summary)
+    line = page.split("<code>m2</code>", 1)[1].split("</li>", 1)[0]
+    assert "regressed in locale=de</span>: rag " in line and "rag pass rate" in line and "other locale values steady" in line
+
+
+def test_segments_too_small_to_monitor_say_so() -> None:
+    summary = summary_of(fortnight(2, regressed=("m1", "metadata.route", "account")), LAST)
+    too_few = summary["segments"]["too_few"]
+    assert {(t["model"], t["segment"]["value"], t["n_ok"]) for t in too_few} == {("m1", "account", 25), ("m2", "account", 25)}
+    assert all(t["needed"] == SEGMENT_MIN_ROWS for t in too_few)
+    assert summary["segments"]["flags"] == []  # its drop is not tested at that volume
+    assert "Too few records to monitor" in render_html(summary)
+
+
+# --------------------------------------------------------------------------------------------
+# A failed latest run
+
+
+def test_a_failed_latest_run_is_on_the_page(tmp_path: Any) -> None:
+    raw_uri, out_uri = str(tmp_path / "raw"), str(tmp_path / "out")
+    synthetic.write_day(storage.open_store(raw_uri), LAST, 30)
+    landed = RunConfig(date=LAST, input_uri=raw_uri, output_uri=out_uri, run_id="landed", judge_model="offline/lexical",
+                       max_reject_ratio=0.5)
+    run_day(landed, Stores.open(landed))
+    failing = landed.model_copy(update={"run_id": "strict", "max_reject_ratio": 0.01})
+    with pytest.raises(RunFailed):
+        run_day(failing, Stores.open(failing))
+    page, summary = build_daily_report(storage.open_store(out_uri), LAST)
+    failed = summary["latest_run_failed"]
+    assert failed["run_id"] == "strict" and failed["status"] == "failed"
+    assert "max_reject_ratio" in failed["message"] and failed["evidence_uri"].endswith("run=strict")
+    banner = page.split('<section id="latest-run"', 1)[1].split("</section>", 1)[0]
+    assert "strict" in banner and "max_reject_ratio" in banner and failed["evidence_uri"] in banner
+    assert page.index('id="latest-run"') < page.index('id="headline"')
+    assert summary["run"]["run_ids"] == ["landed"]  # the tables are still the landed run's
+
+
+def test_a_large_change_that_is_not_significant_says_so() -> None:
+    rng = np.random.default_rng(5)
+    days = [LAST - dt.timedelta(days=i) for i in range(7, -1, -1)]
+    rows = [_summary_row(day, "small", 40, 0.35 if day == LAST else 0.6, rng, None) for day in days]
+    rows += [_summary_row(day, "large", 600, 0.75, rng, None) for day in days]
+    summary = summary_of(pl.DataFrame(rows), LAST)
+    small = [c for c in summary["not_significant"] if c["model"] == "small" and c["measure"] == "pass_rate"]
+    assert summary["alerting"] == [] and len(small) == 1  # the larger of its two changes, once
+    change = small[0]
+    assert change["n"] == 40 and change["delta"] <= -0.05 and change["p_adjusted"] >= 0.05 and change["assessment"] == "worse"
+    assert not [c for c in summary["not_significant"] if c["model"] == "large"]  # no large change: not listed
+    assert "pass rate" in render_html(summary).split("not significant at n = 40", 1)[0].rsplit("small rag", 1)[1]
