@@ -49,7 +49,8 @@ def _blank_is_none(value: object) -> object:
 @dataclass(frozen=True)
 class Cli:
     """Field metadata for its option (:mod:`evaluation.options`): ``env``, the variable an empty
-    value takes when the run is configured (else the field's default); ``flags``, its spellings on
+    value takes when the run is configured (else the field's default; a run option's is derived
+    from its name); ``flags``, its spellings on
     the command line (else ``--field-name``); ``name``, the option of a nested model's field
     (``pass_threshold`` for ``thresholds.pass``)."""
 
@@ -363,15 +364,16 @@ RUN_INTERNALS = ("date", "run_id", "trigger", "thresholds_in_force", "temperatur
 class RunConfig(BaseModel):
     """Everything one evaluation run of one day needs. Its fields (but :data:`RUN_INTERNALS`) are
     the run options: the DAG's Params and the flags of ``run`` and ``plan`` are generated from them
-    (:mod:`evaluation.options`), with their titles, descriptions, defaults, ranges and variables."""
+    (:mod:`evaluation.options`), with their titles, descriptions, defaults, ranges and variables
+    (each option's is ``EVALUATION_`` and its name in upper case)."""
 
     model_config = ConfigDict(extra="forbid")
 
     date: dt.date = Field(description="The day (`dt`) to evaluate.")
-    input_uri: Annotated[str, Cli(env="EVALUATION_INPUT_URI", flags=("--input", "--input-uri"))] = Field(
+    input_uri: Annotated[str, Cli(flags=("--input", "--input-uri"))] = Field(
         title="Input URI",
         description="Root of the raw logs: s3://bucket/prefix or a directory; the day is read from dt=YYYY-MM-DD/.")
-    output_uri: Annotated[str, Cli(env="EVALUATION_OUTPUT_URI", flags=("--output", "--output-uri"))] = Field(
+    output_uri: Annotated[str, Cli(flags=("--output", "--output-uri"))] = Field(
         title="Output URI", description="Root of the landed tables: s3://bucket/prefix or a directory.")
     input_format: Annotated[str, BeforeValidator(check_input_format)] = Field(
         default="own", title="Input format", json_schema_extra={"enum": list(INPUT_FORMATS)},
@@ -384,13 +386,14 @@ class RunConfig(BaseModel):
     run_id: str = Field(default="manual", description="Id of this run; names its work files.")
     trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges to run: rag, masis, prompt.")
-    judge_model: Annotated[str, Cli(env="EVALUATION_JUDGE_MODEL")] = Field(
+    judge_model: str = Field(
         default=OFFLINE_JUDGE_MODEL, title="Judge model",
         description="Any litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...); "
         "offline/lexical is the built-in lexical baseline (no network, no key).")
-    api_base: Annotated[OptionalText, Cli(env="EVALUATION_API_BASE")] = Field(
+    api_base: OptionalText = Field(
         default=None, title="API base",
-        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); none: the provider's own.")
+        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); when neither it nor its "
+        "variable is set, the llm_judge connection's host, else the provider's own.")
     cascade: CascadeLevels = Field(
         default="", validate_default=True, title="Cascade",
         description="Cheaper judge models tried before the judge model, cheapest first, comma-separated: "
@@ -432,13 +435,18 @@ class RunConfig(BaseModel):
         default="", title="Completion marker",
         description="Name of the object (e.g. _SUCCESS) under the day's prefix that says the day's export is "
         "complete: the DAG waits for it before ingesting. Empty: wait for the quiet period instead.")
-    quiet_period_s: Annotated[float, Cli(env="EVALUATION_QUIET_PERIOD_S")] = Field(
+    quiet_period_s: float = Field(
         default=300.0, ge=0.0, title="Quiet period (s)",
         description="Without a completion marker, the day is complete once no object has been added under its "
         "prefix for this long (0: do not wait).")
     wait_deadline_s: float = Field(
         default=21600.0, gt=0.0, title="Wait deadline (s)",
         description="How long the DAG waits for the day to be complete (marker or quiet period) before the run fails.")
+    absent_deadline_s: float = Field(
+        default=3600.0, gt=0.0, title="Absent deadline (s)",
+        description="How long the DAG waits for a day whose input prefix holds no object at all before the run fails "
+        "naming the prefix (a wrong input_uri, or an export that did not run); once an object is there, the wait "
+        "goes on up to wait_deadline_s. Not with allow_empty.")
     max_call_error_ratio: float = Field(
         default=0.2, ge=0.0, le=1.0, title="Max call-error ratio",
         description="Fail the run (after landing) when more judge calls than this share end in call_error.")
@@ -452,13 +460,13 @@ class RunConfig(BaseModel):
     judge_rpm: float | None = Field(
         default=None, ge=0.0, title="Judge requests/min",
         description="The provider's requests per minute for the whole deployment, shared by every judge task "
-        "(through Redis, else divided by the llm_judge pool's slots). Empty: the llm_judge connection's extra "
-        "rpm, else none.")
+        "(through Redis, else divided by the llm_judge pool's slots); when neither it nor its variable is set, the "
+        "llm_judge connection's extra rpm, else none.")
     judge_tpm: float | None = Field(
         default=None, ge=0.0, title="Judge tokens/min",
         description="The provider's tokens per minute (prompt and completion) for the whole deployment, shared "
-        "like judge_rpm, estimated before each call and corrected with the usage returned. Empty: the llm_judge "
-        "connection's extra tpm, else none.")
+        "like judge_rpm, estimated before each call and corrected with the usage returned; when neither it nor its "
+        "variable is set, the llm_judge connection's extra tpm, else none.")
     redact_pii: bool = Field(default=False, title="Redact PII",
                              description="Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge.")
     rejudge_parse_errors: bool = Field(
