@@ -81,11 +81,17 @@ def _output_store(deployment: LocalDeployment) -> Any:
 
 
 def _write_logs(deployment: LocalDeployment) -> None:
-    """Before any Airflow component starts: the manual runs' day and the scheduler's day(s)."""
+    """Before any Airflow component starts: the manual runs' days. The scheduler's day has no
+    logs until its test writes them: its run waits for them, deferred, meanwhile."""
     raw = _input_store(deployment)
     synthetic.write_day(raw, DAY, RECORDS)
     synthetic.write_day(raw, BATCH_DAY, BATCH_RECORDS, bad=False)
     synthetic.write_day(raw, FLEET_DAY, FLEET_RECORDS, bad=False)
+
+
+def _write_scheduled_logs(deployment: LocalDeployment) -> None:
+    """The day(s) the scheduler's run evaluates, late: the run, waiting, finds them."""
+    raw = _input_store(deployment)
     for day in scheduled_days(dt.datetime.now(dt.UTC)):
         synthetic.write_day(raw, day, SCHEDULED_RECORDS, bad=False)
 
@@ -98,7 +104,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeploy
     with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs,
                          stop_grace=5.0, workers=WORKERS) as running:
         # Whatever AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION says: unpaused, as an operator would.
-        # The daily DAG's scheduled run starts now, on the day _write_logs prepared.
+        # The daily DAG's scheduled run starts now, and waits for its day's logs.
         for dag_id in (DAILY, COMPARISON):
             running.api.unpause(dag_id)  # type: ignore[union-attr]
         yield running
@@ -291,8 +297,27 @@ def test_model_comparison_over_the_landed_day(deployment: LocalDeployment, api: 
 # --- the scheduler on its own ---------------------------------------------------------------------------
 
 
+def test_a_manual_run_starts_while_a_scheduled_run_waits_for_its_day(deployment: LocalDeployment,
+                                                                    api: ApiClient) -> None:
+    """The first scheduled run of a fresh deployment, for a day with no logs yet, waits deferred;
+    a manual trigger meanwhile runs (it would sit queued behind a DAG held by the waiting run)."""
+    import time
+
+    scheduled = api.wait_for_new_run(DAILY, "scheduled", timeout=60)["dag_run_id"]
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while api.task_states(DAILY, scheduled).get("wait_for_day") != "deferred":
+        assert api.dag_run(DAILY, scheduled)["state"] not in ("success", "failed"), api.diagnose(DAILY, scheduled)
+        assert time.monotonic() < deadline, api.diagnose(DAILY, scheduled)
+        time.sleep(0.5)
+    manual = _trigger_and_wait(api, DAILY, {**CONF, "dry_run": True, "date": DAY.isoformat()})  # check, ingest, plan
+    _assert_succeeded(api, DAILY, manual)
+    assert api.dag_run(DAILY, scheduled)["state"] == "running"
+    assert api.task_states(DAILY, scheduled).get("wait_for_day") == "deferred", api.diagnose(DAILY, scheduled)
+
+
 def test_the_scheduler_runs_the_latest_interval(deployment: LocalDeployment, api: ApiClient) -> None:
     created = api.wait_for_new_run(DAILY, "scheduled", timeout=60)
+    _write_scheduled_logs(deployment)  # late: its run has been waiting for them
     run = _wait(api, DAILY, created["dag_run_id"])
     _assert_succeeded(api, DAILY, run)
     day = _parse_time(run["logical_date"]).astimezone(dt.UTC).date()
