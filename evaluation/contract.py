@@ -382,7 +382,7 @@ class RunConfig(BaseModel):
     input_mapping: Annotated[dict[str, str], BeforeValidator(parse_mapping), FormText] = Field(
         default="", validate_default=True, title="Input mapping",
         description="Fields read from other places of a record, on top of the input format: field=path pairs "
-        "separated by commas, e.g. question=request.messages[-1].content,answer=response.text. Empty: none.")
+        "separated by commas, e.g. question=request.messages[-1].content,answer=response.text.")
     run_id: str = Field(default="manual", description="Id of this run; names its work files.")
     trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges to run: rag, masis, prompt.")
@@ -399,7 +399,7 @@ class RunConfig(BaseModel):
         description="Cheaper judge models tried before the judge model, cheapest first, comma-separated: "
         "model@low:high (a row scored inside the band goes to the next level, outside it is decided there) or "
         "model@<calibration id> (the band a calibration of the cascade fitted for each judge), e.g. "
-        "offline/lexical@0.2:0.9,openai/gpt-4o-mini@cal-1; the judge model decides what is left. Empty: none.")
+        "offline/lexical@0.2:0.9,openai/gpt-4o-mini@cal-1; the judge model decides what is left.")
     structured_output: StructuredOutput = Field(
         default="auto", description="Send each judge's reply model as a JSON schema (the reply then parses by "
         "construction; extraction stays the fallback): auto where litellm says the provider and model enforce one, "
@@ -418,7 +418,7 @@ class RunConfig(BaseModel):
     thresholds: Thresholds = Field(default_factory=Thresholds)
     thresholds_from: Annotated[str | None, BeforeValidator(_threshold_references), FormText] = Field(
         default="", validate_default=True, title="Thresholds from a calibration",
-        description="Empty, or <calibration id>/<judge>, comma-separated for several judges (cal-1/rag,cal-2/masis): "
+        description="<calibration id>/<judge>, comma-separated for several judges (cal-1/rag,cal-2/masis): "
         "that judge's verdicts use the thresholds the calibration fitted for it (its score row); every other judge "
         "keeps the two above. The runs row records each judge's thresholds and source.")
     thresholds_in_force: dict[JudgeName, JudgeThresholds] = Field(
@@ -434,7 +434,7 @@ class RunConfig(BaseModel):
     completion_marker: str = Field(
         default="", title="Completion marker",
         description="Name of the object (e.g. _SUCCESS) under the day's prefix that says the day's export is "
-        "complete: the DAG waits for it before ingesting. Empty: wait for the quiet period instead.")
+        "complete: the DAG waits for it before ingesting. Without one, the quiet period decides.")
     quiet_period_s: float = Field(
         default=300.0, ge=0.0, title="Quiet period (s)",
         description="Without a completion marker, the day is complete once no object has been added under its "
@@ -452,7 +452,7 @@ class RunConfig(BaseModel):
         description="Fail the run (after landing) when more judge calls than this share end in call_error.")
     sample: Annotated[Sample | None, FormText] = Field(
         default="", validate_default=True, title="Sample",
-        description="Empty for every record; a fraction (0.25) or a count per model (200), stratified by model.")
+        description="A fraction (0.25) or a count per model (200), stratified by model; none: every record.")
     budget_usd: float | None = Field(default=None, ge=0.0, title="Budget (USD)",
                                      description="Stop new judge calls once this much is spent (shared evenly by "
                                                  "the chunks; in batch mode, submit only the requests it is "
@@ -487,10 +487,10 @@ class RunConfig(BaseModel):
                                 description="Seconds between two looks at a batch.")
     batch_max_requests: int | None = Field(
         default=None, ge=0, description="Requests per provider batch: a chunk's batch is split into parts of at most "
-        "this many. Empty or 0: the provider's limit (OpenAI and Azure 50,000).")
+        "this many. None or 0: the provider's limit (OpenAI and Azure 50,000).")
     batch_max_bytes: int | None = Field(
         default=None, ge=0, description="Bytes of a provider batch's input file: a chunk's batch is split into parts "
-        "of at most this size. Empty or 0: the provider's limit (OpenAI and Azure 200 MB).")
+        "of at most this size. None or 0: the provider's limit (OpenAI and Azure 200 MB).")
     dry_run: bool = Field(
         default=False, title="Dry run",
         description="Stop after planning: read and validate the day and estimate its calls, tokens, cost and time "
