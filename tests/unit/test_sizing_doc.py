@@ -53,3 +53,10 @@ def test_the_month_backfill_covers_every_day_of_the_month() -> None:
     assert days == month
     cli_dates = re.search(r"--from-date (\S+) --to-date (\S+)", DOC)
     assert cli_dates is not None and cli_dates.groups() == (body["from_date"], body["to_date"])
+
+
+def test_plan_needs_a_day_or_a_number_of_records(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan"]) == 2
+    assert "plan needs --date (a day to read) or --records" in capsys.readouterr().err
+    assert cli.main(["plan", "--records", "10", "--date", "2026-11-25"]) == 2
+    assert "leave out --date" in capsys.readouterr().err
