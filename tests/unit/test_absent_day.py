@@ -16,23 +16,9 @@ from evaluation import storage, synthetic
 from evaluation.contract import RunConfig
 from evaluation.stages import RunFailed, Stores
 from evaluation.wait import absent_after, wait_for_day
+from tests.factories import FakeClock
 
 DAY = dt.date(2026, 9, 1)
-
-
-class FakeClock:
-    """A monotonic clock that only the wait's sleeps move."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def _cfg(tmp_path: Path, **options: Any) -> RunConfig:
