@@ -369,8 +369,12 @@ def test_every_run_options_variable_reaches_every_airflow_service() -> None:
     given = {str(o.env): f"value-of-{o.name}" for o in RUN_OPTIONS}
     configured = dev_compose(given)
     documented = env_example()
+    text = ENV_EXAMPLE_PATH.read_text(encoding="utf-8")
     for option in RUN_OPTIONS:
         assert option.env in documented, f"{option.env} is not in .env.example"
+        if option.name not in ("input_uri", "output_uri"):  # required: no default to give
+            default = option.default_text.partition(", else ")[2] or "none"
+            assert f"# {option.name} (default: {default})\n{option.env}=" in text, f".env.example: {option.name}"
     for name in AIRFLOW_SERVICES:
         env = environment(configured["services"][name])
         assert {key: env.get(key) for key in given} == given, name
