@@ -12,7 +12,9 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
 1. **wait_for_day** — waits, deferred to the triggerer (no worker slot), until the day is complete:
    its `completion_marker` (e.g. `_SUCCESS`) exists under `{input_uri}/dt=YYYY-MM-DD/`, or, without
    one, no object has been added there for `quiet_period_s`; fails without retry at
-   `wait_deadline_s`. `runs.waited_s` records the wait.
+   `wait_deadline_s`, or sooner, at `absent_deadline_s`, while the prefix holds no object at all
+   (naming it and what to check). `runs.waited_s` records the wait. Up to `MAX_ACTIVE_RUNS` runs
+   go at once, so a run waiting for its day holds neither a manual trigger nor the next day.
 2. **ingest_validate** — reads `{input_uri}/dt=YYYY-MM-DD/` (`.jsonl`, `.jsonl.gz`, `.parquet`),
    validates every record with the Great Expectations suite, stages the rejects and the validation
    result; fails (without retry) when a table rule breaks, with the evidence under `_failed/`.
@@ -59,6 +61,10 @@ from evaluation_wait import WaitForDayOperator
 from evaluation.options import RUN_OPTIONS
 
 POOL = "llm_judge"
+#: Runs of the DAG at once: a run waiting for a late day must not hold a manual trigger, a re-run
+#: or the next day's run (of two runs of one day the newer owns its landing, by the day's claim; the
+#: judge calls of all of them share the llm_judge pool).
+MAX_ACTIVE_RUNS = 4
 
 
 def _params() -> dict[str, Param]:
@@ -75,7 +81,7 @@ def _params() -> dict[str, Param]:
     schedule=CronDataIntervalTimetable("0 2 * * *", timezone="UTC"),
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=MAX_ACTIVE_RUNS,
     tags=["llm-evaluation", "daily"],
     doc_md=__doc__,
     params=_params(),

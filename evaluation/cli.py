@@ -64,7 +64,13 @@ def _run_parser(sub: Any) -> None:
 
 def _plan_parser(sub: Any) -> None:
     parser = sub.add_parser("plan", help="size a day before paying: calls, tokens, cost and time, no judge call")
-    parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to plan, YYYY-MM-DD")
+    parser.add_argument("--date", type=iso_date, help="the day (dt) to plan, YYYY-MM-DD (or --records)")
+    parser.add_argument("--records", type=bounded(int, 1, None), default=None,
+                        help="size a day of this many records instead, with no input read: calls, tokens, chunks, "
+                             "batches, time, rates and pool slots needed, cost (a Markdown table)")
+    parser.add_argument("--record-tokens", type=bounded(int, 1, None), default=None,
+                        help="with --records: tokens of a record's question, answer, contexts and reference "
+                             "(default 800)")
     add_options(parser, [o for o in RUN_OPTIONS if o.name != "dry_run"])
     parser.add_argument("--pool-slots", type=int, default=1,
                         help="chunks judged at once (the llm_judge pool's slots; default 1, as `run` judges them)")
@@ -89,11 +95,29 @@ def _print_plan(cfg: Any, s3_access: Callable[[], Any], *, pool_slots: int = 1, 
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    cfg = build_config({**option_values(args, RUN_OPTIONS), "dry_run": True}, date=args.date, run_id=f"plan-{args.date.isoformat()}",
-                       trigger="cli")
     if args.pool_slots < 1:
         raise ValueError("--pool-slots must be at least 1")
+    if args.records is not None:
+        return _print_records_plan(args)
+    if args.date is None:
+        raise CliError("plan needs --date (a day to read) or --records (a day of that many records)")
+    cfg = build_config({**option_values(args, RUN_OPTIONS), "dry_run": True}, date=args.date, run_id=f"plan-{args.date.isoformat()}",
+                       trigger="cli")
     return _print_plan(cfg, args.s3_access, pool_slots=args.pool_slots, latency_s=args.latency_s, as_json=args.json)
+
+
+def _print_records_plan(args: argparse.Namespace) -> int:
+    """``plan --records N``: the sizing of a day of N records, no input read."""
+    # litellm: only for this command, so `evaluation --help` starts fast
+    from evaluation.stages.sizing_records import RECORD_TOKENS, records_table
+
+    if args.date is not None or args.json:
+        raise CliError("--records sizes a day without reading one: leave out --date and --json")
+    values = {"input_uri": "-", "output_uri": "-", **option_values(args, RUN_OPTIONS), "dry_run": True}
+    cfg = build_config(values, date=dt.date.today(), run_id="plan-records", trigger="cli")
+    print(records_table(cfg, args.records, record_tokens=args.record_tokens or RECORD_TOKENS,
+                        pool_slots=args.pool_slots, latency_s=args.latency_s))
+    return 0
 
 
 def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:

@@ -50,7 +50,8 @@ def _blank_is_none(value: object) -> object:
 @dataclass(frozen=True)
 class Cli:
     """Field metadata for its option (:mod:`evaluation.options`): ``env``, the variable an empty
-    value takes when the run is configured (else the field's default); ``flags``, its spellings on
+    value takes when the run is configured (else the field's default; a run option's is derived
+    from its name); ``flags``, its spellings on
     the command line (else ``--field-name``); ``name``, the option of a nested model's field
     (``pass_threshold`` for ``thresholds.pass``)."""
 
@@ -378,15 +379,16 @@ RUN_INTERNALS = ("date", "run_id", "trigger", "thresholds_in_force", "temperatur
 class RunConfig(BaseModel):
     """Everything one evaluation run of one day needs. Its fields (but :data:`RUN_INTERNALS`) are
     the run options: the DAG's Params and the flags of ``run`` and ``plan`` are generated from them
-    (:mod:`evaluation.options`), with their titles, descriptions, defaults, ranges and variables."""
+    (:mod:`evaluation.options`), with their titles, descriptions, defaults, ranges and variables
+    (each option's is ``EVALUATION_`` and its name in upper case)."""
 
     model_config = ConfigDict(extra="forbid")
 
     date: dt.date = Field(description="The day (`dt`) to evaluate.")
-    input_uri: Annotated[str, Cli(env="EVALUATION_INPUT_URI", flags=("--input", "--input-uri"))] = Field(
+    input_uri: Annotated[str, Cli(flags=("--input", "--input-uri"))] = Field(
         title="Input URI",
         description="Root of the raw logs: s3://bucket/prefix or a directory; the day is read from dt=YYYY-MM-DD/.")
-    output_uri: Annotated[str, Cli(env="EVALUATION_OUTPUT_URI", flags=("--output", "--output-uri"))] = Field(
+    output_uri: Annotated[str, Cli(flags=("--output", "--output-uri"))] = Field(
         title="Output URI", description="Root of the landed tables: s3://bucket/prefix or a directory.")
     input_format: Annotated[str, BeforeValidator(check_input_format)] = Field(
         default="own", title="Input format", json_schema_extra={"enum": list(INPUT_FORMATS)},
@@ -395,23 +397,24 @@ class RunConfig(BaseModel):
     input_mapping: Annotated[dict[str, str], BeforeValidator(parse_mapping), FormText] = Field(
         default="", validate_default=True, title="Input mapping",
         description="Fields read from other places of a record, on top of the input format: field=path pairs "
-        "separated by commas, e.g. question=request.messages[-1].content,answer=response.text. Empty: none.")
+        "separated by commas, e.g. question=request.messages[-1].content,answer=response.text.")
     run_id: str = Field(default="manual", description="Id of this run; names its work files.")
     trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges to run: rag, masis, prompt.")
-    judge_model: Annotated[str, Cli(env="EVALUATION_JUDGE_MODEL")] = Field(
+    judge_model: str = Field(
         default=OFFLINE_JUDGE_MODEL, title="Judge model",
         description="Any litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...); "
         "offline/lexical is the built-in lexical baseline (no network, no key).")
-    api_base: Annotated[OptionalText, Cli(env="EVALUATION_API_BASE")] = Field(
+    api_base: OptionalText = Field(
         default=None, title="API base",
-        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); none: the provider's own.")
+        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); when neither it nor its "
+        "variable is set, the llm_judge connection's host, else the provider's own.")
     cascade: CascadeLevels = Field(
         default="", validate_default=True, title="Cascade",
         description="Cheaper judge models tried before the judge model, cheapest first, comma-separated: "
         "model@low:high (a row scored inside the band goes to the next level, outside it is decided there) or "
         "model@<calibration id> (the band a calibration of the cascade fitted for each judge), e.g. "
-        "offline/lexical@0.2:0.9,openai/gpt-4o-mini@cal-1; the judge model decides what is left. Empty: none.")
+        "offline/lexical@0.2:0.9,openai/gpt-4o-mini@cal-1; the judge model decides what is left.")
     structured_output: StructuredOutput = Field(
         default="auto", description="Send each judge's reply model as a JSON schema (the reply then parses by "
         "construction; extraction stays the fallback): auto where litellm says the provider and model enforce one, "
@@ -430,7 +433,7 @@ class RunConfig(BaseModel):
     thresholds: Thresholds = Field(default_factory=Thresholds)
     thresholds_from: Annotated[str | None, BeforeValidator(_threshold_references), FormText] = Field(
         default="", validate_default=True, title="Thresholds from a calibration",
-        description="Empty, or <calibration id>/<judge>, comma-separated for several judges (cal-1/rag,cal-2/masis): "
+        description="<calibration id>/<judge>, comma-separated for several judges (cal-1/rag,cal-2/masis): "
         "that judge's verdicts use the thresholds the calibration fitted for it (its score row); every other judge "
         "keeps the two above. The runs row records each judge's thresholds and source.")
     thresholds_in_force: dict[JudgeName, JudgeThresholds] = Field(
@@ -446,20 +449,25 @@ class RunConfig(BaseModel):
     completion_marker: str = Field(
         default="", title="Completion marker",
         description="Name of the object (e.g. _SUCCESS) under the day's prefix that says the day's export is "
-        "complete: the DAG waits for it before ingesting. Empty: wait for the quiet period instead.")
-    quiet_period_s: Annotated[float, Cli(env="EVALUATION_QUIET_PERIOD_S")] = Field(
+        "complete: the DAG waits for it before ingesting. Without one, the quiet period decides.")
+    quiet_period_s: float = Field(
         default=300.0, ge=0.0, title="Quiet period (s)",
         description="Without a completion marker, the day is complete once no object has been added under its "
         "prefix for this long (0: do not wait).")
     wait_deadline_s: float = Field(
         default=21600.0, gt=0.0, title="Wait deadline (s)",
         description="How long the DAG waits for the day to be complete (marker or quiet period) before the run fails.")
+    absent_deadline_s: float = Field(
+        default=3600.0, gt=0.0, title="Absent deadline (s)",
+        description="How long the DAG waits for a day whose input prefix holds no object at all before the run fails "
+        "naming the prefix (a wrong input_uri, or an export that did not run); once an object is there, the wait "
+        "goes on up to wait_deadline_s. Not with allow_empty.")
     max_call_error_ratio: float = Field(
         default=0.2, ge=0.0, le=1.0, title="Max call-error ratio",
         description="Fail the run (after landing) when more judge calls than this share end in call_error.")
     sample: Annotated[Sample | None, FormText] = Field(
         default="", validate_default=True, title="Sample",
-        description="Empty for every record; a fraction (0.25) or a count per model (200), stratified by model.")
+        description="A fraction (0.25) or a count per model (200), stratified by model; none: every record.")
     budget_usd: float | None = Field(default=None, ge=0.0, title="Budget (USD)",
                                      description="Stop new judge calls once this much is spent (shared evenly by "
                                                  "the chunks; in batch mode, submit only the requests it is "
@@ -467,13 +475,13 @@ class RunConfig(BaseModel):
     judge_rpm: float | None = Field(
         default=None, ge=0.0, title="Judge requests/min",
         description="The provider's requests per minute for the whole deployment, shared by every judge task "
-        "(through Redis, else divided by the llm_judge pool's slots). Empty: the llm_judge connection's extra "
-        "rpm, else none.")
+        "(through Redis, else divided by the llm_judge pool's slots); when neither it nor its variable is set, the "
+        "llm_judge connection's extra rpm, else none.")
     judge_tpm: float | None = Field(
         default=None, ge=0.0, title="Judge tokens/min",
         description="The provider's tokens per minute (prompt and completion) for the whole deployment, shared "
-        "like judge_rpm, estimated before each call and corrected with the usage returned. Empty: the llm_judge "
-        "connection's extra tpm, else none.")
+        "like judge_rpm, estimated before each call and corrected with the usage returned; when neither it nor its "
+        "variable is set, the llm_judge connection's extra tpm, else none.")
     redact_pii: bool = Field(default=False, title="Redact PII",
                              description="Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge.")
     rejudge_parse_errors: bool = Field(
@@ -494,10 +502,10 @@ class RunConfig(BaseModel):
                                 description="Seconds between two looks at a batch.")
     batch_max_requests: int | None = Field(
         default=None, ge=0, description="Requests per provider batch: a chunk's batch is split into parts of at most "
-        "this many. Empty or 0: the provider's limit (OpenAI and Azure 50,000).")
+        "this many. None or 0: the provider's limit (OpenAI and Azure 50,000).")
     batch_max_bytes: int | None = Field(
         default=None, ge=0, description="Bytes of a provider batch's input file: a chunk's batch is split into parts "
-        "of at most this size. Empty or 0: the provider's limit (OpenAI and Azure 200 MB).")
+        "of at most this size. None or 0: the provider's limit (OpenAI and Azure 200 MB).")
     segments: SegmentPaths = Field(
         default="", validate_default=True, title="Segments",
         description="Metadata paths (comma-separated, e.g. metadata.locale,metadata.route) whose values the day's "

@@ -3,6 +3,10 @@
 :class:`CalibrationSpec` (each field's title, description, default, range, flag spellings and
 environment variable), and :func:`build_config` turns their values into a :class:`RunConfig`.
 
+Every run option has a variable, named after it: ``EVALUATION_`` and the option's name in upper
+case (:func:`env_name`; ``concurrency`` is ``$EVALUATION_CONCURRENCY``), so a deployment sets any
+of them for its scheduled runs; a field's :class:`~evaluation.contract.Cli` may name another.
+
 This module is light on purpose (pydantic only): the DAG files import it at parse time. Nothing
 here reads the environment then: an option with an environment variable is empty in the form and
 on the command line, and :func:`fill_from_env` fills it when the run is configured (in the task,
@@ -49,11 +53,12 @@ class Option:
     @property
     def default_text(self) -> str:
         """What the option is when not given, as a person reads it (``300`` not ``300.0``)."""
-        if self.env is not None:
-            return f"${self.env}" + ("" if self.fallback is None else f", else {_shown(self.fallback)}")
-        if self.kind == "boolean":
-            return "on" if self.default else "off"
-        return "none" if self.default in (None, "") else _shown(self.default)
+        value = self.fallback if self.env is not None else self.default
+        shown = ("on" if value else "off") if self.kind == "boolean" else "none" if value in (None, "", []) \
+            else _shown(value)
+        if self.env is None:
+            return shown
+        return f"${self.env}" + ("" if shown == "none" else f", else {shown}")
 
     @property
     def help(self) -> str:
@@ -71,28 +76,42 @@ def _cli(info: FieldInfo) -> Cli:
     return next((m for m in info.metadata if isinstance(m, Cli)), Cli())
 
 
-def _option(name: str, path: tuple[str, ...], info: FieldInfo, spec: dict[str, Any], *, required: bool) -> Option:
+#: The prefix of the run options' variables: ``EVALUATION_CONCURRENCY`` for ``concurrency``.
+ENV_PREFIX = "EVALUATION_"
+
+
+def env_name(option: str, prefix: str = ENV_PREFIX) -> str:
+    """The variable an option named ``option`` falls back to: ``EVALUATION_<OPTION>``."""
+    return prefix + option.upper()
+
+
+def _option(name: str, path: tuple[str, ...], info: FieldInfo, spec: dict[str, Any], *, required: bool,
+            env_prefix: str | None) -> Option:
     schema = {k: v for k, v in spec.items() if k not in ("title", "description", "default")}
     variants = schema.pop("anyOf", None)
     if variants:  # X | None as the type [X, "null"]
         (typed,) = [v for v in variants if v.get("type") != "null"]
         schema.update(typed, type=[typed["type"], "null"])
-    env = _cli(info).env
+    env = _cli(info).env or (None if env_prefix is None else env_name(name, env_prefix))
     default = None if required else info.get_default(call_default_factory=True)
     fallback = default
     if env is not None:  # left empty for the variable: "" for text, else null
         kind = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         required, default = False, "" if "string" in kind else None
         schema["type"] = "string" if "string" in kind else [*kind, "null"] if "null" not in kind else kind
+        if "enum" in schema and default == "":  # a choice left empty
+            schema["enum"] = ["", *schema["enum"]]
     return Option(name=name, path=path, title=info.title or name.replace("_", " ").capitalize(),
                   description=spec.get("description", ""), schema=schema, default=default, required=required,
                   env=env, fallback=fallback, flags=_cli(info).flags or ("--" + name.replace("_", "-"),))
 
 
-def options(model: type[BaseModel], *, skip: Iterable[str] = ()) -> tuple[Option, ...]:
+def options(model: type[BaseModel], *, skip: Iterable[str] = (), env_prefix: str | None = None) -> tuple[Option, ...]:
     """The options of a spec, in field order: one per field, and one per field of a nested model
     whose :class:`~evaluation.contract.Cli` names an option (``thresholds`` as ``pass_threshold`` and
-    ``borderline_threshold``); other nested models are left out."""
+    ``borderline_threshold``); other nested models are left out. With ``env_prefix`` every option
+    falls back to the variable :func:`env_name` makes of its name; without, only those whose
+    :class:`~evaluation.contract.Cli` names one."""
     schema = model.model_json_schema()
     required = set(schema.get("required", []))
     found: list[Option] = []
@@ -101,7 +120,7 @@ def options(model: type[BaseModel], *, skip: Iterable[str] = ()) -> tuple[Option
         if name in skip:
             continue
         if "$ref" not in spec:
-            found.append(_option(name, (name,), info, spec, required=name in required))
+            found.append(_option(name, (name,), info, spec, required=name in required, env_prefix=env_prefix))
             continue
         nested = info.annotation
         if isinstance(nested, type) and issubclass(nested, BaseModel):
@@ -109,7 +128,8 @@ def options(model: type[BaseModel], *, skip: Iterable[str] = ()) -> tuple[Option
             for inner, inner_info in nested.model_fields.items():
                 flat, key = _cli(inner_info).name, inner_info.alias or inner
                 if flat is not None:
-                    found.append(_option(flat, (name, key), inner_info, properties[key], required=False))
+                    found.append(_option(flat, (name, key), inner_info, properties[key], required=False,
+                                         env_prefix=env_prefix))
     return tuple(found)
 
 
@@ -138,8 +158,8 @@ def model_input(found: Iterable[Option], values: Mapping[str, Any]) -> dict[str,
     return data
 
 
-#: The run options: RunConfig's fields but those the run sets itself.
-RUN_OPTIONS = options(RunConfig, skip=RUN_INTERNALS)
+#: The run options: RunConfig's fields but those the run sets itself, each with its variable.
+RUN_OPTIONS = options(RunConfig, skip=RUN_INTERNALS, env_prefix=ENV_PREFIX)
 #: The options of a comparison: ComparisonSpec's fields but the re-judging thresholds.
 COMPARE_OPTIONS = options(ComparisonSpec, skip=("thresholds",))
 

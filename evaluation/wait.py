@@ -4,13 +4,17 @@ the same rule as the daily DAG's deferred ``wait_for_day`` task (plugins/evaluat
 A day is complete when its ``completion_marker`` exists under ``dt=YYYY-MM-DD/`` of the input
 root, or, without one, once no object has been added there for ``quiet_period_s`` (a quiet period
 of 0 and no marker: no wait). Past ``wait_deadline_s`` the run fails, its ``runs`` row saying why.
+A day whose prefix has held no object at all fails sooner, at ``absent_deadline_s`` (a wrong input
+root, or an export that did not run, shows within the hour): once an object is there, the run waits
+for late ones up to ``wait_deadline_s``. An empty day that is allowed (``allow_empty``) has no
+absent deadline.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from evaluation import storage
 from evaluation.contract import RunConfig
@@ -30,6 +34,19 @@ def incomplete_message(where: str, prefix_uri: str, cfg: RunConfig, waited_s: fl
     """The failure of a run whose day was still incomplete at its deadline."""
     return (f"{where}: {prefix_uri} was not complete after {waited_s:.0f}s: waited for {waiting_for(cfg)} "
             f"until the deadline (wait_deadline_s={cfg.wait_deadline_s:g})")
+
+
+def absent_after(cfg: RunConfig) -> float | None:
+    """Seconds after which a day whose prefix has held no object fails (None: never sooner than
+    the wait's deadline, as when an empty day is allowed)."""
+    return None if cfg.allow_empty or cfg.absent_deadline_s >= cfg.wait_deadline_s else cfg.absent_deadline_s
+
+
+def absent_message(where: str, prefix_uri: str, cfg: RunConfig, waited_s: float) -> str:
+    """The failure of a run whose day's prefix held no object at its absent deadline."""
+    return (f"{where}: {prefix_uri} held no object after {waited_s:.0f}s (absent_deadline_s={cfg.absent_deadline_s:g}): "
+            "check that input_uri is the root the day's dt=YYYY-MM-DD/ folder is written under and that the day's "
+            f"export ran; a day with objects waits for late ones up to wait_deadline_s={cfg.wait_deadline_s:g}")
 
 
 def waits(cfg: RunConfig) -> bool:
@@ -67,21 +84,20 @@ def wait_for_day(
     *,
     on_wait: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> float | None:
-    """Block until the run's day is complete; returns the seconds waited, None when it was
-    complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after landing the
-    run's failed ``runs`` row) at the deadline."""
-    # numpy via the stages: only when the wait gives up
-    from evaluation.stages import fail_run, where
-    from evaluation.stages.ingest import missing_input
-
+    """Block until the run's day is complete; returns the seconds waited (by ``clock``), None
+    when it was complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after
+    landing the run's failed ``runs`` row) at the deadline, or at the absent deadline when the
+    day's prefix has held no object."""
     raw = stores.raw
     if not waits(cfg):
         return None
     prefix = storage.raw_prefix(cfg.date)
     marker = prefix + cfg.completion_marker
     poke = poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s)
-    started, started_at = time.monotonic(), time.time()
+    started, started_at = clock(), time.time()
+    absent = absent_after(cfg)
     known: set[str] | None = None
     last_new = 0.0
     looks = 0
@@ -91,16 +107,29 @@ def wait_for_day(
         if known is not None and set(objects) - known:
             last_new = now  # a new object: the quiet period starts over
         known = set(objects)
+        absent = None if objects else absent  # an object once seen: the day is late, not absent
         looks += 1
         quiet_since = max([*objects.values(), last_new]) if objects else started_at
-        waited = time.monotonic() - started
+        waited = clock() - started
         if is_complete(cfg, objects, marker, quiet_since, now):
             return None if looks == 1 else round(waited, 3)
-        if waited >= cfg.wait_deadline_s:
-            missing = missing_input(raw, cfg.date)
-            raise fail_run(cfg, stores, incomplete_message(where(cfg), raw.uri(prefix), cfg, waited)
-                           + (f"; {missing}" if missing else ""), waited_s=round(waited, 3))
+        if waited >= cfg.wait_deadline_s or (absent is not None and waited >= absent):
+            _give_up(cfg, stores, waited, absent=absent is not None and waited < cfg.wait_deadline_s)
         if looks == 1 and on_wait is not None:
             on_wait(f"{raw.uri(prefix)} is not complete yet: waiting for {waiting_for(cfg)} "
-                    f"(at most {cfg.wait_deadline_s:g}s)")
-        sleep(min(poke, max(0.0, cfg.wait_deadline_s - waited)))
+                    f"(at most {cfg.wait_deadline_s:g}s" + (f", {absent:g}s while it holds no object)"
+                                                             if absent is not None else ")"))
+        sleep(min(poke, max(0.0, (cfg.wait_deadline_s if absent is None else absent) - waited)))
+
+
+def _give_up(cfg: RunConfig, stores: Stores, waited: float, *, absent: bool) -> NoReturn:
+    """Fail the run at its deadline (``absent``: its absent deadline), naming the day's prefix and
+    what it holds instead of logs."""
+    # numpy via the stages: only when the wait gives up
+    from evaluation.stages import fail_run, where
+    from evaluation.stages.ingest import missing_input
+
+    uri = stores.raw.uri(storage.raw_prefix(cfg.date))
+    message = (absent_message if absent else incomplete_message)(where(cfg), uri, cfg, waited)
+    missing = missing_input(stores.raw, cfg.date)
+    raise fail_run(cfg, stores, message + (f"; {missing}" if missing else ""), waited_s=round(waited, 3))

@@ -30,7 +30,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from evaluation.cli_support import KEY_HINT, api_key_from_env
-from evaluation.options import RUN_OPTIONS, Option, build_config
+from evaluation.options import RUN_OPTIONS, Option, build_config, fill_from_env
 
 if TYPE_CHECKING:
     from airflow.sdk.types import DagRunProtocol
@@ -163,7 +163,8 @@ def run_config(context: Context) -> RunConfig:
     """The RunConfig of this DAG run, from its Params and context (after :func:`check_conf`)."""
     check_conf(context)
     names = {o.name for o in RUN_OPTIONS}
-    params = {k: v for k, v in context["params"].items() if k in names}
+    # The option, else its variable in this worker's environment, else the llm_judge connection.
+    params = fill_from_env(RUN_OPTIONS, {k: v for k, v in context["params"].items() if k in names})
     dag_run = context["dag_run"]
     _, api_base = judge_credentials()
     if api_base and not params.get("api_base"):

@@ -15,7 +15,8 @@ in a directory through the file system. The quiet period is seeded with the obje
 and the newest one's time, so a day that has been quiet for long enough completes at once; any
 object added or removed starts it over. At the deadline the trigger says so, and the task fails
 without retry naming the prefix, what it waited for and the deadline; the run's ``runs`` row
-records it. The task returns (XCom) ``waited_s``: how long it waited, None when the day was
+records it. A prefix that has held no object at all ends the wait sooner, at ``absent_deadline_s``
+(event ``absent``), and the task fails naming the prefix and what to check. The task returns (XCom) ``waited_s``: how long it waited, None when the day was
 complete already.
 """
 
@@ -83,7 +84,8 @@ def _day_objects(bucket: str | None, prefix: str, s3: S3Access | None = None) ->
 class DayCompleteTrigger(BaseTrigger):
     """Fires once the day is complete (its marker exists, or its prefix has been quiet for
     ``quiet_period_s``), or at ``deadline`` (ISO time) with ``status: deadline``. Every event
-    carries ``waited_s``, the seconds since ``started`` (ISO time, when the wait began).
+    carries ``waited_s``, the seconds since ``started`` (ISO time, when the wait began). With
+    ``absent_deadline`` (ISO time), a prefix that has held no object by then fires ``status: absent``.
 
     ``known`` (objects already seen) and ``last_activity`` (ISO time of the newest) seed the quiet
     period, so the time the day has already been quiet counts."""
@@ -102,6 +104,7 @@ class DayCompleteTrigger(BaseTrigger):
         known: list[str] | None = None,
         last_activity: str | None = None,
         aws_conn_id: str | None = None,
+        absent_deadline: str | None = None,
     ) -> None:
         super().__init__()
         self.bucket = bucket
@@ -115,6 +118,7 @@ class DayCompleteTrigger(BaseTrigger):
         self.known = list(known or [])
         self.last_activity = last_activity
         self.aws_conn_id = aws_conn_id
+        self.absent_deadline = absent_deadline
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Class path and every argument of ``__init__``, as the attribute of the same name holds it."""
@@ -125,8 +129,9 @@ class DayCompleteTrigger(BaseTrigger):
         """The marker as :func:`_day_objects` names objects."""
         return self.prefix + self.marker if self.bucket is not None else os.path.join(self.prefix, self.marker)
 
-    async def _until_complete(self) -> str:
-        """Look at the day's prefix every ``poke_interval`` until it is complete; says how."""
+    async def _until_complete(self) -> tuple[str, str]:
+        """Look at the day's prefix every ``poke_interval`` until it is complete (``success``, and
+        how), or still holds nothing at ``absent_deadline`` (``absent``)."""
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation import storage
 
@@ -135,16 +140,20 @@ class DayCompleteTrigger(BaseTrigger):
             s3 = await sync_to_async(glue.s3_access)(self.aws_conn_id)
         known = set(self.known)
         last = dt.datetime.fromisoformat(self.last_activity).timestamp() if self.last_activity else time.time()
+        absent = None if known or not self.absent_deadline else dt.datetime.fromisoformat(self.absent_deadline)
         while True:
             found = await asyncio.to_thread(_day_objects, self.bucket, self.prefix, s3)
             now = time.time()
             if set(found) != known:  # an object added or removed: the quiet period starts over
                 known, last = set(found), now
+            absent = None if found else absent  # an object once seen: the day is late, not absent
             if self.marker:
                 if self._marker_key() in found:
-                    return f"{self._marker_key()} exists"
+                    return "success", f"{self._marker_key()} exists"
             elif len(found) >= self.min_objects and now - last >= self.quiet_period_s:
-                return f"{len(found)} objects, none added or removed for {now - last:.0f}s"
+                return "success", f"{len(found)} objects, none added or removed for {now - last:.0f}s"
+            if absent is not None and dt.datetime.now(dt.UTC) >= absent:
+                return "absent", f"no object under {self.prefix}"
             await asyncio.sleep(self.poke_interval)
 
     def _payload(self, status: str, message: str | None = None) -> dict[str, Any]:
@@ -158,7 +167,7 @@ class DayCompleteTrigger(BaseTrigger):
         remaining = (dt.datetime.fromisoformat(self.deadline) - dt.datetime.now(dt.UTC)).total_seconds()
         try:
             async with asyncio.timeout(max(0.0, remaining)):
-                result = self._payload("success", await self._until_complete())
+                result = self._payload(*await self._until_complete())
         except TimeoutError:
             result = self._payload("deadline")
         except StorageError as exc:  # the task reports it, and Airflow retries it
@@ -173,7 +182,7 @@ class WaitForDayOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         # Polars: plugins are imported when DAG files parse, so they stay light
-        from evaluation.wait import is_complete, min_objects, poke_interval, waiting_for
+        from evaluation.wait import absent_after, is_complete, min_objects, poke_interval, waiting_for
 
         cfg = glue.run_config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date)
@@ -191,6 +200,8 @@ class WaitForDayOperator(BaseOperator):
                     "complete_by": "marker" if cfg.completion_marker else "quiet_period"}
         started = dt.datetime.now(dt.UTC)
         deadline = started + dt.timedelta(seconds=cfg.wait_deadline_s)
+        absent = absent_after(cfg)
+        absent_deadline = None if objects or absent is None else started + dt.timedelta(seconds=absent)
         self.log.info("%s is not complete yet: waiting (deferred) for %s until %s", day.uri,
                       waiting_for(cfg), deadline.isoformat())
         if not objects:
@@ -198,6 +209,9 @@ class WaitForDayOperator(BaseOperator):
             from evaluation.stages.ingest import missing_input
 
             self.log.warning("nothing there yet: %s", missing_input(glue.stores(cfg).raw, cfg.date))
+            if absent_deadline is not None:
+                self.log.warning("the run fails at %s (absent_deadline_s=%g) unless an object appears",
+                                 absent_deadline.isoformat(), cfg.absent_deadline_s)
         conn = glue.connection(glue.S3_CONN_ID) if day.bucket is not None else None
         self.defer(
             trigger=DayCompleteTrigger(
@@ -207,19 +221,23 @@ class WaitForDayOperator(BaseOperator):
                 known=sorted(objects),
                 last_activity=dt.datetime.fromtimestamp(newest, dt.UTC).isoformat() if newest is not None else None,
                 aws_conn_id=glue.S3_CONN_ID if conn is not None else None,
+                absent_deadline=None if absent_deadline is None else absent_deadline.isoformat(),
             ),
             method_name="execute_complete",
             timeout=dt.timedelta(seconds=cfg.wait_deadline_s + DEADLINE_GRACE_S),
         )
 
-    def _deadline_failure(self, context: Context, cfg: RunConfig, waited_s: float) -> AirflowFailException:
-        """The run fails at the deadline, without retry; its ``runs`` row says why."""
+    def _deadline_failure(self, context: Context, cfg: RunConfig, waited_s: float, *,
+                          absent: bool = False) -> AirflowFailException:
+        """The run fails at the deadline (``absent``: the absent deadline), without retry; its
+        ``runs`` row says why."""
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.stages import fail_run, where
         from evaluation.stages.ingest import missing_input
-        from evaluation.wait import incomplete_message
+        from evaluation.wait import absent_message, incomplete_message
 
-        message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
+        said = absent_message if absent else incomplete_message
+        message = said(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
         stores = glue.stores(cfg)
         missing = missing_input(stores.raw, cfg.date)  # what the URI holds: a wrong path reads unlike a late day
         message += f"; {missing}" if missing else ""
@@ -236,8 +254,8 @@ class WaitForDayOperator(BaseOperator):
         cfg = glue.run_config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date)
         status, waited = event.get("status"), event.get("waited_s")
-        if status == "deadline":
-            raise self._deadline_failure(context, cfg, float(waited or cfg.wait_deadline_s))
+        if status in ("deadline", "absent"):
+            raise self._deadline_failure(context, cfg, float(waited or cfg.wait_deadline_s), absent=status == "absent")
         if status != "success":
             raise AirflowException(f"waiting for {day.uri} failed: {event.get('message')}")
         self.log.info("%s is complete (%s) after %.1fs", day.uri, waiting_for(cfg), waited)

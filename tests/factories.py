@@ -46,3 +46,18 @@ def raw_record(*, keep_none: bool = False, **fields: Any) -> dict[str, Any]:
 def jsonl(*lines: dict[str, Any] | str) -> bytes:
     """JSON Lines bytes: dicts dumped as JSON, strings written as they are."""
     return "".join((json.dumps(line) if isinstance(line, dict) else line) + "\n" for line in lines).encode()
+
+
+class FakeClock:
+    """A clock that moves only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds

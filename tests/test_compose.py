@@ -345,13 +345,39 @@ def test_default_uris_live_in_created_buckets(compose: dict[str, Any]) -> None:
         assert uri.scheme == "s3" and uri.netloc in BUCKETS, f"{key}={env[key]} is not in a created bucket"
 
 
-def test_judge_connection_comes_from_the_environment() -> None:
+def test_judge_connection_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaluation_airflow import credentials_of, judge_rate_limits
+
     offline = json.loads(environment(dev_compose()["x-airflow-common"])["AIRFLOW_CONN_LLM_JUDGE"])
-    assert offline == {"conn_type": "generic", "password": "", "host": ""}
-    configured = dev_compose({"LLM_API_KEY": "sk-test", "LLM_API_BASE": "http://judge:4000/v1"})
-    connection = json.loads(environment(configured["x-airflow-common"])["AIRFLOW_CONN_LLM_JUDGE"])
-    assert connection["password"] == "sk-test"
-    assert connection["host"] == "http://judge:4000/v1"
+    assert offline == {"conn_type": "generic", "password": "", "host": "", "extra": {"rpm": "", "tpm": ""}}
+    monkeypatch.setenv("AIRFLOW_CONN_LLM_JUDGE", json.dumps(offline))
+    assert judge_rate_limits() == {}  # empty: no limit
+    configured = dev_compose({"LLM_API_KEY": "sk-test", "LLM_API_BASE": "http://judge:4000/v1",
+                              "LLM_JUDGE_RPM": "5000", "LLM_JUDGE_TPM": "2000000"})
+    value = environment(configured["x-airflow-common"])["AIRFLOW_CONN_LLM_JUDGE"]
+    monkeypatch.setenv("AIRFLOW_CONN_LLM_JUDGE", value)  # read by Airflow, as a task reads it
+    from airflow.sdk.bases.hook import BaseHook
+
+    assert credentials_of(BaseHook.get_connection("llm_judge"), None) == ("sk-test", "http://judge:4000/v1")
+    assert judge_rate_limits() == {"judge_rpm": 5000.0, "judge_tpm": 2000000.0}
+
+
+def test_every_run_options_variable_reaches_every_airflow_service() -> None:
+    """Each EVALUATION_<OPTION> of .env reaches the tasks, the triggerer's and the scheduler's."""
+    from evaluation.options import RUN_OPTIONS
+
+    given = {str(o.env): f"value-of-{o.name}" for o in RUN_OPTIONS}
+    configured = dev_compose(given)
+    documented = env_example()
+    text = ENV_EXAMPLE_PATH.read_text(encoding="utf-8")
+    for option in RUN_OPTIONS:
+        assert option.env in documented, f"{option.env} is not in .env.example"
+        if option.name not in ("input_uri", "output_uri"):  # required: no default to give
+            default = option.default_text.partition(", else ")[2] or "none"
+            assert f"# {option.name} (default: {default})\n{option.env}=" in text, f".env.example: {option.name}"
+    for name in AIRFLOW_SERVICES:
+        env = environment(configured["services"][name])
+        assert {key: env.get(key) for key in given} == given, name
 
 
 def test_the_judge_rate_budget_is_shared_through_the_broker() -> None:

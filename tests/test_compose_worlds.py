@@ -206,3 +206,16 @@ def test_provider_variables_reach_the_judges_services(tmp_path: Path) -> None:
     # The components that call no provider do not get its keys.
     for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor"):
         assert "ANTHROPIC_API_KEY" not in environment(services[name]), name
+
+
+@needs_compose
+def test_run_options_and_judge_limits_reach_the_worker_from_env(tmp_path: Path) -> None:
+    """A production .env's EVALUATION_JUDGE_RPM / EVALUATION_CONCURRENCY reach the worker as they
+    are, and LLM_JUDGE_RPM / _TPM the llm_judge connection's extra; left out, they are empty."""
+    tuned = {**PRODUCTION, "EVALUATION_JUDGE_RPM": "5000", "EVALUATION_CONCURRENCY": "32",
+             "LLM_JUDGE_RPM": "4000", "LLM_JUDGE_TPM": "2000000"}
+    worker = environment(_resolved(_write_env(tmp_path / "tuned.env", tuned))["services"]["airflow-worker"])
+    assert (worker["EVALUATION_JUDGE_RPM"], worker["EVALUATION_CONCURRENCY"]) == ("5000", "32")
+    assert json.loads(worker["AIRFLOW_CONN_LLM_JUDGE"])["extra"] == {"rpm": "4000", "tpm": "2000000"}
+    plain = environment(_resolved(_write_env(tmp_path / "plain.env", PRODUCTION))["services"]["airflow-worker"])
+    assert plain["EVALUATION_JUDGE_RPM"] in ("", None) and plain["EVALUATION_CONCURRENCY"] in ("", None)

@@ -15,6 +15,7 @@ import polars as pl
 from evaluation import client as judge_client
 from evaluation import storage
 from evaluation.batch import BATCH_PROVIDERS, batch_prices, provider_of
+from evaluation.client import TYPICAL_REPLY_TOKENS
 from evaluation.contract import RunConfig, Sample
 from evaluation.judges import RenderedPrompt, route
 from evaluation.schemas import RECORD_SCHEMA, record_from_row
@@ -204,8 +205,7 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
         raise RunFailed(f"{where(cfg)}: no valid records staged under "
                         f"{stores.out.uri(storage.work_key(cfg.date, cfg.run_id, 'valid/'))} (ingest has not run)")
     total = ingest.counts.valid
-    chunk_size = max(cfg.chunk_size, math.ceil(total / cfg.max_map_length))
-    chunk_count = math.ceil(total / chunk_size)
+    chunk_size, chunk_count = chunk_layout(cfg, total)
     if chunk_size != cfg.chunk_size:
         logger.warning("%s: chunk size raised from %d to %d to stay within max_map_length %d",
                        where(cfg), cfg.chunk_size, chunk_size, cfg.max_map_length)
@@ -249,6 +249,13 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
     return chunks
 
 
+def chunk_layout(cfg: RunConfig, records: int) -> tuple[int, int]:
+    """Records per chunk and chunks of a day of ``records``: ``chunk_size``, raised so that the
+    chunks (one mapped judge task each) stay within ``max_map_length``."""
+    chunk_size = max(cfg.chunk_size, math.ceil(records / cfg.max_map_length))
+    return chunk_size, math.ceil(records / chunk_size)
+
+
 _ESTIMATE_SAMPLE = 50
 
 
@@ -260,6 +267,7 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
         return CostEstimate(records=0, prompt_tokens=0, cost_usd=0.0, sampled_records=0)
     tokens = 0
     prompts = 0
+    replies = 0
     for row in sample.iter_rows(named=True):
         record = record_from_row(row)
         for judge in cfg.judges:
@@ -267,11 +275,12 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
             if isinstance(prompt, RenderedPrompt):  # empty answers and judges that do not apply cost nothing
                 tokens += judge_client.count_tokens(cfg.judge_model, prompt)
                 prompts += 1
+                replies += TYPICAL_REPLY_TOKENS[judge]  # the judge's typical reply, as the plan's sizing takes it
     scale = records / sample.height
     input_price, output_price = judge_client.price_per_token(cfg.judge_model)
     day_tokens = int(tokens * scale)
     day_calls = int(round(prompts * scale))
-    expected_output = 200 * day_calls  # a judge's JSON reply is about 200 tokens
+    expected_output = int(replies * scale)
     return CostEstimate(
         records=records,
         calls=day_calls,

@@ -345,7 +345,8 @@ def judging_time(cfg: RunConfig, *, calls: int, tokens: int, parallel: int, late
     return bounds[bound], bound
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """Seconds as a person reads a duration: s, min or h."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
@@ -391,7 +392,7 @@ def size_text(size: DaySize) -> str:
                          f"{size.judge_model} alone ({saved:.0%} saved)")
     limits = ", ".join(f"{name} {value:g}" for name, value in (("judge_rpm", size.judge_rpm),
                                                               ("judge_tpm", size.judge_tpm)) if value)
-    lines.append(f"time: ~{_duration(size.seconds)} of judging, bound by {size.bound} (concurrency "
+    lines.append(f"time: ~{duration_text(size.seconds)} of judging, bound by {size.bound} (concurrency "
                  f"{size.concurrency}, {size.pool_slots} pool slot{'s' if size.pool_slots != 1 else ''}, "
                  f"{size.latency_s:g} s a call" + (f", {limits} per chunk" if limits else "") + ")")
     return "\n".join(lines)

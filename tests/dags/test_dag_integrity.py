@@ -33,7 +33,8 @@ def test_dag_id_is_file_stem_with_policy(dagbag, path: Path) -> None:
     assert dag is not None, f"{path.name} defines no DAG named {path.stem}"
     assert dag.tags, "every DAG has tags"
     assert dag.doc_md and len(dag.doc_md) > 100, "every DAG documents itself"
-    assert dag.max_active_runs == 1
+    # The daily DAG's run waiting for a late day must not hold a manual trigger (nor the next day).
+    assert dag.max_active_runs == (4 if path.stem == "daily_evaluation" else 1)
     assert dag.catchup is False
     for task in dag.tasks:
         assert task.retries >= 1, f"{task.task_id} has no retries"

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import polars as pl
 import pytest
 
@@ -81,11 +82,17 @@ def _output_store(deployment: LocalDeployment) -> Any:
 
 
 def _write_logs(deployment: LocalDeployment) -> None:
-    """Before any Airflow component starts: the manual runs' day and the scheduler's day(s)."""
+    """Before any Airflow component starts: the manual runs' days. The scheduler's day has no
+    logs until its test writes them: its run waits for them, deferred, meanwhile."""
     raw = _input_store(deployment)
     synthetic.write_day(raw, DAY, RECORDS)
     synthetic.write_day(raw, BATCH_DAY, BATCH_RECORDS, bad=False)
     synthetic.write_day(raw, FLEET_DAY, FLEET_RECORDS, bad=False)
+
+
+def _write_scheduled_logs(deployment: LocalDeployment) -> None:
+    """The day(s) the scheduler's run evaluates, late: the run, waiting, finds them."""
+    raw = _input_store(deployment)
     for day in scheduled_days(dt.datetime.now(dt.UTC)):
         synthetic.write_day(raw, day, SCHEDULED_RECORDS, bad=False)
 
@@ -98,7 +105,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeploy
     with LocalDeployment(COMPOSE_VARIABLES, folder=folder, prepare=_write_logs,
                          stop_grace=5.0, workers=WORKERS) as running:
         # Whatever AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION says: unpaused, as an operator would.
-        # The daily DAG's scheduled run starts now, on the day _write_logs prepared.
+        # The daily DAG's scheduled run starts now, and waits for its day's logs.
         for dag_id in (DAILY, COMPARISON):
             running.api.unpause(dag_id)  # type: ignore[union-attr]
         yield running
@@ -291,8 +298,42 @@ def test_model_comparison_over_the_landed_day(deployment: LocalDeployment, api: 
 # --- the scheduler on its own ---------------------------------------------------------------------------
 
 
+def test_a_manual_run_starts_while_a_scheduled_run_waits_for_its_day(deployment: LocalDeployment,
+                                                                    api: ApiClient) -> None:
+    """The first scheduled run of a fresh deployment, for a day with no logs yet, waits deferred;
+    a manual trigger meanwhile runs (it would sit queued behind a DAG held by the waiting run)."""
+    import time
+
+    scheduled = api.wait_for_new_run(DAILY, "scheduled", timeout=60)["dag_run_id"]
+
+    def waiting() -> bool | None:
+        """Whether the scheduled run's wait_for_day is deferred (None: the API did not answer in
+        time, as happens while the first tasks load on a busy machine; the next look decides)."""
+        try:
+            deferred = api.get(f"/api/v2/dags/{DAILY}/dagRuns/~/taskInstances", state="deferred", limit=100)
+        except httpx.TimeoutException:
+            return None
+        return any(ti["dag_run_id"] == scheduled and ti["task_id"] == "wait_for_day"
+                   for ti in deferred["task_instances"])
+
+    def settled() -> bool:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while (seen := waiting()) is None:
+            assert time.monotonic() < deadline, api.diagnose(DAILY, scheduled)
+        return seen
+
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not settled():
+        assert time.monotonic() < deadline, api.diagnose(DAILY, scheduled)
+        time.sleep(1.0)
+    manual = _trigger_and_wait(api, DAILY, {**CONF, "dry_run": True, "date": DAY.isoformat()})  # check, ingest, plan
+    _assert_succeeded(api, DAILY, manual)
+    assert settled(), api.diagnose(DAILY, scheduled)  # still waiting: the two runs went at once
+
+
 def test_the_scheduler_runs_the_latest_interval(deployment: LocalDeployment, api: ApiClient) -> None:
     created = api.wait_for_new_run(DAILY, "scheduled", timeout=60)
+    _write_scheduled_logs(deployment)  # late: its run has been waiting for them
     run = _wait(api, DAILY, created["dag_run_id"])
     _assert_succeeded(api, DAILY, run)
     day = _parse_time(run["logical_date"]).astimezone(dt.UTC).date()

@@ -11,22 +11,8 @@ import pytest
 
 from evaluation.testing.s3 import LocalS3
 from scripts.check_storage import StorageNotReady, locations, main, wait_for_buckets
+from tests.factories import FakeClock
 from tests.reliability.faulty_proxy import FaultyProxy, S3FaultPlan
-
-
-class FakeClock:
-    """A clock that moves only when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture()

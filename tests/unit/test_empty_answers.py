@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage
+from evaluation.client import TYPICAL_REPLY_TOKENS
 from evaluation.contract import InputRecord, JudgeName, Thresholds
 from evaluation.day import run_day
 from evaluation.judges import RenderedPrompt, empty_answer_row, route, score_table
@@ -130,7 +131,8 @@ def test_the_plan_estimates_no_call_for_an_empty_answer(tmp_path: Path) -> None:
     stages.plan_chunks(cfg, stores)
     plan = stages.read_manifest(cfg, stores).plan
     assert plan is not None and plan.estimate.records == len(EMPTY) + len(ANSWERED)
-    assert plan.estimate.calls == len(CALLED) and plan.estimate.output_tokens == 200 * len(CALLED)
+    replies = sum(TYPICAL_REPLY_TOKENS[judge] for _, judge in CALLED)  # each judge's typical reply, as the plan's
+    assert plan.estimate.calls == len(CALLED) and plan.estimate.output_tokens == replies
 
 
 def test_empty_answers_land_alike_with_the_offline_judge(tmp_path: Path) -> None:

@@ -1,0 +1,133 @@
+"""Every run option falls back to its own variable, EVALUATION_<OPTION>, read where the run is
+configured (the CLI, or the task on the worker): shown in `--help` and in the daily DAG's form,
+and reaching what the option drives (the concurrency of a run's judge client)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from evaluation import cli, storage, synthetic
+from evaluation.contract import RUN_INTERNALS, RunConfig
+from evaluation.options import RUN_OPTIONS, build_config
+from evaluation.testing.openai_server import OpenAIServer
+from tests.reliability.helpers import judge_reply
+
+DAY = dt.date(2026, 11, 25)
+
+
+def test_each_run_option_has_its_own_variable_named_after_it() -> None:
+    variables = [o.env for o in RUN_OPTIONS]
+    assert variables == [f"EVALUATION_{o.name.upper()}" for o in RUN_OPTIONS]
+    assert len(set(variables)) == len(variables)
+    assert {o.path[0] for o in RUN_OPTIONS} == set(RunConfig.model_fields) - set(RUN_INTERNALS)
+    # the variables documented before every option had one keep their names
+    assert {"EVALUATION_INPUT_URI", "EVALUATION_OUTPUT_URI", "EVALUATION_JUDGE_MODEL", "EVALUATION_API_BASE",
+            "EVALUATION_QUIET_PERIOD_S"} <= set(variables)
+
+
+def test_help_names_each_variable_and_the_default_behind_it() -> None:
+    out = subprocess.run([sys.executable, "-m", "evaluation", "run", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    text = " ".join(out.split())
+    for option in RUN_OPTIONS:
+        assert f"${option.env}" in text, option.name
+    assert "(default: $EVALUATION_CONCURRENCY, else 8)" in text
+    assert "(default: $EVALUATION_BATCH, else off)" in text
+
+
+def test_the_daily_dags_form_leaves_each_option_empty_for_its_variable() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    dags = Path(__file__).resolve().parents[2] / "dags"
+    dag = DagBag(dag_folder=str(dags / "daily_evaluation.py")).dags["daily_evaluation"]
+    for option in RUN_OPTIONS:
+        param = dag.params.get_param(option.name)
+        assert param.value in (None, ""), option.name
+        assert f"Empty: ${option.env}" in str(param.description), option.name
+        param.resolve(param.value)  # the empty default is valid for its schema (an enum takes "")
+    assert str(dag.params.get_param("concurrency").description).endswith("Empty: $EVALUATION_CONCURRENCY, else 8.")
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("concurrency", "24", 24), ("chunk_size", "250", 250), ("judge_rpm", "5000", 5000.0),
+    ("batch", "true", True), ("judges", "rag,masis", ["rag", "masis"]), ("structured_output", "off", "off"),
+    ("pass_threshold", "0.9", 0.9), ("absent_deadline_s", "600", 600.0),
+])
+def test_an_empty_option_takes_its_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+                                            expected: Any) -> None:
+    (option,) = [o for o in RUN_OPTIONS if o.name == name]
+    base = {"input_uri": "/in", "output_uri": "/out"}
+    monkeypatch.setenv(str(option.env), value)
+    cfg = build_config({**base, name: option.default}, date=DAY, run_id="r", trigger="scheduled")
+    got = cfg.thresholds.pass_ if name == "pass_threshold" else getattr(cfg, name)
+    assert got == expected
+    monkeypatch.setenv(str(option.env), "")  # empty: the option's own default
+    assert build_config(base, date=DAY, run_id="r", trigger="t") == build_config(
+        {**base, name: option.fallback}, date=DAY, run_id="r", trigger="t")
+
+
+def _context(params: dict[str, Any]) -> dict[str, Any]:
+    """What run_config reads of a task's context: the Params, the DAG's known keys, the run."""
+    run = SimpleNamespace(run_id="scheduled__2026-11-25", run_type="scheduled", conf={})
+    dag = SimpleNamespace(dag_id="daily_evaluation", params=dict.fromkeys([*params, "date"]))
+    return {"params": {**params, "date": DAY.isoformat()}, "dag_run": run, "dag": dag}
+
+
+def test_a_rate_limit_is_the_option_else_its_variable_else_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    import evaluation_airflow as glue
+
+    monkeypatch.setenv("AIRFLOW_CONN_LLM_JUDGE", json.dumps({"conn_type": "generic", "extra": {"rpm": "300",
+                                                                                                "tpm": "90000"}}))
+    monkeypatch.delenv("EVALUATION_JUDGE_RPM", raising=False)
+    monkeypatch.delenv("EVALUATION_JUDGE_TPM", raising=False)
+    params = {"input_uri": "/in", "output_uri": "/out", "judge_rpm": None, "judge_tpm": None}
+    cfg = glue.run_config(_context(params))  # type: ignore[arg-type]
+    assert (cfg.judge_rpm, cfg.judge_tpm) == (300.0, 90000.0)
+    monkeypatch.setenv("EVALUATION_JUDGE_RPM", "5000")
+    cfg = glue.run_config(_context(params))  # type: ignore[arg-type]
+    assert (cfg.judge_rpm, cfg.judge_tpm) == (5000.0, 90000.0)
+    cfg = glue.run_config(_context({**params, "judge_rpm": 42}))  # type: ignore[arg-type]
+    assert cfg.judge_rpm == 42.0
+
+
+def test_evaluation_concurrency_reaches_the_runs_judge_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EVALUATION_CONCURRENCY=24 and no --concurrency: 24 calls in flight at once, never more.
+    Each reply waits until 24 requests are in the server (or until a few seconds pass, should
+    fewer ever come): a run held to the default 8 cannot reach 24."""
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 60, bad=False)
+    state = {"in_flight": 0, "most": 0}
+    full: asyncio.Event | None = None
+
+    async def responder(body: dict[str, Any]) -> str:
+        nonlocal full
+        full = full or asyncio.Event()
+        state["in_flight"] += 1  # the responder runs on the server's single event loop
+        state["most"] = max(state["most"], state["in_flight"])
+        if state["in_flight"] >= 24:
+            full.set()
+        try:
+            await asyncio.wait_for(full.wait(), timeout=5.0)
+        except TimeoutError:
+            pass  # fewer than 24 came: the run goes on, and the figure says so
+        finally:
+            state["in_flight"] -= 1
+        return judge_reply(body)
+
+    with OpenAIServer(responder) as server:
+        for name, value in {"EVALUATION_CONCURRENCY": "24", "EVALUATION_JUDGE_MODEL": "openai/mock-judge",
+                            "EVALUATION_API_BASE": server.base_url, "EVALUATION_INPUT_URI": str(tmp_path / "raw"),
+                            "EVALUATION_OUTPUT_URI": str(tmp_path / "out"), "EVALUATION_QUIET_PERIOD_S": "0"}.items():
+            monkeypatch.setenv(name, value)
+        assert cli.main(["run", "--date", DAY.isoformat(), "--no-progress"]) == 0
+        calls = server.request_count
+    assert calls > 24
+    assert state["most"] == 24
