@@ -20,6 +20,7 @@ from evaluation.charts import esc
 from evaluation.contract import JUDGE_STATUSES, VERDICTS
 from evaluation.html import page, table
 from evaluation.report.alerts import HEADLINE_METRICS, assess
+from evaluation.report.people import people_section
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
@@ -578,12 +579,14 @@ def render_html(summary: dict[str, Any]) -> str:
         f'<a href="#{a}">{esc(t)}</a>'
         for a, t in (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("quality", "Quality"), ("mix", "Verdict mix"),
                      ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
-                     ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"))
+                     ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"),
+                     ("people", "People"))
     )
     sections = [
         _headline_section(summary), _overview(summary), _flags_section(summary), _quality_section(summary), _mix_section(summary),
         _trend_section(summary), _distribution_section(summary), _health_section(summary),
         _rejects_section(summary), _worst_section(summary), calibration_section(summary),
+        people_section(summary),
     ]
     method = summary["method"]
     footer = (

@@ -1,0 +1,136 @@
+"""human_labels: landed once whatever is landed again, every annotator kept; the JSONL / Parquet
+export and import on a day the pipeline landed; the report's People section."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from evaluation import storage, synthetic
+from evaluation.contract import RunConfig
+from evaluation.day import run_day
+from evaluation.report import build_daily_report
+from evaluation.report.people import people_summary
+from evaluation.review.job import export_queue, import_labels, queue_day, read_queues
+from evaluation.review.labels import Annotation, land_labels, read_labels
+from evaluation.review.spec import ReviewError, ReviewSpec
+from evaluation.stages import Stores
+
+DAY = dt.date(2026, 3, 2)
+LABELLED = dt.datetime(2026, 3, 4, 9, 30, tzinfo=dt.UTC)
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReviewSpec, Stores]:
+    """A day of 120 records landed by the pipeline (offline judge), and its review queue."""
+    folder = tmp_path_factory.mktemp("people")
+    synthetic.write_day(storage.LocalStore(folder / "raw"), DAY, 120, bad=False)
+    cfg = RunConfig(date=DAY, input_uri=str(folder / "raw"), output_uri=str(folder / "out"), run_id="r1",
+                    judges=["rag", "masis"], chunk_size=60)
+    stores = Stores.open(cfg)
+    run_day(cfg, stores)
+    spec = ReviewSpec(input_uri=cfg.input_uri, output_uri=cfg.output_uri, review_size=80, review_uniform_share=0.75)
+    queue_day(spec, stores.out, DAY, "q1")
+    return spec, stores
+
+
+def _answers(queue: pl.DataFrame, annotator: str, verdict: str = "pass") -> list[Annotation]:
+    return [Annotation(record_dt=row["record_dt"], record_id=row["record_id"], annotator=annotator,
+                       labelled_at=LABELLED, supported="yes", answers="partly", verdict=verdict, note="ok")
+            for row in queue.iter_rows(named=True)]
+
+
+def test_labels_land_once_and_every_annotator_is_kept(tmp_path: Path, landed: tuple[ReviewSpec, Stores]) -> None:
+    _, stores = landed
+    store = storage.LocalStore(tmp_path / "copy")
+    queue = read_queues(stores.out).head(5)
+    first = land_labels(store, _answers(queue, "ann@x") + _answers(queue, "bea@x", "fail"), queue)
+    assert first.landed == 5 * 2 * 3 and first.already == 0
+    again = land_labels(store, _answers(queue, "ann@x") + _answers(queue, "bea@x", "fail"), queue)
+    assert again.landed == 0 and again.already == 30 and again.objects == []
+    labels = read_labels(store)
+    assert labels.height == 30 and labels["label_id"].n_unique() == 30
+    assert set(labels["annotator"]) == {"ann@x", "bea@x"}
+    assert labels["dt"].unique().to_list() == [LABELLED.date()]
+    row = labels.filter(pl.col("question") == "verdict").row(0, named=True)
+    queued = queue.filter(pl.col("record_id") == row["record_id"]).row(0, named=True)
+    assert (row["model"], row["stratum"], row["inclusion_probability"], row["run_id"]) == \
+           (queued["model"], queued["stratum"], queued["inclusion_probability"], "r1")
+
+
+def test_labels_for_records_no_queue_holds_or_answers_out_of_range_are_refused(tmp_path: Path,
+                                                                                landed: tuple[ReviewSpec, Stores]) -> None:
+    _, stores = landed
+    queue = read_queues(stores.out)
+    stray = Annotation(record_dt=DAY, record_id="nope", annotator="a", labelled_at=LABELLED, verdict="pass")
+    with pytest.raises(ReviewError, match="in no review queue"):
+        land_labels(storage.LocalStore(tmp_path), [stray], queue)
+    odd = stray.model_copy(update={"record_id": queue["record_id"][0], "verdict": "great"})
+    with pytest.raises(ReviewError, match="verdict is 'great'"):
+        land_labels(storage.LocalStore(tmp_path), [odd], queue)
+
+
+def test_export_then_import_lands_the_answers_once_and_a_reexport_leaves_them_out(
+        tmp_path: Path, landed: tuple[ReviewSpec, Stores]) -> None:
+    spec, stores = landed
+    out = storage.LocalStore(tmp_path / "out")
+    for info in stores.out.list(""):  # a copy of the landed output: this test lands labels into it
+        out.write_bytes(info.key, stores.out.read_bytes(info.key))
+    exported = tmp_path / "queue.jsonl"
+    assert export_queue(spec, out, stores.raw, DAY, exported) == 80
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    first = rows[0]
+    assert first["question"] and first["answer"] is not None and json.loads(first["contexts"]) is not None
+    for row in rows[:40]:
+        row.update(annotator="cy@x", labelled_at="2026-03-05T10:00:00Z", supported="no", answers="yes",
+                   verdict="fail")
+    exported.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert import_labels(out, exported).landed == 40 * 3
+    assert import_labels(out, exported).landed == 0
+    parquet = tmp_path / "rest.parquet"
+    assert export_queue(spec, out, stores.raw, DAY, parquet) == 40
+    assert not set(pl.read_parquet(parquet)["record_id"]) & {r["record_id"] for r in rows[:40]}
+
+
+def test_the_report_shows_corrected_rates_once_enough_labels_exist(tmp_path: Path,
+                                                                   landed: tuple[ReviewSpec, Stores]) -> None:
+    _, stores = landed
+    out = storage.LocalStore(tmp_path / "out")
+    for info in stores.out.list(""):
+        out.write_bytes(info.key, stores.out.read_bytes(info.key))
+    page, summary = build_daily_report(out, DAY)
+    assert summary["people"]["labels"] == 0 and "No labels from people" in page
+    queue = read_queues(out).filter(pl.col("stratum") == "uniform")
+    land_labels(out, _answers(queue, "ann@x", "fail") + _answers(queue.head(10), "bea@x", "fail"), queue)
+    page, summary = build_daily_report(out, DAY)
+    people = summary["people"]
+    assert people["annotators"] == 2 and people["age_days"] == -2  # labelled after the report's day
+    shown = [e for e in people["estimates"] if "corrected" in e and e["rate"] == "fail_rate"]
+    withheld = [e for e in people["estimates"] if "corrected" not in e]
+    # 60 uniform records over the models: each below the 30 labels needed, so nothing shown
+    assert not shown and withheld and all("30 needed" in e["note"] for e in withheld)
+    assert "People's labels" in page and "30 needed" in page
+    people = people_summary(out, DAY, min_labels=5)
+    fail_rates = [e for e in people["estimates"] if e["rate"] == "fail_rate"]
+    assert len(fail_rates) == 2 * len(synthetic.MODELS)  # rag and masis per model
+    for estimate in fail_rates:
+        # every person said fail: the corrected rate is the judge's plus the share of the slice it did not fail
+        rows = judged_rows(out, estimate["model"], estimate["judge"])
+        sliced = rows.filter(pl.col("record_id").is_in(queue["record_id"].implode()))
+        assert estimate["labels"] == sliced.height >= 5
+        assert estimate["judge_rate"] == pytest.approx(float((rows["verdict"] == "fail").mean() or 0.0))
+        missed = float((sliced["verdict"] != "fail").mean() or 0.0)
+        assert estimate["corrected"] == pytest.approx(estimate["judge_rate"] + missed)
+        assert estimate["bias"] == pytest.approx(-missed)
+
+
+def judged_rows(store: storage.Store, model: str, judge: str) -> pl.DataFrame:
+    """The model's judged rows of the day (ok, with a verdict), read from the landed table."""
+    frame = storage.scan_day(store, "evaluations", DAY)
+    assert frame is not None
+    return frame.filter((pl.col("model") == model) & (pl.col("judge") == judge) & (pl.col("judge_status") == "ok")
+                        & pl.col("verdict").is_not_null()).collect()
