@@ -6,11 +6,15 @@ People in the loop, daily (`docs/people.md`): each run
 1. **pull** — lands the Label Studio project's annotations completed since the last pull in
    `human_labels` (incremental and idempotent: a re-run lands nothing twice) and emits the
    `llm_evaluation.human_labels` Asset event when it landed rows;
-2. **queue** — picks the day's records for people (`dt` = the day before the run's logical date,
+2. **calibrate** — per judge model whose verdicts cover labelled records, calibrates its judges
+   (this code's prompt versions) on the labels of the last `labels_days` days, without calling a
+   judge again: lands `calibrations/calibration_id=cal-people-…/` (what `thresholds_from` takes)
+   and emits the `llm_evaluation.calibrations` Asset event;
+3. **queue** — picks the day's records for people (`dt` = the day before the run's logical date,
    or the `date` param): a uniform random slice with its inclusion probability plus the targeted
    strata (borderline verdicts, `rag`/`masis` disagreement, cascade escalations, flagged models),
    never a record queued or labelled before; lands `review_queue/dt=D/`;
-3. **send** — sends the queued records not yet in the project as tasks (question, answer with its
+4. **send** — sends the queued records not yet in the project as tasks (question, answer with its
    citations highlighted, contexts). Without the `label_studio` Connection the queue is only landed:
    export it with `python -m evaluation review export` and import the answers with `review import`.
 
@@ -79,6 +83,19 @@ def review_queue() -> None:
                                                                               "objects": len(landed.objects)}
         return {"landed": landed.landed, "already": landed.already, "label_studio": True}
 
+    @task(outlets=[review_glue.CALIBRATIONS_ASSET])
+    def calibrate() -> list[dict[str, Any]]:
+        from evaluation.review.calibrate import calibrate_all  # Polars: DAG files must parse light
+
+        context = get_current_context()
+        spec = _spec(dict(context["params"]))
+        (store,) = glue.open_stores(spec.output_uri)
+        found = calibrate_all(store, spec, glue.evaluation_day(context), context["dag_run"].run_after)
+        landed = {c.judge_model: c.calibration_id for c in found if c.calibration_id}
+        if landed:
+            context["outlet_events"][review_glue.CALIBRATIONS_ASSET].extra = {"calibrations": landed}
+        return [c.model_dump(mode="json") for c in found]
+
     @task
     def queue() -> dict[str, Any]:
         from evaluation.review.job import queue_day  # Polars: DAG files must parse light
@@ -108,7 +125,7 @@ def review_queue() -> None:
 
     pulled = pull()
     queued = queue()
-    pulled >> queued
+    pulled >> [calibrate(), queued]
     send(queued)  # type: ignore[arg-type]  # XComArgs: TaskFlow passes their values when the task runs
 
 

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 LABEL_STUDIO_CONN_ID = os.environ.get("EVALUATION_LABEL_STUDIO_CONN_ID", "label_studio")
 #: The event a pull that landed labels emits (``extra``: rows, objects): calibrations follow it.
 HUMAN_LABELS_ASSET = Asset(name="llm_evaluation.human_labels", group="llm_evaluation")
+#: The event a calibration on people's labels emits (``extra``: the calibration ids per judge model).
+CALIBRATIONS_ASSET = Asset(name="llm_evaluation.calibrations", group="llm_evaluation")
 
 
 def base_url(conn: Connection) -> str:

@@ -5,7 +5,9 @@
   with their texts and empty answer columns, for people without Label Studio;
 * ``review import --file F``: land a filled-in export's answers in ``human_labels``;
 * ``review send [--date D]`` / ``review pull``: the Label Studio round trip, the server and token
-  from ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``.
+  from ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``;
+* ``review calibrate --date D``: per judge model, calibrate the judges on the labels of the
+  ``labels_days`` days ending at D (lands ``calibrations/``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from evaluation.review.spec import ReviewSpec
 
 #: The flags of ``review``: every field of the spec.
 REVIEW_OPTIONS = options(ReviewSpec)
-ACTIONS = ("queue", "export", "import", "send", "pull")
+ACTIONS = ("queue", "export", "import", "send", "pull", "calibrate")
 
 
 def add_parser(sub: Any) -> None:
@@ -78,6 +80,11 @@ def command(args: argparse.Namespace) -> int:
     elif args.action == "import":
         _needs(args, "file")
         result = job.import_labels(store, args.file).model_dump()
+    elif args.action == "calibrate":
+        _needs(args, "date")
+        from evaluation.review.calibrate import calibrate_all  # the calibration's statistics: only here
+        at = dt.datetime.combine(args.date, dt.time(), tzinfo=dt.UTC)
+        result = {"calibrations": [c.model_dump(mode="json") for c in calibrate_all(store, spec, args.date, at)]}
     elif args.action == "pull":
         result = labelstudio.pull_labels(spec, store, _studio()).model_dump()
     else:

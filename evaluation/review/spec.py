@@ -67,6 +67,9 @@ class ReviewSpec(BaseModel):
         default=30, ge=2, title="Minimum labels",
         description="Labelled records of the uniform slice a model needs before the report shows its "
         "human-corrected estimates.")
+    labels_days: Annotated[int, Cli(env="EVALUATION_LABELS_DAYS")] = Field(
+        default=28, ge=1, le=3660, title="Labels window (days)",
+        description="Days of labelling (ending at the run's day) a calibration from people's labels is fitted on.")
     people_window_days: int = Field(
         default=28, ge=1, le=366, title="People window (days)",
         description="Days of records (ending at the report's day) the corrected estimates and the label "

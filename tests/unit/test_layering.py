@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pages", ("evaluation.charts", "evaluation.html", "evaluation.report", "evaluation.compare",
                "evaluation.calibration.cascade", "evaluation.calibration.compute", "evaluation.calibration.daily", "evaluation.calibration.golden",
                "evaluation.calibration.metrics", "evaluation.calibration.render", "evaluation.calibration.run",
-               "evaluation.day")),
+               "evaluation.day", "evaluation.review.calibrate")),
     ("cli", ("evaluation.cli", "evaluation.cli_support", "evaluation.calibration.cli", "evaluation.sample_logs",
              "evaluation.__main__", "evaluation.testing", "evaluation.review.cli")),
     ("airflow", ("plugins", "dags")),

@@ -11,10 +11,12 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
-from evaluation.contract import RunConfig
+from evaluation.contract import OFFLINE_JUDGE_MODEL, RunConfig
 from evaluation.day import run_day
+from evaluation.judges import PROMPT_VERSIONS
 from evaluation.report import build_daily_report
 from evaluation.report.people import people_summary
+from evaluation.review.calibrate import calibrate_from_labels
 from evaluation.review.job import export_queue, import_labels, queue_day, read_queues
 from evaluation.review.labels import Annotation, land_labels, read_labels
 from evaluation.review.spec import ReviewError, ReviewSpec
@@ -134,3 +136,35 @@ def judged_rows(store: storage.Store, model: str, judge: str) -> pl.DataFrame:
     assert frame is not None
     return frame.filter((pl.col("model") == model) & (pl.col("judge") == judge) & (pl.col("judge_status") == "ok")
                         & pl.col("verdict").is_not_null()).collect()
+
+
+def test_a_calibration_follows_the_labels_per_judge_model_and_prompt_version(
+        tmp_path: Path, landed: tuple[ReviewSpec, Stores]) -> None:
+    _, stores = landed
+    out = storage.LocalStore(tmp_path / "out")
+    for info in stores.out.list(""):
+        out.write_bytes(info.key, stores.out.read_bytes(info.key))
+    queue = read_queues(out)
+    judged = storage.scan_day(out, "evaluations", DAY)
+    assert judged is not None
+    rag = dict(judged.filter(pl.col("judge") == "rag").select("record_id", "verdict").collect().iter_rows())
+    # people agree with rag's verdict on every queued record
+    people = [a.model_copy(update={"verdict": rag[a.record_id] or "fail"}) for a in _answers(queue, "ann@x")]
+    land_labels(out, people, queue)
+    at = dt.datetime(2026, 3, 5, tzinfo=dt.UTC)
+    assert calibrate_from_labels(out, "openai/other", LABELLED.date(), labels_days=7, calibrated_at=at).records == 0
+    result = calibrate_from_labels(out, OFFLINE_JUDGE_MODEL, LABELLED.date(), labels_days=7, calibrated_at=at)
+    assert result.records == 80 and result.calibration_id is not None
+    table = storage.read_parquet(out, storage.calibration_key(result.calibration_id, "calibration.parquet"))
+    score = table.filter((pl.col("judge") == "rag") & (pl.col("metric") == "score")).row(0, named=True)
+    assert (score["set_name"], score["judge_model"], score["prompt_version"], score["n"]) == \
+           ("human_labels", OFFLINE_JUDGE_MODEL, PROMPT_VERSIONS["rag"], 80)
+    assert score["verdict_kappa"] == pytest.approx(1.0)  # people said exactly what rag said
+    assert calibrate_from_labels(out, OFFLINE_JUDGE_MODEL, LABELLED.date(), labels_days=7,
+                                 calibrated_at=at).calibration_id == result.calibration_id  # a re-run replaces it
+    # too old for the window: nothing
+    assert calibrate_from_labels(out, OFFLINE_JUDGE_MODEL, LABELLED.date() + dt.timedelta(days=10), labels_days=7,
+                                 calibrated_at=at).calibration_id is None
+    # the report's agreement section shows it, for the day's judge model and prompt versions
+    _, summary = build_daily_report(out, DAY)
+    assert result.calibration_id in {c["calibration_id"] for c in summary["calibration"]["calibrations"]}
