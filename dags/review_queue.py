@@ -91,9 +91,9 @@ def review_queue() -> None:
         spec = _spec(dict(context["params"]))
         (store,) = glue.open_stores(spec.output_uri)
         found = calibrate_all(store, spec, glue.evaluation_day(context), context["dag_run"].run_after)
-        landed = {c.judge_model: c.calibration_id for c in found if c.calibration_id}
+        landed = [f"{c.judge_model}={c.calibration_id}" for c in found if c.calibration_id]
         if landed:
-            context["outlet_events"][review_glue.CALIBRATIONS_ASSET].extra = {"calibrations": landed}
+            context["outlet_events"][review_glue.CALIBRATIONS_ASSET].extra = {"calibrations": ",".join(landed)}
         return [c.model_dump(mode="json") for c in found]
 
     @task

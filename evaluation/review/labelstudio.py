@@ -165,6 +165,12 @@ class LabelStudio:
             self.request("POST", f"/api/projects/{project}/import", f"import {len(tasks)} tasks into project {project}",
                          json=tasks)
 
+    def users(self) -> dict[int, str]:
+        """User id -> e-mail (an export names annotators by id)."""
+        listed = self.request("GET", "/api/users/", "list users")
+        items = listed.get("results", []) if isinstance(listed, dict) else listed
+        return {int(u["id"]): str(u.get("email") or u.get("username") or u["id"]) for u in items}
+
     def annotated(self, project: int) -> list[dict[str, Any]]:
         """The project's annotated tasks with their annotations (its JSON export)."""
         exported = self.request("GET", f"/api/projects/{project}/export", f"export project {project}",
@@ -181,10 +187,10 @@ def _answer(result: list[dict[str, Any]], name: str) -> str | None:
     return None
 
 
-def _annotator(completed_by: Any) -> str:
+def _annotator(completed_by: Any, users: dict[int, str]) -> str:
     if isinstance(completed_by, dict):
         return str(completed_by.get("email") or completed_by.get("username") or completed_by.get("id"))
-    return f"user-{completed_by}"
+    return users.get(int(completed_by), f"user-{completed_by}")
 
 
 def _time(text: str) -> dt.datetime:
@@ -192,8 +198,10 @@ def _time(text: str) -> dt.datetime:
     return (moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
 
 
-def annotations_of(tasks: list[dict[str, Any]], project: int, after: dt.datetime | None = None) -> list[Annotation]:
-    """The annotations of exported ``tasks`` updated after ``after`` (cancelled ones left out)."""
+def annotations_of(tasks: list[dict[str, Any]], project: int, after: dt.datetime | None = None,
+                   users: dict[int, str] | None = None) -> list[Annotation]:
+    """The annotations of exported ``tasks`` updated after ``after`` (cancelled ones left out);
+    ``users`` names the annotators an export gives by id (their e-mail)."""
     found = []
     for task in tasks:
         data = task.get("data", {})
@@ -204,7 +212,7 @@ def annotations_of(tasks: list[dict[str, Any]], project: int, after: dt.datetime
             result = item.get("result", [])
             found.append(Annotation(
                 record_dt=dt.date.fromisoformat(data["record_dt"]), record_id=data["record_id"],
-                annotator=_annotator(item.get("completed_by")), labelled_at=updated,
+                annotator=_annotator(item.get("completed_by"), users or {}), labelled_at=updated,
                 supported=_answer(result, "supported"), answers=_answer(result, "answers"),
                 verdict=_answer(result, "verdict"), note=_answer(result, "note"), source=f"label-studio:{project}",
                 task_id=str(task.get("id")), annotation_id=str(item["id"])))
@@ -244,7 +252,7 @@ def pull_labels(spec: ReviewSpec, store: storage.Store, studio: LabelStudio) -> 
     key = storage.review_state_key(f"label-studio-{project}")
     state = storage.read_json(store, key) if store.exists(key) else {}
     after = _time(state["updated_after"]) if state.get("updated_after") else None
-    annotations = annotations_of(studio.annotated(project), project, after)
+    annotations = annotations_of(studio.annotated(project), project, after, studio.users())
     landed = land_labels(store, annotations, read_queues(store))
     if annotations:
         newest = max(a.labelled_at for a in annotations)

@@ -50,3 +50,6 @@ def test_annotations_of_an_export_skip_cancelled_and_older_ones() -> None:
     later = annotations_of(tasks, 4, after=dt.datetime(2026, 3, 3, 10, tzinfo=dt.UTC))
     assert [a.annotation_id for a in later] == ["1", "2"]  # the watermark's own instant is read again (landed once)
     assert [a.annotation_id for a in annotations_of(tasks, 4, after=dt.datetime(2026, 3, 4, tzinfo=dt.UTC))] == ["2"]
+    by_id = [{**tasks[0], "annotations": [{**annotation(5, "2026-03-03T10:00:00Z"), "completed_by": 9}]}]
+    assert [a.annotator for a in annotations_of(by_id, 4, users={9: "bo@x"})] == ["bo@x"]  # an export names users by id
+    assert [a.annotator for a in annotations_of(by_id, 4)] == ["user-9"]
