@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
+from evaluation.calibration.spec import CalibrationError
 from evaluation.contract import OFFLINE_JUDGE_MODEL, RunConfig
 from evaluation.day import run_day
 from evaluation.judges import PROMPT_VERSIONS
@@ -21,6 +22,7 @@ from evaluation.review.job import export_queue, import_labels, queue_day, read_q
 from evaluation.review.labels import Annotation, land_labels, read_labels
 from evaluation.review.spec import ReviewError, ReviewSpec
 from evaluation.stages import Stores
+from evaluation.stages.thresholds import with_calibrated_thresholds
 
 DAY = dt.date(2026, 3, 2)
 LABELLED = dt.datetime(2026, 3, 4, 9, 30, tzinfo=dt.UTC)
@@ -168,3 +170,14 @@ def test_a_calibration_follows_the_labels_per_judge_model_and_prompt_version(
     # the report's agreement section shows it, for the day's judge model and prompt versions
     _, summary = build_daily_report(out, DAY)
     assert result.calibration_id in {c["calibration_id"] for c in summary["calibration"]["calibrations"]}
+    # the same calibration made with an earlier prompt: the report calls it stale, thresholds_from refuses it
+    older = table.with_columns(prompt_version=pl.lit("rag@0000000000"), calibration_id=pl.lit("cal-people-old"),
+                               calibrated_at=pl.lit(at + dt.timedelta(hours=1)).cast(table["calibrated_at"].dtype))
+    storage.write_parquet(out, storage.calibration_key("cal-people-old", "calibration.parquet"), older)
+    page, summary = build_daily_report(out, DAY)
+    stale = [s for s in summary["calibration"]["stale"] if s["judge"] == "rag"]
+    assert [s["calibration_id"] for s in stale] == ["cal-people-old"] and "<b>stale</b>" in page
+    cfg = RunConfig(date=DAY, input_uri="/in", output_uri=str(tmp_path / "out"), judges=["rag"],
+                    thresholds_from="cal-people-old/rag")
+    with pytest.raises(CalibrationError, match="the prompt changed since"):
+        with_calibrated_thresholds(cfg, out)
