@@ -423,7 +423,7 @@ def cascade_items(bench: Bench) -> None:
 
 
 def people_items(bench: Bench) -> None:
-    params = {"labels": [50, 200, 1000], "false_pass": [0.1, 0.4], "records": 5000, "days": 100 if bench.args.quick else 1000}
+    params = {"labels": [50, 200, 1000], "false_pass": [0.1, 0.25, 0.4], "records": 5000, "days": 100 if bench.args.quick else 1000}
     result = bench.child("people", "intervals", params, timeout_s=1800)
     bench.details["people"] = result
     for row in result["rows"]:
