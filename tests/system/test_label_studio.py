@@ -116,10 +116,11 @@ def _annotate(studio: LabelStudio, task_id: int, verdict: str) -> None:
                    json={"result": result, "was_cancelled": False, "lead_time": 12.5})
 
 
+@pytest.mark.timeout(2400)  # Label Studio migrates its SQLite at start: minutes on a loaded machine
 def test_a_queue_round_trips_through_label_studio_and_lands_once(tmp_path: Path,
                                                                  label_studio: tuple[str, str]) -> None:
     url, token = label_studio
-    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 60, bad=False)
+    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 40, bad=False)
     cfg = RunConfig(date=DAY, input_uri=str(tmp_path / "raw"), output_uri=str(tmp_path / "out"), run_id="r1",
                     judges=["rag", "masis"])
     stores = Stores.open(cfg)
