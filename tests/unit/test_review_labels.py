@@ -12,6 +12,7 @@ import pytest
 
 from evaluation import storage, synthetic
 from evaluation.calibration.spec import CalibrationError
+from evaluation.cli import main
 from evaluation.contract import OFFLINE_JUDGE_MODEL, RunConfig
 from evaluation.day import run_day
 from evaluation.judges import PROMPT_VERSIONS
@@ -181,3 +182,28 @@ def test_a_calibration_follows_the_labels_per_judge_model_and_prompt_version(
                     thresholds_from="cal-people-old/rag")
     with pytest.raises(CalibrationError, match="the prompt changed since"):
         with_calibrated_thresholds(cfg, out)
+
+
+def test_the_review_command_queues_exports_and_imports(tmp_path: Path, landed: tuple[ReviewSpec, Stores],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    spec, stores = landed
+    out = tmp_path / "out"
+    copy = storage.LocalStore(out)
+    for info in stores.out.list(""):
+        copy.write_bytes(info.key, stores.out.read_bytes(info.key))
+    common = ["--output", str(out), "--input", spec.input_uri, "--date", DAY.isoformat()]
+    assert main(["review", "queue", "--review-size", "10", "--queue-id", "cli", *common]) == 0
+    queued = json.loads(capsys.readouterr().out)
+    assert queued["queued"] == 10 and queued["status"] == "success"
+    exported = tmp_path / "more.parquet"
+    assert main(["review", "export", "--file", str(exported), *common]) == 0
+    rows = pl.read_parquet(exported)
+    assert rows.height == 90  # both queues' records, none labelled yet
+    filled = rows.head(3).with_columns(annotator=pl.lit("dee@x"), labelled_at=pl.lit("2026-03-06T08:00:00+01:00"),
+                                       verdict=pl.lit("borderline"))
+    filled.write_parquet(exported)
+    capsys.readouterr()
+    assert main(["review", "import", "--file", str(exported), "--output", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["landed"] == 3
+    assert read_labels(copy)["labelled_at"].dt.hour().to_list() == [7, 7, 7]  # to UTC
+    assert main(["review", "calibrate", "--output", str(out)]) == 2  # a usage error: the day is needed
