@@ -207,3 +207,7 @@ def test_the_review_command_queues_exports_and_imports(tmp_path: Path, landed: t
     assert json.loads(capsys.readouterr().out)["landed"] == 3
     assert read_labels(copy)["labelled_at"].dt.hour().to_list() == [7, 7, 7]  # to UTC
     assert main(["review", "calibrate", "--output", str(out)]) == 2  # a usage error: the day is needed
+    capsys.readouterr()
+    assert main(["sql", "SELECT count(*) AS n FROM human_labels WHERE annotator = 'dee@x'", "--output", str(out),
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 3}]
