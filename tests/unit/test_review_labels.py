@@ -43,6 +43,14 @@ def landed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReviewSpec, Stores
     return spec, stores
 
 
+def _copy(stores: Stores, tmp_path: Path) -> storage.LocalStore:
+    """A copy of the landed output, for a test that lands labels into it."""
+    out = storage.LocalStore(tmp_path / "out")
+    for info in stores.out.list(""):
+        out.write_bytes(info.key, stores.out.read_bytes(info.key))
+    return out
+
+
 def _answers(queue: pl.DataFrame, annotator: str, verdict: str = "pass") -> list[Annotation]:
     return [Annotation(record_dt=row["record_dt"], record_id=row["record_id"], annotator=annotator,
                        labelled_at=LABELLED, supported="yes", answers="partly", verdict=verdict, note="ok")
@@ -82,9 +90,7 @@ def test_labels_for_records_no_queue_holds_or_answers_out_of_range_are_refused(t
 def test_export_then_import_lands_the_answers_once_and_a_reexport_leaves_them_out(
         tmp_path: Path, landed: tuple[ReviewSpec, Stores]) -> None:
     spec, stores = landed
-    out = storage.LocalStore(tmp_path / "out")
-    for info in stores.out.list(""):  # a copy of the landed output: this test lands labels into it
-        out.write_bytes(info.key, stores.out.read_bytes(info.key))
+    out = _copy(stores, tmp_path)
     exported = tmp_path / "queue.jsonl"
     assert export_queue(spec, out, stores.raw, DAY, exported) == 80
     rows = [json.loads(line) for line in exported.read_text().splitlines()]
@@ -104,9 +110,7 @@ def test_export_then_import_lands_the_answers_once_and_a_reexport_leaves_them_ou
 def test_the_report_shows_corrected_rates_once_enough_labels_exist(tmp_path: Path,
                                                                    landed: tuple[ReviewSpec, Stores]) -> None:
     _, stores = landed
-    out = storage.LocalStore(tmp_path / "out")
-    for info in stores.out.list(""):
-        out.write_bytes(info.key, stores.out.read_bytes(info.key))
+    out = _copy(stores, tmp_path)
     page, summary = build_daily_report(out, DAY)
     assert summary["people"]["labels"] == 0 and "No labels from people" in page
     queue = read_queues(out).filter(pl.col("stratum") == "uniform")
@@ -144,9 +148,7 @@ def judged_rows(store: storage.Store, model: str, judge: str) -> pl.DataFrame:
 def test_a_calibration_follows_the_labels_per_judge_model_and_prompt_version(
         tmp_path: Path, landed: tuple[ReviewSpec, Stores]) -> None:
     _, stores = landed
-    out = storage.LocalStore(tmp_path / "out")
-    for info in stores.out.list(""):
-        out.write_bytes(info.key, stores.out.read_bytes(info.key))
+    out = _copy(stores, tmp_path)
     queue = read_queues(out)
     judged = storage.scan_day(out, "evaluations", DAY)
     assert judged is not None
@@ -187,10 +189,8 @@ def test_a_calibration_follows_the_labels_per_judge_model_and_prompt_version(
 def test_the_review_command_queues_exports_and_imports(tmp_path: Path, landed: tuple[ReviewSpec, Stores],
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     spec, stores = landed
+    copy = _copy(stores, tmp_path)
     out = tmp_path / "out"
-    copy = storage.LocalStore(out)
-    for info in stores.out.list(""):
-        copy.write_bytes(info.key, stores.out.read_bytes(info.key))
     common = ["--output", str(out), "--input", spec.input_uri, "--date", DAY.isoformat()]
     assert main(["review", "queue", "--review-size", "10", "--queue-id", "cli", *common]) == 0
     queued = json.loads(capsys.readouterr().out)
