@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 
-.PHONY: help setup chromium compose demo test lint bench clean lock
+.PHONY: help setup labelstudio chromium compose demo test lint bench clean lock
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -18,6 +18,17 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 setup: $(VENV)/.installed ## create .venv from the pinned requirements.txt and requirements-dev.txt (installed by uv)
+
+# Label Studio (the review round trip's system test) in a virtualenv of its own: it does not install
+# beside Airflow.
+LABEL_STUDIO_VENV := .venv-labelstudio
+
+$(LABEL_STUDIO_VENV)/.installed: requirements-labelstudio.txt | $(VENV)/.installed
+	$(VENV)/bin/uv venv --quiet --python $(PYTHON) $(LABEL_STUDIO_VENV)
+	$(VENV)/bin/uv pip install --python $(LABEL_STUDIO_VENV)/bin/python --quiet -r requirements-labelstudio.txt
+	touch $@
+
+labelstudio: $(LABEL_STUDIO_VENV)/.installed ## create .venv-labelstudio from requirements-labelstudio.txt (the review system test's Label Studio)
 
 demo: setup ## run the daily DAG end to end on embedded S3 with the offline judge
 	$(PY) -m scripts.demo
@@ -43,7 +54,7 @@ compose: ## install Debian's docker-compose, which validates docker-compose.yml 
 # timings on the machine's cores. Both parts run; the target fails when either does.
 TEST_WORKERS ?= 2
 
-test: setup chromium compose ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
+test: setup labelstudio chromium compose ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
 	rc=0; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
 	$(PY) -m pytest -m system || rc=$$?; \
@@ -60,4 +71,4 @@ lock: setup ## re-pin requirements.txt and requirements-dev.txt from the current
 	$(PY) -m scripts.lock
 
 clean: ## remove the virtualenv, local Airflow home and demo output
-	rm -rf $(VENV) .airflow demo-output
+	rm -rf $(VENV) $(LABEL_STUDIO_VENV) .airflow demo-output

@@ -43,6 +43,10 @@
    judges whose mistakes are correlated through a record's difficulty (ρ 0, 0.5, 0.8), fit splits of 300 and 1,000 records,
    each fitted cascade's disagreement with the strong judge measured on 100,000 new records: the
    share of fits beyond ``band_loss`` with its 95% interval, against 1 − ``band_confidence``.
+13. Corrected estimates (``bench.people``): on simulated days of 5,000 records whose judge passes
+   a known share of the records people fail (its bias on the pass rate known), the coverage of the
+   true pass rate by the prediction-powered 95% interval and by the judge-only one, and their
+   widths, at 50, 200 and 1,000 labels of a uniform slice.
 
 Each measurement runs in a child process; the load that other processes put on the machine
 during it is recorded with it (``cores_others``), and judge runs are repeated once when others
@@ -433,13 +437,25 @@ def guarantee_items(bench: Bench) -> None:
                   f"≤ {allowed:.0%} (band_confidence {result['band_confidence']:g})", high <= allowed)
 
 
+def people_items(bench: Bench) -> None:
+    params = {"labels": [50, 200, 1000], "false_pass": [0.1, 0.25, 0.4], "records": 5000, "days": 100 if bench.args.quick else 1000}
+    result = bench.child("people", "intervals", params, timeout_s=1800)
+    bench.details["people"] = result
+    for row in result["rows"]:
+        bench.row(13, f"pass rate, judge bias {row['bias'] * 100:+.1f} pp, {row['labels']:,} labels of {result['records']:,} "
+                      f"records: coverage (width) corrected / judge only, {row['days']} days",
+                  f"{row['corrected_coverage']:.1%} ({row['corrected_width'] * 100:.1f} pp) / "
+                  f"{row['judge_coverage']:.1%} ({row['judge_width'] * 100:.1f} pp)",
+                  "corrected ≥ 93%", row["corrected_coverage"] >= 0.93)
+
+
 def e2e_and_batch_items(bench: Bench) -> None:
     e2e_items(bench)
     batch_items(bench)
 
 
 ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items, 9: alert_items,
-         10: structured_items, 11: cascade_items, 12: guarantee_items}  # 2 runs with 1, 5 with 4, 6 with 3
+         10: structured_items, 11: cascade_items, 12: guarantee_items, 13: people_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                              "8 (calling: bare litellm beside the judge stage, a rate-limited day), 9 (alerts: false alarms "
                              "and detection), 10 (structured replies: parse errors with and without a schema), 11 "
                              "(cascade judging: cost and κ of the strong model alone, the cheap one and the cascade), 12 (the "
-                             "cascade fit's guarantee on simulated judges whose mistakes go together)")
+                             "cascade fit's guarantee on simulated judges whose mistakes go together), 13 "
+                             "(corrected estimates: coverage and width against judge-only intervals)")
     args = parser.parse_args(argv)
     selected = [int(x) for x in args.only.split(",") if x.strip()] or sorted(ITEMS)
     bench = Bench(args)

@@ -12,6 +12,8 @@
   day's commit names); a dry run unless ``--apply``.
 * ``calibrate``: judge a golden set (human-labelled records) and land the judges' agreement with the
   labels under ``calibrations/`` with a page; print a JSON summary of the figures.
+* ``review``: queue a day's records for people, send them to Label Studio or export them as
+  JSONL / Parquet, and land their labels in ``human_labels`` (docs/people.md).
 * ``generate``: write a realistic day of sample logs (own or openai-chat records) to try ``run`` on.
 
 S3 is reached with boto3's own chain (the environment's keys, ``AWS_PROFILE`` or ``--aws-profile``,
@@ -49,6 +51,7 @@ from evaluation.cli_support import (
 )
 from evaluation.contract import ComparisonSpec, Retention
 from evaluation.options import COMPARE_OPTIONS, RUN_OPTIONS, build_config, model_input
+from evaluation.review import cli as review_cli
 
 logger = logging.getLogger("evaluation")
 
@@ -394,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     _report_parser(sub)
     _gc_parser(sub)
     calibration_cli.add_parser(sub)
+    review_cli.add_parser(sub)
     sample_logs.add_parser(sub)
     for name in sub.choices:  # -v after the command works too (SUPPRESS: it does not reset one given before)
         parser.subcommand(name).add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
@@ -402,5 +406,6 @@ def main(argv: list[str] | None = None) -> int:
     args.s3_access = functools.partial(_s3_access, args.aws_profile, args.endpoint_url)
     route_third_party_logs(args.verbose)
     commands = {"run": _cmd_run, "plan": _cmd_plan, "compare": _cmd_compare, "sql": _cmd_sql, "report": _cmd_report,
-                "gc": _cmd_gc, "calibrate": calibration_cli.command, "generate": sample_logs.command}
+                "gc": _cmd_gc, "calibrate": calibration_cli.command, "generate": sample_logs.command,
+                "review": review_cli.command}
     return dispatch(parser, commands[args.command], args, verbose=args.verbose)

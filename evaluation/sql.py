@@ -45,9 +45,10 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
+from evaluation.review.labels import scan_labels
 
-__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "FAILED_TABLES", "FORMATS", "TABLES", "SqlError",
-           "csv_ready", "referenced_tables", "render", "run_sql", "select_items", "with_sql_names"]
+__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "FAILED_TABLES", "FORMATS", "PEOPLE_TABLES", "TABLES",
+           "SqlError", "csv_ready", "referenced_tables", "render", "run_sql", "select_items", "with_sql_names"]
 
 DAILY_TABLES: tuple[str, ...] = storage.TABLES
 #: SQL name -> file of each comparison.
@@ -56,7 +57,9 @@ COMPARISON_TABLES: dict[str, str] = {"comparisons": "metrics.parquet", "comparis
 CALIBRATION_TABLES: dict[str, str] = {"calibrations": "calibration.parquet"}
 #: SQL name -> the file each failed run's evidence holds under ``_failed/dt=*/run=*/``.
 FAILED_TABLES: dict[str, str] = {"failed_rejects": "rejects.parquet"}
-TABLES: tuple[str, ...] = (*DAILY_TABLES, *COMPARISON_TABLES, *CALIBRATION_TABLES, *FAILED_TABLES)
+#: The review queue and people's labels (docs/people.md): ``human_labels`` one row per label id.
+PEOPLE_TABLES: tuple[str, ...] = ("review_queue", "human_labels")
+TABLES: tuple[str, ...] = (*DAILY_TABLES, *COMPARISON_TABLES, *CALIBRATION_TABLES, *FAILED_TABLES, *PEOPLE_TABLES)
 #: What ``--format`` accepts for printing (``parquet`` also writes, with ``--to``).
 FORMATS = ("table", "csv", "json", "markdown")
 #: Widest cell of a printed table, in characters.
@@ -94,6 +97,9 @@ def scan(store: storage.Store, table: str, landed: storage.Landed | None = None)
     elif table in FAILED_TABLES:
         frame = _scan_failed(store, FAILED_TABLES[table])
         where = store.uri("_failed/")
+    elif table in PEOPLE_TABLES:
+        frame = scan_labels(store) if table == "human_labels" else storage.scan_table(store, table)
+        where = store.uri(storage.table_prefix(table))
     elif table in DAILY_TABLES:
         frame = storage.scan_table(store, table, landed)
         where = store.uri(storage.table_prefix(table))

@@ -15,6 +15,9 @@ Layout under an output root (``s3://bucket/prefix`` or a directory), CONTRACT §
     _work/dt=YYYY-MM-DD/run=<run id>/...        a run's staged chunks (readers skip `_` paths)
     _ledger/dt=YYYY-MM-DD/*.parquet             replies of earlier judge calls, for reuse
     _claims/dt=YYYY-MM-DD.json                  which run owns the day (stale runs may not land)
+    review_queue/dt=YYYY-MM-DD/queue-<id>.parquet   records of the day queued for people
+    human_labels/dt=YYYY-MM-DD/labels-<hash>.parquet  people's labels, by the day labelled
+    _review/<source>.json                       how far a Label Studio project's labels were pulled
 
 A day is landed whole: a landing writes each of its objects under a name of its own (so nothing a
 reader sees is overwritten), then the day's commit record (:class:`DayCommit`) in one conditional
@@ -215,6 +218,22 @@ def failed_key(day: dt.date, run_id: str, name: str) -> str:
 def ledger_prefix(day: dt.date) -> str:
     """The ledger of judge calls made for the day."""
     return f"_ledger/{day_partition(day)}/"
+
+
+def review_queue_key(day: dt.date, queue_id: str) -> str:
+    """A review queue of ``day``'s records (:mod:`evaluation.review.queue`): one object per queue."""
+    return f"review_queue/{day_partition(day)}/queue-{safe_id(queue_id)}.parquet"
+
+
+def human_labels_key(day: dt.date, batch: str) -> str:
+    """A batch of people's labels landed for ``day`` (the day they were labelled), named by the
+    hash of its label ids (:mod:`evaluation.review.labels`)."""
+    return f"human_labels/{day_partition(day)}/labels-{safe_id(batch)}.parquet"
+
+
+def review_state_key(source: str) -> str:
+    """Where a label source (a Label Studio project) keeps how far its labels were pulled."""
+    return f"_review/{safe_id(source)}.json"
 
 
 def claim_key(day: dt.date) -> str:

@@ -30,9 +30,11 @@ def calibration_summary(store: storage.Store, judge_models: list[str], prompt_ve
         versions.setdefault(judge, version)
     found: list[dict[str, Any]] = []
     missing: list[dict[str, str]] = []
+    stale: list[dict[str, Any]] = []
     for judge_model in judge_models:
         try:
             latest = latest_calibrations(store, judge_model, versions)
+            stale += stale_calibrations(store, judge_model, versions)
         except Exception as exc:  # the report must not fail on an unreadable calibration
             logger.warning("calibrations under %s could not be read: %s", store.uri("calibrations/"), exc)
             latest = None
@@ -44,7 +46,21 @@ def calibration_summary(store: storage.Store, judge_models: list[str], prompt_ve
         covered = {r["judge"] for r in rows}
         missing += [{"judge_model": judge_model, "judge": j, "prompt_version": v} for j, v in versions.items()
                     if j not in covered]
-    return {"calibrations": found, "uncalibrated": missing}
+    return {"calibrations": found, "uncalibrated": missing, "stale": stale}
+
+
+def stale_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> list[dict[str, Any]]:
+    """The latest calibration of ``judge_model`` per (set, judge) made with another prompt version
+    than the day's: it no longer applies (``thresholds_from`` refuses it)."""
+    keys = [o.key for o in store.list("calibrations/") if o.key.endswith("/calibration.parquet")]
+    if not keys:
+        return []
+    frame = (storage.scan_parquet(store, keys, hive=False)
+             .filter((pl.col("judge_model") == judge_model) & (pl.col("metric") == "score"))
+             .select("calibration_id", "set_name", "judge", "prompt_version", "calibrated_at", "n").collect())
+    latest = frame.sort("calibrated_at").group_by("set_name", "judge").last()
+    rows = [r for r in latest.to_dicts() if r["judge"] in versions and r["prompt_version"] != versions[r["judge"]]]
+    return [{**r, "judge_model": judge_model, "current_prompt_version": versions[r["judge"]]} for r in rows]
 
 
 def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> pl.DataFrame | None:
@@ -100,6 +116,12 @@ def calibration_section(summary: dict[str, Any]) -> str:
         parts.append(f"<p class='note'>No calibration of <code>{esc(item['judge'])}</code> "
                      f"(<code>{esc(item['prompt_version'])}</code>) with <code>{esc(item['judge_model'])}</code> "
                      "exists: its verdicts' agreement with people is unmeasured.</p>")
+    for item in data.get("stale", []):
+        parts.append(f"<p class='note'><b>stale</b>: calibration <code>{esc(item['calibration_id'])}</code> of "
+                     f"<code>{esc(item['judge'])}</code> with <code>{esc(item['judge_model'])}</code> on "
+                     f"{esc(item['set_name'])} ({item['n']} records, {esc(str(item['calibrated_at'])[:10])}) was made "
+                     f"with prompt <code>{esc(item['prompt_version'])}</code>; the day ran "
+                     f"<code>{esc(item['current_prompt_version'])}</code>, so it no longer applies.</p>")
     if not rows and not data["uncalibrated"]:
         parts.append("<p class='note'>No judge ran this day: no calibration to show.</p>")
     parts.append("</section>")

@@ -24,6 +24,7 @@ from evaluation.report.compute import (
     report_days,
     wilson_interval,
 )
+from evaluation.report.people import people_summary
 from evaluation.report.render import render_html
 from evaluation.storage import Store, read_consistently, read_json, report_key, write_json
 
@@ -57,6 +58,8 @@ def build_daily_report(
         policy=policy))
     # agreement with people: the latest calibration of the day's judge model and prompt versions
     summary["calibration"] = calibration_summary(store, summary["run"]["judge_models"], summary["run"]["prompt_versions"])
+    # people's labels: their count and age, agreement, and the headline rates they correct
+    summary["people"] = people_summary(store, day)
     summary = _json_safe(summary)
     return render_html(summary), summary
 

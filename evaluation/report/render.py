@@ -40,6 +40,7 @@ from evaluation.report.markup import num as _num
 from evaluation.report.markup import row as _row
 from evaluation.report.markup import section as _section
 from evaluation.report.markup import th as _th
+from evaluation.report.people import people_section
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
@@ -520,13 +521,15 @@ def render_html(summary: dict[str, Any]) -> str:
         for a, t in (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("segments", "Segments"), ("evidence", "Why"),
                      ("quality", "Quality"), ("mix", "Verdict mix"),
                      ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
-                     ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"))
+                     ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"),
+                     ("people", "People"))
     )
     sections = [
         failed_run_banner(summary), _headline_section(summary), _overview(summary), _flags_section(summary),
         segments_section(summary), evidence_section(summary), _quality_section(summary), _mix_section(summary),
         _trend_section(summary), _distribution_section(summary), _health_section(summary),
         _rejects_section(summary), _worst_section(summary), calibration_section(summary),
+        people_section(summary),
     ]
     method = summary["method"]
     footer = (

@@ -6,12 +6,14 @@ the bands of its cascade's levels with ``band_from`` (a calibration of a cascade
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import polars as pl
 
 from evaluation import storage
 from evaluation.calibration.spec import CalibrationError
-from evaluation.contract import CascadeLevel, JudgeName, JudgeThresholds, RunConfig, Thresholds
+from evaluation.contract import CascadeLevel, JudgeName, JudgeThresholds, RunConfig, Thresholds, cascade_name
+from evaluation.judges import PROMPT_VERSIONS
 
 logger = logging.getLogger(__name__)
 
@@ -21,9 +23,16 @@ logger = logging.getLogger(__name__)
 MIN_FIT_ROWS = 30
 
 
-def calibrated_thresholds(store: storage.Store, reference: str, configured: Thresholds) -> JudgeThresholds:
+def calibrated_thresholds(store: storage.Store, reference: str, configured: Thresholds, *,
+                          judge_model: str | None = None, prompt_versions: Mapping[JudgeName, str] | None = None
+                          ) -> JudgeThresholds:
     """The thresholds a calibration fitted for one judge (its ``score`` row). ``reference`` is
     ``<calibration id>/<judge>``, or the id alone when the calibration covers one judge.
+
+    Refused (:class:`CalibrationError`) when the calibration judged with another judge model than
+    ``judge_model`` (the run's: its judge model, or its cascade's name), or with another prompt
+    version of the judge than ``prompt_versions`` gives (judge -> the run's prompt version):
+    thresholds fitted to one judge do not carry to another. (Unchecked when not given.)
 
     Refused (:class:`CalibrationError`) when the judge had fewer than :data:`MIN_FIT_ROWS`
     labelled rows to fit on, or no thresholds were fitted. Fitted against expected verdicts, both
@@ -42,6 +51,7 @@ def calibrated_thresholds(store: storage.Store, reference: str, configured: Thre
                                f"<calibration id>/<judge> (its judges: {judges})")
     row = rows.row(0, named=True)
     source = f"{calibration}/{row['judge']}"
+    check_applies(reference, row, judge_model, prompt_versions or {})
     fitted_on = row["n_fit"] or 0
     if fitted_on < MIN_FIT_ROWS:
         raise CalibrationError(
@@ -63,6 +73,20 @@ def calibrated_thresholds(store: storage.Store, reference: str, configured: Thre
     return JudgeThresholds.model_validate({"pass": passing, "borderline": borderline, "source": source})
 
 
+def check_applies(reference: str, row: dict[str, object], judge_model: str | None,
+                  prompt_versions: Mapping[JudgeName, str]) -> None:
+    """Refuse a calibration ``row`` made with another judge model or prompt version (see
+    :func:`calibrated_thresholds`)."""
+    if judge_model is not None and row["judge_model"] != judge_model:
+        raise CalibrationError(f"thresholds_from {reference!r}: the calibration judged with {row['judge_model']}, "
+                               f"this run with {judge_model}: calibrate {judge_model}, or leave thresholds_from empty")
+    current = next((v for judge, v in prompt_versions.items() if judge == row["judge"]), None)
+    if current is not None and row["prompt_version"] != current:
+        raise CalibrationError(f"thresholds_from {reference!r}: the calibration judged with prompt "
+                               f"{row['prompt_version']}, this run with {current} (the prompt changed since): "
+                               "calibrate again, or leave thresholds_from empty")
+
+
 def with_calibrated_thresholds(cfg: RunConfig, store: storage.Store) -> RunConfig:
     """``cfg`` with its ``thresholds_in_force``: for each judge its ``thresholds_from`` names, the
     thresholds that calibration fitted for it; for every other selected judge, the run's own."""
@@ -70,7 +94,9 @@ def with_calibrated_thresholds(cfg: RunConfig, store: storage.Store) -> RunConfi
     for reference in (cfg.thresholds_from or "").split(","):
         if not reference:
             continue
-        thresholds = calibrated_thresholds(store, reference, cfg.thresholds)
+        thresholds = calibrated_thresholds(store, reference, cfg.thresholds,
+                                           judge_model=cascade_name(cfg.cascade, cfg.judge_model),
+                                           prompt_versions=PROMPT_VERSIONS)
         judge = thresholds.source.rpartition("/")[2]
         if judge not in cfg.judges:
             raise CalibrationError(f"thresholds_from {reference!r}: the run does not select judge {judge} "

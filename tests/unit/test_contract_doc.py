@@ -13,6 +13,9 @@ import pytest
 from evaluation import schemas
 from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES
 from evaluation.options import RUN_OPTIONS
+from evaluation.review.cli import REVIEW_OPTIONS
+from evaluation.review.labels import HUMAN_LABELS_SCHEMA
+from evaluation.review.queue import QUEUE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")
@@ -26,6 +29,8 @@ TABLES: dict[str, list[str]] = {
     "comparisons": list(schemas.METRICS_SCHEMA),
     "comparison_verdicts": list(schemas.VERDICTS_SCHEMA),
     "calibrations": list(schemas.CALIBRATIONS_SCHEMA),
+    "review_queue": list(QUEUE_SCHEMA),
+    "human_labels": ["dt", *HUMAN_LABELS_SCHEMA],
 }
 
 
@@ -91,8 +96,10 @@ def test_every_status_option_and_column_in_the_text_exists() -> None:
     others = {"record_id", "conversation_id", "timestamp", "question", "answer", "contexts", "reference",
               "expected_outcome", "rubrics", "metadata", "not_applicable", "budget_exhausted", "sampled_out",
               "empty_answer", "evaluation_status", "input_format", "failed_rejects", "overall_reasoning",
-              "aws_default", "llm_judge", "evaluation_smtp", "evaluation_webhook", "input_uri", "output_uri"}
+              "aws_default", "llm_judge", "evaluation_smtp", "evaluation_webhook", "input_uri", "output_uri",
+              "label_studio"}
     dags = {path.stem for path in (REPO / "dags").glob("*.py")}  # one DAG per file, dag_id == file stem
-    known = columns | {o.name for o in RUN_OPTIONS} | set(JUDGE_STATUSES) | others | set(TABLES) | dags
+    options = {o.name for o in (*RUN_OPTIONS, *REVIEW_OPTIONS)}
+    known = columns | options | set(JUDGE_STATUSES) | others | set(TABLES) | dags
     named = set(re.findall(r"`([a-z]+(?:_[a-z0-9]+)+)`", DOC))
     assert named - known == set()

@@ -22,10 +22,11 @@ from evaluation.calibration.run import run_calibration
 from evaluation.calibration.spec import CalibrationError
 from evaluation.contract import RunConfig, Thresholds
 from evaluation.day import run_day
+from evaluation.judges import PROMPT_VERSIONS
 from evaluation.options import build_config
 from evaluation.schemas import CALIBRATIONS_SCHEMA
 from evaluation.stages import RunFailed, Stores
-from evaluation.stages.thresholds import MIN_FIT_ROWS, calibrated_thresholds
+from evaluation.stages.thresholds import MIN_FIT_ROWS, calibrated_thresholds, with_calibrated_thresholds
 
 DAY = dt.date(2026, 11, 25)
 N = 150  # records of the day: enough that some rag scores fall between the default and the fitted pass cut
@@ -83,6 +84,25 @@ def test_a_reference_names_a_judge_of_the_calibration(tmp_path: Path) -> None:
         calibrated_thresholds(store, "cal-test", OPTIONS)
     with pytest.raises(CalibrationError, match="its judges: rag, masis"):
         calibrated_thresholds(store, "cal-test/prompt", OPTIONS)
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"judge_model": "openai/gpt-4o-mini", "prompt_version": PROMPT_VERSIONS["rag"]},
+     r"judged with openai/gpt-4o-mini, this run with offline/lexical"),
+    ({"judge_model": "offline/lexical", "prompt_version": "rag@0000000000"},
+     r"judged with prompt rag@0000000000, this run with rag@.*the prompt changed since"),
+], ids=["another-judge-model", "another-prompt-version"])
+def test_a_calibration_of_another_judge_model_or_prompt_version_is_refused(
+        tmp_path: Path, row: dict[str, Any], message: str) -> None:
+    fitted = {"n_fit": 40, "suggested_by": "faithful", "suggested_borderline": 0.7, "suggested_pass": 0.7}
+    store = _calibration(tmp_path, [{"judge": "rag", **fitted, **row}])
+    cfg = RunConfig(date=DAY, input_uri="/in", output_uri=str(tmp_path / "out"), judges=["rag"],
+                    thresholds_from="cal-test/rag")
+    with pytest.raises(CalibrationError, match=message):
+        with_calibrated_thresholds(cfg, store)
+    same = {"judge_model": "offline/lexical", "prompt_version": PROMPT_VERSIONS["rag"]}
+    store = _calibration(tmp_path, [{"judge": "rag", **fitted, **same}])
+    assert with_calibrated_thresholds(cfg, store).thresholds_in_force["rag"].source == "cal-test/rag"
 
 
 @pytest.mark.parametrize(("value", "message"), [

@@ -1,0 +1,149 @@
+"""People's labels in the daily report: the labels' count and age, agreement between annotators
+and with the judges, and each model's headline rates corrected by the labels of the uniform
+slice (:mod:`evaluation.review.estimate`), beside the judge-only figures.
+
+:func:`people_summary` is the ``people`` part of ``summary.json``; :func:`people_section` its HTML.
+Both cover the records of the report's day and the days before it (``window_days``); a model's
+corrected rates are shown only once its uniform slice holds ``min_labels`` labelled records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from evaluation import storage
+from evaluation.charts import esc
+from evaluation.review.estimate import fleiss_kappa, ppi_rate
+from evaluation.review.labels import read_labels
+from evaluation.review.spec import QUESTIONS, ReviewSpec
+
+logger = logging.getLogger(__name__)
+
+#: The headline rates corrected: name -> the verdict counted.
+RATES = {"pass_rate": "pass", "fail_rate": "fail"}
+_DEFAULTS = ReviewSpec()
+
+
+def _window(day: dt.date, window_days: int) -> tuple[dt.date, dt.date]:
+    return day - dt.timedelta(days=window_days - 1), day
+
+
+def _judged(store: storage.Store, first: dt.date, last: dt.date) -> pl.DataFrame:
+    frame = storage.scan_table(store, "evaluations")
+    empty = pl.DataFrame(schema={"dt": pl.Date, "record_id": pl.String, "model": pl.String, "judge": pl.String,
+                                 "verdict": pl.String})
+    if frame is None:
+        return empty
+    return (frame.filter(pl.col("dt").is_between(first, last) & (pl.col("judge_status") == "ok")
+                         & pl.col("verdict").is_not_null())
+            .select(*empty.columns).collect())
+
+
+def _human_verdicts(labels: pl.DataFrame) -> pl.DataFrame:
+    """Per labelled record of the uniform slice: the share of its annotators who said pass / fail."""
+    return (labels.filter((pl.col("question") == "verdict") & (pl.col("stratum") == "uniform"))
+            .group_by("record_dt", "record_id")
+            .agg(human_pass=(pl.col("label") == "pass").mean(), human_fail=(pl.col("label") == "fail").mean(),
+                 human=pl.col("label").mode().first(), inclusion_probability=pl.col("inclusion_probability").first()))
+
+
+def corrected_rates(judged: pl.DataFrame, humans: pl.DataFrame, min_labels: int) -> list[dict[str, Any]]:
+    """Per (model, judge) and headline rate: the judge-only and corrected figures, or the label
+    count and why none is shown."""
+    found = []
+    joined = judged.join(humans, left_on=["dt", "record_id"], right_on=["record_dt", "record_id"], how="left")
+    for (model, judge), group in joined.group_by(["model", "judge"], maintain_order=True):
+        labelled = group.filter(pl.col("human_pass").is_not_null())
+        for rate, verdict in RATES.items():
+            row: dict[str, Any] = {"model": model, "judge": judge, "rate": rate, "labels": labelled.height,
+                                   "records": group.height}
+            if labelled.height < min_labels:
+                row["note"] = f"{labelled.height} labelled records of the uniform slice; {min_labels} needed"
+            else:
+                estimate = ppi_rate((group["verdict"] == verdict).to_numpy().astype(float),
+                                    (labelled["verdict"] == verdict).to_numpy().astype(float),
+                                    labelled[f"human_{verdict}"].to_numpy(),
+                                    labelled["inclusion_probability"].to_numpy())
+                row.update(estimate.model_dump())
+            found.append(row)
+    return sorted(found, key=lambda r: (r["model"], r["judge"], r["rate"]))
+
+
+def _judge_agreement(judged: pl.DataFrame, humans: pl.DataFrame) -> list[dict[str, Any]]:
+    joined = judged.join(humans, left_on=["dt", "record_id"], right_on=["record_dt", "record_id"], how="inner")
+    return [{"judge": judge, "records": group.height,
+             "agreement": float(group.select((pl.col("verdict") == pl.col("human")).mean()).item() or 0.0)}
+            for (judge,), group in joined.group_by(["judge"], maintain_order=True)]
+
+
+def people_summary(store: storage.Store, day: dt.date, *, window_days: int = _DEFAULTS.people_window_days,
+                   min_labels: int = _DEFAULTS.min_labels) -> dict[str, Any]:
+    """The ``people`` part of the day's ``summary.json`` (see the module's docstring)."""
+    first, last = _window(day, window_days)
+    try:
+        labels = read_labels(store).filter(pl.col("record_dt").is_between(first, last))
+    except Exception as exc:  # the report must not fail on unreadable labels
+        logger.warning("human_labels under %s could not be read: %s", store.uri("human_labels/"), exc)
+        return {"window": [first.isoformat(), last.isoformat()], "labels": 0, "error": str(exc)}
+    summary: dict[str, Any] = {"window": [first.isoformat(), last.isoformat()], "labels": labels.height,
+                               "min_labels": min_labels}
+    if labels.is_empty():
+        return summary
+    latest = labels["labelled_at"].max()
+    assert isinstance(latest, dt.datetime)
+    summary.update(
+        records=labels.select("record_dt", "record_id").n_unique(), annotators=labels["annotator"].n_unique(),
+        latest_label=latest.isoformat(), age_days=(day - latest.date()).days,
+        annotator_kappa={q: fleiss_kappa(labels.filter(pl.col("question") == q).group_by("record_dt", "record_id")
+                                         .agg("label")["label"].to_list()) for q in QUESTIONS})
+    judged = _judged(store, first, last)
+    humans = _human_verdicts(labels)
+    summary["judge_agreement"] = _judge_agreement(judged, humans)
+    summary["estimates"] = corrected_rates(judged, humans, min_labels)
+    return summary
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None or not np.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _estimate_row(r: dict[str, Any]) -> str:
+    head = f"<td>{esc(r['model'])}</td><td><code>{esc(r['judge'])}</code></td><td>{esc(r['rate'])}</td>"
+    if "corrected" not in r:
+        return f"{head}<td colspan='3' class='text'>{esc(r['note'])}</td><td class='num'>{r['labels']}</td></tr>"
+    return (f"{head}<td class='num'>{_pct(r['judge_rate'])} ({_pct(r['judge_low'])} – {_pct(r['judge_high'])})</td>"
+            f"<td class='num'><b>{_pct(r['corrected'])}</b> ({_pct(r['low'])} – {_pct(r['high'])})</td>"
+            f"<td class='num'>{r['bias'] * 100:+.1f} pts</td><td class='num'>{r['labels']} of {r['records']}</td></tr>")
+
+
+def people_section(summary: dict[str, Any]) -> str:
+    """The daily report's "People's labels" section (from ``summary["people"]``)."""
+    data = summary.get("people") or {}
+    window = data.get("window") or ["", ""]
+    parts = ["<section id='people'><h2>People's labels</h2>"]
+    if not data.get("labels"):
+        parts.append(f"<p class='note'>No labels from people on the records of {esc(window[0])} – {esc(window[1])} "
+                     "(the review queue: <code>python -m evaluation review</code>): every figure on this page is the "
+                     "judges' alone.</p></section>")
+        return "".join(parts)
+    kappas = ", ".join(f"{q} {'–' if k is None else f'{k:.2f}'}" for q, k in data["annotator_kappa"].items())
+    agreement = "; ".join(f"<code>{esc(a['judge'])}</code> {_pct(a['agreement'])} of {a['records']}"
+                          for a in data.get("judge_agreement", []))
+    parts.append(f"<p class='note'>{data['labels']} labels on {data['records']} records of {esc(window[0])} – "
+                 f"{esc(window[1])} by {data['annotators']} people; the latest labelled {esc(data['latest_label'][:10])} "
+                 f"({data['age_days']} days before this report). Agreement between annotators (Fleiss' κ): {kappas}. "
+                 f"Judges' verdicts equal to people's (uniform slice): {agreement or '–'}.</p>")
+    parts.append("<p class='note'>Corrected: the judge's rate over all its records plus its error measured on the "
+                 "uniform slice people labelled (prediction-powered inference); its 95% interval holds whatever "
+                 "the judge's bias. The judge-only interval counts sampling error only. Bias: judge minus people.</p>")
+    head = ("<tr><th>model</th><th>judge</th><th>rate</th><th class='num'>judge only (95%)</th>"
+            "<th class='num'>corrected (95%)</th><th class='num'>judge bias</th><th class='num'>labels</th></tr>")
+    body = "".join(f"<tr>{_estimate_row(r)}" for r in data.get("estimates", []))
+    parts.append(f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{body}</tbody>"
+                 "</table></div></section>")
+    return "".join(parts)
