@@ -10,13 +10,49 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from evaluation import storage
 from evaluation.contract import RunConfig
 
 if TYPE_CHECKING:
     from evaluation.stages import Stores
+
+
+class Clock(Protocol):
+    """The time a wait reads and the sleep between its looks."""
+
+    def time(self) -> float:
+        """Seconds since the epoch (compared with the objects' modification times)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back (the time waited)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next look."""
+        ...
+
+
+class SystemClock:
+    """The machine's clock."""
+
+    def time(self) -> float:
+        """:func:`time.time`."""
+        return time.time()
+
+    def monotonic(self) -> float:
+        """:func:`time.monotonic`."""
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        """:func:`time.sleep`."""
+        time.sleep(seconds)
+
+
+#: The clock :func:`wait_for_day` uses unless it is given one.
+CLOCK: Clock = SystemClock()
 
 
 def waiting_for(cfg: RunConfig) -> str:
@@ -66,10 +102,10 @@ def wait_for_day(
     stores: Stores,
     *,
     on_wait: Callable[[str], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock | None = None,
 ) -> float | None:
-    """Block until the run's day is complete; returns the seconds waited, None when it was
-    complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after landing the
+    """Block until the run's day is complete; returns the seconds waited (on ``clock``, default
+    :data:`CLOCK`), None when it was complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after landing the
     run's failed ``runs`` row) at the deadline."""
     # numpy via the stages: only when the wait gives up
     from evaluation.stages import fail_run, where
@@ -81,19 +117,20 @@ def wait_for_day(
     prefix = storage.raw_prefix(cfg.date)
     marker = prefix + cfg.completion_marker
     poke = poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s)
-    started, started_at = time.monotonic(), time.time()
+    clock = clock or CLOCK
+    started, started_at = clock.monotonic(), clock.time()
     known: set[str] | None = None
     last_new = 0.0
     looks = 0
     while True:
         objects = {info.key: info.modified for info in raw.list(prefix)}
-        now = time.time()
+        now = clock.time()
         if known is not None and set(objects) - known:
             last_new = now  # a new object: the quiet period starts over
         known = set(objects)
         looks += 1
         quiet_since = max([*objects.values(), last_new]) if objects else started_at
-        waited = time.monotonic() - started
+        waited = clock.monotonic() - started
         if is_complete(cfg, objects, marker, quiet_since, now):
             return None if looks == 1 else round(waited, 3)
         if waited >= cfg.wait_deadline_s:
@@ -103,4 +140,4 @@ def wait_for_day(
         if looks == 1 and on_wait is not None:
             on_wait(f"{raw.uri(prefix)} is not complete yet: waiting for {waiting_for(cfg)} "
                     f"(at most {cfg.wait_deadline_s:g}s)")
-        sleep(min(poke, max(0.0, cfg.wait_deadline_s - waited)))
+        clock.sleep(min(poke, max(0.0, cfg.wait_deadline_s - waited)))
