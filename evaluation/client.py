@@ -106,7 +106,7 @@ def _unlogged() -> ContextVar[bool] | None:
     again and queues it for a logging worker and a thread pool: about a tenth of the CPU of a
     judge call (measured: ``bench/calling.py``). The flag is the one litellm sets for its own
     nested calls; the response, its usage, its cost and the error mapping are the same
-    (``tests/unit/test_calling.py``)."""
+    (``tests/integration/test_calling.py``)."""
     return None if _compat.has_callbacks(litellm) else _UNLOGGED
 
 
