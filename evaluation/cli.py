@@ -91,7 +91,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     cfg = build_config({**option_values(args, RUN_OPTIONS), "dry_run": True}, date=args.date, run_id=f"plan-{args.date.isoformat()}",
                        trigger="cli")
     if args.pool_slots < 1:
-        raise ValueError("--pool-slots must be at least 1")
+        raise CliError("--pool-slots must be at least 1")
     return _print_plan(cfg, args.s3_access, pool_slots=args.pool_slots, latency_s=args.latency_s, as_json=args.json)
 
 
@@ -106,9 +106,10 @@ def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
     if stage == "plan":
         estimate = figures.get("estimate") or {}
         return (f"{day} plan: {figures['records']:,} records ({figures.get('sampled') or 0:,} to judge) in "
-                f"{figures['chunks']} chunks; estimate {estimate.get('prompt_tokens', 0):,} prompt tokens, "
-                f"${estimate.get('cost_usd', 0.0):.2f}"
-                + (f" (batch ${estimate['batch_cost_usd']:.2f})" if estimate.get("batch_cost_usd") is not None else "")
+                f"{figures['chunks']} chunks; estimate {estimate.get('calls', 0):,} judge calls, "
+                f"~{estimate.get('prompt_tokens', 0):,} input + ~{estimate.get('output_tokens', 0):,} output tokens, "
+                f"${estimate.get('cost_usd', 0.0):,.2f}"
+                + (f" (batch ${estimate['batch_cost_usd']:,.2f})" if estimate.get("batch_cost_usd") is not None else "")
                 + f" {seconds}")
     if stage == "land":
         statuses = ", ".join(f"{n:,} {s}" for s, n in figures["statuses"].items() if n)

@@ -270,11 +270,6 @@ def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
     return (str(getattr(response, "model", None)), fingerprint, id(litellm.model_cost), len(litellm.model_cost))
 
 
-#: Typical completion tokens of one reply, per judge (the JSON each judge's prompt asks for): what a
-#: call's output is expected to cost before it is made (the plan's estimate, a batch's budget).
-TYPICAL_REPLY_TOKENS = {"rag": 220, "masis": 260, "prompt": 160}
-
-
 def count_tokens(model: str, prompt: RenderedPrompt) -> int:
     """Prompt tokens of one rendered prompt by litellm's counter (a default tokenizer if unknown)."""
     configure()

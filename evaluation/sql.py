@@ -41,6 +41,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
+from evaluation.errors import InputError
 
 __all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "FAILED_TABLES", "FORMATS", "TABLES", "SqlError",
            "csv_ready", "referenced_tables", "render", "run_sql"]
@@ -63,7 +64,7 @@ CELL_CHARS = 40
 _LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
 
 
-class SqlError(RuntimeError):
+class SqlError(InputError, RuntimeError):
     """A query cannot run: the message names the table or the cause."""
 
 

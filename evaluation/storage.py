@@ -70,7 +70,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evaluation.errors import StorageError as StorageError  # storage's own error, where its callers look for it
 
 if TYPE_CHECKING:
     import boto3
@@ -88,17 +90,20 @@ PARQUET_COMPRESSION: Literal["zstd"] = "zstd"
 _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".parquet": "application/vnd.apache.parquet"}
 
 
-class StorageError(RuntimeError):
-    """A storage operation failed; the message names the URI."""
-
-
 @contextlib.contextmanager
 def _failing(action: str) -> Iterator[None]:
     """Any error inside as a :class:`StorageError` saying what failed (``cannot read <uri>``)."""
     try:
         yield
     except Exception as exc:
-        raise StorageError(f"{action}: {exc}") from exc
+        raise StorageError(f"{action}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    """An error's message on one line (a pydantic error: each field's reason)."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{e['msg']}" for e in exc.errors())
+    return " ".join(str(exc).split())
 
 
 # --------------------------------------------------------------------------------------------
@@ -559,7 +564,12 @@ def write_json(store: Store, key: str, payload: Any) -> None:
 
 
 def read_json(store: Store, key: str) -> Any:
-    return json.loads(store.read_bytes(key))
+    """The JSON object at ``key``; one that does not parse is a :class:`StorageError` naming its URI."""
+    data = store.read_bytes(key)
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise StorageError(f"cannot read {store.uri(key)}: not valid JSON: {exc}") from exc
 
 
 #: An object of a daily table: ``<table>/dt=YYYY-MM-DD/<name>.parquet``.

@@ -18,7 +18,8 @@ import pytest
 
 from evaluation import cli, stages, storage, synthetic
 from evaluation.batch import DEFAULT_LIMITS, MB, BatchLimits, batch_prices, limits_for, split_parts, state_key
-from evaluation.client import TYPICAL_REPLY_TOKENS, count_tokens
+from evaluation.client import count_tokens
+from evaluation.cost import TYPICAL_REPLY_TOKENS
 from evaluation.day import run_day
 from evaluation.judges import RenderedPrompt
 from evaluation.stages.judge import judge_batch_step
