@@ -335,7 +335,7 @@ def test_landed_tables_read_back_as_written(landed) -> None:
 
 
 @pytest.fixture(scope="module")
-def whole_days(landed) -> pl.DataFrame:
+def whole_days(landed: dict[str, Any]) -> pl.DataFrame:
     """The oracle of the streamed sample: each day read whole and validated at once (once for every sample)."""
     from evaluation.ingest import ingest_objects
     from evaluation.schemas import RECORD_SCHEMA
