@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 
-.PHONY: help setup labelstudio chromium compose demo test lint bench clean lock
+.PHONY: help setup labelstudio chromium compose tools demo test lint bench clean lock
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -33,28 +33,34 @@ labelstudio: $(LABEL_STUDIO_VENV)/.installed ## create .venv-labelstudio from re
 demo: setup ## run the daily DAG end to end on embedded S3 with the offline judge
 	$(PY) -m scripts.demo
 
-chromium: ## install Debian's chromium for the browser test (as root; says why it cannot otherwise)
-	@if command -v chromium >/dev/null; then exit 0; fi; \
+# Debian packages (commands) installed in one apt-get run when missing, as root; otherwise says
+# which test will skip. $(1): the packages, $(2): what skips without them.
+define debian
+	@missing=""; for pkg in $(1); do command -v $$pkg >/dev/null || missing="$$missing $$pkg"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
-	  echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser test will skip"; exit 0; fi; \
+	  echo "$$missing missing and cannot be installed here (needs root and apt-get): $(2) will skip"; exit 0; fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null \
-	  || echo "apt-get could not install chromium: the browser test will skip"
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+	  || echo "apt-get could not install$$missing: $(2) will skip"
+endef
+
+chromium: ## install Debian's chromium for the browser test (as root; says why it cannot otherwise)
+	$(call debian,chromium,the browser test)
 
 compose: ## install Debian's docker-compose, which validates docker-compose.yml without a daemon (as root)
-	@if command -v docker-compose >/dev/null; then exit 0; fi; \
-	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
-	  echo "docker-compose is missing and cannot be installed here (needs root and apt-get): its tests will skip"; exit 0; fi; \
-	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose >/dev/null \
-	  || echo "apt-get could not install docker-compose: its tests will skip"
+	$(call debian,docker-compose,its tests)
+
+# What the suite needs beyond .venv: both packages in one apt-get run (one index update).
+tools:
+	$(call debian,chromium docker-compose,the browser test and compose's tests)
 
 # The suite in two parts: all but the deployed topology on TEST_WORKERS processes (pytest-xdist, one
 # test file to a process), then the system tests alone, which measure the deployment's rates and
 # timings on the machine's cores. Both parts run; the target fails when either does.
 TEST_WORKERS ?= 2
 
-test: setup labelstudio chromium compose ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
+test: setup labelstudio tools ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
 	rc=0; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
 	$(PY) -m pytest -m system || rc=$$?; \

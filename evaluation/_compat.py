@@ -14,6 +14,8 @@ import importlib.metadata
 from contextvars import ContextVar
 from typing import Any
 
+from evaluation.errors import ConfigurationError
+
 #: litellm versions the private names below were read from: at least the first, below the second.
 LITELLM_SUPPORTED = ((1, 110), (1, 111))
 #: litellm's callback lists: while all are empty, nothing reads what its success logging builds.
@@ -21,7 +23,7 @@ CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_s
                   "_async_failure_callback", "input_callback", "service_callback")
 
 
-class UnsupportedVersion(RuntimeError):
+class UnsupportedVersion(ConfigurationError, RuntimeError):
     """An installed dependency is outside the versions whose private API this module uses."""
 
 

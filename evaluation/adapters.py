@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from evaluation.errors import UsageError
+
 __all__ = [
     "CHAT_CONTEXT_ROLES",
     "INPUT_FIELDS",
@@ -61,7 +63,7 @@ _NAME = re.compile(r"[^.\[\]\s=,]+")
 _INDEX = re.compile(r"\[(-?\d+|\*)\]")
 
 
-class MappingError(ValueError):
+class MappingError(UsageError, ValueError):
     """An ``input_format`` or ``input_mapping`` that cannot be used: one line naming the option."""
 
 

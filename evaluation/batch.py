@@ -24,7 +24,7 @@ in its price map) where it has them, else its online prices (and a log line says
 A batch's cost is known only once it has run, so ``budget_usd`` is spent ahead: before its first
 batch, a chunk takes its requests in order while their expected cost fits its share of the budget
 (each request's prompt tokens by litellm's counter and a typical reply's tokens,
-:data:`~evaluation.client.TYPICAL_REPLY_TOKENS`, at those prices) and never submits the rest: they
+:data:`~evaluation.cost.TYPICAL_REPLY_TOKENS`, at those prices) and never submits the rest: they
 land ``skipped`` with reason ``budget_exhausted``, as an online run's calls after its budget is
 spent. The choice is kept with the chunk's batches, so a resumed chunk makes the same one.
 
@@ -44,8 +44,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluation import storage
-from evaluation.client import TYPICAL_REPLY_TOKENS, configure, count_tokens
+from evaluation.client import configure, count_tokens
 from evaluation.contract import RunConfig
+from evaluation.cost import reply_tokens, tokens_cost
+from evaluation.errors import ConfigurationError
 from evaluation.judges import RenderedPrompt
 from evaluation.judges.schema import response_format
 from evaluation.outcome import RETRYABLE, CallOutcome, status_error_class
@@ -83,7 +85,7 @@ PROVIDER_LIMITS: dict[str, BatchLimits] = {
 DEFAULT_LIMITS = BatchLimits(10_000, 100 * MB)
 
 
-class BatchUnsupported(ValueError):
+class BatchUnsupported(ConfigurationError, ValueError):
     """The judge model's provider has no batch API."""
 
 
@@ -292,8 +294,8 @@ class ChunkBatch:
         expected, hashes = 0.0, list(self.requests)
         for position, digest in enumerate(hashes):
             prompt = self.requests[digest]
-            expected += (count_tokens(self.cfg.judge_model, prompt) * price_in
-                         + TYPICAL_REPLY_TOKENS.get(prompt.judge, 200) * price_out)
+            expected += tokens_cost(count_tokens(self.cfg.judge_model, prompt), reply_tokens(prompt.judge),
+                                    (price_in, price_out))
             if expected > self.budget:
                 logger.warning("%s chunk %d: budget %.4f USD (its share of budget_usd) is expected to pay for %d of "
                                "%d requests: the other %d are not submitted (skipped, budget_exhausted)",

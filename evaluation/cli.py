@@ -99,7 +99,7 @@ def _print_plan(cfg: Any, s3_access: Callable[[], Any], *, pool_slots: int = 1, 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     if args.pool_slots < 1:
-        raise ValueError("--pool-slots must be at least 1")
+        raise CliError("--pool-slots must be at least 1")
     if args.records is not None:
         return _print_records_plan(args)
     if args.date is None:
@@ -134,9 +134,10 @@ def stage_line(day: dt.date, stage: str, figures: dict[str, Any]) -> str:
     if stage == "plan":
         estimate = figures.get("estimate") or {}
         return (f"{day} plan: {figures['records']:,} records ({figures.get('sampled') or 0:,} to judge) in "
-                f"{figures['chunks']} chunks; estimate {estimate.get('prompt_tokens', 0):,} prompt tokens, "
-                f"${estimate.get('cost_usd', 0.0):.2f}"
-                + (f" (batch ${estimate['batch_cost_usd']:.2f})" if estimate.get("batch_cost_usd") is not None else "")
+                f"{figures['chunks']} chunks; estimate {estimate.get('calls', 0):,} judge calls, "
+                f"~{estimate.get('prompt_tokens', 0):,} input + ~{estimate.get('output_tokens', 0):,} output tokens, "
+                f"${estimate.get('cost_usd', 0.0):,.2f}"
+                + (f" (batch ${estimate['batch_cost_usd']:,.2f})" if estimate.get("batch_cost_usd") is not None else "")
                 + f" {seconds}")
     if stage == "land":
         statuses = ", ".join(f"{n:,} {s}" for s, n in figures["statuses"].items() if n)

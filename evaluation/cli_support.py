@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from evaluation.contract import JUDGES
+from evaluation.errors import EvaluationError, UsageError
 from evaluation.options import Option
 
 __all__ = ["CliError", "DayExpression", "Parser", "ProgressBars", "add_options", "bounded", "day_expression", "dispatch",
@@ -52,7 +53,7 @@ def api_key_from_env(cfg_api_base: str | None) -> str | None:
     return None
 
 
-class CliError(Exception):
+class CliError(UsageError):
     """A command line that cannot be used as given; the message names the option and the value."""
 
 
@@ -346,14 +347,16 @@ def route_third_party_logs(verbose: bool) -> None:
             handler.addFilter(_ThirdPartyToInfo(threshold))
 
 
-def _failure_line(exc: BaseException) -> tuple[int, str]:
-    """The exit code and the one line of an exception that ends a command."""
-    # Polars via storage: cli_support is imported when DAG files parse
-    from evaluation.storage import StorageError
-
-    if isinstance(exc, CliError):
-        return USAGE, str(exc)
-    if isinstance(exc, StorageError):
+def _failure_line(exc: BaseException, flags: dict[str, str]) -> tuple[int, str]:
+    """The exit code and the one line of an exception that ends a command: a usage error (a
+    settings model refusing an option's value among them) exits 2 naming the option by its flag
+    (``flags``: field name to flag), any other error 1."""
+    if isinstance(exc, ValidationError):  # a settings model refused an option's value
+        return USAGE, validation_message(exc, flags)
+    if isinstance(exc, UsageError):  # "input_format: ..." names the option by its field
+        name, colon, rest = str(exc).partition(": ")
+        return USAGE, f"{flags[name]}: {rest}" if colon and name in flags else str(exc)
+    if isinstance(exc, EvaluationError):
         return FAILED, str(exc)
     if isinstance(exc, OSError) and exc.filename:
         return FAILED, f"{exc.filename}: {exc.strerror or exc}"
@@ -370,11 +373,6 @@ def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args:
     sub = parser.subcommand(args.command)
     try:
         return command(args)
-    except ValidationError as exc:
-        code, line = USAGE, validation_message(exc, sub.flags)
-    except ValueError as exc:  # a bad option value found by the command; "input_format: ..." as the flag
-        name, colon, rest = str(exc).partition(": ")
-        code, line = USAGE, f"{sub.flags[name]}: {rest}" if colon and name in sub.flags else str(exc)
     except KeyboardInterrupt:
         code, line = 130, "interrupted"
     except BrokenPipeError:  # the reader (| head) has had enough: nothing to say
@@ -383,7 +381,7 @@ def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args:
     except Exception as exc:
         if verbose:
             traceback.print_exc()
-        code, line = _failure_line(exc)
+        code, line = _failure_line(exc, sub.flags)
     print(f"{sub.prog}: error: {line}", file=sys.stderr)
     return code
 

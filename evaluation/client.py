@@ -106,7 +106,7 @@ def _unlogged() -> ContextVar[bool] | None:
     again and queues it for a logging worker and a thread pool: about a tenth of the CPU of a
     judge call (measured: ``bench/calling.py``). The flag is the one litellm sets for its own
     nested calls; the response, its usage, its cost and the error mapping are the same
-    (``tests/unit/test_calling.py``)."""
+    (``tests/integration/test_calling.py``)."""
     return None if _compat.has_callbacks(litellm) else _UNLOGGED
 
 
@@ -268,11 +268,6 @@ def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
     names = ("custom_llm_provider", "model", "litellm_model_name", "model_id", "api_base", "base_model", "region_name")
     fingerprint = tuple(str(hidden.get(name)) for name in names)
     return (str(getattr(response, "model", None)), fingerprint, id(litellm.model_cost), len(litellm.model_cost))
-
-
-#: Typical completion tokens of one reply, per judge (the JSON each judge's prompt asks for): what a
-#: call's output is expected to cost before it is made (the plan's estimate, a batch's budget).
-TYPICAL_REPLY_TOKENS = {"rag": 220, "masis": 260, "prompt": 160}
 
 
 def count_tokens(model: str, prompt: RenderedPrompt) -> int:

@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from evaluation.adapters import INPUT_FORMATS, check_input_format, parse_mapping
+from evaluation.errors import InputError
 
 JudgeName = Literal["rag", "masis", "prompt"]
 JUDGES: tuple[JudgeName, ...] = ("rag", "masis", "prompt")
@@ -581,7 +582,7 @@ EVALUATION_COLUMNS: tuple[str, ...] = (
 # Model comparisons
 
 
-class ComparisonError(RuntimeError):
+class ComparisonError(InputError, RuntimeError):
     """A comparison cannot run as asked: the message names the range, the models and the cause."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from evaluation import storage, synthetic
 from evaluation.cli_support import iso_date
 from evaluation.contract import comma_list
+from evaluation.errors import UsageError
 
 #: The completion marker written after the day's objects (as the demo's export does).
 MARKER = "_SUCCESS"
@@ -46,10 +47,10 @@ def add_parser(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     """Write the day; print where it went and how to evaluate it."""
     if args.records < 1:
-        raise ValueError(f"--records must be at least 1, got {args.records}")
+        raise UsageError(f"--records must be at least 1, got {args.records}")
     models: list[str] = comma_list(args.models) if args.models is not None else list(synthetic.MODELS)  # type: ignore[assignment]
     if not models:
-        raise ValueError("--models names no model")
+        raise UsageError("--models names no model")
     store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     keys = synthetic.write_day(store, args.date, args.records, seed=args.seed, bad=args.bad, models=models,
                                input_format=args.input_format)

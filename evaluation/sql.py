@@ -45,6 +45,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
+from evaluation.errors import InputError
 from evaluation.review.labels import scan_labels
 
 __all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "FAILED_TABLES", "FORMATS", "PEOPLE_TABLES", "TABLES",
@@ -70,7 +71,7 @@ CELL_CHARS = 40
 _LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)
 
 
-class SqlError(RuntimeError):
+class SqlError(InputError, RuntimeError):
     """A query cannot run: the message names the table or the cause."""
 
 

@@ -75,7 +75,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evaluation.errors import StorageError as StorageError  # storage's own error, where its callers look for it
 
 if TYPE_CHECKING:
     import boto3
@@ -93,10 +95,6 @@ PARQUET_COMPRESSION: Literal["zstd"] = "zstd"
 _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".parquet": "application/vnd.apache.parquet"}
 
 
-class StorageError(RuntimeError):
-    """A storage operation failed; the message names the URI."""
-
-
 class StaleWrite(StorageError):
     """A conditional write found the object changed since the writer read it (S3's 412)."""
 
@@ -112,8 +110,15 @@ def _failing(action: str, permission: str | None = None) -> Iterator[None]:
     except Exception as exc:
         if permission is not None and denied(exc):
             raise StorageError(f"{action}: access denied (403): the credentials lack {permission}, or a policy "
-                               f"denies it (docs/deploy.md, S3 and IAM): {exc}") from exc
-        raise StorageError(f"{action}: {exc}") from exc
+                               f"denies it (docs/deploy.md, S3 and IAM): {_one_line(exc)}") from exc
+        raise StorageError(f"{action}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    """An error's message on one line (a pydantic error: each field's reason)."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{e['msg']}" for e in exc.errors())
+    return " ".join(str(exc).split())
 
 
 def denied(exc: BaseException) -> bool:
@@ -659,7 +664,12 @@ def write_json(store: Store, key: str, payload: Any) -> None:
 
 
 def read_json(store: Store, key: str) -> Any:
-    return json.loads(store.read_bytes(key))
+    """The JSON object at ``key``; one that does not parse is a :class:`StorageError` naming its URI."""
+    data = store.read_bytes(key)
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise StorageError(f"cannot read {store.uri(key)}: not valid JSON: {exc}") from exc
 
 
 #: An object of a daily table: ``<table>/dt=YYYY-MM-DD/<name>.parquet``.

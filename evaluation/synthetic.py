@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaluation.errors import UsageError
+
 MODELS = ("assistant-v1", "assistant-v2", "assistant-lite")
 #: Chance that a model answers well (grounded and cited), hallucinates, or refuses.
 MODEL_BEHAVIOUR = {
@@ -211,7 +213,7 @@ def generate_day(
     so the day's questions stay the same). A model not in :data:`MODEL_BEHAVIOUR` behaves as the
     built-in model at its position (the first as assistant-v1, the second as assistant-v2, ...)."""
     if not models:
-        raise ValueError("models: name at least one model")
+        raise UsageError("models: name at least one model")
     rng = random.Random(f"{seed}-{day.isoformat()}")
     behaviour = behaviour or {}
     built_in = list(MODEL_BEHAVIOUR.values())
@@ -280,7 +282,7 @@ def day_objects(
     """The day as raw objects (key below the input root -> bytes): two JSONL files, one gzipped,
     each line in ``input_format`` (a key of :data:`LINE_FORMATS`)."""
     if input_format not in LINE_FORMATS:
-        raise ValueError(f"input_format: unknown format {input_format!r}; formats: {', '.join(LINE_FORMATS)}")
+        raise UsageError(f"input_format: unknown format {input_format!r}; formats: {', '.join(LINE_FORMATS)}")
     lines = generate_day(day, records, seed=seed, bad=bad, behaviour=behaviour, models=models)
     convert = LINE_FORMATS[input_format]
     if convert is not None:

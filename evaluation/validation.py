@@ -29,6 +29,7 @@ import pandas as pd
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluation.errors import InputError
 from evaluation.ingest import ROW_SCHEMA, Reject, truncate_raw
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ _CHECKED_COLUMNS = (
 _INPUT_COLUMNS = tuple(ROW_SCHEMA)
 
 
-class ValidationError(RuntimeError):
+class ValidationError(InputError, RuntimeError):
     """The suite could not be evaluated (a broken batch or expectation), as opposed to bad rows."""
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from evaluation import storage
 from evaluation.contract import RunConfig
@@ -34,6 +34,42 @@ def incomplete_message(where: str, prefix_uri: str, cfg: RunConfig, waited_s: fl
     """The failure of a run whose day was still incomplete at its deadline."""
     return (f"{where}: {prefix_uri} was not complete after {waited_s:.0f}s: waited for {waiting_for(cfg)} "
             f"until the deadline (wait_deadline_s={cfg.wait_deadline_s:g})")
+
+
+class Clock(Protocol):
+    """The time a wait reads and the sleep between its looks."""
+
+    def time(self) -> float:
+        """Seconds since the epoch (compared with the objects' modification times)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back (the time waited)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next look."""
+        ...
+
+
+class SystemClock:
+    """The machine's clock."""
+
+    def time(self) -> float:
+        """:func:`time.time`."""
+        return time.time()
+
+    def monotonic(self) -> float:
+        """:func:`time.monotonic`."""
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        """:func:`time.sleep`."""
+        time.sleep(seconds)
+
+
+#: The clock :func:`wait_for_day` uses unless it is given one.
+CLOCK: Clock = SystemClock()
 
 
 def absent_after(cfg: RunConfig) -> float | None:
@@ -83,11 +119,10 @@ def wait_for_day(
     stores: Stores,
     *,
     on_wait: Callable[[str], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Clock | None = None,
 ) -> float | None:
-    """Block until the run's day is complete; returns the seconds waited (by ``clock``), None
-    when it was complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after
+    """Block until the run's day is complete; returns the seconds waited (on ``clock``, default
+    :data:`CLOCK`), None when it was complete at the first look. Raises :class:`~evaluation.stages.RunFailed` (after
     landing the run's failed ``runs`` row) at the deadline, or at the absent deadline when the
     day's prefix has held no object."""
     raw = stores.raw
@@ -96,21 +131,22 @@ def wait_for_day(
     prefix = storage.raw_prefix(cfg.date)
     marker = prefix + cfg.completion_marker
     poke = poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s)
-    started, started_at = clock(), time.time()
+    clock = clock or CLOCK
+    started, started_at = clock.monotonic(), clock.time()
     absent = absent_after(cfg)
     known: set[str] | None = None
     last_new = 0.0
     looks = 0
     while True:
         objects = {info.key: info.modified for info in raw.list(prefix)}
-        now = time.time()
+        now = clock.time()
         if known is not None and set(objects) - known:
             last_new = now  # a new object: the quiet period starts over
         known = set(objects)
         absent = None if objects else absent  # an object once seen: the day is late, not absent
         looks += 1
         quiet_since = max([*objects.values(), last_new]) if objects else started_at
-        waited = clock() - started
+        waited = clock.monotonic() - started
         if is_complete(cfg, objects, marker, quiet_since, now):
             return None if looks == 1 else round(waited, 3)
         if waited >= cfg.wait_deadline_s or (absent is not None and waited >= absent):
@@ -119,7 +155,7 @@ def wait_for_day(
             on_wait(f"{raw.uri(prefix)} is not complete yet: waiting for {waiting_for(cfg)} "
                     f"(at most {cfg.wait_deadline_s:g}s" + (f", {absent:g}s while it holds no object)"
                                                              if absent is not None else ")"))
-        sleep(min(poke, max(0.0, (cfg.wait_deadline_s if absent is None else absent) - waited)))
+        clock.sleep(min(poke, max(0.0, (cfg.wait_deadline_s if absent is None else absent) - waited)))
 
 
 def _give_up(cfg: RunConfig, stores: Stores, waited: float, *, absent: bool) -> NoReturn:

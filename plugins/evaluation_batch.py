@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import evaluation_airflow as glue
 from airflow.sdk import BaseHook, BaseOperator, Context
+from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class BatchTrigger(BaseTrigger):
 
         try:
             conn = await BaseHook.aget_connection(glue.JUDGE_CONN_ID)
-        except Exception:  # no such Connection: the environment's key, as in the task
+        except AirflowNotFoundException:  # no such Connection: the environment's key, as in the task
             conn = None
         return glue.credentials_of(conn, self.api_base)
 

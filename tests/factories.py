@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,10 +54,19 @@ class FakeClock:
 
     def __init__(self) -> None:
         self.now = 0.0
+        self.epoch = time.time()
         self.sleeps: list[float] = []
 
     def __call__(self) -> float:
         return self.now
+
+    def monotonic(self) -> float:
+        """The seconds passed (a wait's :class:`~evaluation.wait.Clock`)."""
+        return self.now
+
+    def time(self) -> float:
+        """The epoch time: when the clock was made, plus the seconds passed."""
+        return self.epoch + self.now
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)

@@ -19,9 +19,10 @@ from evaluation.contract import (
     cascade_name,
     check_cascade,
 )
+from evaluation.errors import ConfigurationError
 
 
-class CalibrationError(RuntimeError):
+class CalibrationError(ConfigurationError, RuntimeError):
     """A calibration cannot run as asked: the message names the set, the judge model and the cause."""
 
 

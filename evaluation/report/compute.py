@@ -36,6 +36,7 @@ import polars as pl
 
 from evaluation import charts
 from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS
+from evaluation.errors import InputError, UsageError
 from evaluation.report.alerts import (
     Z_95,
     AlertPolicy,
@@ -62,7 +63,7 @@ HISTOGRAM_BINS = 10
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
 
-class ReportError(RuntimeError):
+class ReportError(InputError, RuntimeError):
     """The report cannot be built (nothing landed for the day); the message says where."""
 
 
@@ -126,7 +127,7 @@ class ReportInputs:
 def report_days(day: dt.date, history_days: int = 30) -> list[dt.date]:
     """The days the report of ``day`` reads: its trend window, at least the baseline's days."""
     if history_days < 1:
-        raise ValueError("history_days must be at least 1")
+        raise UsageError("history_days: must be at least 1")
     first = day - dt.timedelta(days=max(history_days, BASELINE_DAYS + 1) - 1)
     return [first + dt.timedelta(days=n) for n in range((day - first).days + 1)]
 

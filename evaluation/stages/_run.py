@@ -15,13 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation import storage, versions
 from evaluation.contract import JUDGE_STATUSES, RunConfig
+from evaluation.errors import EvaluationError, JudgeError
 from evaluation.reject_summary import ReasonCount, as_json
 from evaluation.schemas import runs_schema
 
 logger = logging.getLogger("evaluation.stages")
 
 
-class RunFailed(RuntimeError):
+class RunFailed(EvaluationError, RuntimeError):
     """A run-level failure: the message names the run, the day and the cause; ``reject_reasons``
     are the counts by reason of the rejects that failed it (empty when rejects were not the cause)."""
 
@@ -34,11 +35,11 @@ class StaleRun(RunFailed):
     """Another, newer run owns the day: this one may not land."""
 
 
-class JudgeUnreachable(RuntimeError):
+class JudgeUnreachable(JudgeError, RuntimeError):
     """The judge model's endpoint did not answer the probe call (a transient failure: retry)."""
 
 
-class JudgeUnusable(ValueError):
+class JudgeUnusable(JudgeError, ValueError):
     """The judge model cannot be used: litellm cannot resolve it, or its endpoint refused the
     probe call for good (unknown model, bad key, quota)."""
 
@@ -108,7 +109,7 @@ class CostEstimate(StageResult):
     records: int = Field(description="Records the run judges (after sampling).")
     calls: int = Field(default=0, description="Judge calls expected: records × the judges that apply, empty answers left out (no call).")
     prompt_tokens: int = Field(description="Prompt tokens expected, by the judge model's tokenizer.")
-    output_tokens: int = Field(default=0, description="Completion tokens expected (about 200 a reply).")
+    output_tokens: int = Field(default=0, description="Completion tokens expected (each judge's typical reply: evaluation.cost).")
     cost_usd: float = Field(description="Cost at litellm's online prices for the judge model.")
     batch_cost_usd: float | None = Field(
         default=None, description="Cost at litellm's batch prices (its online ones where it has none); "

@@ -7,6 +7,7 @@ import logging
 import math
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -15,8 +16,8 @@ import polars as pl
 from evaluation import client as judge_client
 from evaluation import storage
 from evaluation.batch import BATCH_PROVIDERS, batch_prices, provider_of
-from evaluation.client import TYPICAL_REPLY_TOKENS
 from evaluation.contract import RunConfig, Sample
+from evaluation.cost import output_tokens, tokens_cost
 from evaluation.judges import RenderedPrompt, route
 from evaluation.schemas import RECORD_SCHEMA, record_from_row
 from evaluation.stages._run import (
@@ -266,37 +267,34 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
     if sample.height == 0:
         return CostEstimate(records=0, prompt_tokens=0, cost_usd=0.0, sampled_records=0)
     tokens = 0
-    prompts = 0
-    replies = 0
+    prompts: Counter[str] = Counter()
     for row in sample.iter_rows(named=True):
         record = record_from_row(row)
         for judge in cfg.judges:
             prompt = route(judge, record)
             if isinstance(prompt, RenderedPrompt):  # empty answers and judges that do not apply cost nothing
                 tokens += judge_client.count_tokens(cfg.judge_model, prompt)
-                prompts += 1
-                replies += TYPICAL_REPLY_TOKENS[judge]  # the judge's typical reply, as the plan's sizing takes it
+                prompts[judge] += 1
     scale = records / sample.height
-    input_price, output_price = judge_client.price_per_token(cfg.judge_model)
     day_tokens = int(tokens * scale)
-    day_calls = int(round(prompts * scale))
-    expected_output = int(replies * scale)
+    day_calls = {judge: int(round(n * scale)) for judge, n in prompts.items()}
+    expected_output = output_tokens(day_calls)
     return CostEstimate(
         records=records,
-        calls=day_calls,
+        calls=sum(day_calls.values()),
         prompt_tokens=day_tokens,
         output_tokens=expected_output,
-        cost_usd=round(day_tokens * input_price + expected_output * output_price, 6),
+        cost_usd=round(tokens_cost(day_tokens, expected_output, judge_client.price_per_token(cfg.judge_model)), 6),
         batch_cost_usd=batch_cost(cfg.judge_model, day_tokens, expected_output),
         sampled_records=sample.height,
     )
 
 
-def batch_cost(model: str, prompt_tokens: int, output_tokens: int) -> float | None:
+def batch_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
     """The same calls at the provider's batch price (None when it has no batch API)."""
 
     if provider_of(model) not in BATCH_PROVIDERS:
         return None
     input_price, output_price, _ = batch_prices(model)
-    return round(prompt_tokens * input_price + output_tokens * output_price, 6)
+    return round(tokens_cost(prompt_tokens, completion_tokens, (input_price, output_price)), 6)
 

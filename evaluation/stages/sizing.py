@@ -18,7 +18,7 @@ The figures and what they rest on:
 * **input tokens** — litellm's token counter for the judge model on up to
   :data:`TOKEN_SAMPLE` rendered prompts per judge, scaled to all of that judge's prompts by their
   characters. Checked against a real run of a generated day within :data:`TOKEN_MARGIN`.
-* **output tokens** — :data:`~evaluation.client.TYPICAL_REPLY_TOKENS` per call of each judge (an
+* **output tokens** — :data:`~evaluation.cost.TYPICAL_REPLY_TOKENS` per call of each judge (an
   assumption: a reply's length is the judge model's choice).
 * **cost** — those tokens at litellm's price map for the model, online and at batch prices (none
   when the provider has no batch API; zero for a model without a price, such as the offline judge).
@@ -41,8 +41,8 @@ from pydantic import Field
 
 from evaluation import client as judge_client
 from evaluation import offline, storage
-from evaluation.client import TYPICAL_REPLY_TOKENS
 from evaluation.contract import JudgeName, RunConfig
+from evaluation.cost import mean_reply_tokens, reply_tokens, tokens_cost
 from evaluation.judges import score_table
 from evaluation.schemas import PARSED_SCHEMA
 from evaluation.stages._run import ChunkPlan, RunFailed, StageResult, Stores, read_manifest, where
@@ -192,13 +192,13 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
             calls=calls[judge],
             no_call={k: v for k, v in sorted(no_call[judge].items())},
             input_tokens=round(chars[judge] * ratio),
-            output_tokens=calls[judge] * TYPICAL_REPLY_TOKENS.get(judge, 200),
+            output_tokens=calls[judge] * reply_tokens(judge),
         ))
     total_calls = sum(j.calls for j in judges)
     input_tokens = sum(j.input_tokens for j in judges)
     output_tokens = sum(j.output_tokens for j in judges)
     input_price, output_price = judge_client.price_per_token(cfg.judge_model)
-    cost = input_tokens * input_price + output_tokens * output_price
+    cost = tokens_cost(input_tokens, output_tokens, (input_price, output_price))
     at_batch_price = batch_cost(cfg.judge_model, input_tokens, output_tokens)
     paid = at_batch_price if cfg.batch and at_batch_price is not None else cost  # what the budget pays
     within_budget = None
@@ -306,8 +306,7 @@ def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
         extra_calls = estimated[level]
         calls = None if extra_calls is None else known[level] + round(extra_calls)
         per_call = tokens[level][0] / tokens[level][1] if tokens[level][1] else 0.0
-        judge_names = cfg.judges
-        reply = sum(TYPICAL_REPLY_TOKENS.get(j, 200) for j in judge_names) / len(judge_names)
+        reply = mean_reply_tokens(cfg.judges)
         input_tokens = None if calls is None else round(calls * per_call)
         output_tokens = None if calls is None else round(calls * reply)
         price_in, price_out = judge_client.price_per_token(model)
@@ -316,7 +315,7 @@ def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
             judge_model=model, calls=calls, calls_known=known[level], share_sent_on=share,
             input_tokens=input_tokens, output_tokens=output_tokens,
             cost_usd=None if input_tokens is None or output_tokens is None
-            else round(input_tokens * price_in + output_tokens * price_out, 6)))
+            else round(tokens_cost(input_tokens, output_tokens, (price_in, price_out)), 6)))
     return sizes
 
 

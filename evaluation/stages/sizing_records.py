@@ -9,7 +9,7 @@ What each figure rests on:
   record of one-character texts, counted by litellm's tokenizer for the judge model) plus
   ``record_tokens``, the tokens of a record's question, answer, contexts and reference (an
   assumption about the logs: ``plan --date`` measures a real day).
-* **output tokens** — :data:`~evaluation.client.TYPICAL_REPLY_TOKENS` per call of each judge,
+* **output tokens** — :data:`~evaluation.cost.TYPICAL_REPLY_TOKENS` per call of each judge,
   the figure ``plan --date`` and a batch's budget use.
 * **chunks, batches** — as :func:`~evaluation.stages.plan.chunk_layout` cuts the day and
   :func:`~evaluation.batch.split_parts` packs a chunk's batch within the provider's limits (a line
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from evaluation import client as judge_client
 from evaluation.batch import BATCH_PROVIDERS, limits_for, provider_of, request_line, split_parts
-from evaluation.client import TYPICAL_REPLY_TOKENS
 from evaluation.contract import Context, InputRecord, JudgeName, RunConfig
+from evaluation.cost import TYPICAL_REPLY_TOKENS
 from evaluation.judges import RenderedPrompt, route
 from evaluation.stages.plan import batch_cost, chunk_layout
 from evaluation.stages.sizing import DEFAULT_LATENCY_S, duration_text, judging_time

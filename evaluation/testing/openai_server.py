@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import inspect
@@ -344,6 +345,26 @@ class OpenAIServer:
         """Block until at least ``n`` requests arrived (since the last reset); False on timeout."""
         with self._cond:
             return self._cond.wait_for(lambda: self._count >= n, timeout)
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until no connection is open: every request that arrived was answered or dropped,
+        and every client that went away was seen to go (a killed client's last requests are then
+        recorded). False on timeout."""
+        loop = self._loop
+        if loop is None or self._thread is None:
+            return True
+
+        async def idle() -> None:
+            while (runner := self._runner) is not None and runner.server is not None and runner.server.connections:
+                await asyncio.sleep(0.01)
+
+        future = asyncio.run_coroutine_threadsafe(idle(), loop)
+        try:
+            future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return False
+        return True
 
     # ----------------------------------------------------------------------------------- handlers
 

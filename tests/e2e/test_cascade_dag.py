@@ -3,7 +3,7 @@ trigger inline). The local server answers as two judge models of known accuracy
 (:class:`evaluation.testing.labelled.LabelledJudges`) after the offline judge, over labelled records
 of the shipped HaluEval QA golden set: each judge task defers on one level's batches at a time, each
 row records the level that decided it and its calls, and a re-run pays nothing. (That batch mode
-lands what online judging lands is tested without Airflow, in tests/unit/test_cascade.py.)"""
+lands what online judging lands is tested without Airflow, in tests/integration/test_cascade.py.)"""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ def test_an_absent_day_fails_at_absent_deadline_s_naming_its_prefix(tmp_path: Pa
     cfg = _cfg(tmp_path, absent_deadline_s=600, wait_deadline_s=21600)
     clock = FakeClock()
     with pytest.raises(RunFailed) as failed:
-        wait_for_day(cfg, Stores.open(cfg), sleep=clock.sleep, clock=clock)
+        wait_for_day(cfg, Stores.open(cfg), clock=clock)
     assert 600 <= clock.now < 660  # at the absent deadline (within one look), far before the wait's own
     raw = storage.LocalStore(tmp_path / "raw")
     prefix = raw.uri(storage.raw_prefix(DAY))
@@ -53,7 +53,7 @@ def test_a_day_with_objects_waits_past_the_absent_deadline_up_to_the_wait_deadli
     cfg = _cfg(tmp_path, absent_deadline_s=600, wait_deadline_s=7200)
     clock = FakeClock()
     with pytest.raises(RunFailed) as failed:
-        wait_for_day(cfg, Stores.open(cfg), sleep=clock.sleep, clock=clock)
+        wait_for_day(cfg, Stores.open(cfg), clock=clock)
     assert clock.now >= 7200
     assert "was not complete after" in str(failed.value) and "held no object" not in str(failed.value)
 
@@ -61,16 +61,17 @@ def test_a_day_with_objects_waits_past_the_absent_deadline_up_to_the_wait_deadli
 def test_an_object_that_comes_before_the_absent_deadline_keeps_the_wait_going(tmp_path: Path) -> None:
     raw = storage.LocalStore(tmp_path / "raw")
     cfg = _cfg(tmp_path, absent_deadline_s=600, wait_deadline_s=7200)
-    clock = FakeClock()
 
-    def sleep(seconds: float) -> None:
-        clock.sleep(seconds)
-        if 300 <= clock.now < 360:  # the export starts late
-            synthetic.write_day(raw, DAY, 5, bad=False)
-        if clock.now >= 1800:  # and ends, long after the absent deadline
-            raw.write_bytes(f"{storage.raw_prefix(DAY)}_SUCCESS", b"")
+    class LateExport(FakeClock):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if 300 <= self.now < 360:  # the export starts late
+                synthetic.write_day(raw, DAY, 5, bad=False)
+            if self.now >= 1800:  # and ends, long after the absent deadline
+                raw.write_bytes(f"{storage.raw_prefix(DAY)}_SUCCESS", b"")
 
-    assert wait_for_day(cfg, Stores.open(cfg), sleep=sleep, clock=clock) == pytest.approx(clock.now)
+    clock = LateExport()
+    assert wait_for_day(cfg, Stores.open(cfg), clock=clock) == pytest.approx(clock.now)
     assert clock.now >= 1800
 
 

@@ -14,14 +14,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: Bottom to top; a module's layer is that of the longest name listed that it is or lies under.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("contract", ("evaluation", "evaluation.contract", "evaluation.adapters", "evaluation.schemas", "evaluation.versions",
+    ("contract", ("evaluation", "evaluation.contract", "evaluation.errors", "evaluation.adapters", "evaluation.schemas", "evaluation.versions",
                   "evaluation.options", "evaluation.judges", "evaluation.calibration", "evaluation.calibration.spec",
                   "evaluation.multiplicity", "evaluation.normalise", "evaluation.redact", "evaluation.reject_summary",
                   "evaluation.synthetic", "evaluation.review", "evaluation.review.spec", "evaluation.review.estimate",
                   "evaluation.review.queue")),
     ("storage", ("evaluation.storage", "evaluation.ingest", "evaluation.validation", "evaluation.ledger",
                  "evaluation.sql", "evaluation.retention", "evaluation.summary", "evaluation.review.labels")),
-    ("client", ("evaluation._compat", "evaluation.client", "evaluation.outcome", "evaluation.ratelimit", "evaluation.fleetrate",
+    ("client", ("evaluation._compat", "evaluation.client", "evaluation.cost", "evaluation.outcome", "evaluation.ratelimit", "evaluation.fleetrate",
                 "evaluation.offline", "evaluation.batch")),
     ("stages", ("evaluation.stages", "evaluation.wait", "evaluation.review.job", "evaluation.review.labelstudio")),
     ("pages", ("evaluation.charts", "evaluation.html", "evaluation.report", "evaluation.compare",

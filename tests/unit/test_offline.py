@@ -110,7 +110,7 @@ def test_wrong_number_is_a_critical_hallucination_for_rag() -> None:
 @pytest.mark.parametrize("answer", ["", "   \n"], ids=["empty", "blank"])
 def test_empty_answer_is_judge_failed_for_rag(answer: str) -> None:
     """The offline judge's own reply when handed an empty answer; the pipeline never sends it one
-    (CONTRACT §2.5, tests/unit/test_empty_answers.py)."""
+    (CONTRACT §2.5, tests/integration/test_empty_answers.py)."""
     raw, row = judged("rag", answer)
     assert json.loads(raw)["evaluation_status"] == "failed"
     assert row["judge_status"] == "judge_failed"

@@ -344,22 +344,29 @@ def test_landed_tables_read_back_as_written(landed) -> None:
     assert dict(verdicts.schema) == compare.VERDICTS_SCHEMA
 
 
-@pytest.mark.parametrize("per_model", [None, 1, 17])
-def test_streamed_sample_is_the_whole_day_sample(landed, per_model: int | None) -> None:
-    """Streaming the days in small batches picks the records the whole days would pick."""
+@pytest.fixture(scope="module")
+def whole_days(landed: dict[str, Any]) -> pl.DataFrame:
+    """The oracle of the streamed sample: each day read whole and validated at once (once for every sample)."""
     from evaluation.ingest import ingest_objects
     from evaluation.schemas import RECORD_SCHEMA
     from evaluation.validation import validate
 
     raw = landed["raw"]
-    spec = _spec(sample_per_model=per_model, seed=5)
     whole = []
-    for day in DAYS:  # the oracle: each day read whole and validated at once
+    for day in DAYS:
         objects = [o for o in raw.list(storage.raw_prefix(day)) if o.key.endswith(storage.RAW_SUFFIXES)]
         ingested = ingest_objects(((raw.uri(o.key), raw.read_bytes(o.key)) for o in objects), day)
         valid = validate(ingested.rows, day=day, max_reject_ratio=1.0, allow_empty=True).valid
         whole.append(valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()]).with_columns(dt=pl.lit(day)))
-    records = pl.concat(whole).filter(pl.col("model").is_in(spec.models))
+    return pl.concat(whole)
+
+
+@pytest.mark.parametrize("per_model", [None, 1, 17])
+def test_streamed_sample_is_the_whole_day_sample(landed, whole_days: pl.DataFrame, per_model: int | None) -> None:
+    """Streaming the days in small batches picks the records the whole days would pick."""
+    raw = landed["raw"]
+    spec = _spec(sample_per_model=per_model, seed=5)
+    records = whole_days.filter(pl.col("model").is_in(spec.models))
     keys = compare.sample_records(records, per_model, spec.seed)
     expected = records.join(keys, on=["dt", "record_id", "model"], how="semi").sort("dt", "record_id")
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
+from evaluation import storage, synthetic, wait
 from evaluation.cli import main
 
 DAY = dt.date(2026, 9, 10)
@@ -29,21 +29,51 @@ def _runs(root: Path) -> pl.DataFrame:
     return storage.scan_table(storage.open_store(str(root / "out")), "runs").collect()  # type: ignore[union-attr]
 
 
+class FakeClock:
+    """A clock that moves only when the wait sleeps; ``at`` runs an action once that much time passed."""
+
+    def __init__(self) -> None:
+        self.now = time.time()  # the objects' modification times are the machine's
+        self.started = self.now
+        self.actions: list[tuple[float, Callable[[], object]]] = []
+
+    def at(self, after_s: float, action: Callable[[], object]) -> None:
+        self.actions.append((after_s, action))
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        for due in [a for a in self.actions if a[0] <= self.now - self.started]:
+            self.actions.remove(due)
+            due[1]()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(wait, "CLOCK", fake)
+    return fake
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     synthetic.write_day(storage.open_store(str(tmp_path / "raw")), DAY, RECORDS, bad=False)
     return tmp_path
 
 
-def test_it_waits_for_the_marker_then_runs(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_it_waits_for_the_marker_then_runs(root: Path, clock: FakeClock,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     marker = root / "raw" / storage.raw_prefix(DAY) / "_SUCCESS"
-    thread = threading.Thread(target=lambda: (time.sleep(1.5), marker.write_bytes(b"")), daemon=True)
-    thread.start()
+    clock.at(1.5, lambda: marker.write_bytes(b""))
     code, result = _cli(capsys, root, "--completion-marker", "_SUCCESS", "--wait-deadline-s", "60")
-    thread.join()
     assert code == 0 and result["status"] == "success" and result["valid"] == RECORDS
     waited = _runs(root)["waited_s"].to_list()
-    assert len(waited) == 1 and waited[0] >= 1.0
+    assert waited == [2.0]  # looks a second apart: the marker, written at 1.5 s, is seen at the third
 
     # Complete at the first look: no wait, and null in runs.
     code, _ = _cli(capsys, root, "--completion-marker", "_SUCCESS", "--run-id", "again")
@@ -51,14 +81,14 @@ def test_it_waits_for_the_marker_then_runs(root: Path, capsys: pytest.CaptureFix
     assert _runs(root).filter(pl.col("run_id") == "again")["waited_s"].to_list() == [None]
 
 
-def test_it_waits_out_the_quiet_period(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    started = time.monotonic()
+def test_it_waits_out_the_quiet_period(root: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]) -> None:
+    clock.now = clock.started = max(p.stat().st_mtime for p in (root / "raw").rglob("*") if p.is_file())
     code, result = _cli(capsys, root, "--quiet-period-s", "2")
-    assert code == 0 and time.monotonic() - started >= 1.5  # the day was written just now
-    assert _runs(root)["waited_s"].to_list()[0] >= 1.0
+    assert code == 0 and result["status"] == "success"
+    assert _runs(root)["waited_s"].to_list() == [2.0]  # the day was written just now: 2 s of quiet from then
 
 
-def test_it_fails_at_the_deadline_naming_the_prefix(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_it_fails_at_the_deadline_naming_the_prefix(root: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]) -> None:
     code, result = _cli(capsys, root, "--completion-marker", "_SUCCESS", "--wait-deadline-s", "2")
     assert code == 1 and result["status"] == "failed"
     prefix = str(root / "raw" / storage.raw_prefix(DAY))

@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage
-from evaluation.client import TYPICAL_REPLY_TOKENS
 from evaluation.contract import InputRecord, JudgeName, Thresholds
+from evaluation.cost import TYPICAL_REPLY_TOKENS
 from evaluation.day import run_day
 from evaluation.judges import RenderedPrompt, empty_answer_row, route, score_table
 from evaluation.schemas import PARSED_SCHEMA

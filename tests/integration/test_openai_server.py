@@ -250,7 +250,9 @@ def test_stop_drops_a_hanging_request_promptly() -> None:
     thread = threading.Thread(target=client)
     thread.start()
     assert srv.wait_for_requests(1, timeout=5)
-    time.sleep(0.05)
+    deadline = time.monotonic() + 60  # a hang guard, not a timing bound
+    while srv.hanging_requests == 0 and time.monotonic() < deadline:  # the request reaches its hang
+        time.sleep(0.01)
     assert srv.hanging_requests == 1
     srv.stop()
     thread.join(5)

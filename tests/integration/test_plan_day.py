@@ -13,9 +13,10 @@ import pytest
 
 from evaluation import cli, stages, storage, synthetic
 from evaluation.client import price_per_token
+from evaluation.cost import TYPICAL_REPLY_TOKENS
 from evaluation.day import run_day
 from evaluation.options import build_config
-from evaluation.stages.sizing import TOKEN_MARGIN, TYPICAL_REPLY_TOKENS, judging_time
+from evaluation.stages.sizing import TOKEN_MARGIN, judging_time
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import judge_reply
 
