@@ -1,8 +1,8 @@
 """Waiting for a complete day in process (``python -m evaluation run --completion-marker ...``):
 the same rule as the daily DAG's deferred ``wait_for_day`` task (plugins/evaluation_wait.py).
 
-A day is complete when its ``completion_marker`` exists under ``dt=YYYY-MM-DD/`` of the input
-root, or, without one, once no object has been added there for ``quiet_period_s`` (a quiet period
+A day is complete when its ``completion_marker`` exists under the day's prefix of the input root
+(``dt=YYYY-MM-DD/``, or as the run's ``input_layout`` lays days out), or, without one, once no object has been added there for ``quiet_period_s`` (a quiet period
 of 0 and no marker: no wait). Past ``wait_deadline_s`` the run fails, its ``runs`` row saying why.
 """
 
@@ -73,12 +73,12 @@ def wait_for_day(
     run's failed ``runs`` row) at the deadline."""
     # numpy via the stages: only when the wait gives up
     from evaluation.stages import fail_run, where
-    from evaluation.stages.ingest import missing_input
+    from evaluation.stages.ingest import DayInput, missing_input
 
     raw = stores.raw
     if not waits(cfg):
         return None
-    prefix = storage.raw_prefix(cfg.date)
+    prefix = storage.raw_prefix(cfg.date, cfg.input_layout)
     marker = prefix + cfg.completion_marker
     poke = poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s)
     started, started_at = time.monotonic(), time.time()
@@ -97,7 +97,7 @@ def wait_for_day(
         if is_complete(cfg, objects, marker, quiet_since, now):
             return None if looks == 1 else round(waited, 3)
         if waited >= cfg.wait_deadline_s:
-            missing = missing_input(raw, cfg.date)
+            missing = missing_input(raw, cfg.date, DayInput.of(cfg))
             raise fail_run(cfg, stores, incomplete_message(where(cfg), raw.uri(prefix), cfg, waited)
                            + (f"; {missing}" if missing else ""), waited_s=round(waited, 3))
         if looks == 1 and on_wait is not None:

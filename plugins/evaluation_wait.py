@@ -54,11 +54,11 @@ class DayPrefix:
     prefix: str  #: S3 key prefix ending in "/", or the directory's path
 
     @classmethod
-    def of(cls, input_uri: str, day: dt.date) -> DayPrefix:
+    def of(cls, input_uri: str, day: dt.date, layout: str = "hive") -> DayPrefix:
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation import storage
 
-        partition = storage.raw_prefix(day)
+        partition = storage.raw_prefix(day, layout)
         if input_uri.startswith("s3://"):
             bucket, _, root = input_uri.removeprefix("s3://").partition("/")
             prefix = f"{root.strip('/')}/{partition}" if root.strip("/") else partition
@@ -176,7 +176,7 @@ class WaitForDayOperator(BaseOperator):
         from evaluation.wait import is_complete, min_objects, poke_interval, waiting_for
 
         cfg = glue.run_config(context)
-        day = DayPrefix.of(cfg.input_uri, cfg.date)
+        day = DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout)
         if not cfg.completion_marker and cfg.quiet_period_s <= 0:
             self.log.info("no completion marker and no quiet period: %s is taken as it is", day.uri)
             return {"waited_s": None, "prefix": day.uri, "complete_by": None}
@@ -195,9 +195,9 @@ class WaitForDayOperator(BaseOperator):
                       waiting_for(cfg), deadline.isoformat())
         if not objects:
             # Polars: plugins are imported when DAG files parse, so they stay light
-            from evaluation.stages.ingest import missing_input
+            from evaluation.stages.ingest import DayInput, missing_input
 
-            self.log.warning("nothing there yet: %s", missing_input(glue.stores(cfg).raw, cfg.date))
+            self.log.warning("nothing there yet: %s", missing_input(glue.stores(cfg).raw, cfg.date, DayInput.of(cfg)))
         conn = glue.connection(glue.S3_CONN_ID) if day.bucket is not None else None
         self.defer(
             trigger=DayCompleteTrigger(
@@ -216,12 +216,12 @@ class WaitForDayOperator(BaseOperator):
         """The run fails at the deadline, without retry; its ``runs`` row says why."""
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.stages import fail_run, where
-        from evaluation.stages.ingest import missing_input
+        from evaluation.stages.ingest import DayInput, missing_input
         from evaluation.wait import incomplete_message
 
-        message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
+        message = incomplete_message(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout).uri, cfg, waited_s)
         stores = glue.stores(cfg)
-        missing = missing_input(stores.raw, cfg.date)  # what the URI holds: a wrong path reads unlike a late day
+        missing = missing_input(stores.raw, cfg.date, DayInput.of(cfg))  # what the URI holds: a wrong path reads unlike a late day
         message += f"; {missing}" if missing else ""
         try:
             fail_run(cfg, stores, message, started_at=context["dag_run"].start_date, waited_s=waited_s)
@@ -234,7 +234,7 @@ class WaitForDayOperator(BaseOperator):
         from evaluation.wait import waiting_for
 
         cfg = glue.run_config(context)
-        day = DayPrefix.of(cfg.input_uri, cfg.date)
+        day = DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout)
         status, waited = event.get("status"), event.get("waited_s")
         if status == "deadline":
             raise self._deadline_failure(context, cfg, float(waited or cfg.wait_deadline_s))

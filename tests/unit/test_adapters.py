@@ -205,8 +205,8 @@ def test_openai_chat_timestamp_and_own_fields() -> None:
                                                                                    "evaluation_goal",
                                                                                    "expected_outcome",
                                                                                    "conversation_id")}
-    _, problems = adapt_chat({**record, "timestamp": 1e20})
-    assert problems == ["timestamp: not a Unix time in seconds: 1e+20"]
+    _, problems = adapt_chat({**record, "timestamp": 1e30})
+    assert problems == ["timestamp: not a Unix time: 1e+30"]
     _, problems = adapt_chat({"id": "r", "messages": {"role": "user"}})
     assert problems == ["messages: not a list (got object)"]
 

@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                   "evaluation.options", "evaluation.judges", "evaluation.calibration", "evaluation.calibration.spec",
                   "evaluation.multiplicity", "evaluation.normalise", "evaluation.redact", "evaluation.reject_summary",
                   "evaluation.synthetic")),
-    ("storage", ("evaluation.storage", "evaluation.ingest", "evaluation.validation", "evaluation.ledger",
+    ("storage", ("evaluation.storage", "evaluation.ingest", "evaluation.otel", "evaluation.validation", "evaluation.ledger",
                  "evaluation.sql", "evaluation.retention", "evaluation.summary")),
     ("client", ("evaluation._compat", "evaluation.client", "evaluation.outcome", "evaluation.ratelimit", "evaluation.fleetrate",
                 "evaluation.offline", "evaluation.batch")),
