@@ -152,3 +152,80 @@ def test_an_otel_day_in_another_layout_names_where_it_looked(tmp_path: Path) -> 
         land(tmp_path, "out", {"input_uri": str(tmp_path / "raw"), "input_format": "otel"})
     result = land(tmp_path, "hive", {"input_uri": str(tmp_path / "raw"), "input_format": "otel", "input_layout": "hive"})
     assert result["result"]["valid"] == 2
+
+
+# --------------------------------------------------------------------------------------------
+# Gateways and flat logs, through a mapping
+
+
+def _gateway(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as an API gateway logs the request and response it passed on."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Cite passages."},
+        {"role": "user", "content": [{"type": "text", "text": record["question"]}]},  # text parts
+    ]
+    if record.get("contexts"):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": json.dumps(record["contexts"])}]
+    moment = dt.datetime.fromisoformat(record["timestamp"].replace("Z", "+00:00"))
+    return {"request": {"model": record["model"], "messages": messages},
+            "response": {"id": record["record_id"], "model": record["model"],
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": record["answer"]}}]},
+            "ts": moment.strftime("%Y-%m-%d %H:%M:%S.%f"), "session": record["conversation_id"]}
+
+
+def _write(root: Path, name: str, lines: list[dict[str, Any]]) -> str:
+    raw = storage.open_store(str(root / name))
+    raw.write_bytes(f"{storage.raw_prefix(DAY)}part-000.jsonl", "".join(json.dumps(r) + "\n" for r in lines).encode())
+    return raw.root
+
+
+def test_a_gateway_record_lands_through_a_mapping_of_its_messages(tmp_path: Path) -> None:
+    records = conversations()
+    mapping = ("messages=request.messages, response=response, record_id=response.id, model=response.model, "
+               "timestamp=ts, conversation_id=session")
+    uri = _write(tmp_path, "gateway", [_gateway(r) for r in records])
+    landed = land(tmp_path, "gateway", {"input_uri": uri, "input_mapping": mapping})
+    assert_same(landed["evaluations"], land_own(tmp_path, records))
+
+
+def test_a_string_context_and_epoch_milliseconds_land(tmp_path: Path) -> None:
+    records = [{**r, "contexts": [c["text"] for c in r["contexts"][:1]]} for r in conversations() if r.get("contexts")]
+    flat = [{"id": r["record_id"], "ts_ms": int(dt.datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00"))
+                                                 .timestamp() * 1000), "model": r["model"], "q": r["question"],
+             "a": r["answer"], "context": r["contexts"][0]} for r in records]
+    mapping = "record_id=id, timestamp=ts_ms, model=model, question=q, answer=a, contexts=context"
+    landed = land(tmp_path, "flat", {"input_uri": _write(tmp_path, "flat", flat), "input_mapping": mapping})
+    assert_same(landed["evaluations"], land_own(tmp_path, [{k: v for k, v in r.items() if k != "conversation_id"}
+                                                            for r in records]))
+
+
+# --------------------------------------------------------------------------------------------
+# Nothing lost without a count
+
+
+def test_a_truncated_gzip_fails_the_day_naming_the_lost_tail(tmp_path: Path) -> None:
+    lines = "".join(json.dumps(r) + "\n" for r in conversations(records=200)).encode()
+    compressed = gzip.compress(lines)
+    raw = storage.open_store(str(tmp_path / "raw"))
+    raw.write_bytes(f"{storage.raw_prefix(DAY)}part-000.jsonl.gz", compressed[: len(compressed) * 3 // 4])
+    with pytest.raises(RunFailed) as failed:
+        land(tmp_path, "out", {"input_uri": raw.root})
+    message = str(failed.value)
+    assert "1 object(s) could not be read to the end" in message
+    assert f"{raw.uri(storage.raw_prefix(DAY) + 'part-000.jsonl.gz')} is a truncated or corrupt gzip: read up to line " in message
+    rejects = pl.read_parquet(tmp_path / "out" / "_failed" / f"dt={DAY}" / "run=run-out" / "rejects.parquet")
+    (damaged,) = rejects.filter(pl.col("reasons").list.first().str.starts_with("object damaged")).rows(named=True)
+    assert 100 < damaged["line_no"] < 200  # the first line not read
+
+
+def test_chat_records_read_as_own_records_hint_at_the_format(tmp_path: Path) -> None:
+    chat = [synthetic.to_openai_chat(json.dumps(r)) for r in conversations(records=4)]
+    raw = storage.open_store(str(tmp_path / "raw"))
+    raw.write_bytes(f"{storage.raw_prefix(DAY)}part-000.jsonl", ("\n".join(chat) + "\n").encode())
+    with pytest.raises(RunFailed):
+        land(tmp_path, "out", {"input_uri": raw.root})
+    rejects = pl.read_parquet(tmp_path / "out" / "_failed" / f"dt={DAY}" / "run=run-out" / "rejects.parquet")
+    assert rejects.height == 4
+    hint = "messages: the record looks like the openai-chat format: read it with --input-format openai-chat"
+    assert all(hint in reasons for reasons in rejects["reasons"].to_list())
