@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import logging
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,19 +107,46 @@ def missing_input(store: storage.Store, day: dt.date, source: DayInput = DayInpu
             f"{store.uri('')} (is the input URI right? input_layout {source.layout} reads {source.prefix(day)})")
 
 
-def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path) -> Iterator[tuple[str, Path]]:
-    """Each raw object as a local file, one at a time: a directory store's own file, or an S3
-    object downloaded when its turn comes and deleted after. No object is held in memory whole."""
-    for info in objects:
-        if isinstance(store, storage.LocalStore):
+#: Objects up to this size are read into memory, several at a time; larger ones go through a file.
+SMALL_OBJECT_BYTES = 1 << 20
+#: Objects read at once from S3: botocore's connection pool holds 10 connections by default.
+READ_CONCURRENCY = 10
+
+
+def _download(store: storage.Store, info: storage.ObjectInfo, path: Path) -> Path:
+    store.download_file(info.key, path)
+    return path
+
+
+def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path, *,
+                concurrency: int = READ_CONCURRENCY) -> Iterator[tuple[str, bytes | Path]]:
+    """Each raw object in key order: a directory store's own file, or an S3 object read while
+    the objects before it are parsed. Up to ``concurrency`` reads are in flight and at most twice
+    as many objects are held read ahead: a small object (one LiteLLM call) as its bytes, a larger
+    one as a file downloaded when its turn comes and deleted after. Memory follows the window,
+    not the day."""
+    if isinstance(store, storage.LocalStore):
+        for info in objects:
             yield store.uri(info.key), store.path / info.key
-            continue
-        path = folder / "raw-object"
-        store.download_file(info.key, path)
-        try:
-            yield store.uri(info.key), path
-        finally:
-            path.unlink(missing_ok=True)
+        return
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="raw-read") as pool:
+        window: collections.deque[tuple[storage.ObjectInfo, Future[bytes] | None]] = collections.deque()
+        pending = iter(objects)
+        while True:
+            while len(window) < 2 * concurrency and (ahead := next(pending, None)) is not None:
+                small = ahead.size <= SMALL_OBJECT_BYTES
+                window.append((ahead, pool.submit(store.read_bytes, ahead.key) if small else None))
+            if not window:
+                return
+            info, future = window.popleft()
+            if future is not None:
+                yield store.uri(info.key), future.result()
+                continue
+            path = _download(store, info, folder / "raw-object")
+            try:
+                yield store.uri(info.key), path
+            finally:
+                path.unlink(missing_ok=True)
 
 
 @dataclass
