@@ -242,14 +242,21 @@ def _iso(nanoseconds: int) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def _reply(span: dict[str, Any]) -> dict[str, Any] | None:
+    """The span's text reply (empty text too: an empty answer is judged, as CONTRACT §2.5 says);
+    None for an output that only calls tools, or none."""
+    return next((m for m in span["output"] if type(m) is dict and type(m.get("content")) is str
+                 and (m["content"].strip() or not m.get("tool_calls"))), None)
+
+
 def _answers(span: dict[str, Any]) -> bool:
     """Whether an LLM span answers a user: a user turn in, a text reply out."""
-    replies = [m for m in span["output"] if type(m) is dict and type(m.get("content")) is str and m["content"].strip()]
-    return bool(replies) and any(type(m) is dict and m.get("role") == "user" for m in span["input"])
+    return _reply(span) is not None and any(type(m) is dict and m.get("role") == "user" for m in span["input"])
 
 
 def _record(span: dict[str, Any], documents: list[dict[str, Any]]) -> dict[str, Any]:
-    reply = next(m for m in span["output"] if type(m) is dict and type(m.get("content")) is str and m["content"].strip())
+    reply = _reply(span)
+    assert reply is not None  # _answers said so
     chat, problems = adapt_chat({"messages": [*span["input"], {"role": "assistant", "content": reply["content"]}]})
     contexts = chat["contexts"] if type(chat["contexts"]) is list else []
     metadata = {**(chat.get("metadata") or {}), "otel": {"trace_id": span["trace"], "span_id": span["span"],

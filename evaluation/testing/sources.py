@@ -192,6 +192,7 @@ def otel_export(records: Sequence[dict[str, Any]], family: str) -> tuple[list[An
 def otlp_json(spans: Sequence[Any], *, hex_ids: bool = True) -> bytes:
     """``spans`` as one OTLP JSON export request, as the collector's S3 exporter writes one object:
     the SDK's OTLP encoder, protobuf's JSON mapping (camelCase), hex ids unless ``hex_ids`` is off."""
+    # protobuf and OpenTelemetry's encoder: test-only here
     from google.protobuf.json_format import MessageToJson
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                "evaluation.calibration.metrics", "evaluation.calibration.render", "evaluation.calibration.run",
                "evaluation.day")),
     ("cli", ("evaluation.cli", "evaluation.cli_support", "evaluation.calibration.cli", "evaluation.sample_logs",
+             "evaluation.sample_formats",
              "evaluation.__main__", "evaluation.testing")),
     ("airflow", ("plugins", "dags")),
 ]
