@@ -40,6 +40,10 @@
    whose bands a calibration fitted, κ on the records the bands were not fitted to; averaged over
    three seeds; beside it the ceiling: what the best bands for the held-out records would have
    saved.
+12. Many small objects (``bench.objects``): a day of 20,000 one-call objects in LiteLLM's S3 layout
+   read by the ingest stage from an S3 server on loopback (its own process): objects a second, the
+   reader's CPU per object, its peak memory, and the ratio of 10 reads in flight to one at a time
+   (on 2,000 objects).
 
 Each measurement runs in a child process; the load that other processes put on the machine
 during it is recorded with it (``cores_others``), and judge runs are repeated once when others
@@ -418,13 +422,38 @@ def cascade_items(bench: Bench) -> None:
                   + ", ".join(f"{j} {ceiling[f'delta_{j}']:+.3f}" for j in judges), "reference", None)
 
 
+def object_items(bench: Bench) -> None:
+    """12: a day of one-call objects (LiteLLM's S3 logging) read from S3 on loopback."""
+    from bench.objects import start_server
+
+    objects, serial = (2000, 500) if bench.args.quick else (20000, 2000)
+    process, endpoint = start_server()
+    try:
+        bench.child("objects", "fill", {"endpoint": endpoint, "objects": objects, "serial": serial}, timeout_s=1800)
+        wait_for_quiet()
+        pooled = bench.child("objects", "read", {"endpoint": endpoint, "day": "big", "concurrency": 10}, timeout_s=1800)
+        small = bench.child("objects", "read", {"endpoint": endpoint, "day": "small", "concurrency": 10}, timeout_s=900)
+        one = bench.child("objects", "read", {"endpoint": endpoint, "day": "small", "concurrency": 1}, timeout_s=1800)
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=30)
+    bench.details["objects"] = {"pooled": pooled, "pooled_small": small, "one_at_a_time": one}
+    ratio = small["objects_per_s"] / one["objects_per_s"]
+    bench.row(12, f"a day of {objects:,} one-call objects (LiteLLM's S3 logging) from S3 on loopback, 10 reads in flight",
+              f"{pooled['objects_per_s']:.0f} objects/s, {pooled['cpu_ms_per_object']:.2f} ms CPU/object, "
+              f"peak {_mib(pooled['peak_rss_mib'])}", "none set (reported)", None)
+    bench.row(12, f"the same reader on {serial:,} objects: 10 reads in flight ÷ one at a time",
+              f"{small['objects_per_s']:.0f} ÷ {one['objects_per_s']:.0f} objects/s = {ratio:.1f}×", "≥ 10×", ratio >= 10)
+
+
 def e2e_and_batch_items(bench: Bench) -> None:
     e2e_items(bench)
     batch_items(bench)
 
 
 ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items, 9: alert_items,
-         10: structured_items, 11: cascade_items}  # 2 runs with 1, 5 with 4, 6 with 3
+         10: structured_items, 11: cascade_items, 12: object_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -434,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated groups to run: 1 (items 1-2), 3 (3 and 6), 4 (4-5), 7 (the topology), "
                              "8 (calling: bare litellm beside the judge stage, a rate-limited day), 9 (alerts: false alarms "
                              "and detection), 10 (structured replies: parse errors with and without a schema), 11 "
-                             "(cascade judging: cost and κ of the strong model alone, the cheap one and the cascade)")
+                             "(cascade judging: cost and κ of the strong model alone, the cheap one and the cascade), 12 (a day of "
+                             "many small objects from S3)")
     args = parser.parse_args(argv)
     selected = [int(x) for x in args.only.split(",") if x.strip()] or sorted(ITEMS)
     bench = Bench(args)

@@ -119,12 +119,13 @@ def _download(store: storage.Store, info: storage.ObjectInfo, path: Path) -> Pat
 
 
 def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path, *,
-                concurrency: int = READ_CONCURRENCY) -> Iterator[tuple[str, bytes | Path]]:
+                concurrency: int | None = None) -> Iterator[tuple[str, bytes | Path]]:
     """Each raw object in key order: a directory store's own file, or an S3 object read while
     the objects before it are parsed. Up to ``concurrency`` reads are in flight and at most twice
     as many objects are held read ahead: a small object (one LiteLLM call) as its bytes, a larger
     one as a file downloaded when its turn comes and deleted after. Memory follows the window,
-    not the day."""
+    not the day. ``concurrency`` defaults to :data:`READ_CONCURRENCY`."""
+    concurrency = concurrency or READ_CONCURRENCY
     if isinstance(store, storage.LocalStore):
         for info in objects:
             yield store.uri(info.key), store.path / info.key
