@@ -47,6 +47,10 @@
    a known share of the records people fail (its bias on the pass rate known), the coverage of the
    true pass rate by the prediction-powered 95% interval and by the judge-only one, and their
    widths, at 50, 200 and 1,000 labels of a uniform slice.
+14. Many small objects (``bench.objects``): a day of 20,000 one-call objects in LiteLLM's S3 layout
+   read by the ingest stage from an S3 server on loopback (its own process): objects a second, the
+   reader's CPU per object, its peak memory, and the ratio of 10 reads in flight to one at a time
+   (on 2,000 objects).
 
 Each measurement runs in a child process; the load that other processes put on the machine
 during it is recorded with it (``cores_others``), and judge runs are repeated once when others
@@ -449,13 +453,38 @@ def people_items(bench: Bench) -> None:
                   "corrected ≥ 93%", row["corrected_coverage"] >= 0.93)
 
 
+def object_items(bench: Bench) -> None:
+    """12: a day of one-call objects (LiteLLM's S3 logging) read from S3 on loopback."""
+    from bench.objects import start_server
+
+    objects, serial = (2000, 500) if bench.args.quick else (20000, 2000)
+    process, endpoint = start_server()
+    try:
+        bench.child("objects", "fill", {"endpoint": endpoint, "objects": objects, "serial": serial}, timeout_s=1800)
+        wait_for_quiet()
+        pooled = bench.child("objects", "read", {"endpoint": endpoint, "day": "big", "concurrency": 10}, timeout_s=1800)
+        small = bench.child("objects", "read", {"endpoint": endpoint, "day": "small", "concurrency": 10}, timeout_s=900)
+        one = bench.child("objects", "read", {"endpoint": endpoint, "day": "small", "concurrency": 1}, timeout_s=1800)
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=30)
+    bench.details["objects"] = {"pooled": pooled, "pooled_small": small, "one_at_a_time": one}
+    ratio = small["objects_per_s"] / one["objects_per_s"]
+    bench.row(14, f"a day of {objects:,} one-call objects (LiteLLM's S3 logging) from S3 on loopback, 10 reads in flight",
+              f"{pooled['objects_per_s']:.0f} objects/s, {pooled['cpu_ms_per_object']:.2f} ms CPU/object, "
+              f"peak {_mib(pooled['peak_rss_mib'])}", "none set (reported)", None)
+    bench.row(14, f"the same reader on {serial:,} objects: 10 reads in flight ÷ one at a time",
+              f"{small['objects_per_s']:.0f} ÷ {one['objects_per_s']:.0f} objects/s = {ratio:.1f}×", "≥ 10×", ratio >= 10)
+
+
 def e2e_and_batch_items(bench: Bench) -> None:
     e2e_items(bench)
     batch_items(bench)
 
 
 ITEMS = {1: judge_items, 3: stage_items, 4: e2e_and_batch_items, 7: topology_items, 8: calling_items, 9: alert_items,
-         10: structured_items, 11: cascade_items, 12: guarantee_items, 13: people_items}  # 2 runs with 1, 5 with 4, 6 with 3
+         10: structured_items, 11: cascade_items, 12: guarantee_items, 13: people_items, 14: object_items}  # 2 runs with 1, 5 with 4, 6 with 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -467,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
                              "and detection), 10 (structured replies: parse errors with and without a schema), 11 "
                              "(cascade judging: cost and κ of the strong model alone, the cheap one and the cascade), 12 (the "
                              "cascade fit's guarantee on simulated judges whose mistakes go together), 13 "
-                             "(corrected estimates: coverage and width against judge-only intervals)")
+                             "(corrected estimates: coverage and width against judge-only intervals), 14 (a day of "
+                             "many small objects from S3)")
     args = parser.parse_args(argv)
     selected = [int(x) for x in args.only.split(",") if x.strip()] or sorted(ITEMS)
     bench = Bench(args)

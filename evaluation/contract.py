@@ -17,7 +17,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from evaluation.adapters import INPUT_FORMATS, check_input_format, parse_mapping
+from evaluation.adapters import (
+    INPUT_FORMATS,
+    INPUT_LAYOUTS,
+    check_input_format,
+    check_input_layout,
+    check_options,
+    layout_of,
+    parse_mapping,
+)
 from evaluation.errors import InputError
 
 JudgeName = Literal["rag", "masis", "prompt"]
@@ -393,8 +401,14 @@ class RunConfig(BaseModel):
         title="Output URI", description="Root of the landed tables: s3://bucket/prefix or a directory.")
     input_format: Annotated[str, BeforeValidator(check_input_format)] = Field(
         default="own", title="Input format", json_schema_extra={"enum": list(INPUT_FORMATS)},
-        description="Shape of the raw records: own (the contract's fields) or openai-chat (a messages list in the "
-        "OpenAI chat format). See docs/inputs.md.")
+        description="Shape of the raw records: own (the contract's fields), openai-chat (a messages list in the "
+        "OpenAI chat format), litellm (LiteLLM's S3 logging, one call per object) or otel (OpenTelemetry traces "
+        "as the collector's S3 exporter writes them, OTLP JSON). See docs/inputs.md.")
+    input_layout: Annotated[str, BeforeValidator(check_input_layout), FormText] = Field(
+        default="", validate_default=True, title="Input layout", json_schema_extra={"enum": ["", *INPUT_LAYOUTS]},
+        description="Where a day's objects lie under the input root: hive (dt=YYYY-MM-DD/), date (YYYY-MM-DD/, "
+        "hour folders below it or not) or ymd (year=YYYY/month=MM/day=DD/, hour and minute folders below). Empty: "
+        "the input format's own (date for litellm, ymd for otel, hive for the others).")
     input_mapping: Annotated[dict[str, str], BeforeValidator(parse_mapping), FormText] = Field(
         default="", validate_default=True, title="Input mapping",
         description="Fields read from other places of a record, on top of the input format: field=path pairs "
@@ -528,6 +542,12 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _cascade(self) -> RunConfig:
         check_cascade(self.cascade, self.judge_model, bands_required=True)
+        return self
+
+    @model_validator(mode="after")
+    def _input(self) -> RunConfig:
+        check_options(self.input_format, self.input_mapping)
+        self.input_layout = layout_of(self.input_format, self.input_layout)  # the config records the layout read
         return self
 
     def level_config(self, level: int) -> RunConfig:

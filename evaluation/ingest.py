@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeAlias, cast
 
@@ -39,7 +39,9 @@ from evaluation.storage import RAW_SUFFIXES
 
 __all__ = [
     "BATCH_ROWS",
+    "DAMAGED",
     "MAX_RAW_CHARS",
+    "READ_SUFFIXES",
     "ROW_SCHEMA",
     "IngestResult",
     "ObjectRows",
@@ -66,6 +68,20 @@ _READ_CHUNK = 1 << 20
 _PARQUET_BATCH = 10_000
 #: What a damaged gzip stream raises while it is read.
 _GZIP_ERRORS = (OSError, EOFError, zlib.error)
+#: Objects holding one JSON document each (LiteLLM's payloads, OTLP JSON exports); a ``.json``
+#: object that is not one document is read as JSON lines.
+DOCUMENT_SUFFIXES = (".json", ".json.gz")
+#: Every suffix :func:`iter_object` reads.
+READ_SUFFIXES = RAW_SUFFIXES + DOCUMENT_SUFFIXES
+#: How the reason of an object that could not be read to its end starts: the records after the
+#: damage are lost, and how many is unknown, so such an object fails the day (a table rule).
+DAMAGED = "object damaged"
+#: Hints for records of another shape read as the project's own: (keys that all mark it, format).
+_SHAPE_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("call_type", "startTime", "messages"), "litellm"),
+    (("resourceSpans",), "otel"),
+    (("messages",), "openai-chat"),
+)
 
 
 # A \uD800-\uDFFF escape; only lines holding one need the (slower) unpaired-surrogate check.
@@ -118,6 +134,11 @@ class IngestResult(BaseModel):
     rows: pl.DataFrame = Field(description="One row per parsed record, columns of ROW_SCHEMA.")
     rejects: list[Reject] = Field(description="Lines and objects that could not be parsed.")
     objects: int = Field(default=0, description="How many objects were read (first opened, for a batch).")
+    skipped: dict[str, int] = Field(
+        default_factory=dict, description="Parsed objects that are not records to judge, by why (a failed call, "
+        "an embedding call, ...): counted, neither judged nor rejected.")
+    damaged: list[str] = Field(
+        default_factory=list, description="The reasons of objects that could not be read to their end.")
 
     @property
     def input_records(self) -> int:
@@ -277,8 +298,9 @@ def _iter_jsonl(source_uri: str, stream: BinaryIO, *, gzipped: bool) -> Iterator
                 # The partial line after the last newline is not parsed (it may be cut short) but
                 # stays as evidence in the object's reject.
                 raw = b"".join(pending).decode("utf-8", errors="backslashreplace")
-                yield _reject(source_uri, None, raw, f"truncated or corrupt gzip: {exc}")
-                logger.warning("%s: truncated or corrupt gzip after line %d: %s", source_uri, line_no, exc)
+                reason = _damage(source_uri, stream, line_no, len(raw.encode("utf-8", "surrogateescape")), exc)
+                yield _reject(source_uri, line_no + 1, raw, reason)
+                logger.warning("%s", reason)
                 return
             if not chunk:
                 break
@@ -291,6 +313,34 @@ def _iter_jsonl(source_uri: str, stream: BinaryIO, *, gzipped: bool) -> Iterator
             line_no = yield from _parse_block(source_uri, block, line_no)
         if pending:
             yield from _parse_block(source_uri, b"".join(pending), line_no)
+
+
+def _damage(source_uri: str, stream: BinaryIO, line_no: int, cut: int, exc: BaseException) -> str:
+    """The reason of a gzip object that breaks off: the object, the last line read, and what was
+    not read (the bytes of the line cut short, and the compressed bytes after the damage)."""
+    unread = ""
+    with contextlib.suppress(OSError, ValueError):
+        position = stream.tell()
+        size = stream.seek(0, os.SEEK_END)
+        unread = f", {size - position:,} of its {size:,} compressed bytes unread" if size > position else ""
+    last = f"line {line_no} (the last read whole)" if line_no else "its first line"
+    return (f"{DAMAGED}: {source_uri} is a truncated or corrupt gzip: read up to {last}; the {cut:,} "
+            f"decompressed bytes after it and everything the object held beyond them were not read{unread} ({exc})")
+
+
+def _iter_document(source_uri: str, stream: BinaryIO) -> Iterator[ParsedRow | Reject]:
+    """A ``.json`` object: one JSON document (line 1), as LiteLLM and the OpenTelemetry collector
+    write them, pretty-printed or not; anything else is read as JSON lines."""
+    data = stream.read()
+    try:
+        text = data.decode("utf-8")
+        obj = _DECODER.decode(text.lstrip("\ufeff"))
+    except (ValueError, RecursionError):
+        obj = None
+    if type(obj) is dict:
+        yield (1, obj, text)
+        return
+    yield from _parse_block(source_uri, data, 0)
 
 
 def _iter_parquet(source_uri: str, stream: BinaryIO) -> Iterator[ParsedRow | Reject]:
@@ -308,7 +358,8 @@ def _iter_parquet(source_uri: str, stream: BinaryIO) -> Iterator[ParsedRow | Rej
                 index += 1
                 yield (index, row, json.dumps(row, ensure_ascii=False, default=str))
     except (Exception, pl.exceptions.PanicException) as exc:  # a Rust panic is a BaseException
-        yield _reject(source_uri, None, "", f"unreadable Parquet: {str(exc)[:200]}")
+        reason = "unreadable Parquet" if index == 0 else f"{DAMAGED}: unreadable Parquet after row {index}"
+        yield _reject(source_uri, None, "", f"{reason}: {str(exc)[:200]}")
         logger.warning("%s: unreadable Parquet after row %d: %s", source_uri, index, exc)
 
 
@@ -326,7 +377,7 @@ def iter_object(source_uri: str, source: ObjectSource) -> Iterator[ParsedRow | R
     rows are numbered from 1; an unreadable Parquet, or any other suffix, is one reject.
     """
     name = source_uri.lower()
-    if not name.endswith(RAW_SUFFIXES):
+    if not name.endswith(READ_SUFFIXES):
         yield _reject(source_uri, None, "", "unsupported object type")
         return
     with contextlib.ExitStack() as stack:
@@ -338,8 +389,10 @@ def iter_object(source_uri: str, source: ObjectSource) -> Iterator[ParsedRow | R
             stream = source
         if name.endswith(".parquet"):
             yield from _iter_parquet(source_uri, stream)
+        elif name.endswith(".json"):
+            yield from _iter_document(source_uri, stream)
         else:
-            yield from _iter_jsonl(source_uri, stream, gzipped=name.endswith(".jsonl.gz"))
+            yield from _iter_jsonl(source_uri, stream, gzipped=name.endswith(".gz"))
 
 
 def read_object(source_uri: str, data: ObjectSource) -> ObjectRows:
@@ -392,44 +445,86 @@ class _ObjectItems:
                 else:
                     rejects += 1
                 yield source_uri, item
-            logger.info("%s: %d rows, %d rejects", source_uri, rows, rejects)
+            logger.debug("%s: %d rows, %d rejects", source_uri, rows, rejects)
 
 
-def _adapted_values(adapter: InputAdapter, obj: dict[str, Any]) -> tuple[Any, ...]:
+def _hinted(obj: dict[str, Any], values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An own record's values, with a hint naming the input format when the record has no
+    question but has the shape of another format's."""
+    if "question" not in obj and "record_id" not in obj:
+        for keys, input_format in _SHAPE_HINTS:
+            if all(key in obj for key in keys):
+                values[-1].append(f"{keys[0]}: the record looks like the {input_format} format: read it with "
+                                  f"--input-format {input_format}")
+                break
+    return values
+
+
+def _adapted_values(adapter: InputAdapter | None, obj: dict[str, Any]) -> tuple[Any, ...]:
+    if adapter is None:
+        return _hinted(obj, normalised_values(obj))
     record, problems = adapter.adapt(obj)
     values = normalised_values(record)
     values[-1].extend(problems)  # the problems list is the last column
     return values
 
 
-def _fill(items: _ObjectItems, batch_rows: int, adapter: InputAdapter | None) -> IngestResult | None:
-    """The next batch: up to ``batch_rows`` input records (parsed rows plus rejects), each mapped
-    by ``adapter`` (when given) and normalised."""
-    values: list[tuple[Any, ...]] = []
-    source_uris: list[str] = []
-    line_nos: list[int] = []
-    raws: list[str] = []
-    rejects: list[Reject] = []
+#: Turns a day's items into the items of its records (traces into one record per answer).
+Assembler: TypeAlias = Callable[[Iterator[tuple[str, "ParsedRow | Reject"]]], Iterator[tuple[str, "ParsedRow | Reject"]]]
+
+
+@dataclass
+class _Batch:
+    """A batch being filled."""
+
+    values: list[tuple[Any, ...]] = field(default_factory=list)
+    source_uris: list[str] = field(default_factory=list)
+    line_nos: list[int] = field(default_factory=list)
+    raws: list[str] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    damaged: list[str] = field(default_factory=list)
+
+    def add(self, source_uri: str, item: ParsedRow | Reject, adapter: InputAdapter | None) -> None:
+        if type(item) is not tuple:
+            reject = cast(Reject, item)
+            self.rejects.append(reject)
+            if reject.reasons[0].startswith(DAMAGED):
+                self.damaged.append(reject.reasons[0])
+            return
+        line_no, obj, raw = item
+        skip = adapter.skip(obj) if adapter is not None else None
+        if skip is not None:
+            self.skipped[skip] = self.skipped.get(skip, 0) + 1
+            return
+        self.values.append(_adapted_values(adapter, obj))
+        self.source_uris.append(source_uri)
+        self.line_nos.append(line_no)
+        self.raws.append(raw)
+
+    def result(self, objects: int) -> IngestResult:
+        columns: dict[str, list[Any]] = {name: [] for name in NORMALISED_COLUMNS}
+        columns.update(zip(NORMALISED_COLUMNS, map(list, zip(*self.values, strict=True)), strict=False))  # none with no rows
+        columns.update(source_uri=self.source_uris, line_no=self.line_nos, raw=self.raws)
+        return IngestResult(rows=_frame(columns), rejects=self.rejects, objects=objects, skipped=self.skipped,
+                            damaged=self.damaged)
+
+
+def _fill(items: _ObjectItems, records: Iterator[tuple[str, ParsedRow | Reject]], batch_rows: int,
+          adapter: InputAdapter | None) -> IngestResult | None:
+    """The next batch: up to ``batch_rows`` parsed objects (records, rejects and skipped ones),
+    each mapped by ``adapter`` (when given) and normalised."""
+    batch = _Batch()
     opened = items.opened
     size = 0
-    for source_uri, item in items:  # a shared iterator: the next batch goes on where this one stops
-        if type(item) is tuple:
-            line_no, obj, raw = item
-            values.append(normalised_values(obj) if adapter is None else _adapted_values(adapter, obj))
-            source_uris.append(source_uri)
-            line_nos.append(line_no)
-            raws.append(raw)
-        else:
-            rejects.append(item)  # type: ignore[arg-type]
+    for source_uri, item in records:  # a shared iterator: the next batch goes on where this one stops
+        batch.add(source_uri, item, adapter)
         size += 1
         if size >= batch_rows:
             break
     if not size and items.opened == opened:
         return None
-    columns: dict[str, list[Any]] = {name: [] for name in NORMALISED_COLUMNS}
-    columns.update(zip(NORMALISED_COLUMNS, map(list, zip(*values, strict=True)), strict=False))  # none with no rows
-    columns.update(source_uri=source_uris, line_no=line_nos, raw=raws)
-    return IngestResult(rows=_frame(columns), rejects=rejects, objects=items.opened - opened)
+    return batch.result(items.opened - opened)
 
 
 def ingest_batches(
@@ -438,6 +533,7 @@ def ingest_batches(
     *,
     batch_rows: int = BATCH_ROWS,
     adapter: InputAdapter | None = None,
+    assemble: Assembler | None = None,
 ) -> Iterator[IngestResult]:
     """Read and normalise objects, given as ``(source_uri, bytes | path | binary file)`` pairs, as a
     stream of bounded batches.
@@ -448,17 +544,19 @@ def ingest_batches(
     the batches are taken. Pass objects in key order: the order decides which of two rows with
     the same record_id comes first (the first is kept). ``day`` names the day in the log.
     ``adapter`` maps records of another shape onto the contract's fields before normalisation
-    (:mod:`evaluation.adapters`); the rows keep the original raw text.
+    (:mod:`evaluation.adapters`); the rows keep the original raw text. ``assemble`` turns the
+    parsed objects into records first (OpenTelemetry's spans into one record per answer).
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
     items = _ObjectItems(objects)
+    records = iter(items) if assemble is None else assemble(iter(items))
     batches = rows = rejects = 0
     while True:
         # The collector is paused while a batch is read (see _gc_paused), not while the caller
         # works on it.
         with _gc_paused():
-            batch = _fill(items, batch_rows, adapter)
+            batch = _fill(items, records, batch_rows, adapter)
         if batch is None:
             break
         batches += 1

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from evaluation.adapters import check_input_format, parse_mapping
+from evaluation.adapters import check_input_layout, check_options, parse_mapping
 from evaluation.contract import RUN_INTERNALS, Cli, ComparisonSpec, RunConfig
 
 
@@ -172,8 +172,8 @@ def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger:
         raise ValueError(f"unknown options: {', '.join(sorted(unknown))}")
     merged = fill_from_env(RUN_OPTIONS, {k: v for k, v in values.items() if v is not None})
     # Checked here too, so that a bad format or mapping reads as its own one line.
-    check_input_format(merged.get("input_format", "own"))
-    parse_mapping(merged.get("input_mapping"))
+    check_options(merged.get("input_format", "own"), parse_mapping(merged.get("input_mapping")))
+    check_input_layout(merged.get("input_layout"))
     if not merged["input_uri"] or not merged["output_uri"]:
         raise ValueError("input_uri and output_uri are required (set them, or EVALUATION_INPUT_URI/_OUTPUT_URI)")
     return RunConfig.model_validate({**model_input(RUN_OPTIONS, merged), "date": date, "run_id": run_id,

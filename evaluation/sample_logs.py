@@ -2,8 +2,8 @@
 
 The day is the demo's (:mod:`evaluation.synthetic`): assistants of different quality, retrieved
 contexts, citations (some to contexts never retrieved), references, rubrics, and a few planted bad
-records, written under ``{output}/dt=YYYY-MM-DD/`` in any input format the pipeline reads, with the
-``_SUCCESS`` completion marker the demo writes.
+records (at most 4% of the day), written in any input format the pipeline reads, in that format's
+layout (:mod:`evaluation.sample_formats`), with the ``_SUCCESS`` completion marker the demo writes.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from evaluation import storage, synthetic
+from evaluation import sample_formats, storage, synthetic
 from evaluation.cli_support import iso_date
 from evaluation.contract import comma_list
 from evaluation.errors import UsageError
@@ -26,22 +26,25 @@ def add_parser(sub: Any) -> None:
     """Register the ``generate`` subcommand."""
     parser = sub.add_parser(
         "generate", help="write a realistic day of sample logs to try run on",
-        description="Write a generated day of conversation logs under OUTPUT/dt=DATE/ (two objects, one "
-                    "gzipped, and a _SUCCESS marker) and print a JSON summary with the command that "
-                    "evaluates it. Objects of the same names are replaced.")
+        description="Write a generated day of conversation logs under OUTPUT, in the format's shape and "
+                    "layout (own and openai-chat: dt=DATE/, two JSONL objects, one gzipped; litellm: DATE/, one "
+                    "object per call; otel: year=/month=/day=/hour=/minute=, OTLP JSON), with a _SUCCESS marker, "
+                    "and print a JSON summary with the command that evaluates it. Objects of the same names "
+                    "are replaced.")
     parser.add_argument("--date", required=True, type=iso_date, help="the day (dt) to write, YYYY-MM-DD")
     parser.add_argument("--output", "--output-uri", dest="output_uri", required=True,
                         help="root to write under (a directory or s3://bucket/prefix): the run's --input")
     parser.add_argument("--records", type=int, default=300, help="valid records to write (default 300)")
-    parser.add_argument("--format", dest="input_format", choices=tuple(synthetic.LINE_FORMATS), default="own",
-                        help="shape of the records: own (the contract's fields) or openai-chat (default own)")
+    parser.add_argument("--format", dest="input_format", choices=sample_formats.FORMATS, default="own",
+                        help="shape of the records: own (the contract's fields), openai-chat, litellm (LiteLLM's S3 "
+                             "logging) or otel (OpenTelemetry traces, OTLP JSON) (default own)")
     parser.add_argument("--models", default=None,
                         help="models the records are spread over, comma-separated (default: "
                              f"{','.join(synthetic.MODELS)}); the first behaves as {synthetic.MODELS[0]}, "
                              "the second as the better one, the third as the weaker one")
     parser.add_argument("--seed", type=int, default=7, help="same seed and day, same records (default 7)")
     parser.add_argument("--no-bad", dest="bad", action="store_false",
-                        help="leave out the planted bad records (rejected by validation)")
+                        help="leave out the planted bad records (rejected by validation; at most 4%% of the day)")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -52,9 +55,12 @@ def command(args: argparse.Namespace) -> int:
     if not models:
         raise UsageError("--models names no model")
     store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
-    keys = synthetic.write_day(store, args.date, args.records, seed=args.seed, bad=args.bad, models=models,
-                               input_format=args.input_format)
-    marker = f"{storage.raw_prefix(args.date)}{MARKER}"
+    lines = synthetic.generate_day(args.date, args.records, seed=args.seed, bad=False, models=models)
+    planted = sample_formats.planted_lines(args.date, lines, args.input_format) if args.bad else []
+    objects = sample_formats.day_objects(args.date, [*lines, *planted], args.input_format)
+    for key, data in objects.items():
+        store.write_bytes(key, data)
+    marker = f"{storage.raw_prefix(args.date, sample_formats.layout(args.input_format))}{MARKER}"
     store.write_bytes(marker, b"")
     root = args.output_uri.rstrip("/")
     run = f"python -m evaluation run --date {args.date} --input {root} --output {root}-curated"
@@ -65,9 +71,9 @@ def command(args: argparse.Namespace) -> int:
         "dt": args.date.isoformat(),
         "input_format": args.input_format,
         "records": args.records,
-        "planted_bad_records": len(synthetic.bad_lines(args.date)) + 1 if args.bad else 0,
+        "planted_bad_records": len(planted),
         "models": models,
-        "objects": [store.uri(key) for key in [*keys, marker]],
+        "objects": [store.uri(key) for key in [*objects, marker]],
         "run": run,
     }, indent=2))
     print(f"evaluate it with: {run}", file=sys.stderr)

@@ -146,8 +146,16 @@ def safe_id(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", value).strip("_") or "run"
 
 
-def raw_prefix(day: dt.date) -> str:
-    """Where the day's raw logs live under the input root."""
+def raw_prefix(day: dt.date, layout: str = "hive") -> str:
+    """Where the day's raw logs live under the input root, in the input's ``layout``
+    (:data:`evaluation.adapters.INPUT_LAYOUTS`): ``dt=YYYY-MM-DD/``, ``YYYY-MM-DD/`` (hour
+    folders below it, if any) or ``year=YYYY/month=MM/day=DD/`` (hour and minute folders below)."""
+    if layout == "date":
+        return f"{day.isoformat()}/"
+    if layout == "ymd":
+        return f"year={day.year:04d}/month={day.month:02d}/day={day.day:02d}/"
+    if layout != "hive":
+        raise ValueError(f"unknown input layout {layout!r}")
     return f"{day_partition(day)}/"
 
 

@@ -284,6 +284,12 @@ def day_objects(
     if input_format not in LINE_FORMATS:
         raise UsageError(f"input_format: unknown format {input_format!r}; formats: {', '.join(LINE_FORMATS)}")
     lines = generate_day(day, records, seed=seed, bad=bad, behaviour=behaviour, models=models)
+    return jsonl_objects(day, lines, input_format)
+
+
+def jsonl_objects(day: dt.date, lines: Sequence[str], input_format: str = "own") -> dict[str, bytes]:
+    """Generated lines as a day's two JSONL objects (the second gzipped), each line in
+    ``input_format`` (a key of :data:`LINE_FORMATS`)."""
     convert = LINE_FORMATS[input_format]
     if convert is not None:
         lines = [convert(line) for line in lines]

@@ -522,6 +522,7 @@ class DayValidator:
         self.max_reject_ratio = max_reject_ratio
         self.allow_empty = allow_empty
         self.ingest_rejects = 0
+        self.damaged: list[str] = []
         self.rows = 0
         self.failed_rows = 0
         self.batches = 0
@@ -530,9 +531,12 @@ class DayValidator:
         self._seen = SeenIds()
         self._finished = False
 
-    def add_ingest_rejects(self, count: int) -> None:
-        """Count records ingest could not parse: input records, and rejects in the ratio."""
+    def add_ingest_rejects(self, count: int, damaged: list[str] | None = None) -> None:
+        """Count records ingest could not parse: input records, and rejects in the ratio.
+        ``damaged`` are the reasons of objects that could not be read to their end: how many
+        records they lost is unknown, so each fails the day (a table rule)."""
         self.ingest_rejects += count
+        self.damaged.extend(damaged or ())
 
     def _mark_repeats(self, frame: pl.DataFrame) -> pl.DataFrame:
         """``is_repeat`` and the first occurrence of each row's record_id, over every batch so far."""
@@ -614,6 +618,9 @@ class DayValidator:
         outcome_flags = pd.DataFrame({REJECTED_COLUMN: flags})
         table_result, _ = _run(self.day, _batches().outcomes, outcome_flags, table_suite, _TABLE_RESULT_FORMAT)
         table_failures = self._table_failures(table_result, input_records, rejected, input_objects, missing)
+        if self.damaged:
+            table_failures.append(f"{self.day}: {len(self.damaged)} object(s) could not be read to the end, the records "
+                                  f"after the damage are lost (repair or replace the object): {self.damaged[0]}")
         logger.info(
             "validated %s: %d input records, %d valid, %d rejected (%d at ingest) in %d batches; table rules %s",
             self.day,

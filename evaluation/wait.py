@@ -1,8 +1,8 @@
 """Waiting for a complete day in process (``python -m evaluation run --completion-marker ...``):
 the same rule as the daily DAG's deferred ``wait_for_day`` task (plugins/evaluation_wait.py).
 
-A day is complete when its ``completion_marker`` exists under ``dt=YYYY-MM-DD/`` of the input
-root, or, without one, once no object has been added there for ``quiet_period_s`` (a quiet period
+A day is complete when its ``completion_marker`` exists under the day's prefix of the input root
+(``dt=YYYY-MM-DD/``, or as the run's ``input_layout`` lays days out), or, without one, once no object has been added there for ``quiet_period_s`` (a quiet period
 of 0 and no marker: no wait). Past ``wait_deadline_s`` the run fails, its ``runs`` row saying why.
 A day whose prefix has held no object at all fails sooner, at ``absent_deadline_s`` (a wrong input
 root, or an export that did not run, shows within the hour): once an object is there, the run waits
@@ -128,7 +128,7 @@ def wait_for_day(
     raw = stores.raw
     if not waits(cfg):
         return None
-    prefix = storage.raw_prefix(cfg.date)
+    prefix = storage.raw_prefix(cfg.date, cfg.input_layout)
     marker = prefix + cfg.completion_marker
     poke = poke_interval(cfg.wait_deadline_s, cfg.quiet_period_s)
     clock = clock or CLOCK
@@ -163,9 +163,9 @@ def _give_up(cfg: RunConfig, stores: Stores, waited: float, *, absent: bool) -> 
     what it holds instead of logs."""
     # numpy via the stages: only when the wait gives up
     from evaluation.stages import fail_run, where
-    from evaluation.stages.ingest import missing_input
+    from evaluation.stages.ingest import DayInput, missing_input
 
-    uri = stores.raw.uri(storage.raw_prefix(cfg.date))
+    uri = stores.raw.uri(storage.raw_prefix(cfg.date, cfg.input_layout))
     message = (absent_message if absent else incomplete_message)(where(cfg), uri, cfg, waited)
-    missing = missing_input(stores.raw, cfg.date)
+    missing = missing_input(stores.raw, cfg.date, DayInput.of(cfg))
     raise fail_run(cfg, stores, message + (f"; {missing}" if missing else ""), waited_s=round(waited, 3))

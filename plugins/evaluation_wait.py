@@ -55,11 +55,11 @@ class DayPrefix:
     prefix: str  #: S3 key prefix ending in "/", or the directory's path
 
     @classmethod
-    def of(cls, input_uri: str, day: dt.date) -> DayPrefix:
+    def of(cls, input_uri: str, day: dt.date, layout: str = "hive") -> DayPrefix:
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation import storage
 
-        partition = storage.raw_prefix(day)
+        partition = storage.raw_prefix(day, layout)
         if input_uri.startswith("s3://"):
             bucket, _, root = input_uri.removeprefix("s3://").partition("/")
             prefix = f"{root.strip('/')}/{partition}" if root.strip("/") else partition
@@ -185,7 +185,7 @@ class WaitForDayOperator(BaseOperator):
         from evaluation.wait import absent_after, is_complete, min_objects, poke_interval, waiting_for
 
         cfg = glue.run_config(context)
-        day = DayPrefix.of(cfg.input_uri, cfg.date)
+        day = DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout)
         if not cfg.completion_marker and cfg.quiet_period_s <= 0:
             self.log.info("no completion marker and no quiet period: %s is taken as it is", day.uri)
             return {"waited_s": None, "prefix": day.uri, "complete_by": None}
@@ -206,9 +206,9 @@ class WaitForDayOperator(BaseOperator):
                       waiting_for(cfg), deadline.isoformat())
         if not objects:
             # Polars: plugins are imported when DAG files parse, so they stay light
-            from evaluation.stages.ingest import missing_input
+            from evaluation.stages.ingest import DayInput, missing_input
 
-            self.log.warning("nothing there yet: %s", missing_input(glue.stores(cfg).raw, cfg.date))
+            self.log.warning("nothing there yet: %s", missing_input(glue.stores(cfg).raw, cfg.date, DayInput.of(cfg)))
             if absent_deadline is not None:
                 self.log.warning("the run fails at %s (absent_deadline_s=%g) unless an object appears",
                                  absent_deadline.isoformat(), cfg.absent_deadline_s)
@@ -233,13 +233,13 @@ class WaitForDayOperator(BaseOperator):
         ``runs`` row says why."""
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.stages import fail_run, where
-        from evaluation.stages.ingest import missing_input
+        from evaluation.stages.ingest import DayInput, missing_input
         from evaluation.wait import absent_message, incomplete_message
 
         said = absent_message if absent else incomplete_message
-        message = said(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date).uri, cfg, waited_s)
+        message = said(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout).uri, cfg, waited_s)
         stores = glue.stores(cfg)
-        missing = missing_input(stores.raw, cfg.date)  # what the URI holds: a wrong path reads unlike a late day
+        missing = missing_input(stores.raw, cfg.date, DayInput.of(cfg))  # what the URI holds: a wrong path reads unlike a late day
         message += f"; {missing}" if missing else ""
         try:
             fail_run(cfg, stores, message, started_at=context["dag_run"].start_date, waited_s=waited_s)
@@ -252,7 +252,7 @@ class WaitForDayOperator(BaseOperator):
         from evaluation.wait import waiting_for
 
         cfg = glue.run_config(context)
-        day = DayPrefix.of(cfg.input_uri, cfg.date)
+        day = DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout)
         status, waited = event.get("status"), event.get("waited_s")
         if status in ("deadline", "absent"):
             raise self._deadline_failure(context, cfg, float(waited or cfg.wait_deadline_s), absent=status == "absent")

@@ -101,6 +101,9 @@ class IngestCounts(StageResult):
     input: int = Field(description="Input records (lines or rows) of those objects.")
     valid: int = Field(description="Records that passed every row rule.")
     rejected: int = Field(description="Records rejected, with their reasons, into `rejects`.")
+    skipped: dict[str, int] = Field(
+        default_factory=dict, description="Logged calls that are not records to judge, by why (a failed call, an "
+        "embedding call, ...): neither input records nor rejects.")
 
 
 class CostEstimate(StageResult):
@@ -147,6 +150,7 @@ class DayResult(StageResult):
     input: int
     valid: int
     rejected: int
+    skipped: dict[str, int] = Field(default_factory=dict, description="Logged calls not judged, by why.")
     judges: list[str]
     rows: int
     statuses: dict[str, int]

@@ -14,7 +14,7 @@ from evaluation.client import JudgeClient, credential_variables, endpoint
 from evaluation.contract import RunConfig
 from evaluation.fleetrate import rate_settings
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
-from evaluation.stages.ingest import missing_input
+from evaluation.stages.ingest import DayInput, missing_input
 from evaluation.stages.thresholds import level_bands, with_calibrated_thresholds
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def check_run(
     judge's key, for the message of missing or refused credentials; ``on_wait`` receives a line
     every ``every_s`` seconds while the probe waits for an answer."""
 
-    missing = missing_input(stores.raw, cfg.date) if input_ready and not cfg.allow_empty else None
+    missing = missing_input(stores.raw, cfg.date, DayInput.of(cfg)) if input_ready and not cfg.allow_empty else None
     if missing:
         raise fail_run(cfg, stores, f"{where(cfg)}: {missing}; nothing was ingested or judged")
     try:  # a calibration named for the thresholds or a cascade's band must exist before anything is paid for

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import logging
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,10 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.adapters import InputAdapter, adapter_for
+from evaluation.adapters import FORMAT_SUFFIXES, InputAdapter, adapter_for, layout_of
 from evaluation.contract import RunConfig
-from evaluation.ingest import BATCH_ROWS, ingest_batches
+from evaluation.ingest import BATCH_ROWS, Assembler, ingest_batches
+from evaluation.otel import assemble_traces
 from evaluation.reject_summary import reason_lines, summarise_rejects
 from evaluation.schemas import RECORD_SCHEMA, REJECT_SCHEMA
 from evaluation.stages._run import (
@@ -36,9 +39,33 @@ from evaluation.stages._run import (
 logger = logging.getLogger(__name__)
 
 
-def raw_objects(store: storage.Store, day: dt.date) -> list[storage.ObjectInfo]:
-    """The day's raw log objects (``.jsonl``, ``.jsonl.gz``, ``.parquet`` under ``dt=YYYY-MM-DD/``)."""
-    return [o for o in store.list(storage.raw_prefix(day)) if o.key.endswith(storage.RAW_SUFFIXES)]
+@dataclass(frozen=True)
+class DayInput:
+    """Where a day's raw logs lie and which objects are logs: the run's layout and format."""
+
+    input_format: str = "own"
+    layout: str = "hive"
+
+    @classmethod
+    def of(cls, cfg: RunConfig) -> DayInput:
+        """The input of a run."""
+        return cls(cfg.input_format, layout_of(cfg.input_format, cfg.input_layout))
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """The suffixes of the format's log objects."""
+        return FORMAT_SUFFIXES[self.input_format]
+
+    def prefix(self, day: dt.date) -> str:
+        """The day's prefix under the input root."""
+        return storage.raw_prefix(day, self.layout)
+
+
+def raw_objects(store: storage.Store, day: dt.date, source: DayInput = DayInput()) -> list[storage.ObjectInfo]:
+    """The day's raw log objects: those under the day's prefix (in the input's layout) with a
+    suffix of its format (``.jsonl``, ``.jsonl.gz``, ``.parquet``; ``.json`` for LiteLLM's and
+    OpenTelemetry's), listed once."""
+    return [o for o in store.list(source.prefix(day)) if o.key.endswith(source.suffixes)]
 
 
 #: Days before a missing day that :func:`missing_input` looks at, to tell a wrong root from a missing day.
@@ -51,16 +78,16 @@ def _kind(key: str) -> str:
     return name[name.index("."):] if "." in name.lstrip(".") else name
 
 
-def missing_input(store: storage.Store, day: dt.date) -> str | None:
+def missing_input(store: storage.Store, day: dt.date, source: DayInput = DayInput()) -> str | None:
     """None when the day has raw log objects; else what was found instead, naming the URI read:
     objects of other kinds (which suffixes), an existing but empty prefix, or no prefix at all
     (and then whether the days before it exist, which tells a missing day from a wrong root)."""
-    prefix = storage.raw_prefix(day)
+    prefix = source.prefix(day)
     uri = store.uri(prefix)
     found = [o for o in store.list(prefix) if not o.key.endswith("/")]  # "folder/" markers are not objects
-    if any(o.key.endswith(storage.RAW_SUFFIXES) for o in found):
+    if any(o.key.endswith(source.suffixes) for o in found):
         return None
-    logs = ", ".join(storage.RAW_SUFFIXES)
+    logs = ", ".join(source.suffixes)
     if found:
         kinds: dict[str, int] = {}
         for info in found:
@@ -72,27 +99,55 @@ def missing_input(store: storage.Store, day: dt.date) -> str | None:
     if isinstance(store, storage.LocalStore) and not store.path.is_dir():
         return f"no input objects: {uri} does not exist, nor does the input root {store.root}"
     earlier = [day - dt.timedelta(days=n) for n in range(1, NEIGHBOUR_DAYS + 1)]
-    present = [d for d in earlier if store.list(storage.raw_prefix(d))]
+    present = [d for d in earlier if store.list(source.prefix(d))]
     if present:
-        days = ", ".join(storage.day_partition(d) for d in present[:3]) + (", ..." if len(present) > 3 else "")
+        days = ", ".join(source.prefix(d).rstrip("/") for d in present[:3]) + (", ..." if len(present) > 3 else "")
         return f"no input objects: {uri} does not exist (the input root holds earlier days: {days})"
     return (f"no input objects: {uri} does not exist, nor do the {NEIGHBOUR_DAYS} days before it under "
-            f"{store.uri('')} (is the input URI right?)")
+            f"{store.uri('')} (is the input URI right? input_layout {source.layout} reads {source.prefix(day)})")
 
 
-def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path) -> Iterator[tuple[str, Path]]:
-    """Each raw object as a local file, one at a time: a directory store's own file, or an S3
-    object downloaded when its turn comes and deleted after. No object is held in memory whole."""
-    for info in objects:
-        if isinstance(store, storage.LocalStore):
+#: Objects up to this size are read into memory, several at a time; larger ones go through a file.
+SMALL_OBJECT_BYTES = 1 << 20
+#: Objects read at once from S3: botocore's connection pool holds 10 connections by default.
+READ_CONCURRENCY = 10
+
+
+def _download(store: storage.Store, info: storage.ObjectInfo, path: Path) -> Path:
+    store.download_file(info.key, path)
+    return path
+
+
+def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path, *,
+                concurrency: int | None = None) -> Iterator[tuple[str, bytes | Path]]:
+    """Each raw object in key order: a directory store's own file, or an S3 object read while
+    the objects before it are parsed. Up to ``concurrency`` reads are in flight and at most twice
+    as many objects are held read ahead: a small object (one LiteLLM call) as its bytes, a larger
+    one as a file downloaded when its turn comes and deleted after. Memory follows the window,
+    not the day. ``concurrency`` defaults to :data:`READ_CONCURRENCY`."""
+    concurrency = concurrency or READ_CONCURRENCY
+    if isinstance(store, storage.LocalStore):
+        for info in objects:
             yield store.uri(info.key), store.path / info.key
-            continue
-        path = folder / "raw-object"
-        store.download_file(info.key, path)
-        try:
-            yield store.uri(info.key), path
-        finally:
-            path.unlink(missing_ok=True)
+        return
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="raw-read") as pool:
+        window: collections.deque[tuple[storage.ObjectInfo, Future[bytes] | None]] = collections.deque()
+        pending = iter(objects)
+        while True:
+            while len(window) < 2 * concurrency and (ahead := next(pending, None)) is not None:
+                small = ahead.size <= SMALL_OBJECT_BYTES
+                window.append((ahead, pool.submit(store.read_bytes, ahead.key) if small else None))
+            if not window:
+                return
+            info, future = window.popleft()
+            if future is not None:
+                yield store.uri(info.key), future.result()
+                continue
+            path = _download(store, info, folder / "raw-object")
+            try:
+                yield store.uri(info.key), path
+            finally:
+                path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -102,6 +157,7 @@ class ValidatedBatch:
     valid: pl.DataFrame  #: valid records at RECORD_SCHEMA
     ingest_rejects: list[Any]  #: lines that did not parse as records
     rule_rejects: list[Any]  #: records that broke a row rule of the suite
+    skipped: dict[str, int]  #: parsed objects that are not records to judge, by why
 
 
 def validated_batches(
@@ -111,6 +167,7 @@ def validated_batches(
     *,
     batch_rows: int = BATCH_ROWS,
     adapter: InputAdapter | None = None,
+    assemble: Assembler | None = None,
 ) -> Iterator[ValidatedBatch]:
     """The raw objects read one at a time, in batches of at most ``batch_rows`` input records, each
     checked by ``validator`` (a :class:`~evaluation.validation.DayValidator`, which also counts
@@ -120,17 +177,22 @@ def validated_batches(
     the fields as the log spells them."""
     with tempfile.TemporaryDirectory(prefix="evaluation-ingest-") as folder:
         sources = raw_sources(store, objects, Path(folder))
-        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows, adapter=adapter):
-            validator.add_ingest_rejects(len(batch.rejects))
+        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows, adapter=adapter, assemble=assemble):
+            validator.add_ingest_rejects(len(batch.rejects), batch.damaged)
             if batch.rows.height == 0:
-                yield ValidatedBatch(pl.DataFrame(schema=RECORD_SCHEMA), batch.rejects, [])
+                yield ValidatedBatch(pl.DataFrame(schema=RECORD_SCHEMA), batch.rejects, [], batch.skipped)
                 continue
             checked = validator.validate_batch(batch.rows)
             valid = checked.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
             rejects = checked.rejects
             if adapter is not None:
                 rejects = [r.model_copy(update={"reasons": adapter.name_reasons(r.reasons, r.raw)}) for r in rejects]
-            yield ValidatedBatch(valid, batch.rejects, rejects)
+            yield ValidatedBatch(valid, batch.rejects, rejects, batch.skipped)
+
+
+def assembler(input_format: str) -> Assembler | None:
+    """What turns a format's parsed objects into records, when they are not one each."""
+    return assemble_traces if input_format == "otel" else None
 
 
 def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:
@@ -154,8 +216,9 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     if read_manifest(cfg, stores).ingest is not None:
         check_claim(cfg, stores)  # a retry must not take the day back from a newer run
     claim_day(cfg, stores)
-    objects = raw_objects(stores.raw, cfg.date)
-    logger.info("%s: %d input objects under %s", where(cfg), len(objects), stores.raw.uri(storage.raw_prefix(cfg.date)))
+    source = DayInput.of(cfg)
+    objects = raw_objects(stores.raw, cfg.date, source)
+    logger.info("%s: %d input objects under %s", where(cfg), len(objects), stores.raw.uri(source.prefix(cfg.date)))
     validator = DayValidator(
         cfg.date,
         max_record_chars=cfg.max_record_chars,
@@ -168,8 +231,12 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
         ingest_parts: list[Path] = []
         rule_parts: list[Path] = []
         batches = validated_batches(stores.raw, objects, validator, batch_rows=batch_rows,
-                                    adapter=adapter_for(cfg.input_format, cfg.input_mapping))
+                                    adapter=adapter_for(cfg.input_format, cfg.input_mapping),
+                                    assemble=assembler(cfg.input_format))
+        skipped: dict[str, int] = {}
         for index, batch in enumerate(batches):
+            for reason, count in batch.skipped.items():
+                skipped[reason] = skipped.get(reason, 0) + count
             if batch.ingest_rejects:
                 ingest_parts.append(_write_rejects(cfg, batch.ingest_rejects, Path(folder) / f"ingest-{index:05d}.parquet"))
             if batch.rule_rejects:
@@ -180,7 +247,7 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
                 valid_records += batch.valid.height
             del batch
         outcome = validator.finish(input_objects=len(objects),
-                                   missing=None if objects else missing_input(stores.raw, cfg.date))
+                                   missing=None if objects else missing_input(stores.raw, cfg.date, source))
         parts = [*ingest_parts, *rule_parts]
         rejects = pl.scan_parquet(parts) if parts else pl.DataFrame(schema=REJECT_SCHEMA).lazy()
         rejected = storage.sink_parquet(stores.out, staged_key(cfg, "rejects"), rejects)
@@ -191,7 +258,8 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
         raise fail_run(cfg, stores, f"{where(cfg)}: counts do not reconcile after validation: staged {valid_records} "
                        f"valid and {rejected} rejects, the suites counted {outcome.valid_records} and "
                        f"{outcome.rejected_records}")
-    counts = IngestCounts(objects=len(objects), input=valid_records + rejected, valid=valid_records, rejected=rejected)
+    counts = IngestCounts(objects=len(objects), input=valid_records + rejected, valid=valid_records, rejected=rejected,
+                          skipped=skipped)
     write_record(cfg, stores, "ingest", IngestRecord(counts=counts, valid_parts=valid_parts,
                                                      seconds=round(time.monotonic() - started, 3)))
     logger.info("%s: %s in %d batches", where(cfg), counts, validator.batches)

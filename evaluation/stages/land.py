@@ -317,7 +317,8 @@ def _pair_hash(frame: pl.DataFrame) -> pl.Series:
 
 
 def reconcile(cfg: RunConfig, counts: IngestCounts, tally: DayTally, scored_paths: list[Path]) -> dict[str, int]:
-    """CONTRACT §4: input = valid + rejected; rows = valid × judges; one status per row."""
+    """CONTRACT §4: input = valid + rejected; rows = valid × judges; one status per row. Logged calls
+    that are not records to judge (``skipped``) are counted beside them, not in the input."""
     problems = []
     if counts.input != counts.valid + counts.rejected:
         problems.append(f"input {counts.input} != valid {counts.valid} + rejected {counts.rejected}")
@@ -336,5 +337,5 @@ def reconcile(cfg: RunConfig, counts: IngestCounts, tally: DayTally, scored_path
     if problems:
         raise RunFailed(f"{where(cfg)}: counts do not reconcile: " + "; ".join(problems))
     return {"input": counts.input, "valid": counts.valid, "rejected": counts.rejected,
-            "rows": tally.rows, "expected_rows": expected}
+            "skipped": sum(counts.skipped.values()), "rows": tally.rows, "expected_rows": expected}
 

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
+from evaluation.adapters import FORMAT_LAYOUTS
 from evaluation.cli import main
 from evaluation.day import run_day
 from evaluation.options import build_config
@@ -132,24 +133,27 @@ def test_rejects_of_a_mapped_shape_name_its_paths(landed: dict[str, dict[str, pl
     assert chat["bad-no-question"] == ["messages[1].content: missing or blank"]
 
 
-@pytest.mark.parametrize("input_format", ["own", "openai-chat"])
+@pytest.mark.parametrize("input_format", ["own", "openai-chat", "litellm", "otel"])
 def test_generate_writes_a_day_that_run_lands(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               input_format: str) -> None:
     raw, out = tmp_path / "raw", tmp_path / "raw-curated"
-    assert main(["generate", "--date", DAY.isoformat(), "--output", str(raw), "--records", "200",
+    assert main(["generate", "--date", DAY.isoformat(), "--output", str(raw), "--records", "60",
                  "--format", input_format, "--models", "app-a,app-b"]) == 0
     generated = json.loads(capsys.readouterr().out)
-    assert sorted(p.name for p in (raw / f"dt={DAY}").iterdir()) == ["_SUCCESS", "part-000.jsonl",
-                                                                     "part-001.jsonl.gz"]
-    assert generated["objects"][-1] == str(raw / f"dt={DAY}" / "_SUCCESS")
-    # The printed command, as a user would run it (with the marker the demo's DAG waits for).
+    day = raw / storage.raw_prefix(DAY, FORMAT_LAYOUTS[input_format])
+    assert generated["objects"][-1] == str(day / "_SUCCESS")
+    if input_format in ("own", "openai-chat"):
+        assert sorted(p.name for p in day.iterdir()) == ["_SUCCESS", "part-000.jsonl", "part-001.jsonl.gz"]
+    # The printed command, as a user would run it (with the marker the demo's DAG waits for), with
+    # the default max_reject_ratio: the planted bad records stay under it.
     command = generated["run"].split()[3:] + ["--no-progress", "--completion-marker", "_SUCCESS"]
     assert command[:6] == ["run", "--date", DAY.isoformat(), "--input", str(raw), "--output"]
     assert main(command) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["status"], summary["output_uri"]) == ("success", str(out))
-    assert (summary["reconciled"]["valid"], summary["reconciled"]["rejected"]) == (
-        200, generated["planted_bad_records"])
+    assert generated["planted_bad_records"] == 2
+    assert (summary["reconciled"]["valid"], summary["reconciled"]["rejected"]) == (60, 2)
+    assert summary["reconciled"]["skipped"] == (2 if input_format == "litellm" else 0)
     evaluations = storage.read_day(storage.open_store(str(out)), "evaluations", DAY)
     assert sorted(evaluations["model"].unique()) == ["app-a", "app-b"]
-    assert evaluations.height == 200 * 3
+    assert evaluations.height == 60 * 3

@@ -13,7 +13,16 @@ import polars as pl
 import pytest
 
 from evaluation import storage, synthetic
-from evaluation.adapters import InputAdapter, adapt_chat, adapter_for, parse_mapping, parse_path, resolve
+from evaluation.adapters import (
+    InputAdapter,
+    MappingError,
+    adapt_chat,
+    adapter_for,
+    parse_mapping,
+    parse_path,
+    read_timestamp,
+    resolve,
+)
 from evaluation.ingest import ingest_objects
 from evaluation.options import build_config
 from evaluation.stages.ingest import raw_objects, validated_batches
@@ -205,8 +214,8 @@ def test_openai_chat_timestamp_and_own_fields() -> None:
                                                                                    "evaluation_goal",
                                                                                    "expected_outcome",
                                                                                    "conversation_id")}
-    _, problems = adapt_chat({**record, "timestamp": 1e20})
-    assert problems == ["timestamp: not a Unix time in seconds: 1e+20"]
+    _, problems = adapt_chat({**record, "timestamp": 1e30})
+    assert problems == ["timestamp: not a Unix time: 1e+30"]
     _, problems = adapt_chat({"id": "r", "messages": {"role": "user"}})
     assert problems == ["messages: not a list (got object)"]
 
@@ -298,3 +307,37 @@ def test_openai_chat_reads_the_same_from_parquet(tmp_path: Path) -> None:
     columns = ["record_id", "timestamp", "model", "question", "answer", "contexts_json", "reference", "problems"]
     assert from_parquet.select(columns).equals(from_jsonl.select(columns))
     assert from_jsonl["problems"].list.len().sum() == 0 and from_jsonl["contexts_json"].str.contains("ctx-1").all()
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("2026-12-01 14:22:10", dt.datetime(2026, 12, 1, 14, 22, 10, tzinfo=dt.UTC)),  # space, no zone: UTC
+    ("2026-12-01T14:22:10", dt.datetime(2026, 12, 1, 14, 22, 10, tzinfo=dt.UTC)),
+    ("2026-12-01 15:22:10+01:00", dt.datetime(2026, 12, 1, 14, 22, 10, tzinfo=dt.UTC)),
+    (1796133200, dt.datetime(2026, 12, 1, 13, 53, 20, tzinfo=dt.UTC)),  # seconds
+    (1796133200000, dt.datetime(2026, 12, 1, 13, 53, 20, tzinfo=dt.UTC)),  # milliseconds
+    ("1796133200000", dt.datetime(2026, 12, 1, 13, 53, 20, tzinfo=dt.UTC)),
+    (1796133200000000, dt.datetime(2026, 12, 1, 13, 53, 20, tzinfo=dt.UTC)),  # microseconds
+    (1796133200000000000, dt.datetime(2026, 12, 1, 13, 53, 20, tzinfo=dt.UTC)),  # nanoseconds
+    ("2026-12-01T14:22:10Z", "2026-12-01T14:22:10Z"),  # RFC 3339 proper: normalisation reads it
+    ("yesterday", "yesterday"),
+])
+def test_read_timestamp_takes_the_common_forms(value: object, expected: object) -> None:
+    problems: list[str] = []
+    assert read_timestamp(value, problems) == expected and problems == []
+
+
+def test_a_mapping_may_hand_messages_to_the_chat_rules_and_wrap_a_string_context() -> None:
+    adapter = InputAdapter("own", {"messages": "request.messages", "response": "response", "contexts": "doc"})
+    record, problems = adapter.adapt({
+        "request": {"messages": [{"role": "user", "content": [{"type": "text", "text": "Q?"}]}]},
+        "response": {"choices": [{"message": {"role": "assistant", "content": "A."}}]}, "doc": "one passage"})
+    assert (record["question"], record["answer"], record["contexts"], problems) == ("Q?", "A.", ["one passage"], [])
+    assert adapter.source_names({"request": {"messages": [{"role": "user", "content": "Q?"}]}})["question"] == \
+        "request.messages[0].content"
+
+
+def test_an_unknown_mapping_target_names_the_targets() -> None:
+    with pytest.raises(MappingError, match=r"unknown field 'mesages'; did you mean messages\?"):
+        parse_mapping("mesages=request.messages")
+    with pytest.raises(MappingError, match="not available with input_format otel"):
+        InputAdapter("otel", {"question": "q"})

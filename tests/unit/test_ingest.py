@@ -154,7 +154,7 @@ def test_empty_object_file_yields_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    "uri", ["s3://b/dt=2026-11-25/notes.csv", "s3://b/dt=2026-11-25/data.json", "/tmp/x.jsonl.bz2"]
+    "uri", ["s3://b/dt=2026-11-25/notes.csv", "s3://b/dt=2026-11-25/data.ndjson", "/tmp/x.jsonl.bz2"]
 )
 def test_unsupported_object_is_one_reject(uri: str) -> None:
     parsed = read_object(uri, jsonl(record()))
@@ -205,10 +205,11 @@ def test_truncated_gzip_keeps_lines_before_the_damage_and_rejects_the_object() -
     assert [(no, obj) for no, obj, _ in parsed.rows] == list(enumerate(lines[:kept], start=1))
     assert len(parsed.rejects) == 1
     reject = parsed.rejects[0]
-    assert reject.line_no is None
-    assert reject.reasons == [
-        "truncated or corrupt gzip: Compressed file ended before the end-of-stream marker was reached"
-    ]
+    assert reject.line_no == kept + 1  # the first line not read
+    (reason,) = reject.reasons
+    assert reason.startswith(f"object damaged: {URI}.gz is a truncated or corrupt gzip: read up to line {kept} "
+                             f"(the last read whole); the {len(reject.raw.encode())} decompressed bytes after it")
+    assert reason.endswith("(Compressed file ended before the end-of-stream marker was reached)")
     # The partial line after the last complete one is the evidence of where the damage starts.
     assert json.dumps(lines[kept]).startswith(reject.raw)
 
@@ -218,8 +219,8 @@ def test_gzip_missing_only_its_trailer_keeps_every_line() -> None:
     compressed = gzip.compress(jsonl(*lines))
     parsed = read_object(URI + ".gz", compressed[:-8])
     assert [obj for _, obj, _ in parsed.rows] == lines
-    assert [r.line_no for r in parsed.rejects] == [None]
-    assert parsed.rejects[0].reasons[0].startswith("truncated or corrupt gzip: ")
+    assert [r.line_no for r in parsed.rejects] == [21]
+    assert parsed.rejects[0].reasons[0].startswith(f"object damaged: {URI}.gz is a truncated or corrupt gzip: ")
 
 
 def test_corrupt_gzip_body_is_rejected_not_raised() -> None:
@@ -228,15 +229,17 @@ def test_corrupt_gzip_body_is_rejected_not_raised() -> None:
     compressed[middle : middle + 64] = bytes(64)
     parsed = read_object(URI + ".gz", bytes(compressed))
     assert len(parsed.rejects) >= 1
-    assert parsed.rejects[-1].line_no is None
-    assert parsed.rejects[-1].reasons[0].startswith("truncated or corrupt gzip: ")
+    assert parsed.rejects[-1].line_no == len(parsed.rows) + len(parsed.rejects)
+    assert parsed.rejects[-1].reasons[0].startswith(f"object damaged: {URI}.gz is a truncated or corrupt gzip: ")
     assert [no for no, _, _ in parsed.rows] == list(range(1, len(parsed.rows) + 1))
 
 
 def test_plain_bytes_named_gzip_are_one_reject() -> None:
     parsed = read_object(URI + ".gz", jsonl(record()))
     assert parsed.rows == []
-    assert [r.reasons for r in parsed.rejects] == [["truncated or corrupt gzip: Not a gzipped file (b'{\"')"]]
+    (reasons,) = [r.reasons for r in parsed.rejects]
+    assert reasons[0].startswith(f"object damaged: {URI}.gz is a truncated or corrupt gzip: read up to its first line")
+    assert reasons[0].endswith("(Not a gzipped file (b'{\"'))")
 
 
 # --------------------------------------------------------------------------------------------

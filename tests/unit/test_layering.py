@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                   "evaluation.multiplicity", "evaluation.normalise", "evaluation.redact", "evaluation.reject_summary",
                   "evaluation.synthetic", "evaluation.review", "evaluation.review.spec", "evaluation.review.estimate",
                   "evaluation.review.queue")),
-    ("storage", ("evaluation.storage", "evaluation.ingest", "evaluation.validation", "evaluation.ledger",
+    ("storage", ("evaluation.storage", "evaluation.ingest", "evaluation.otel", "evaluation.validation", "evaluation.ledger",
                  "evaluation.sql", "evaluation.retention", "evaluation.summary", "evaluation.review.labels")),
     ("client", ("evaluation._compat", "evaluation.client", "evaluation.cost", "evaluation.outcome", "evaluation.ratelimit", "evaluation.fleetrate",
                 "evaluation.offline", "evaluation.batch")),
@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                "evaluation.calibration.metrics", "evaluation.calibration.render", "evaluation.calibration.run",
                "evaluation.day", "evaluation.review.calibrate")),
     ("cli", ("evaluation.cli", "evaluation.cli_support", "evaluation.calibration.cli", "evaluation.sample_logs",
+             "evaluation.sample_formats",
              "evaluation.__main__", "evaluation.testing", "evaluation.review.cli")),
     ("airflow", ("plugins", "dags")),
 ]

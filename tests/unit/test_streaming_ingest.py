@@ -233,7 +233,7 @@ def test_truncated_gzip_read_in_small_blocks_keeps_the_lines_before_the_damage(
     parsed = read_object(f"{ROOT}/p.jsonl.gz", cut)
     assert [no for no, _, _ in parsed.rows] == [no for no, _, _ in expected.rows]
     assert [r.reasons for r in parsed.rejects] == [r.reasons for r in expected.rejects]
-    assert parsed.rejects[-1].line_no is None
+    assert parsed.rejects[-1].line_no == len(parsed.rows) + 1
 
 
 def test_parquet_is_read_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -345,7 +345,7 @@ def test_a_day_of_only_bad_records_keeps_every_reject_as_evidence(tmp_path: Path
     assert run["evidence_uri"] == store.uri(storage.failed_prefix(DAY, "r"))
     assert (run["input_records"], run["rejected_records"]) == (40, 40)
     manifest = stages.read_manifest(cfg, stages.Stores.open(cfg)).ingest.model_dump()
-    assert manifest["counts"] == {"objects": 2, "input": 40, "valid": 0, "rejected": 40}
+    assert manifest["counts"] == {"objects": 2, "input": 40, "valid": 0, "rejected": 40, "skipped": {}}
     assert manifest["valid_parts"] == 0
 
 
@@ -360,7 +360,8 @@ def test_a_day_without_objects(tmp_path: Path, allow_empty: bool) -> None:
         assert storage.read_parquet(stores.out, storage.failed_key(DAY, "r", "rejects.parquet")).height == 0
         assert storage.landed_key(stores.out, "rejects", DAY) is None
         return
-    assert stages.ingest_and_validate(cfg, stores).model_dump() == {"objects": 0, "input": 0, "valid": 0, "rejected": 0}
+    assert stages.ingest_and_validate(cfg, stores).model_dump() == {"objects": 0, "input": 0, "valid": 0, "rejected": 0,
+                                                                   "skipped": {}}
     assert stages.plan_chunks(cfg, stores) == []
     rejects = storage.read_parquet(stores.out, stages.staged_key(cfg, "rejects"))
     assert rejects.height == 0 and rejects.schema == pl.Schema(schemas.REJECT_SCHEMA)
@@ -393,6 +394,7 @@ def test_synthetic_day_streams_like_the_dag_sees_it(tmp_path: Path) -> None:
         stages.ingest_and_validate(cfg, stores, batch_rows=11)
     relaxed = cfg.model_copy(update={"max_reject_ratio": 0.2})
     counts = stages.ingest_and_validate(relaxed, stores, batch_rows=11)
-    assert counts.model_dump() == {"objects": 2, "input": 60 + planted, "valid": 60, "rejected": planted}
+    assert counts.model_dump() == {"objects": 2, "input": 60 + planted, "valid": 60, "rejected": planted,
+                                   "skipped": {}}
     chunks = stages.plan_chunks(relaxed, stores)
     assert [c["records"] for c in chunks] == [25, 25, 10]
