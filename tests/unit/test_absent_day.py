@@ -44,7 +44,7 @@ def test_an_absent_day_fails_at_absent_deadline_s_naming_its_prefix(tmp_path: Pa
     assert f"{prefix} held no object after {clock.now:.0f}s (absent_deadline_s=600)" in message
     assert "check that input_uri is the root" in message and "the day's export ran" in message
     assert message.endswith(f"{prefix} does not exist, nor do the 7 days before it under {raw.root} "
-                            "(is the input URI right?)")
+                            "(is the input URI right? input_layout hive reads dt=2026-09-01/)")
     assert message in _runs_message(cfg)
 
 
