@@ -9,10 +9,12 @@ Two channels, each configured by a Connection and off when that Connection does 
   the whole URL (``https://hooks.slack.com/services/...``), or host, port and ``schema`` with
   ``extra.endpoint`` the path. The message is posted as ``{"text": ...}``.
 
-:class:`RegressionNotifier` sends a message only on a day when a model regressed (the report's
-``headline``, :mod:`evaluation.report.alerts`): the subject names the regressed models alone, the
-body gives each one's few largest changes (before → after) and one link to the report; a steady
-day sends nothing. :class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. Every message
+:class:`RegressionNotifier` sends a message only on a day when a model's headline line pages (the
+report's ``headline``, :mod:`evaluation.report.alerts`: a model that newly regressed, or whose
+regression got worse): the subject names those models alone, the body gives each one's few
+largest changes (before → after) and one link to the report, and names the models still
+regressed since an earlier page ("still regressed since D (day N)"); a steady day, or one whose
+regressions were all paged before, sends nothing. :class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. Every message
 stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
 when that environment variable holds the HTTPS address the output root is served under (a CDN or
 a static site in front of the bucket), else the report's URI. A channel that cannot deliver is
@@ -124,7 +126,8 @@ MAX_REASON_CHARS = 400
 REPORT_BASE_URL_ENV = "EVALUATION_REPORT_BASE_URL"
 
 _MINUS = "\u2212"
-_BASELINES = {"previous": "the previous day", "trailing_7d": "the trailing 7 days"}
+_BASELINES = {"previous": "the previous day", "trailing_7d": "the trailing 7 days",
+              "before_regression": "its level before the regression"}
 
 
 def _cut(text: str, limit: int) -> str:
@@ -200,28 +203,38 @@ def _fit(subject: str, lines: list[str], tail: list[str]) -> Message:
 
 
 def regression_message(summary: dict[str, Any], report_uri: str, base_url: str | None = None) -> Message | None:
-    """The message of a day on which a model regressed (``summary.json``'s ``headline``); None on
-    a day with no regressed model: a steady or improved day sends nothing.
+    """The message of a day on which a model's headline line pages (``summary.json``'s
+    ``headline``: newly regressed, or worse than when it last paged; a line without ``pages``
+    pages when regressed); None otherwise: a steady or improved day, or one whose regressions
+    were all paged before, sends nothing.
 
-    The subject names the regressed models only; the body gives each one's largest changes
-    (before → after, against which baseline) and one link to the report."""
+    The subject names the paging models only; the body gives each one's largest changes (before →
+    after, against which baseline), names the models still regressed since an earlier page, and
+    one link to the report."""
     day = str(summary["dt"])
     lines_of_day = summary.get("headline")
     if lines_of_day is None:
         logger.warning("the summary of %s has no headline: no notification sent", day)
         return None
     regressed = [line for line in lines_of_day if line.get("status") == "regressed"]
-    if not regressed:
+    paging = [line for line in regressed if line.get("pages", True)]
+    if not paging:  # nothing new: a regression already paged stays on the report until it recovers
         return None
-    names = [_cut(str(line["model"]), MAX_SUBJECT_NAME_CHARS) for line in regressed]
+    names = [_cut(str(line["model"]), MAX_SUBJECT_NAME_CHARS) for line in paging]
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     subject = f"LLM evaluation {day}: {shown} regressed"
     others = len(lines_of_day) - len(regressed)
-    lines = [f"{len(regressed)} of {len(lines_of_day)} model(s) regressed on {day}"
-             + (f"; the other {others} are steady or improved." if others else "."), ""]
+    still = len(regressed) - len(paging)
+    lines = [f"{len(paging)} of {len(lines_of_day)} model(s) regressed on {day}"
+             + (f"; {still} still regressed, paged before" if still else "")
+             + (f"; the other {others} are not regressed." if others else "."), ""]
     for line in regressed:
         changes = line.get("changes") or []
-        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)}:")
+        state = f" {line['text']}" if line.get("text") else ""
+        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)}:{state}"
+                     + ("" if line.get("pages", True) else " (paged before; not again today)"))
+        if not line.get("pages", True):
+            continue
         lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
         if len(changes) > MAX_CHANGES:
             lines.append(f"  - and {len(changes) - MAX_CHANGES} more change(s) in the report")

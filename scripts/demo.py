@@ -126,7 +126,7 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
             f"{c['judge']} {c['measure']} {c['before']:.3f} -> {c['after']:.3f} ({c['delta']:+.3f})"
             for c in line["changes"][:4])
         more = f"; +{len(line['changes']) - 4} more" if len(line["changes"]) > 4 else ""
-        lines.append(f"  {line['model']:<15} {line['status']:<9} {changes}{more}")
+        lines.append(f"  {line['model']:<15} {line.get('text') or line['status']}: {changes}{more}")
     return lines
 
 

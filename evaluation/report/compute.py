@@ -40,13 +40,21 @@ from evaluation.judges import read_fenced_blocks
 from evaluation.report.alerts import (
     Z_95,
     AlertPolicy,
-    Daily,
     build_headline,
-    compare,
-    day_variance,
     decide_flags,
-    pool,
+    is_headline,
+    model_states,
     t_quantile_975,
+)
+from evaluation.report.monitor import (
+    POWER,
+    Daily,
+    Result,
+    SeriesKey,
+    alerting_family_size,
+    detectable_drop,
+    monitor,
+    records_needed,
 )
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
@@ -59,6 +67,8 @@ HISTOGRAM_BINS = 10
 TEXT_LIMIT = 400
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
+#: The drop the headline says a too-small model needs the volume for, beside the useful drop.
+TEN_PP = 0.10
 
 class ReportError(RuntimeError):
     """The report cannot be built (nothing landed for the day); the message says where."""
@@ -195,31 +205,59 @@ def _daily(kind: str, key: str, row: dict[str, Any]) -> Daily | None:
     return Daily(estimate["value"], estimate["n"], std * std)
 
 
-def _comparison(kind: str, today: Daily | None, interval: tuple[float, float] | None, baseline: Daily,
-                day: tuple[float, int], weight: float) -> dict[str, Any]:
-    """Today against one baseline: the difference, whether the baseline lies outside today's
-    interval (descriptive), and the test that decides a flag (:func:`evaluation.report.alerts.compare`;
-    ``p_adjusted`` and ``flagged`` are set once the day's tests are all known)."""
-    outside = None if interval is None else bool(baseline.value < interval[0] or baseline.value > interval[1])
-    test = None if today is None else compare(kind, today, baseline, day[0], day[1], weight)
+def _previous(today: Daily | None, interval: tuple[float, float] | None, row: dict[str, Any],
+              base: Daily) -> dict[str, Any]:
+    """Today beside the previous landed day: descriptive (the difference, and whether the previous
+    value lies outside today's interval); the test is against the reference (:func:`_reference`)."""
+    return {"dt": row["dt"].isoformat(), "n": base.n, "value": base.value,
+            "delta": None if today is None else today.value - base.value,
+            "outside_ci": None if interval is None else bool(base.value < interval[0] or base.value > interval[1]),
+            "p_value": None, "p_adjusted": None, "flagged": False, "tested": False}
+
+
+def _reference(result: Result, interval: tuple[float, float] | None, day: dt.date) -> dict[str, Any] | None:
+    """Today against its reference (:mod:`evaluation.report.monitor`): the difference, the test,
+    the alerting family's adjusted p (headline measures), and the regression the series is in."""
+    ref, test = result.reference, result.test
+    if ref is None:
+        return None
     return {
-        "value": baseline.value,
-        "delta": None if today is None else today.value - baseline.value,
-        "outside_ci": outside,
-        "se": test.se if test else None,
-        "df": test.df if test else None,
-        "delta_ci_low": test.ci_low if test else None,
-        "delta_ci_high": test.ci_high if test else None,
-        "p_value": test.p_value if test else None,
-        "p_adjusted": None,
-        "flagged": False,
+        "baseline": "before_regression" if result.since is not None and result.since < day else "trailing_7d",
+        "days": [d.isoformat() for d in ref.days], "n": ref.pooled.n, "value": ref.pooled.value,
+        "delta": None if test is None else test.delta,
+        "outside_ci": None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),
+        "se": test.se if test else None, "df": test.df if test else None,
+        "delta_ci_low": test.ci_low if test else None, "delta_ci_high": test.ci_high if test else None,
+        "test": "one-sided (worse)" if result.headline and test and test.p_worse is not None else "two-sided",
+        "p_value": (test.p_worse if result.headline and test.p_worse is not None else test.p_two_sided) if test else None,
+        "p_worse": test.p_worse if test else None, "p_two_sided": test.p_two_sided if test else None,
+        "p_adjusted": result.p_adjusted, "alerts": result.alerts, "flagged": result.alerts,
+        "regressed_since": result.since.isoformat() if result.since else None, "pages": result.pages,
+        "recovered": result.recovered, "tested": test is not None,
     }
 
 
-def _measure(kind: str, key: str, today: dict[str, Any], earlier: list[dict[str, Any]], policy: AlertPolicy) -> dict[str, Any]:
-    """One measure of one group: the day's value and interval, compared with the previous landed
-    day and with the trailing days pooled (``earlier``: the group's rows of the baseline days, by
-    day), with the day-to-day variance those days show."""
+def _monitoring(kind: str, result: Result, level: float, policy: AlertPolicy) -> dict[str, Any] | None:
+    """What the day's volume can catch on a headline measure (:func:`evaluation.report.monitor.detectable_drop`;
+    a rate also says the rows a day needs for the useful drop and for 10 pp)."""
+    ref = result.reference
+    if ref is None or not result.headline or result.today.n < 2:
+        return None
+    effect = policy.min_effect(kind)
+    out: dict[str, Any] = {"detectable_drop": detectable_drop(kind, result.today, ref, level, effect),
+                           "power": POWER, "level": level}
+    if kind == "rate":
+        drops = sorted({policy.useful_drop, TEN_PP}, reverse=True)
+        out["needs"] = {f"{drop:g}": records_needed(ref, level, effect, drop) for drop in drops}
+        out["needs_useful"] = out["needs"][f"{policy.useful_drop:g}"]
+    return out
+
+
+def _measure(kind: str, key: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+             result: Result | None, level: float, policy: AlertPolicy) -> dict[str, Any]:
+    day: dt.date = today["dt"]
+    """One measure of one group: the day's value and interval, beside the previous landed day,
+    tested against its reference (``result``: the series' day, :func:`evaluation.report.monitor.step`)."""
     out, interval = _estimate(kind, key, today)
     if kind == "metric":
         for q in (10, 50, 90):
@@ -227,24 +265,30 @@ def _measure(kind: str, key: str, today: dict[str, Any], earlier: list[dict[str,
     out["ci_low"], out["ci_high"] = interval if interval is not None else (None, None)
     out["interval"] = "wilson" if kind == "rate" else "student_t"
     current = _daily(kind, key, today)
-    bases = [(row, _daily(kind, key, row)) for row in earlier]
-    known = [(row, base) for row, base in bases if base is not None]
-    tau2, tau_days = day_variance([base for _, base in known], policy.min_history_days)
-    out["day_to_day"] = {"sd": math.sqrt(tau2), "days": tau_days, "estimated": tau_days >= policy.min_history_days}
-    out["previous"] = None
-    row, last = bases[-1] if bases else ({}, None)
-    if last is not None:
-        base = last
-        out["previous"] = {"dt": row["dt"].isoformat(), "n": base.n,
-                           **_comparison(kind, current, interval, base, (tau2, tau_days), 1.0)}
-    pooled = pool([base for _, base in known])
-    out["trailing_7d"] = None
-    if pooled is not None:
-        used = sorted(row["dt"].isoformat() for row, _ in known)
-        weight = sum((base.n / pooled.n) ** 2 for _, base in known)
-        out["trailing_7d"] = {"days": used, "n": pooled.n,
-                              **_comparison(kind, current, interval, pooled, (tau2, tau_days), weight)}
+    row, last = previous if previous is not None else ({}, None)
+    out["previous"] = None if last is None else _previous(current, interval, row, last)
+    ref = result.reference if result is not None else None
+    out["day_to_day"] = None if ref is None else {
+        "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
+        "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd}
+    out["reference"] = None if result is None else _reference(result, interval, day)
+    out["trailing_7d"] = out["reference"]  # the name earlier summaries used
+    out["monitoring"] = None if result is None else _monitoring(kind, result, level, policy)
     return out
+
+
+def series_of(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]]
+              ) -> tuple[dict[SeriesKey, dict[dt.date, Daily]], dict[SeriesKey, bool]]:
+    """Every measure of every (model, judge) as a series of days (:mod:`evaluation.report.monitor`),
+    and whether each is a headline measure (its worse flags alert)."""
+    series: dict[SeriesKey, dict[dt.date, Daily]] = {}
+    for (model, judge), by_day in rows_by_day.items():
+        for kind, names in (("rate", VERDICTS), ("metric", METRICS)):
+            for name in names:
+                days = {d: daily for d, row in by_day.items() if (daily := _daily(kind, name, row)) is not None}
+                if days:
+                    series[(model, judge, kind, name)] = days
+    return series, {key: is_headline(key[1], key[2], key[3]) for key in series}
 
 
 def _trend_point(row: dict[str, Any]) -> dict[str, Any]:
@@ -551,6 +595,55 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     return {judge: {"pass": pass_, "borderline": borderline, "source": source} for judge in judges}
 
 
+def assess_days(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days: list[dt.date],
+                policy: AlertPolicy, *, trend_from: dt.date | None = None
+                ) -> dict[dt.date, tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]]:
+    """The report's groups, flags and model states (:func:`evaluation.report.alerts.model_states`)
+    of each of ``days``, from ``daily_summary`` rows by (model, judge) and day: the landed days up
+    to the last of ``days`` are replayed in order (:func:`evaluation.report.monitor.monitor`), so a
+    regression found on an earlier day is carried. ``make bench`` feeds simulated rows through it."""
+    series, headline_keys = series_of(rows_by_day)
+    landed = sorted({d for by_day in rows_by_day.values() for d in by_day if d <= max(days)})
+    replayed = dict(zip(landed, monitor(series, landed, policy, headline_keys), strict=True))
+    return {day: _assess_day(rows_by_day, day, replayed.get(day, {}), policy, trend_from or dt.date.min)
+            for day in days}
+
+
+def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], day: dt.date,
+                results: dict[SeriesKey, Result], policy: AlertPolicy, window_start: dt.date
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    level = policy.alpha / max(alerting_family_size(results), 1)
+    groups: list[dict[str, Any]] = []
+    today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
+                        key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))
+    for today in today_rows:
+        key = (str(today["model"]), str(today["judge"]))
+        by_day = rows_by_day[key]
+        earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
+        rows = _int(today.get("rows"))
+
+        def measure(kind: str, name: str) -> dict[str, Any]:
+            previous = (earlier[-1], _daily(kind, name, earlier[-1])) if earlier else None
+            return _measure(kind, name, today, previous, results.get((*key, kind, name)), level, policy)  # noqa: B023
+
+        group: dict[str, Any] = {
+            "model": key[0],
+            "judge": key[1],
+            "run_id": today.get("run_id"),
+            "rows": rows,
+            "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
+            "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
+            "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
+            "rates": {v: measure("rate", v) for v in VERDICTS},
+            "metrics": {m: measure("metric", m) for m in METRICS},
+            "health": _health(today),
+            "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
+        }
+        groups.append(group)
+    flags = decide_flags(groups, policy)
+    return groups, flags, model_states(day, groups, policy)
+
+
 def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: AlertPolicy | None = None) -> dict[str, Any]:
     """Every number of the report, as it lands in ``summary.json``; ``policy`` decides the flags
     (the defaults of :class:`evaluation.report.alerts.AlertPolicy` when None)."""
@@ -567,29 +660,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
     missing = [d for d in missing if d not in trend_days]
 
-    groups: list[dict[str, Any]] = []
-    today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
-                        key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))
-    for today in today_rows:
-        key = (str(today["model"]), str(today["judge"]))
-        by_day = rows_by_day[key]
-        earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
-        rows = _int(today.get("rows"))
-        group: dict[str, Any] = {
-            "model": key[0],
-            "judge": key[1],
-            "run_id": today.get("run_id"),
-            "rows": rows,
-            "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
-            "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
-            "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
-            "rates": {v: _measure("rate", v, today, earlier, policy) for v in VERDICTS},
-            "metrics": {m: _measure("metric", m, today, earlier, policy) for m in METRICS},
-            "health": _health(today),
-            "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
-        }
-        groups.append(group)
-    flags = decide_flags(groups, policy)
+    groups, flags, states = assess_days(rows_by_day, [day], policy, trend_from=window_start)[day]
 
     totals: dict[str, Any] = {"rows": sum(g["rows"] for g in groups)}
     totals["status_counts"] = {s: sum(g["status_counts"][s] for g in groups) for s in JUDGE_STATUSES}
@@ -604,7 +675,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     totals["rejected"] = rejects["total"]
     info = _run_info(inputs, facts)
     judges = sorted({g["judge"] for g in groups}, key=judge_order)
-    headline = build_headline(models, flags)
+    headline = build_headline(models, flags, states)
     worst, empty_answers = (_worst_records(inputs.evaluations, inputs.judge_calls, facts["judges"], worst_per_judge)
                             if inputs.evaluations is not None and facts and facts["rows"] else ([], []))
     return {
@@ -623,11 +694,13 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
             "confidence": CONFIDENCE,
             "rate_interval": "Wilson score interval over ok rows",
             "mean_interval": "Student-t interval over ok rows (n >= 2)",
-            "previous": f"latest landed day within {BASELINE_DAYS} days before dt",
-            "trailing_7d": f"days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted)",
-            "flag": (f"{policy.adjustment_name()}-adjusted p-value below {policy.alpha:g} over the day's tests "
-                     f"and a change of at least {policy.min_rate_effect * 100:g} pp (rates) or "
-                     f"{policy.min_metric_effect:g} (means)"),
+            "previous": f"latest landed day within {BASELINE_DAYS} days before dt (shown beside today, not tested)",
+            "trailing_7d": (f"the reference: days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted); while a measure is "
+                            "regressed, the days before the regression"),
+            "flag": (f"alerting: {policy.adjustment_name()}-adjusted one-sided p-value below {policy.alpha:g} over the "
+                     f"day's headline-measure tests and a drop of at least {policy.min_rate_effect * 100:g} pp (rates) "
+                     f"or {policy.min_metric_effect:g} (means); shown only: the same over every measure's two-sided "
+                     "test"),
             "alerts": policy.describe(),
         },
         "run": info,
@@ -637,6 +710,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
         "judges": judges,
         "headline": headline,
         "alerting": [line["model"] for line in headline if line["status"] == "regressed"],
+        "paging": [line["model"] for line in headline if line["pages"]],
         "totals": totals,
         "groups": groups,
         "flags": flags,

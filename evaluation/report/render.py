@@ -230,8 +230,7 @@ def _change_text(change: dict[str, Any]) -> str:
             f"({_fmt_delta(kind, change['delta'])})")
 
 
-_HEADLINE_WORDS = {"regressed": "regressed", "improved": "improved", "steady": "steady"}
-_HEADLINE_CLASS = {"regressed": "worse", "improved": "better", "steady": "muted"}
+_HEADLINE_CLASS = {"regressed": "worse", "improved": "better", "too_few": "muted", "no_baseline": "muted", "steady": "muted"}
 _MAX_CHANGES = 4
 
 
@@ -247,8 +246,11 @@ def _headline_section(summary: dict[str, Any]) -> str:
         text = "; ".join(esc(_change_text(c)) for c in changes[:_MAX_CHANGES])
         if len(changes) > _MAX_CHANGES:
             text += f"; and {len(changes) - _MAX_CHANGES} more"
+        words = line.get("text") or status
+        if status == "regressed" and not line.get("pages", True):
+            words += " — paged before, not again today"
         items.append(f'<li><code>{esc(line["model"])}</code> <span class="flag {_HEADLINE_CLASS[status]}">'
-                     f'{_HEADLINE_WORDS[status]}</span>{": " + text if text else ""}</li>')
+                     f'{esc(words)}</span>{": " + text if text else ""}</li>')
     regressed = [line["model"] for line in lines if line["status"] == "regressed"]
     method = summary["method"].get("alerts") or {}
     lead = (f"{len(regressed)} model(s) regressed: {esc(', '.join(regressed))}." if regressed
@@ -258,7 +260,10 @@ def _headline_section(summary: dict[str, Any]) -> str:
         f"{esc('; '.join(f'{j}: ' + ', '.join(m) for j, m in HEADLINE_METRICS.items() if m))}) "
         "got worse by more than sampling and its own day-to-day variation explain, after "
         f"{esc(method.get('adjustment', 'a multiplicity adjustment'))} across the day's tests, "
-        "and by at least the minimum effect (see Flags)."))
+        "and by at least the minimum effect (see Flags). It stays regressed, against its level before the change, "
+        "until it is back within half the minimum effect of it, and pages again only when it gets worse. "
+        "<em>Too few records to monitor</em>: the day's volume cannot catch the useful drop; <em>no baseline</em>: "
+        "no earlier day to compare with."))
 
 
 def _thresholds_section(summary: dict[str, Any]) -> str:
