@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -140,18 +141,30 @@ def drops(rng: np.random.Generator, volume: int, sd: float, size: float, judges:
             "pages_per_window": pages / windows, "other_paged": _cell(others, windows)}
 
 
+def _run_cell(task: tuple[int, str, tuple[Any, ...]]) -> dict[str, Any]:
+    """One cell with its own generator (seeded by the run's seed and the cell's index)."""
+    seed, kind, args = task
+    rng = np.random.default_rng(seed)
+    return steady(rng, *args) if kind == "steady" else drops(rng, *args)
+
+
 def simulate(params: dict[str, Any]) -> dict[str, Any]:
-    """Steady and drop cells over volumes × day-to-day sds; see the module docstring."""
-    rng = np.random.default_rng(int(params.get("seed", 20261127)))
+    """Steady and drop cells over volumes × day-to-day sds, on ``workers`` processes (2); see the
+    module docstring. Each cell has its own seed, so the figures do not depend on the workers."""
+    seed = int(params.get("seed", 20261127))
     volumes, sds = [int(v) for v in params["volumes"]], [float(s) for s in params["sds"]]
     sizes = [float(s) for s in params["sizes"]]
+    cells: list[tuple[str, tuple[Any, ...]]] = [("steady", (v, sd, int(params["steady_windows"]))) for sd in sds for v in volumes]
+    cells += [("drop", (v, sd, size, judges, int(params["drop_windows"])))
+              for sd in sds for v in volumes for size in sizes for judges in (tuple(JUDGE_SHARES), ("rag",))]
     started = time.monotonic()
-    steady_cells = [steady(rng, v, sd, int(params["steady_windows"])) for sd in sds for v in volumes]
-    drop_cells = [drops(rng, v, sd, size, judges, int(params["drop_windows"]))
-                  for sd in sds for v in volumes for size in sizes for judges in (tuple(JUDGE_SHARES), ("rag",))]
-    return {"steady": steady_cells, "drops": drop_cells, "history_days": HISTORY, "drop_days": DROP_DAYS,
-            "models": len(MODELS), "seed": int(params.get("seed", 20261127)),
-            "seconds": round(time.monotonic() - started, 1)}
+    tasks = [(seed * 1000 + index, kind, args) for index, (kind, args) in enumerate(cells)]
+    with ProcessPoolExecutor(max_workers=int(params.get("workers", 2))) as pool:
+        done = list(pool.map(_run_cell, tasks))
+    return {"steady": [c for c, (kind, _) in zip(done, cells, strict=True) if kind == "steady"],
+            "drops": [c for c, (kind, _) in zip(done, cells, strict=True) if kind == "drop"],
+            "history_days": HISTORY, "drop_days": DROP_DAYS, "models": len(MODELS), "seed": seed,
+            "params": params, "seconds": round(time.monotonic() - started, 1)}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -172,4 +185,4 @@ def table(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    child_main({"simulate": simulate})
+    child_main({"simulate": simulate, "table": lambda params: {"table": table(params)}})

@@ -1,51 +1,50 @@
 """Quality flags and alerts of the daily report (CONTRACT §7): which measures moved, by more than
-sampling and the model's own day-to-day variation explain, and which of those page someone.
+sampling and the model's own day-to-day variation explain, which of those page someone, and the
+state each model is in.
 
-**The test.** Each measure of each (model, judge) group is compared with two baselines, the
-previous landed day and the trailing 7 days pooled (days D-7 … D-1). The difference ``today −
-baseline`` is tested with a statistic whose variance has three parts:
+**The test** of a (model, judge) measure is :mod:`evaluation.report.monitor`'s: the day against its
+reference (the trailing 7 days pooled, never the tested day; while regressed, the days before the
+regression), the day-to-day variance of the reference days shrunk towards a prior
+(:attr:`AlertPolicy.prior_day_sd`, weighing :attr:`AlertPolicy.prior_days` days) with its degrees
+of freedom in a Student-t reference, and an exact beta-binomial tail for rates.
 
-* today's sampling variance and the baseline's: for a rate (a verdict's share of the ``ok`` rows),
-  the two-proportion test's pooled ``p̄(1 − p̄)(1/n₁ + 1/n₀)``; for a mean, Welch's
-  ``s₁²/n₁ + s₀²/n₀`` (the trailing baseline's ``s₀`` pooled over its days' rows);
-* the day-to-day variation the model's own history shows: ``τ²`` = the variance of the model's
-  daily values over the trailing days minus what sampling alone gives them (never below 0), once
-  at least :attr:`AlertPolicy.min_history_days` days have the measure (else 0). Today's value
-  carries one day's ``τ²``; the previous day another; the pooled trailing days ``τ² Σ wᵢ²``
-  (weights: each day's share of the rows).
-
-A rate's statistic is referred to the normal distribution; a mean's to Student's t with the
-Welch–Satterthwaite degrees of freedom of the three parts. Two-sided p-values.
-
-**Multiplicity.** All the day's tests (every group, measure and baseline) are adjusted together,
-Holm by default (family-wise error) or Benjamini–Hochberg (:data:`evaluation.multiplicity.P_ADJUSTMENTS`, as model comparisons use).
-
-**A flag** is a comparison whose adjusted p-value is below :attr:`AlertPolicy.alpha` *and* whose
-difference is at least the minimum practical effect (:attr:`AlertPolicy.min_rate_effect`
-percentage points on rates, :attr:`AlertPolicy.min_metric_effect` on means). A flag **alerts**
-only when it is ``worse`` on a headline measure (:func:`is_headline`: the pass and fail rates,
-the score, and each judge's :data:`HEADLINE_METRICS`); the others are shown, never sent.
+**Two families.** The *alerting* family is the one-sided (worse) tests of the headline measures
+(:func:`is_headline`: the pass and fail rates, the score, each judge's :data:`HEADLINE_METRICS`),
+adjusted together, Holm by default or Benjamini–Hochberg (:data:`evaluation.multiplicity.P_ADJUSTMENTS`);
+a test alerts when its adjusted p is below :attr:`AlertPolicy.alpha` and its drop is at least the
+minimum practical effect (:attr:`AlertPolicy.min_rate_effect` percentage points on rates,
+:attr:`AlertPolicy.min_metric_effect` on means). The *shown* family is every measure's two-sided
+test against the same reference, adjusted on its own: its flags (better, changed, and worse on
+non-headline measures) are shown, never sent. The previous landed day is shown beside the day and
+not tested.
 
 **In ``summary.json``** (the structure notifications read):
 
 * ``flags``: the flags, most severe first (adjusted p-value ascending, then ``|delta|`` in units
   of the measure's minimum effect, descending). Each: ``model``, ``judge``, ``measure``
-  (``pass_rate``, ``score_mean``, …), ``baseline`` (``previous`` | ``trailing_7d``),
-  ``baseline_dt`` (the previous day, or None), ``value``, ``baseline_value``, ``delta``,
-  ``delta_ci_low``/``delta_ci_high`` (95% interval of the difference, day variation included),
-  ``ci_low``/``ci_high`` (today's interval), ``p_value``, ``p_adjusted``, ``min_effect``,
-  ``direction`` (up | down), ``assessment`` (worse | better | changed), ``headline`` (bool),
-  ``alerts`` (bool).
-* ``headline``: one entry per model of the day, regressed first, then improved, then steady::
+  (``pass_rate``, ``score_mean``, …), ``baseline`` (``trailing_7d`` | ``before_regression``),
+  ``baseline_days``, ``value``, ``baseline_value``, ``delta``, ``delta_ci_low``/``delta_ci_high``
+  (95% interval of the difference, day variation included), ``ci_low``/``ci_high`` (today's
+  interval), ``p_value``, ``p_adjusted``, ``min_effect``, ``direction`` (up | down),
+  ``assessment`` (worse | better | changed), ``headline`` (bool), ``alerts`` (bool).
+* ``headline``: one entry per model of the day, in the order regressed, improved, too few records,
+  no baseline, steady::
 
-      {"model": "assistant-v2", "status": "regressed" | "improved" | "steady",
+      {"model": "assistant-v2", "status": "regressed" | "improved" | "too_few" | "no_baseline" | "steady",
+       "text": "still regressed since 2026-11-03 (day 3)", "since": "2026-11-03", "day": 3,
+       "pages": false, "records": 1200, "detectable_drop": 0.071, "needs": {"0.2": 130, "0.1": 610},
        "changes": [{"judge", "measure", "baseline", "before", "after", "delta", "p_adjusted",
-                    "assessment"}, ...]}
+                    "assessment", "since", "pages"}, ...], "other_flags": 2}
 
-  ``changes`` of a regressed model are its alerting flags, one per (judge, measure), the most
-  severe baseline kept, most severe first; of an improved model its ``better`` flags on headline
-  measures; of a steady model none. ``other_flags`` counts the model's flags not listed.
-* ``alerting``: the regressed models, in headline order (what a notification names).
+  A **regressed** model has a headline measure in regression (:mod:`evaluation.report.monitor`:
+  it stays so, against its level before the change, until it is back); ``changes`` are those
+  measures, most severe first; ``pages`` is true on the day it regressed and on a day a measure
+  regressed before got worse, never on the days it only stays regressed. An **improved** model
+  has ``better`` flags on headline measures (its ``changes``). **too_few**: its best judge's pass
+  rate cannot catch a drop of :attr:`AlertPolicy.useful_drop` at 80% power
+  (``detectable_drop``), and a day needs more rows than it had (``needs``: rows a day for a 20 pp
+  and a 10 pp drop, None when out of reach). **no_baseline**: no earlier day to compare with.
+* ``alerting``: the regressed models, in headline order; ``paging``: those whose line pages.
 * ``method["alerts"]``: the policy in force (:meth:`AlertPolicy.describe`).
 """
 
@@ -115,7 +114,7 @@ class AlertPolicy(BaseModel):
         default=0.03, ge=0.0, le=0.5,
         description="Prior day-to-day sd of a measure (0.03: 3 pp of a rate), shrunk with the model's own days.")
     prior_days: float = Field(
-        default=3.0, ge=0.0, description="How many days of history the prior day-to-day sd weighs as.")
+        default=1.0, ge=0.0, description="How many days of history the prior day-to-day sd weighs as.")
     useful_drop: float = Field(
         default=0.20, gt=0.0, le=1.0,
         description="A model whose day cannot catch a pass-rate drop this large is 'too few records to monitor'.")
@@ -150,8 +149,8 @@ class AlertPolicy(BaseModel):
             "alerting": "worse flags on pass/fail rate, score and each judge's headline metrics "
                         + ", ".join(f"{j}: {', '.join(m) or '-'}" for j, m in HEADLINE_METRICS.items()),
             "regression": "stays regressed, against the reference fixed on the day it regressed, until a day's drop "
-                          "is below half the minimum effect; pages on that day and again only when the drop grows "
-                          "by another minimum effect",
+                          "is below the minimum effect and not significant on its own; pages on that day and again only "
+                          "when the drop grows by another minimum effect and three standard errors",
         }
 
 
@@ -317,7 +316,9 @@ def status_text(line: dict[str, Any], policy: AlertPolicy | None = None) -> str:
     if status == "too_few":
         needs = line.get("needs") or {}
         parts = [f"~{v:,} for a {float(k) * 100:g} pp drop" for k, v in needs.items() if v is not None]
-        return f"too few records to monitor ({line.get('records', 0):,}" + (f"; needs {', '.join(parts)})" if parts else ")")
+        out = [f"needs {', '.join(parts)}"] if parts else []
+        out += [f"{float(k) * 100:g} pp is out of reach at this day-to-day variation" for k, v in needs.items() if v is None]
+        return f"too few records to monitor ({line.get('records', 0):,}" + "".join(f"; {part}" for part in out) + ")"
     return {"no_baseline": "no baseline", "improved": "improved", "steady": "steady"}[status]
 
 

@@ -15,11 +15,13 @@ Statistics (all at 95%):
 * a rate (pass, borderline, fail share of the ``ok`` rows) gets a Wilson score interval;
 * a metric mean over ``ok`` rows gets a Student-t interval ``mean ± t(n-1) · std / sqrt(n)``
   (none for n < 2);
-* each is compared with the previous landed day (at most 7 days back) and with the trailing
-  7-day value (days ``D-7 … D-1``, pooled: rows of all days together, i.e. the n-weighted mean);
-  a comparison is tested, adjusted for the day's number of tests and **flagged** as
-  :mod:`evaluation.report.alerts` says (which also documents the ``flags`` and ``headline``
-  structures of ``summary.json``).
+* each is shown beside the previous landed day (at most 7 days back) and tested against its
+  reference (``reference``, also under its earlier name ``trailing_7d``): days ``D-7 … D-1``
+  pooled (rows of all days together, i.e. the n-weighted mean), or while the measure is regressed
+  the days before the regression. The landed days of the window are replayed in order
+  (:func:`assess_days`, :mod:`evaluation.report.monitor`) so a regression found earlier is carried;
+  tests are adjusted and **flagged** as :mod:`evaluation.report.alerts` says (which also documents
+  the ``flags`` and ``headline`` structures of ``summary.json``).
 """
 
 from __future__ import annotations
@@ -248,7 +250,7 @@ def _monitoring(kind: str, result: Result, level: float, policy: AlertPolicy) ->
                            "power": POWER, "level": level}
     if kind == "rate":
         drops = sorted({policy.useful_drop, TEN_PP}, reverse=True)
-        out["needs"] = {f"{drop:g}": records_needed(ref, level, effect, drop) for drop in drops}
+        out["needs"] = {f"{drop:g}": records_needed(ref, level, effect, drop, policy.prior_day_sd**2) for drop in drops}
         out["needs_useful"] = out["needs"][f"{policy.useful_drop:g}"]
     return out
 
@@ -622,10 +624,10 @@ def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
         earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
         rows = _int(today.get("rows"))
 
-        def measure(kind: str, name: str) -> dict[str, Any]:
-            previous = (earlier[-1], _daily(kind, name, earlier[-1])) if earlier else None
-            return _measure(kind, name, today, previous, results.get((*key, kind, name)), level, policy)  # noqa: B023
-
+        last = earlier[-1] if earlier else None
+        measures = {(kind, name): _measure(kind, name, today, None if last is None else (last, _daily(kind, name, last)),
+                                           results.get((*key, kind, name)), level, policy)
+                    for kind, names in (("rate", VERDICTS), ("metric", METRICS)) for name in names}
         group: dict[str, Any] = {
             "model": key[0],
             "judge": key[1],
@@ -634,8 +636,8 @@ def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
             "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
             "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
             "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
-            "rates": {v: measure("rate", v) for v in VERDICTS},
-            "metrics": {m: measure("metric", m) for m in METRICS},
+            "rates": {v: measures[("rate", v)] for v in VERDICTS},
+            "metrics": {m: measures[("metric", m)] for m in METRICS},
             "health": _health(today),
             "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
         }

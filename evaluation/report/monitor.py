@@ -26,13 +26,16 @@ last day, ``make bench`` every day of simulated windows. The rules:
   (:func:`evaluation.multiplicity.adjust_p_values`); a series **alerts** when its adjusted p is
   below ``alpha`` and its drop is at least the minimum effect.
 * **State.** A series that alerts is **regressed since D** and keeps the reference of D. It stays
-  regressed, whatever a later day's test says, until a day's drop against that reference is below
-  half the minimum effect (recovered). It **pages** on the day it regresses, and again only when
-  it alerts with a drop at least one minimum effect beyond the drop it last paged with.
+  regressed, whatever a later day's adjusted test says, until a day's drop against that reference
+  is below the minimum effect and not significant on its own (one-sided p ≥ ``alpha``, unadjusted):
+  recovered. It **pages** on the day it regresses, and again only when
+  it alerts with a drop beyond the one it last paged with by at least the minimum effect and
+  :data:`WORSE_SES` standard errors of the day's test.
 * **Detectable drop**: the smallest drop the day's volume catches with 80% power at the day's
   Bonferroni level ``alpha / m`` (m: the alerting family's size) and the minimum effect;
-  :func:`records_needed` solves for the volume that catches a given drop (None when day-to-day
-  variation alone prevents it).
+  :func:`records_needed` solves for the volume that catches a given drop with a reference week
+  of such days, at the smaller of ``τ̃²`` and the prior's ``τ₀²`` (None when day-to-day variation
+  alone prevents it).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ REFERENCE_DAYS = 7
 POWER = 0.8
 Z_POWER = 0.8416212335729143  # the standard normal's 0.8 quantile
 _TOLERANCE = 1e-9
+#: A regressed series pages again when its drop grew by the minimum effect and this many standard errors.
+WORSE_SES = 3.0
 #: A rate's exact tail is computed when the t p-value is below this (no alpha reaches it).
 EXACT_BELOW = 0.5
 
@@ -223,15 +228,18 @@ def detectable_drop(kind: str, today: Daily, ref: Reference, level: float, min_e
     return max(t_isf(level, df) * se, min_effect) + Z_POWER * se
 
 
-def records_needed(ref: Reference, level: float, min_effect: float, drop: float) -> int | None:
+def records_needed(ref: Reference, level: float, min_effect: float, drop: float, tau2_cap: float) -> int | None:
     """About how many rows a day (with a reference week of such days) needs for 80% power against
-    ``drop`` (a rate): None when day-to-day variation alone, or the minimum effect, prevents it."""
+    ``drop`` (a rate), at the reference's day-to-day variance capped at ``tau2_cap`` (a small
+    unit's own days mostly show sampling noise): None when day-to-day variation alone, or the
+    minimum effect, prevents it."""
     if drop <= min_effect:
         return None
-    quantile = t_isf(level, ref.tau_df if ref.tau2 > 0 else None)
+    tau2 = min(ref.tau2, tau2_cap)
+    quantile = t_isf(level, ref.tau_df if tau2 > 0 else None)
     se_max = min(drop / (quantile + Z_POWER), (drop - min_effect) / Z_POWER)
     weight = 1.0 + 1.0 / REFERENCE_DAYS
-    room = se_max**2 - ref.tau2 * weight
+    room = se_max**2 - tau2 * weight
     p = min(max(ref.pooled.value, 0.05), 0.95)
     return None if room <= 0 else math.ceil(p * (1 - p) * weight / room)
 
@@ -307,13 +315,13 @@ def step(mon: Monitor, day: dt.date, series: Mapping[SeriesKey, Mapping[dt.date,
         effect = policy.min_effect(key[2])
         result.p_adjusted = float(p_adjusted)
         result.alerts = bool(p_adjusted < policy.alpha and test.drop >= effect - _TOLERANCE)
-        _move(mon.states[key], result, day, effect)
+        _move(mon.states[key], result, day, effect, policy.alpha)
     for key, result in results.items():
         result.since = mon.states[key].since
     return results
 
 
-def _move(state: State, result: Result, day: dt.date, effect: float) -> None:
+def _move(state: State, result: Result, day: dt.date, effect: float, alpha: float) -> None:
     """A series' state after its day's test (:mod:`evaluation.report.monitor`'s rules)."""
     test = result.test
     assert test is not None
@@ -321,10 +329,10 @@ def _move(state: State, result: Result, day: dt.date, effect: float) -> None:
         if result.alerts:
             state.since, state.reference, state.paged_drop = day, result.reference, test.drop
             result.pages = True
-    elif test.drop < effect / 2:
+    elif test.drop < effect and (test.p_worse is None or test.p_worse >= alpha):
         state.since, state.reference, state.paged_drop = None, None, 0.0
         result.recovered = True
-    elif result.alerts and test.drop >= state.paged_drop + effect - _TOLERANCE:
+    elif result.alerts and test.drop - state.paged_drop >= max(effect, WORSE_SES * test.se) - _TOLERANCE:
         state.paged_drop, result.pages = test.drop, True
 
 

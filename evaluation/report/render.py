@@ -261,7 +261,7 @@ def _headline_section(summary: dict[str, Any]) -> str:
         "got worse by more than sampling and its own day-to-day variation explain, after "
         f"{esc(method.get('adjustment', 'a multiplicity adjustment'))} across the day's tests, "
         "and by at least the minimum effect (see Flags). It stays regressed, against its level before the change, "
-        "until it is back within half the minimum effect of it, and pages again only when it gets worse. "
+        "until it is back within the minimum effect of it, and pages again only when it gets worse. "
         "<em>Too few records to monitor</em>: the day's volume cannot catch the useful drop; <em>no baseline</em>: "
         "no earlier day to compare with."))
 
