@@ -207,3 +207,9 @@ def test_report_command_takes_the_policy(tmp_path: Path, capsys: pytest.CaptureF
     assert summary["method"]["alerts"]["p_adjust"] == "bh" and summary["method"]["alerts"]["min_metric_effect"] == 0.03
     assert cli_main([*base, "--min-rate-effect", "1.5"]) == 2
     assert "--min-rate-effect" in capsys.readouterr().err
+    assert cli_main([*base, "--accept-baseline", f"m={WEEK[-2].isoformat()}", "--prior-day-sd", "0.02"]) == 0
+    summary = storage.read_json(store, storage.report_key(DAY, "summary.json"))
+    assert summary["method"]["alerts"]["accept_baseline"] == {"m": WEEK[-2].isoformat()}
+    assert summary["groups"][0]["metrics"]["score"]["reference"]["days"] == [WEEK[-2].isoformat()]
+    assert cli_main([*base, "--accept-baseline", "m"]) == 2
+    assert "--accept-baseline" in capsys.readouterr().err
