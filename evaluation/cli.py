@@ -295,14 +295,17 @@ def _report_parser(sub: Any) -> None:
                         help="accept MODEL's level from that day on as its baseline (ends its regression); repeatable")
 
 
-def accepted_baselines(items: list[str]) -> dict[str, str]:
-    """``--accept-baseline MODEL=YYYY-MM-DD`` values as ``{model: day}`` (the policy checks the day)."""
+def accepted_baselines(items: list[str]) -> dict[str, dt.date]:
+    """``--accept-baseline MODEL=YYYY-MM-DD`` values as ``{model: day}``."""
     accepted = {}
     for item in items:
         model, sep, day = item.rpartition("=")
         if not sep or not model.strip():
             raise ValueError(f"accept_baseline: {item!r} is not MODEL=YYYY-MM-DD")
-        accepted[model.strip()] = day.strip()
+        try:
+            accepted[model.strip()] = dt.date.fromisoformat(day.strip())
+        except ValueError:
+            raise ValueError(f"accept_baseline: {day.strip()!r} of {model.strip()} is not a date (YYYY-MM-DD)") from None
     return accepted
 
 
