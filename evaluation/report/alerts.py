@@ -58,6 +58,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.multiplicity import P_ADJUSTMENTS, adjust_p_values
+from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
 
 #: Per judge, the metrics (besides the score) whose worse flags alert.
 HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
@@ -216,6 +217,58 @@ def assess(kind: str, name: str, delta: float) -> tuple[str, str]:
     direction = "up" if delta > 0 else "down"
     better = {"pass": "up", "borderline": None, "fail": "down"}.get(name, "up") if kind == "rate" else "up"
     return direction, "changed" if better is None else ("better" if direction == better else "worse")
+
+
+#: The drop the headline says a too-small model needs the volume for, beside the useful drop.
+TEN_PP = 0.10
+
+
+def previous_entry(today: Daily | None, interval: tuple[float, float] | None, row: dict[str, Any],
+              base: Daily) -> dict[str, Any]:
+    """Today beside the previous landed day: descriptive (the difference, and whether the previous
+    value lies outside today's interval); the test is against the reference (:func:`reference_entry`)."""
+    return {"dt": row["dt"].isoformat(), "n": base.n, "value": base.value,
+            "delta": None if today is None else today.value - base.value,
+            "outside_ci": None if interval is None else bool(base.value < interval[0] or base.value > interval[1]),
+            "p_value": None, "p_adjusted": None, "flagged": False, "tested": False}
+
+
+def reference_entry(result: Result, interval: tuple[float, float] | None, day: dt.date) -> dict[str, Any] | None:
+    """Today against its reference (:mod:`evaluation.report.monitor`): the difference, the test,
+    the alerting family's adjusted p (headline measures), and the regression the series is in."""
+    ref, test = result.reference, result.test
+    if ref is None:
+        return None
+    return {
+        "baseline": "before_regression" if result.since is not None and result.since < day else "trailing_7d",
+        "days": [d.isoformat() for d in ref.days], "n": ref.pooled.n, "value": ref.pooled.value,
+        "delta": None if test is None else test.delta,
+        "outside_ci": None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),
+        "se": test.se if test else None, "df": test.df if test else None,
+        "delta_ci_low": test.ci_low if test else None, "delta_ci_high": test.ci_high if test else None,
+        "test": "one-sided (worse)" if result.headline and test and test.p_worse is not None else "two-sided",
+        "p_value": (test.p_worse if result.headline and test.p_worse is not None else test.p_two_sided) if test else None,
+        "p_worse": test.p_worse if test else None, "p_two_sided": test.p_two_sided if test else None,
+        "p_adjusted": result.p_adjusted, "alerts": result.alerts, "flagged": result.alerts,
+        "regressed_since": result.since.isoformat() if result.since else None, "pages": result.pages,
+        "recovered": result.recovered, "tested": test is not None,
+    }
+
+
+def monitoring_entry(kind: str, result: Result, level: float, policy: AlertPolicy) -> dict[str, Any] | None:
+    """What the day's volume can catch on a headline measure (:func:`evaluation.report.monitor.detectable_drop`;
+    a rate also says the rows a day needs for the useful drop and for 10 pp)."""
+    ref = result.reference
+    if ref is None or not result.headline or result.today.n < 2:
+        return None
+    effect = policy.min_effect(kind)
+    out: dict[str, Any] = {"detectable_drop": detectable_drop(kind, result.today, ref, level, effect),
+                           "power": POWER, "level": level}
+    if kind == "rate":
+        drops = sorted({policy.useful_drop, TEN_PP}, reverse=True)
+        out["needs"] = {f"{drop:g}": records_needed(ref, level, effect, drop, policy.prior_day_sd**2) for drop in drops}
+        out["needs_useful"] = out["needs"][f"{policy.useful_drop:g}"]
+    return out
 
 
 def severity_key(flag: dict[str, Any]) -> tuple[float, float, str, str, str, str]:

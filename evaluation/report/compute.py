@@ -46,18 +46,12 @@ from evaluation.report.alerts import (
     decide_flags,
     is_headline,
     model_states,
+    monitoring_entry,
+    previous_entry,
+    reference_entry,
     t_quantile_975,
 )
-from evaluation.report.monitor import (
-    POWER,
-    Daily,
-    Result,
-    SeriesKey,
-    alerting_family_size,
-    detectable_drop,
-    monitor,
-    records_needed,
-)
+from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
 from evaluation.summary import build_daily_summary
@@ -69,8 +63,6 @@ HISTOGRAM_BINS = 10
 TEXT_LIMIT = 400
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
-#: The drop the headline says a too-small model needs the volume for, beside the useful drop.
-TEN_PP = 0.10
 
 class ReportError(RuntimeError):
     """The report cannot be built (nothing landed for the day); the message says where."""
@@ -207,54 +199,6 @@ def _daily(kind: str, key: str, row: dict[str, Any]) -> Daily | None:
     return Daily(estimate["value"], estimate["n"], std * std)
 
 
-def _previous(today: Daily | None, interval: tuple[float, float] | None, row: dict[str, Any],
-              base: Daily) -> dict[str, Any]:
-    """Today beside the previous landed day: descriptive (the difference, and whether the previous
-    value lies outside today's interval); the test is against the reference (:func:`_reference`)."""
-    return {"dt": row["dt"].isoformat(), "n": base.n, "value": base.value,
-            "delta": None if today is None else today.value - base.value,
-            "outside_ci": None if interval is None else bool(base.value < interval[0] or base.value > interval[1]),
-            "p_value": None, "p_adjusted": None, "flagged": False, "tested": False}
-
-
-def _reference(result: Result, interval: tuple[float, float] | None, day: dt.date) -> dict[str, Any] | None:
-    """Today against its reference (:mod:`evaluation.report.monitor`): the difference, the test,
-    the alerting family's adjusted p (headline measures), and the regression the series is in."""
-    ref, test = result.reference, result.test
-    if ref is None:
-        return None
-    return {
-        "baseline": "before_regression" if result.since is not None and result.since < day else "trailing_7d",
-        "days": [d.isoformat() for d in ref.days], "n": ref.pooled.n, "value": ref.pooled.value,
-        "delta": None if test is None else test.delta,
-        "outside_ci": None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),
-        "se": test.se if test else None, "df": test.df if test else None,
-        "delta_ci_low": test.ci_low if test else None, "delta_ci_high": test.ci_high if test else None,
-        "test": "one-sided (worse)" if result.headline and test and test.p_worse is not None else "two-sided",
-        "p_value": (test.p_worse if result.headline and test.p_worse is not None else test.p_two_sided) if test else None,
-        "p_worse": test.p_worse if test else None, "p_two_sided": test.p_two_sided if test else None,
-        "p_adjusted": result.p_adjusted, "alerts": result.alerts, "flagged": result.alerts,
-        "regressed_since": result.since.isoformat() if result.since else None, "pages": result.pages,
-        "recovered": result.recovered, "tested": test is not None,
-    }
-
-
-def _monitoring(kind: str, result: Result, level: float, policy: AlertPolicy) -> dict[str, Any] | None:
-    """What the day's volume can catch on a headline measure (:func:`evaluation.report.monitor.detectable_drop`;
-    a rate also says the rows a day needs for the useful drop and for 10 pp)."""
-    ref = result.reference
-    if ref is None or not result.headline or result.today.n < 2:
-        return None
-    effect = policy.min_effect(kind)
-    out: dict[str, Any] = {"detectable_drop": detectable_drop(kind, result.today, ref, level, effect),
-                           "power": POWER, "level": level}
-    if kind == "rate":
-        drops = sorted({policy.useful_drop, TEN_PP}, reverse=True)
-        out["needs"] = {f"{drop:g}": records_needed(ref, level, effect, drop, policy.prior_day_sd**2) for drop in drops}
-        out["needs_useful"] = out["needs"][f"{policy.useful_drop:g}"]
-    return out
-
-
 def _measure(kind: str, key: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
              result: Result | None, level: float, policy: AlertPolicy) -> dict[str, Any]:
     day: dt.date = today["dt"]
@@ -268,14 +212,14 @@ def _measure(kind: str, key: str, today: dict[str, Any], previous: tuple[dict[st
     out["interval"] = "wilson" if kind == "rate" else "student_t"
     current = _daily(kind, key, today)
     row, last = previous if previous is not None else ({}, None)
-    out["previous"] = None if last is None else _previous(current, interval, row, last)
+    out["previous"] = None if last is None else previous_entry(current, interval, row, last)
     ref = result.reference if result is not None else None
     out["day_to_day"] = None if ref is None else {
         "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
         "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd}
-    out["reference"] = None if result is None else _reference(result, interval, day)
+    out["reference"] = None if result is None else reference_entry(result, interval, day)
     out["trailing_7d"] = out["reference"]  # the name earlier summaries used
-    out["monitoring"] = None if result is None else _monitoring(kind, result, level, policy)
+    out["monitoring"] = None if result is None else monitoring_entry(kind, result, level, policy)
     return out
 
 

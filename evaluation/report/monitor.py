@@ -44,15 +44,27 @@ import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from scipy import special
 
 from evaluation.multiplicity import adjust_p_values
 
-if TYPE_CHECKING:
-    from evaluation.report.alerts import AlertPolicy
+
+class AlertPolicy(Protocol):
+    """What the monitor reads of :class:`evaluation.report.alerts.AlertPolicy`."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def p_adjust(self) -> str: ...
+    @property
+    def prior_day_sd(self) -> float: ...
+    @property
+    def prior_days(self) -> float: ...
+    def min_effect(self, kind: str) -> float: ...
+    def accepted_from(self, model: str) -> dt.date | None: ...
 
 #: (model, judge, kind, name): kind is ``rate`` or ``metric``; a segment's unit names it in ``judge``.
 SeriesKey = tuple[str, str, str, str]
