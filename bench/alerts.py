@@ -1,149 +1,188 @@
-"""The alert simulation (a child of :mod:`bench.run`, item 9): how often the daily report raises
-an alert on a steady day, and how often it catches a planted regression, by size and volume.
+"""The alert simulation (a child of :mod:`bench.run`, item 9): how often the daily report's flags
+page on steady days, and how often (and for how long) they show a planted drop, when days drift.
 
-Every simulated day goes through the real pipeline: generated logs (:mod:`evaluation.synthetic`,
-the three assistants drawn from fixed mixtures of grounded, hallucinated and refusing answers),
-:func:`evaluation.day.run_day` with the offline judge (ingest, validation, judging, scoring,
-landing, ``daily_summary``) and the daily report it writes (``summary.json``), whose
-``headline``/``alerting`` are counted. For each volume (records per model per day):
+Each trial is a window of days of three models × three judges (rag, masis, prompt), simulated as
+``daily_summary`` rows and fed to the report's own code (:func:`evaluation.report.compute.assess_days`,
+which replays the window through :mod:`evaluation.report.monitor`, then
+:func:`evaluation.report.alerts.build_headline`): no pipeline run, only the flags.
 
-* a timeline of steady days; from the eighth day on (a full trailing week behind it) each is a
-  steady test day: a **false-alarm day** is one whose report alerts on any model;
-* planted regressions: on a steady day's date, :data:`REGRESSED_MODEL`'s grounded share drops by
-  ``size / gap`` (``gap``: how much more often a grounded answer passes the rag judge than a
-  hallucinated one, measured first on two calibration days), so its expected rag pass rate drops
-  by ``size``; that day is evaluated in an output root of its own that holds the timeline's
-  previous seven ``daily_summary`` partitions. **Detected**: the report alerts on the regressed
-  model; the other two models alerting that day are counted too.
+* A model's day: each judge's verdicts are drawn ``multinomial(n, (pass, borderline, fail))``
+  from its usual shares, with a **day effect** ``u ~ N(0, sd)`` added to every judge's pass share
+  (taken from the fail share): day-to-day drift shared across a model's judges. Scores are drawn
+  per verdict band (pass in [0.8, 1], borderline [0.6, 0.8), fail [0.1, 0.6)); a judge's headline
+  metrics follow its score with their own noise.
+* **Steady cells** (sd, records a model a day): windows of 7 history days and one test day;
+  *paged* when the test day's headline pages on any of the three models. One test day a window,
+  so the days are independent.
+* **Drop cells**: 7 history days, then 5 days on which one model's pass share drops by the size
+  in all judges or in rag alone (its fail share rises as much). Caught on day 1 (it pages on day
+  1) and *shown regressed on day 5*; ``other_paged``: another model paged in the window.
+
+Intervals are Wilson 95% intervals of the share of windows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import shutil
-import tempfile
+import math
 import time
-from pathlib import Path
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
+
+import numpy as np
 
 from bench.common import child_main
 
-REGRESSED_MODEL = "assistant-v2"
 FIRST_DAY = dt.date(2026, 3, 1)
 HISTORY = 7
-RUN: dict[str, Any] = {"judge_model": "offline/lexical", "chunk_size": 2000, "concurrency": 32}
+DROP_DAYS = 5
+MODELS = ("model-a", "model-b", "model-c")
+#: Each judge's usual (pass, borderline) shares; fail is the rest.
+JUDGE_SHARES = {"rag": (0.70, 0.15), "masis": (0.65, 0.15), "prompt": (0.75, 0.10)}
+METRICS_OF = {"rag": ("faithfulness", "answer_relevance", "context_relevance"),
+              "masis": ("faithfulness", "relevance", "completeness"), "prompt": ()}
+BANDS = ((0.8, 1.0), (0.6, 0.8), (0.1, 0.6))
+Z = 1.959963984540054
 
 
-def _run(raw: Path, out: Path, day: dt.date, records: int, behaviour: dict[str, tuple[float, float, float]] | None,
-         run_id: str) -> dict[str, Any]:
-    """Generate ``day`` (``records`` valid records over the three models), run every stage on it,
-    and return the report's ``summary.json``."""
-    from evaluation import storage, synthetic
-    from evaluation.contract import RunConfig
-    from evaluation.day import run_day
-    from evaluation.stages import Stores
-
-    synthetic.write_day(storage.open_store(str(raw)), day, records, behaviour=behaviour)
-    cfg = RunConfig(date=day, input_uri=str(raw), output_uri=str(out), run_id=run_id, **RUN)
-    run_day(cfg, Stores.open(cfg))
-    summary: dict[str, Any] = storage.read_json(storage.open_store(str(out)), storage.report_key(day, "summary.json"))
-    return summary
+def wilson(hits: int, n: int) -> tuple[float, float]:
+    """The Wilson score 95% interval of ``hits`` of ``n``."""
+    if n == 0:
+        return 0.0, 1.0
+    p, z2 = hits / n, Z * Z
+    centre, half = (p + z2 / (2 * n)) / (1 + z2 / n), Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _rag_pass_rate(summary: dict[str, Any], model: str) -> float:
-    group = next(g for g in summary["groups"] if g["model"] == model and g["judge"] == "rag")
-    value: float = group["rates"]["pass"]["value"]
-    return value
+def _mean_std(rng: np.random.Generator, counts: list[int], noise: float) -> tuple[float, float]:
+    """The mean and sd of scores drawn uniformly in each verdict band (each band's sum drawn as a normal)."""
+    n = sum(counts)
+    centres = [(a + b) / 2 for a, b in BANDS]
+    spreads = [(b - a) ** 2 / 12 + noise * noise for a, b in BANDS]
+    draws = rng.standard_normal(3)
+    total = sum(k * c + z * math.sqrt(max(k, 1) * v) for k, c, v, z in zip(counts, centres, spreads, draws, strict=True))
+    mean = total / n
+    within = sum(k * (v + (c - mean) ** 2) for k, c, v in zip(counts, centres, spreads, strict=True))
+    return min(1.0, max(0.0, mean)), math.sqrt(within / max(n - 1, 1))
 
 
-def _gap(root: Path, records: int) -> dict[str, float]:
-    """The rag pass rate of all-grounded and all-hallucinated answers, and their difference."""
-    from evaluation import synthetic
-
-    rates = {}
-    for name, mixture in (("grounded", (1.0, 0.0, 0.0)), ("hallucinated", (0.0, 1.0, 0.0))):
-        summary = _run(root / name / "raw", root / name / "out", FIRST_DAY, 3 * records,
-                       dict.fromkeys(synthetic.MODELS, mixture), f"calibration-{name}")
-        rates[name] = sum(_rag_pass_rate(summary, m) for m in synthetic.MODELS) / len(synthetic.MODELS)
-    return {**rates, "gap": rates["grounded"] - rates["hallucinated"]}
-
-
-def _regressed(size: float, gap: float) -> tuple[float, float, float]:
-    """:data:`REGRESSED_MODEL`'s mixture with ``size / gap`` of its grounded share hallucinating."""
-    from evaluation import synthetic
-
-    grounded, hallucinated, refusing = synthetic.MODEL_BEHAVIOUR[REGRESSED_MODEL]
-    shift = size / gap
-    if shift > grounded:
-        raise ValueError(f"a {size:.0%} drop needs more than {REGRESSED_MODEL}'s grounded share {grounded}")
-    return grounded - shift, hallucinated + shift, refusing
+def _row(rng: np.random.Generator, day: dt.date, model: str, judge: str, n: int, shift: float) -> dict[str, Any]:
+    """One simulated ``daily_summary`` row: ``shift`` added to the judge's pass share."""
+    passing, border = JUDGE_SHARES[judge]
+    p = min(0.99, max(0.01, passing + shift))
+    probs = np.array([p, border, max(0.0, 1.0 - p - border)])
+    counts = [int(c) for c in rng.multinomial(n, probs / probs.sum())]
+    row: dict[str, Any] = {"dt": day, "model": model, "judge": judge, "rows": n, "n_ok": n,
+                           "n_pass": int(counts[0]), "n_borderline": int(counts[1]), "n_fail": int(counts[2])}
+    for metric, noise in (("score", 0.0), *((m, 0.05) for m in METRICS_OF[judge])):
+        mean, std = _mean_std(rng, counts, noise)
+        row.update({f"{metric}_n": n, f"{metric}_mean": mean, f"{metric}_std": std})
+    return row
 
 
-def _copy_history(out: Path, target: Path, day: dt.date) -> None:
-    """The steady timeline's ``daily_summary`` partitions of the seven days before ``day``, each
-    committed in ``target`` as its day."""
-    from evaluation import storage
+def _window(rng: np.random.Generator, days: int, volume: int, sd: float,
+            drop: tuple[str, float, tuple[str, ...]] | None) -> dict[tuple[str, str], dict[dt.date, dict[str, Any]]]:
+    """``days`` days of rows; ``drop`` = (model, size, judges) from day :data:`HISTORY` on."""
+    rows: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
+    for index in range(days):
+        day = FIRST_DAY + dt.timedelta(days=index)
+        for model in MODELS:
+            effect = rng.normal(0.0, sd) if sd > 0 else 0.0
+            for judge in JUDGE_SHARES:
+                dropped = drop is not None and index >= HISTORY and model == drop[0] and judge in drop[2]
+                shift = effect - (drop[1] if dropped and drop is not None else 0.0)
+                rows.setdefault((model, judge), {})[day] = _row(rng, day, model, judge, volume, shift)
+    return rows
 
-    past_days = [day - dt.timedelta(days=back) for back in range(1, HISTORY + 1)]
-    landed = storage.read_landed(storage.LocalStore(out), past_days)
-    for past in past_days:
-        key = landed.key("daily_summary", past)
-        if key is None:
-            raise ValueError(f"the steady timeline has no daily_summary of {past}")
-        (target / key).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out / key, target / key)
-        storage.commit_day(storage.LocalStore(target), past, landed.commits[past].run_id or "history",
-                           {"daily_summary": key})
+
+def _headlines(rows: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days: list[dt.date]) -> list[list[dict[str, Any]]]:
+    """The report's headline of each of ``days`` (the project's own flag code)."""
+    from evaluation.report.alerts import AlertPolicy, build_headline
+    from evaluation.report.compute import assess_days
+
+    assessed = assess_days(rows, days, AlertPolicy())
+    return [build_headline(list(MODELS), assessed[day][1], assessed[day][2]) for day in days]
+
+
+def _cell(hits: int, n: int) -> dict[str, Any]:
+    low, high = wilson(hits, n)
+    return {"hits": hits, "n": n, "rate": hits / n if n else None, "ci95": [low, high]}
+
+
+def steady(rng: np.random.Generator, volume: int, sd: float, windows: int) -> dict[str, Any]:
+    """Windows of 7 history days and a steady test day: days that page, days showing a regression."""
+    paged, shown, too_few = 0, 0, 0
+    test_day = FIRST_DAY + dt.timedelta(days=HISTORY)
+    for _ in range(windows):
+        (lines,) = _headlines(_window(rng, HISTORY + 1, volume, sd, None), [test_day])
+        paged += any(line["pages"] for line in lines)
+        shown += any(line["status"] == "regressed" for line in lines)
+        too_few += sum(line["status"] == "too_few" for line in lines)
+    return {"volume": volume, "sd": sd, "paged": _cell(paged, windows), "shown_regressed": _cell(shown, windows),
+            "too_few_share": too_few / (windows * len(MODELS))}
+
+
+def drops(rng: np.random.Generator, volume: int, sd: float, size: float, judges: tuple[str, ...],
+          windows: int) -> dict[str, Any]:
+    """Windows with a sustained drop of ``MODELS[0]``: caught on day 1, shown on day 5, pages."""
+    model = MODELS[0]
+    days = [FIRST_DAY + dt.timedelta(days=HISTORY + i) for i in range(DROP_DAYS)]
+    day1, day5, ever, pages, others = 0, 0, 0, 0, 0
+    for _ in range(windows):
+        per_day = _headlines(_window(rng, HISTORY + DROP_DAYS, volume, sd, (model, size, judges)), days)
+        status = [next(line for line in lines if line["model"] == model) for lines in per_day]
+        day1 += status[0]["status"] == "regressed"
+        day5 += status[-1]["status"] == "regressed"
+        ever += any(s["status"] == "regressed" for s in status)
+        pages += sum(s["pages"] for s in status)
+        others += any(line["pages"] for lines in per_day for line in lines if line["model"] != model)
+    return {"volume": volume, "sd": sd, "size": size, "judges": "all" if len(judges) > 1 else judges[0],
+            "day1": _cell(day1, windows), "day5": _cell(day5, windows), "caught_by_day5": _cell(ever, windows),
+            "pages_per_window": pages / windows, "other_paged": _cell(others, windows)}
+
+
+def _run_cell(task: tuple[int, str, tuple[Any, ...]]) -> dict[str, Any]:
+    """One cell with its own generator (seeded by the run's seed and the cell's index)."""
+    seed, kind, args = task
+    rng = np.random.default_rng(seed)
+    return steady(rng, *args) if kind == "steady" else drops(rng, *args)
 
 
 def simulate(params: dict[str, Any]) -> dict[str, Any]:
-    """Steady days and planted regressions per volume; see the module docstring."""
-    volumes = [int(v) for v in params["volumes"]]
+    """Steady and drop cells over volumes × day-to-day sds, on ``workers`` processes (2); see the
+    module docstring. Each cell has its own seed, so the figures do not depend on the workers."""
+    seed = int(params.get("seed", 20261127))
+    volumes, sds = [int(v) for v in params["volumes"]], [float(s) for s in params["sds"]]
     sizes = [float(s) for s in params["sizes"]]
-    steady_days, trials = int(params["steady_days"]), int(params["trials"])
-    if trials > steady_days:
-        raise ValueError("trials must not exceed steady_days (each trial takes a steady day's date)")
-    root = Path(tempfile.mkdtemp(prefix="bench-alerts-"))
+    cells: list[tuple[str, tuple[Any, ...]]] = [("steady", (v, sd, int(params["steady_windows"]))) for sd in sds for v in volumes]
+    cells += [("drop", (v, sd, size, judges, int(params["drop_windows"])))
+              for sd in sds for v in volumes for size in sizes for judges in (tuple(JUDGE_SHARES), ("rag",))]
     started = time.monotonic()
-    try:
-        gap = _gap(root / "calibration", int(params.get("calibration_records", 300)))
-        steady: list[dict[str, Any]] = []
-        regressions: list[dict[str, Any]] = []
-        for volume in volumes:
-            raw, out = root / f"steady-{volume}" / "raw", root / f"steady-{volume}" / "out"
-            days = [FIRST_DAY + dt.timedelta(days=i) for i in range(HISTORY + steady_days)]
-            alerted, flagged, flags = 0, 0, 0
-            for index, day in enumerate(days):
-                summary = _run(raw, out, day, 3 * volume, None, f"steady-{day}")
-                if index >= HISTORY:
-                    alerted += bool(summary["alerting"])
-                    flagged += bool(summary["flags"])
-                    flags += len(summary["flags"])
-            steady.append({"volume": volume, "days": steady_days, "alert_days": alerted, "flag_days": flagged,
-                           "flags": flags})
-            for size in sizes:
-                mixture = _regressed(size, gap["gap"])
-                caught, others, drops = 0, 0, []
-                for trial in range(trials):
-                    day = days[HISTORY + trial]
-                    scratch = root / f"regression-{volume}-{size}-{trial}"
-                    _copy_history(out, scratch / "out", day)
-                    summary = _run(scratch / "raw", scratch / "out", day, 3 * volume, {REGRESSED_MODEL: mixture},
-                                   f"regression-{day}")
-                    caught += REGRESSED_MODEL in summary["alerting"]
-                    others += any(m != REGRESSED_MODEL for m in summary["alerting"])
-                    group = next(g for g in summary["groups"] if g["model"] == REGRESSED_MODEL and g["judge"] == "rag")
-                    trailing = group["rates"]["pass"]["trailing_7d"]
-                    drops.append(-trailing["delta"])
-                    shutil.rmtree(scratch)
-                regressions.append({"volume": volume, "size": size, "trials": trials, "detected": caught,
-                                    "other_models_alerted": others, "mixture": mixture,
-                                    "mean_observed_drop": sum(drops) / len(drops)})
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return {"gap": gap, "steady": steady, "regressions": regressions, "model": REGRESSED_MODEL,
-            "seconds": round(time.monotonic() - started, 1)}
+    tasks = [(seed * 1000 + index, kind, args) for index, (kind, args) in enumerate(cells)]
+    with ProcessPoolExecutor(max_workers=int(params.get("workers", 2))) as pool:
+        done = list(pool.map(_run_cell, tasks))
+    return {"steady": [c for c, (kind, _) in zip(done, cells, strict=True) if kind == "steady"],
+            "drops": [c for c, (kind, _) in zip(done, cells, strict=True) if kind == "drop"],
+            "history_days": HISTORY, "drop_days": DROP_DAYS, "models": len(MODELS), "seed": seed,
+            "params": params, "seconds": round(time.monotonic() - started, 1)}
+
+
+def table(result: dict[str, Any]) -> str:
+    """The simulation's two tables as Markdown (what docs/alerts.md quotes)."""
+    def pct(cell: dict[str, Any]) -> str:
+        low, high = cell["ci95"]
+        return f"{cell['hits']}/{cell['n']} = {cell['rate']:.1%} ({low:.1%}–{high:.1%})"
+
+    out = ["| day-to-day sd | records a model a day | steady days that paged (95% CI) | showing a regression | "
+           "models 'too few records' |", "|---|---|---|---|---|"]
+    out += [f"| {c['sd'] * 100:g} pp | {c['volume']:,} | {pct(c['paged'])} | {pct(c['shown_regressed'])} | "
+            f"{c['too_few_share']:.0%} |" for c in result["steady"]]
+    out += ["", "| day-to-day sd | records a model a day | drop | in | caught on day 1 (95% CI) | shown regressed on "
+            "day 5 | pages a window | another model paged |", "|---|---|---|---|---|---|---|---|"]
+    out += [f"| {c['sd'] * 100:g} pp | {c['volume']:,} | {c['size'] * 100:g} pp | {c['judges']} | {pct(c['day1'])} | "
+            f"{pct(c['day5'])} | {c['pages_per_window']:.2f} | {pct(c['other_paged'])} |" for c in result["drops"]]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
-    child_main({"simulate": simulate})
+    child_main({"simulate": simulate, "table": lambda params: {"table": table(params)}})

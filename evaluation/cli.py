@@ -321,6 +321,26 @@ def _report_parser(sub: Any) -> None:
                         help="smallest change of a pass/borderline/fail rate that can flag (0.05: 5 percentage points)")
     parser.add_argument("--min-metric-effect", type=float, default=0.05,
                         help="smallest change of a metric mean (score, faithfulness, ...) that can flag")
+    parser.add_argument("--prior-day-sd", type=float, default=0.03,
+                        help="prior day-to-day sd of a measure (0.03: 3 pp of a rate), shrunk with the model's own days")
+    parser.add_argument("--useful-drop", type=float, default=0.20,
+                        help="a model whose day cannot catch a pass-rate drop this large is 'too few records to monitor'")
+    parser.add_argument("--accept-baseline", action="append", default=[], metavar="MODEL=YYYY-MM-DD",
+                        help="accept MODEL's level from that day on as its baseline (ends its regression); repeatable")
+
+
+def accepted_baselines(items: list[str]) -> dict[str, dt.date]:
+    """``--accept-baseline MODEL=YYYY-MM-DD`` values as ``{model: day}``."""
+    accepted = {}
+    for item in items:
+        model, sep, day = item.rpartition("=")
+        if not sep or not model.strip():
+            raise CliError(f"accept_baseline: {item!r} is not MODEL=YYYY-MM-DD")
+        try:
+            accepted[model.strip()] = dt.date.fromisoformat(day.strip())
+        except ValueError:
+            raise CliError(f"accept_baseline: {day.strip()!r} of {model.strip()} is not a date (YYYY-MM-DD)") from None
+    return accepted
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -329,7 +349,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     # a bad value is a pydantic error, which the command line's dispatch names by option
     policy = report.AlertPolicy(alpha=args.alpha, p_adjust=args.p_adjust, min_rate_effect=args.min_rate_effect,
-                                min_metric_effect=args.min_metric_effect)
+                                min_metric_effect=args.min_metric_effect, prior_day_sd=args.prior_day_sd,
+                                useful_drop=args.useful_drop, accept_baseline=accepted_baselines(args.accept_baseline))
     store, target = storage.open_stores(args.output_uri, args.report_output, make_access=args.s3_access)
     day = args.date.resolve(lambda: latest_day(store, "--date"))
     try:

@@ -9,10 +9,12 @@ Two channels, each configured by a Connection and off when that Connection does 
   the whole URL (``https://hooks.slack.com/services/...``), or host, port and ``schema`` with
   ``extra.endpoint`` the path. The message is posted as ``{"text": ...}``.
 
-:class:`RegressionNotifier` sends a message only on a day when a model regressed (the report's
-``headline``, :mod:`evaluation.report.alerts`): the subject names the regressed models alone, the
-body gives each one's few largest changes (before → after) and one link to the report; a steady
-day sends nothing. :class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. Every message
+:class:`RegressionNotifier` sends a message only on a day when a model's headline line pages (the
+report's ``headline``, :mod:`evaluation.report.alerts`: a model that newly regressed, or whose
+regression got worse): the subject names those models alone, the body gives each one's few
+largest changes (before → after) and one link to the report, and names the models still
+regressed since an earlier page ("still regressed since D (day N)"); a steady day, or one whose
+regressions were all paged before, sends nothing. :class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. Every message
 stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
 when that environment variable holds the HTTPS address the output root is served under (a CDN or
 a static site in front of the bucket), else the report's URI. A channel that cannot deliver is
@@ -126,7 +128,8 @@ EVIDENCE_ANCHOR = "evidence"
 REPORT_BASE_URL_ENV = "EVALUATION_REPORT_BASE_URL"
 
 _MINUS = "\u2212"
-_BASELINES = {"previous": "the previous day", "trailing_7d": "the trailing 7 days"}
+_BASELINES = {"previous": "the previous day", "trailing_7d": "the trailing 7 days",
+              "before_regression": "its level before the regression"}
 
 
 def _cut(text: str, limit: int) -> str:
@@ -202,14 +205,16 @@ def _fit(subject: str, lines: list[str], tail: list[str]) -> Message:
 
 
 def regression_message(summary: dict[str, Any], report_uri: str, base_url: str | None = None) -> Message | None:
-    """The message of a day on which a model regressed (``summary.json``'s ``headline``), as a
-    whole or in a segment (``segments.headline``); None on a day with no regressed model: a steady
-    or improved day sends nothing.
+    """The message of a day on which a model's headline line pages (``summary.json``'s
+    ``headline``: newly regressed, or worse than when it last paged; a line without ``pages``
+    pages when regressed), or a model regressed in a segment (``segments.headline``) while not
+    regressed as a whole; None otherwise: a steady or improved day, or one whose regressions were
+    all paged before, sends nothing.
 
-    The subject names the regressed models only; the body gives each one's largest changes
-    (before → after, against which baseline), each segment that regressed with its changes, the
-    and one link to the report (a served one at its section of the regressed models' failing
-    records)."""
+    The subject names the paging models only; the body gives each one's largest changes (before →
+    after, against which baseline), each segment that regressed with its changes, names the models
+    still regressed since an earlier page, and one link to the report (a served one at its section
+    of the regressed models' failing records)."""
     day = str(summary["dt"])
     lines_of_day = summary.get("headline")
     if lines_of_day is None:
@@ -217,19 +222,26 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
         return None
     regressed = [line for line in lines_of_day if line.get("status") == "regressed"]
     in_segments = (summary.get("segments") or {}).get("headline") or []
-    if not regressed and not in_segments:
+    paging = [line for line in regressed if line.get("pages", True)]
+    models = [str(line["model"]) for line in paging]
+    models += sorted({str(line["model"]) for line in in_segments} - {str(line["model"]) for line in regressed})
+    if not models:  # nothing new: a regression already paged stays on the report until it recovers
         return None
-    models = [str(line["model"]) for line in regressed]
-    models += sorted({str(line["model"]) for line in in_segments} - set(models))
     names = [_cut(model, MAX_SUBJECT_NAME_CHARS) for model in models]
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     subject = f"LLM evaluation {day}: {shown} regressed"
-    others = len(lines_of_day) - len(models)
+    still = len(regressed) - len(paging)
+    others = len(lines_of_day) - len(models) - still
     lines = [f"{len(models)} of {len(lines_of_day)} model(s) regressed on {day}"
-             + (f"; the other {others} are steady or improved." if others else "."), ""]
+             + (f"; {still} still regressed, paged before" if still else "")
+             + (f"; the other {others} are not regressed." if others else "."), ""]
     for line in regressed:
         changes = line.get("changes") or []
-        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)}:")
+        state = f" {line['text']}" if line.get("text") else ""
+        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)}:{state}"
+                     + ("" if line.get("pages", True) else " (paged before; not again today)"))
+        if not line.get("pages", True):
+            continue
         lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
         if len(changes) > MAX_CHANGES:
             lines.append(f"  - and {len(changes) - MAX_CHANGES} more change(s) in the report")

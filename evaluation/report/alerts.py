@@ -1,65 +1,64 @@
 """Quality flags and alerts of the daily report (CONTRACT §7): which measures moved, by more than
-sampling and the model's own day-to-day variation explain, and which of those page someone.
+sampling and the model's own day-to-day variation explain, which of those page someone, and the
+state each model is in.
 
-**The test.** Each measure of each (model, judge) group is compared with two baselines, the
-previous landed day and the trailing 7 days pooled (days D-7 … D-1). The difference ``today −
-baseline`` is tested with a statistic whose variance has three parts:
+**The test** of a (model, judge) measure is :mod:`evaluation.report.monitor`'s: the day against its
+reference (the trailing 7 days pooled, never the tested day; while regressed, the days before the
+regression), the day-to-day variance of the reference days shrunk towards a prior
+(:attr:`AlertPolicy.prior_day_sd`, weighing :attr:`AlertPolicy.prior_days` days) with its degrees
+of freedom in a Student-t reference, and an exact beta-binomial tail for rates.
 
-* today's sampling variance and the baseline's: for a rate (a verdict's share of the ``ok`` rows),
-  the two-proportion test's pooled ``p̄(1 − p̄)(1/n₁ + 1/n₀)``; for a mean, Welch's
-  ``s₁²/n₁ + s₀²/n₀`` (the trailing baseline's ``s₀`` pooled over its days' rows);
-* the day-to-day variation the model's own history shows: ``τ²`` = the variance of the model's
-  daily values over the trailing days minus what sampling alone gives them (never below 0), once
-  at least :attr:`AlertPolicy.min_history_days` days have the measure (else 0). Today's value
-  carries one day's ``τ²``; the previous day another; the pooled trailing days ``τ² Σ wᵢ²``
-  (weights: each day's share of the rows).
-
-A rate's statistic is referred to the normal distribution; a mean's to Student's t with the
-Welch–Satterthwaite degrees of freedom of the three parts. Two-sided p-values.
-
-**Multiplicity.** All the day's tests (every group, measure and baseline) are adjusted together,
-Holm by default (family-wise error) or Benjamini–Hochberg (:data:`evaluation.multiplicity.P_ADJUSTMENTS`, as model comparisons use).
-
-**A flag** is a comparison whose adjusted p-value is below :attr:`AlertPolicy.alpha` *and* whose
-difference is at least the minimum practical effect (:attr:`AlertPolicy.min_rate_effect`
-percentage points on rates, :attr:`AlertPolicy.min_metric_effect` on means). A flag **alerts**
-only when it is ``worse`` on a headline measure (:func:`is_headline`: the pass and fail rates,
-the score, and each judge's :data:`HEADLINE_METRICS`); the others are shown, never sent.
+**Two families.** The *alerting* family is the one-sided (worse) tests of the headline measures
+(:func:`is_headline`: the pass and fail rates, the score, each judge's :data:`HEADLINE_METRICS`),
+adjusted together, Holm by default or Benjamini–Hochberg (:data:`evaluation.multiplicity.P_ADJUSTMENTS`);
+a test alerts when its adjusted p is below :attr:`AlertPolicy.alpha` and its drop is at least the
+minimum practical effect (:attr:`AlertPolicy.min_rate_effect` percentage points on rates,
+:attr:`AlertPolicy.min_metric_effect` on means). The *shown* family is every measure's two-sided
+test against the same reference, adjusted on its own: its flags (better, changed, and worse on
+non-headline measures) are shown, never sent. The previous landed day is shown beside the day and
+not tested.
 
 **In ``summary.json``** (the structure notifications read):
 
 * ``flags``: the flags, most severe first (adjusted p-value ascending, then ``|delta|`` in units
   of the measure's minimum effect, descending). Each: ``model``, ``judge``, ``measure``
-  (``pass_rate``, ``score_mean``, …), ``baseline`` (``previous`` | ``trailing_7d``),
-  ``baseline_dt`` (the previous day, or None), ``value``, ``baseline_value``, ``delta``,
-  ``delta_ci_low``/``delta_ci_high`` (95% interval of the difference, day variation included),
-  ``ci_low``/``ci_high`` (today's interval), ``p_value``, ``p_adjusted``, ``min_effect``,
-  ``direction`` (up | down), ``assessment`` (worse | better | changed), ``headline`` (bool),
-  ``alerts`` (bool).
-* ``headline``: one entry per model of the day, regressed first, then improved, then steady::
+  (``pass_rate``, ``score_mean``, …), ``baseline`` (``trailing_7d`` | ``before_regression``),
+  ``baseline_days``, ``value``, ``baseline_value``, ``delta``, ``delta_ci_low``/``delta_ci_high``
+  (95% interval of the difference, day variation included), ``ci_low``/``ci_high`` (today's
+  interval), ``p_value``, ``p_adjusted``, ``min_effect``, ``direction`` (up | down),
+  ``assessment`` (worse | better | changed), ``headline`` (bool), ``alerts`` (bool).
+* ``headline``: one entry per model of the day, in the order regressed, improved, too few records,
+  no baseline, steady::
 
-      {"model": "assistant-v2", "status": "regressed" | "improved" | "steady",
+      {"model": "assistant-v2", "status": "regressed" | "improved" | "too_few" | "no_baseline" | "steady",
+       "text": "still regressed since 2026-11-03 (day 3)", "since": "2026-11-03", "day": 3,
+       "pages": false, "records": 1200, "detectable_drop": 0.071, "needs": {"0.2": 130, "0.1": 610},
        "changes": [{"judge", "measure", "baseline", "before", "after", "delta", "p_adjusted",
-                    "assessment"}, ...]}
+                    "assessment", "since", "pages"}, ...], "other_flags": 2}
 
-  ``changes`` of a regressed model are its alerting flags, one per (judge, measure), the most
-  severe baseline kept, most severe first; of an improved model its ``better`` flags on headline
-  measures; of a steady model none. ``other_flags`` counts the model's flags not listed.
-* ``alerting``: the regressed models, in headline order (what a notification names).
+  A **regressed** model has a headline measure in regression (:mod:`evaluation.report.monitor`:
+  it stays so, against its level before the change, until it is back); ``changes`` are those
+  measures, most severe first; ``pages`` is true on the day it regressed and on a day a measure
+  regressed before got worse, never on the days it only stays regressed. An **improved** model
+  has ``better`` flags on headline measures (its ``changes``). **too_few**: its best judge's pass
+  rate cannot catch a drop of :attr:`AlertPolicy.useful_drop` at 80% power
+  (``detectable_drop``), and a day needs more rows than it had (``needs``: rows a day for a 20 pp
+  and a 10 pp drop, None when out of reach). **no_baseline**: no earlier day to compare with.
+* ``alerting``: the regressed models, in headline order; ``paging``: those whose line pages.
 * ``method["alerts"]``: the policy in force (:meth:`AlertPolicy.describe`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.multiplicity import P_ADJUSTMENTS, adjust_p_values
+from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
 
 #: Per judge, the metrics (besides the score) whose worse flags alert.
 HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
@@ -69,7 +68,6 @@ HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
 }
 #: The rates whose worse flags alert (borderline has no better direction: it never alerts).
 HEADLINE_RATES = ("pass", "fail")
-_STATUS_ORDER = {"regressed": 0, "improved": 1, "steady": 2}
 _TOLERANCE = 1e-9
 #: The 0.975 quantile of the standard normal distribution.
 Z_95 = 1.959963984540054
@@ -101,7 +99,8 @@ def t_quantile_975(df: int) -> float:
 
 class AlertPolicy(BaseModel):
     """When a comparison is a flag, and the report options that set it (``python -m evaluation
-    report --alpha … --p-adjust … --min-rate-effect … --min-metric-effect …``)."""
+    report --alpha … --p-adjust … --min-rate-effect … --min-metric-effect … --prior-day-sd …
+    --accept-baseline MODEL=DATE``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -112,12 +111,25 @@ class AlertPolicy(BaseModel):
         default=0.05, ge=0.0, le=1.0, description="Smallest change of a rate (a share: 0.05 is 5 pp) that can flag.")
     min_metric_effect: float = Field(
         default=0.05, ge=0.0, le=1.0, description="Smallest change of a metric mean that can flag.")
-    min_history_days: int = Field(
-        default=3, ge=2, description="Trailing days with the measure needed to estimate its day-to-day variance.")
+    prior_day_sd: float = Field(
+        default=0.03, ge=0.0, le=0.5,
+        description="Prior day-to-day sd of a measure (0.03: 3 pp of a rate), shrunk with the model's own days.")
+    prior_days: float = Field(
+        default=1.0, ge=0.0, description="How many days of history the prior day-to-day sd weighs as.")
+    useful_drop: float = Field(
+        default=0.20, gt=0.0, le=1.0,
+        description="A model whose day cannot catch a pass-rate drop this large is 'too few records to monitor'.")
+    accept_baseline: dict[str, dt.date] = Field(
+        default_factory=dict,
+        description="Per model, the day its new level is accepted from: its baseline uses only days from then on.")
 
     def min_effect(self, kind: str) -> float:
         """The minimum practical effect of a ``rate`` or a ``metric`` mean."""
         return self.min_rate_effect if kind == "rate" else self.min_metric_effect
+
+    def accepted_from(self, model: str) -> dt.date | None:
+        """The day from which ``model``'s baseline is accepted (None: no acknowledged level)."""
+        return self.accept_baseline.get(model)
 
     def adjustment_name(self) -> str:
         """The multiplicity adjustment's name, as the page says it."""
@@ -127,12 +139,19 @@ class AlertPolicy(BaseModel):
         """The policy as ``summary.json`` and the page show it."""
         names = {"holm": "Holm (family-wise error)", "bh": "Benjamini–Hochberg (false discovery rate)"}
         return {
-            **self.model_dump(),
+            **self.model_dump(mode="json"),
             "adjustment": names[self.p_adjust],
-            "rate_test": "two-proportion z test (pooled), day-to-day variance added",
-            "mean_test": "Welch t test, day-to-day variance added (Satterthwaite df)",
+            "rate_test": "one-sided (worse) test against the reference, day-to-day variance added, Student t with "
+                         "Satterthwaite df; the larger of that p and an exact beta-binomial tail",
+            "mean_test": "one-sided (worse) Welch t test, day-to-day variance added (Satterthwaite df)",
+            "day_to_day": f"the reference days' variance beyond sampling, shrunk towards a prior sd of "
+                          f"{self.prior_day_sd:g} weighing {self.prior_days:g} days; never the tested day",
+            "alerting_family": f"{names[self.p_adjust]} over the one-sided tests of the headline measures only",
             "alerting": "worse flags on pass/fail rate, score and each judge's headline metrics "
                         + ", ".join(f"{j}: {', '.join(m) or '-'}" for j, m in HEADLINE_METRICS.items()),
+            "regression": "stays regressed, against the reference fixed on the day it regressed, until a day's drop "
+                          "is below the minimum effect and not significant on its own; pages on that day and again only "
+                          "when the drop grows by another minimum effect and three standard errors",
         }
 
 
@@ -188,86 +207,6 @@ def two_sided_p(statistic: float, df: float | None = None) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# One comparison
-
-
-@dataclass(frozen=True)
-class Daily:
-    """One side of a comparison: its estimate, rows, the rows' variance (p(1-p) of a rate, s² of a
-    mean) and, for a rate, its count."""
-
-    value: float
-    n: int
-    variance: float
-    count: int | None = None
-
-
-def day_variance(days: Sequence[Daily], min_days: int) -> tuple[float, int]:
-    """``τ²``: the variance of the daily values beyond what sampling gives them (0 with fewer than
-    ``min_days`` days), and the number of days it is estimated from."""
-    usable = [d for d in days if d.n > 0]
-    if len(usable) < max(min_days, 2):
-        return 0.0, len(usable)
-    values = np.array([d.value for d in usable])
-    sampling = float(np.mean([d.variance / d.n for d in usable]))
-    return max(0.0, float(values.var(ddof=1)) - sampling), len(usable)
-
-
-def pool(days: Sequence[Daily]) -> Daily | None:
-    """The days' rows taken together: the n-weighted value, and the variance of all the rows."""
-    usable = [d for d in days if d.n > 0]
-    total = sum(d.n for d in usable)
-    if not total:
-        return None
-    value = sum(d.value * d.n for d in usable) / total
-    if usable[0].count is not None:
-        count = sum(d.count or 0 for d in usable)
-        return Daily(count / total, total, value * (1 - value), count)
-    within = sum((d.n - 1) * d.variance for d in usable) + sum(d.n * (d.value - value) ** 2 for d in usable)
-    return Daily(value, total, within / (total - 1) if total > 1 else 0.0)
-
-
-@dataclass(frozen=True)
-class Test:
-    """The test of one difference: its standard error (day variation included), degrees of
-    freedom (None: normal), two-sided p-value and 95% interval."""
-
-    delta: float
-    se: float
-    df: float | None
-    p_value: float
-    ci_low: float
-    ci_high: float
-
-
-def compare(kind: str, today: Daily, baseline: Daily, tau2: float, tau2_days: int, baseline_weight: float) -> Test | None:
-    """Test ``today − baseline``; ``baseline_weight`` is Σwᵢ² of the baseline's days (1 for one
-    day). None when a side has fewer than 2 rows."""
-    if today.n < 2 or baseline.n < 2:
-        return None
-    delta = today.value - baseline.value
-    day_part = tau2 * (1.0 + baseline_weight)
-    if kind == "rate":
-        count = (today.count or 0) + (baseline.count or 0)
-        p = count / (today.n + baseline.n)
-        variance = p * (1 - p) * (1 / today.n + 1 / baseline.n) + day_part
-        df = None
-    else:
-        parts = [(today.variance / today.n, today.n - 1), (baseline.variance / baseline.n, baseline.n - 1)]
-        if day_part > 0:
-            parts.append((day_part, max(tau2_days - 1, 1)))
-        variance = sum(v for v, _ in parts)
-        denominator = sum(v * v / f for v, f in parts)
-        df = variance * variance / denominator if denominator > 0 else None
-    se = math.sqrt(max(variance, 0.0))
-    if se <= _TOLERANCE:
-        p_value = 1.0 if abs(delta) <= _TOLERANCE else 0.0
-        return Test(delta, 0.0, df, p_value, delta, delta)
-    quantile = Z_95 if df is None else t_quantile_975(max(1, int(df)))
-    return Test(delta, se, df, two_sided_p(delta / se, df), delta - quantile * se, delta + quantile * se)
-
-
-# --------------------------------------------------------------------------------------------
 # The day's flags and headline
 
 
@@ -280,48 +219,202 @@ def assess(kind: str, name: str, delta: float) -> tuple[str, str]:
     return direction, "changed" if better is None else ("better" if direction == better else "worse")
 
 
+#: The drop the headline says a too-small model needs the volume for, beside the useful drop.
+TEN_PP = 0.10
+
+
+def previous_entry(today: Daily | None, interval: tuple[float, float] | None, row: dict[str, Any],
+              base: Daily) -> dict[str, Any]:
+    """Today beside the previous landed day: descriptive (the difference, and whether the previous
+    value lies outside today's interval); the test is against the reference (:func:`reference_entry`)."""
+    return {"dt": row["dt"].isoformat(), "n": base.n, "value": base.value,
+            "delta": None if today is None else today.value - base.value,
+            "outside_ci": None if interval is None else bool(base.value < interval[0] or base.value > interval[1]),
+            "p_value": None, "p_adjusted": None, "flagged": False, "tested": False}
+
+
+def reference_entry(result: Result, interval: tuple[float, float] | None, day: dt.date) -> dict[str, Any] | None:
+    """Today against its reference (:mod:`evaluation.report.monitor`): the difference, the test,
+    the alerting family's adjusted p (headline measures), and the regression the series is in."""
+    ref, test = result.reference, result.test
+    if ref is None:
+        return None
+    return {
+        "baseline": "before_regression" if result.since is not None and result.since < day else "trailing_7d",
+        "days": [d.isoformat() for d in ref.days], "n": ref.pooled.n, "value": ref.pooled.value,
+        "delta": None if test is None else test.delta,
+        "outside_ci": None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),
+        "se": test.se if test else None, "df": test.df if test else None,
+        "delta_ci_low": test.ci_low if test else None, "delta_ci_high": test.ci_high if test else None,
+        "test": "one-sided (worse)" if result.headline and test and test.p_worse is not None else "two-sided",
+        "p_value": (test.p_worse if result.headline and test.p_worse is not None else test.p_two_sided) if test else None,
+        "p_worse": test.p_worse if test else None, "p_two_sided": test.p_two_sided if test else None,
+        "p_adjusted": result.p_adjusted, "alerts": result.alerts, "flagged": result.alerts,
+        "regressed_since": result.since.isoformat() if result.since else None, "pages": result.pages,
+        "recovered": result.recovered, "tested": test is not None,
+    }
+
+
+def monitoring_entry(kind: str, result: Result, level: float, policy: AlertPolicy) -> dict[str, Any] | None:
+    """What the day's volume can catch on a headline measure (:func:`evaluation.report.monitor.detectable_drop`;
+    a rate also says the rows a day needs for the useful drop and for 10 pp)."""
+    ref = result.reference
+    if ref is None or not result.headline or result.today.n < 2:
+        return None
+    effect = policy.min_effect(kind)
+    out: dict[str, Any] = {"detectable_drop": detectable_drop(kind, result.today, ref, level, effect),
+                           "power": POWER, "level": level}
+    if kind == "rate":
+        drops = sorted({policy.useful_drop, TEN_PP}, reverse=True)
+        out["needs"] = {f"{drop:g}": records_needed(ref, level, effect, drop, policy.prior_day_sd**2) for drop in drops}
+        out["needs_useful"] = out["needs"][f"{policy.useful_drop:g}"]
+    return out
+
+
 def severity_key(flag: dict[str, Any]) -> tuple[float, float, str, str, str, str]:
     """Most severe first: adjusted p-value, then the change in units of its minimum effect."""
     effect = abs(flag["delta"]) / flag["min_effect"] if flag["min_effect"] > 0 else abs(flag["delta"])
     return flag["p_adjusted"], -effect, flag["model"], flag["judge"], flag["measure"], flag["baseline"]
 
 
+def _measures(groups: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str, str, dict[str, Any]]]:
+    return [(group, kind, name, measure) for group in groups
+            for kind, section in (("rate", "rates"), ("metric", "metrics")) for name, measure in group[section].items()]
+
+
 def decide_flags(groups: list[dict[str, Any]], policy: AlertPolicy) -> list[dict[str, Any]]:
-    """Adjust every comparison's p-value across the day (``p_adjusted`` and ``flagged`` are set
-    on each comparison of ``groups``), and return the flags, most severe first."""
-    tested: list[tuple[dict[str, Any], str, str, dict[str, Any], dict[str, Any], str]] = []
-    for group in groups:
-        for kind, section in (("rate", "rates"), ("metric", "metrics")):
-            for name, measure in group[section].items():
-                for baseline in ("previous", "trailing_7d"):
-                    comparison = measure.get(baseline)
-                    if comparison and comparison.get("p_value") is not None:
-                        tested.append((group, kind, name, measure, comparison, baseline))
-    adjusted = adjust_p_values(np.array([c["p_value"] for *_, c, _ in tested], dtype=np.float64), policy.p_adjust)
+    """The day's flags, most severe first. The alerting family (the headline measures' one-sided
+    tests) was adjusted and decided day by day (:func:`evaluation.report.monitor.step`); the
+    other comparisons (every measure's two-sided test, shown and never sent) are adjusted here
+    together. Sets ``p_two_sided_adjusted`` and ``flagged`` on each comparison of ``groups``."""
+    tested = [(g, kind, name, m, m["reference"]) for g, kind, name, m in _measures(groups)
+              if m.get("reference") and m["reference"].get("p_two_sided") is not None]
+    adjusted = adjust_p_values(np.array([c["p_two_sided"] for *_, c in tested], dtype=np.float64), policy.p_adjust)
     flags = []
-    for (group, kind, name, measure, comparison, baseline), p_adjusted in zip(tested, adjusted, strict=True):
+    for (group, kind, name, measure, comparison), p_shown in zip(tested, adjusted, strict=True):
         minimum = policy.min_effect(kind)
-        comparison["p_adjusted"] = float(p_adjusted)
-        comparison["flagged"] = bool(p_adjusted < policy.alpha and abs(comparison["delta"]) >= minimum - _TOLERANCE)
-        if not comparison["flagged"]:
-            continue
         direction, assessment = assess(kind, name, comparison["delta"])
         headline = is_headline(group["judge"], kind, name)
+        comparison["p_two_sided_adjusted"] = float(p_shown)
+        shown = bool(p_shown < policy.alpha and abs(comparison["delta"]) >= minimum - _TOLERANCE)
+        if comparison.get("alerts"):
+            p_adjusted = comparison["p_adjusted"]
+        elif shown and not (headline and assessment == "worse"):  # a headline drop alerts or is no flag
+            p_adjusted = float(p_shown)
+        else:
+            comparison["flagged"] = False
+            continue
+        comparison["flagged"] = True
         flags.append({
             "model": group["model"], "judge": group["judge"],
             "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-            "baseline": baseline, "baseline_dt": comparison.get("dt"),
+            "baseline": comparison["baseline"], "baseline_dt": None, "baseline_days": comparison["days"],
             "value": measure["value"], "baseline_value": comparison["value"], "delta": comparison["delta"],
             "delta_ci_low": comparison["delta_ci_low"], "delta_ci_high": comparison["delta_ci_high"],
             "ci_low": measure["ci_low"], "ci_high": measure["ci_high"],
-            "p_value": comparison["p_value"], "p_adjusted": float(p_adjusted), "min_effect": minimum,
+            "p_value": comparison["p_value"], "p_adjusted": p_adjusted, "min_effect": minimum,
             "direction": direction, "assessment": assessment, "headline": headline,
-            "alerts": headline and assessment == "worse",
+            "alerts": bool(comparison.get("alerts")),
         })
     return sorted(flags, key=severity_key)
 
 
-def _change(flag: dict[str, Any]) -> dict[str, Any]:
+def _change(model: str, judge: str, kind: str, name: str, comparison: dict[str, Any], after: float) -> dict[str, Any]:
+    _, assessment = assess(kind, name, comparison["delta"])
+    return {"judge": judge, "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
+            "baseline": comparison["baseline"], "before": comparison["value"], "after": after,
+            "delta": comparison["delta"], "p_adjusted": comparison["p_adjusted"], "assessment": assessment,
+            "since": comparison.get("regressed_since"), "pages": bool(comparison.get("pages"))}
+
+
+def model_states(day: dt.date, groups: list[dict[str, Any]], policy: AlertPolicy) -> dict[str, dict[str, Any]]:
+    """Per model: its regression (the headline measures regressed today, since when, whether it
+    pages), whether it has a baseline, and what its volume can catch (the judges' smallest
+    detectable pass-rate drop, and the rows a day needs for :attr:`AlertPolicy.useful_drop` and
+    for 10 pp)."""
+    states: dict[str, dict[str, Any]] = {}
+    for group, kind, name, measure in _measures(groups):
+        state = states.setdefault(group["model"], {"changes": [], "baseline": False, "records": 0, "monitoring": None})
+        comparison = measure.get("reference")
+        state["baseline"] = state["baseline"] or comparison is not None
+        if kind == "rate" and name == "pass":
+            state["records"] = max(state["records"], measure["n"])
+            seen, best = measure.get("monitoring"), state["monitoring"]
+            if seen and (best is None or seen["detectable_drop"] < best["detectable_drop"]):
+                state["monitoring"] = {**seen, "judge": group["judge"]}
+        if comparison and comparison.get("regressed_since") and is_headline(group["judge"], kind, name):
+            state["changes"].append(_change(group["model"], group["judge"], kind, name, comparison, measure["value"]))
+    for state in states.values():
+        changes = sorted(state["changes"], key=lambda c: (c["p_adjusted"] if c["p_adjusted"] is not None else 1.0,
+                                                          -abs(c["delta"])))
+        state["changes"] = changes
+        state["since"] = min((c["since"] for c in changes), default=None)
+        state["day"] = (day - dt.date.fromisoformat(state["since"])).days + 1 if state["since"] else None
+        # a model pages on the day it regresses; later only when a measure regressed before got worse
+        today = day.isoformat()
+        state["pages"] = any(c["pages"] and (state["since"] == today or c["since"] < today) for c in changes)
+        watch = state["monitoring"]
+        state["too_few"] = bool(watch and watch["detectable_drop"] > policy.useful_drop
+                                and watch["needs_useful"] is not None and watch["needs_useful"] > state["records"])
+    return states
+
+
+def status_text(line: dict[str, Any], policy: AlertPolicy | None = None) -> str:
+    """The headline's words for a model's state: ``regressed since D``, ``still regressed since D
+    (day N)``, ``too few records to monitor (N; needs ~M for a 20 pp drop, ~K for 10 pp)``, …"""
+    status = line["status"]
+    if status == "regressed":
+        return f"regressed since {line['since']}" if line.get("day") in (None, 1) else (
+            f"still regressed since {line['since']} (day {line['day']})")
+    if status == "too_few":
+        needs = line.get("needs") or {}
+        parts = [f"~{v:,} for a {float(k) * 100:g} pp drop" for k, v in needs.items() if v is not None]
+        out = [f"needs {', '.join(parts)}"] if parts else []
+        out += [f"{float(k) * 100:g} pp is out of reach at this day-to-day variation" for k, v in needs.items() if v is None]
+        return f"too few records to monitor ({line.get('records', 0):,}" + "".join(f"; {part}" for part in out) + ")"
+    return {"no_baseline": "no baseline", "improved": "improved", "steady": "steady"}[status]
+
+
+_STATUS_ORDER = {"regressed": 0, "improved": 1, "too_few": 2, "no_baseline": 3, "steady": 4}
+
+
+def build_headline(models: list[str], flags: list[dict[str, Any]],
+                   states: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One line per model: regressed (its regressed headline measures; ``pages`` when it is new or
+    got worse), improved (better flags on headline measures), too few records to monitor, no
+    baseline, or steady; in that order, then by the most severe change, then by name. Without
+    ``states`` a model's alerting flags make it regressed (a new regression)."""
+    lines = []
+    for model in models:
+        mine = [f for f in flags if f["model"] == model]
+        state = (states or {}).get(model) or {}
+        regressed = state.get("changes") if states is not None else [
+            {**_flag_change(f), "since": None, "pages": True} for f in _one_per_measure([f for f in mine if f["alerts"]])]
+        improving = _one_per_measure([f for f in mine if f["headline"] and f["assessment"] == "better"])
+        better = [_flag_change(f) for f in improving]
+        status = ("regressed" if regressed else "improved" if better
+                  else "too_few" if state.get("too_few") else "no_baseline" if states is not None and not state.get("baseline")
+                  else "steady")
+        listed = regressed if status == "regressed" else better if status == "improved" else []
+        watch = state.get("monitoring") or {}
+        line = {"model": model, "status": status, "since": state.get("since"), "day": state.get("day"),
+                "pages": bool(status == "regressed" and (state.get("pages") if states is not None else True)),
+                "changes": listed, "other_flags": len(mine) - sum(
+                    1 for f in mine if (f["alerts"] if status == "regressed" else status == "improved" and f in improving)),
+                "records": state.get("records", 0), "detectable_drop": watch.get("detectable_drop"),
+                "needs": watch.get("needs")}
+        line["text"] = status_text(line)
+        lines.append(line)
+
+    def order(line: dict[str, Any]) -> tuple[int, float, str]:
+        changes: list[dict[str, Any]] = line["changes"]
+        first = changes[0]["p_adjusted"] if changes and changes[0]["p_adjusted"] is not None else 1.0
+        return _STATUS_ORDER[line["status"]], first, line["model"]
+
+    return sorted(lines, key=order)
+
+
+def _flag_change(flag: dict[str, Any]) -> dict[str, Any]:
     return {"judge": flag["judge"], "measure": flag["measure"], "baseline": flag["baseline"],
             "before": flag["baseline_value"], "after": flag["value"], "delta": flag["delta"],
             "p_adjusted": flag["p_adjusted"], "assessment": flag["assessment"]}
@@ -336,21 +429,3 @@ def _one_per_measure(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen.add((flag["judge"], flag["measure"]))
             kept.append(flag)
     return kept
-
-
-def build_headline(models: list[str], flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per model: regressed (its alerting flags), improved (better flags on headline
-    measures) or steady; regressed first, then by the most severe change, then by name."""
-    lines = []
-    for model in models:
-        mine = [f for f in flags if f["model"] == model]
-        alerting = _one_per_measure([f for f in mine if f["alerts"]])
-        better = _one_per_measure([f for f in mine if f["headline"] and f["assessment"] == "better"])
-        status, listed = ("regressed", alerting) if alerting else ("improved", better) if better else ("steady", [])
-        lines.append({"model": model, "status": status, "changes": [_change(f) for f in listed],
-                      "other_flags": len(mine) - sum(1 for f in mine if f in listed)})
-    def order(line: dict[str, Any]) -> tuple[int, float, str]:
-        changes: list[dict[str, Any]] = line["changes"]
-        return _STATUS_ORDER[line["status"]], changes[0]["p_adjusted"] if changes else 1.0, line["model"]
-
-    return sorted(lines, key=order)

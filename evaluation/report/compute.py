@@ -15,11 +15,13 @@ Statistics (all at 95%):
 * a rate (pass, borderline, fail share of the ``ok`` rows) gets a Wilson score interval;
 * a metric mean over ``ok`` rows gets a Student-t interval ``mean ± t(n-1) · std / sqrt(n)``
   (none for n < 2);
-* each is compared with the previous landed day (at most 7 days back) and with the trailing
-  7-day value (days ``D-7 … D-1``, pooled: rows of all days together, i.e. the n-weighted mean);
-  a comparison is tested, adjusted for the day's number of tests and **flagged** as
-  :mod:`evaluation.report.alerts` says (which also documents the ``flags`` and ``headline``
-  structures of ``summary.json``).
+* each is shown beside the previous landed day (at most 7 days back) and tested against its
+  reference (``reference``, also under its earlier name ``trailing_7d``): days ``D-7 … D-1``
+  pooled (rows of all days together, i.e. the n-weighted mean), or while the measure is regressed
+  the days before the regression. The landed days of the window are replayed in order
+  (:func:`assess_days`, :mod:`evaluation.report.monitor`) so a regression found earlier is carried;
+  tests are adjusted and **flagged** as :mod:`evaluation.report.alerts` says (which also documents
+  the ``flags`` and ``headline`` structures of ``summary.json``).
 """
 
 from __future__ import annotations
@@ -34,24 +36,27 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import charts
-from evaluation.contract import JUDGE_STATUSES, JUDGES, VERDICTS
+from evaluation.contract import JUDGE_STATUSES, VERDICTS
 from evaluation.errors import InputError, UsageError
 from evaluation.report.alerts import (
     Z_95,
     AlertPolicy,
-    Daily,
     build_headline,
-    compare,
-    day_variance,
     decide_flags,
-    pool,
+    is_headline,
+    model_states,
+    monitoring_entry,
+    previous_entry,
+    reference_entry,
     t_quantile_975,
 )
+from evaluation.report.distributions import HISTOGRAM_BINS as HISTOGRAM_BINS
+from evaluation.report.distributions import distributions, judge_order
 from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
-from evaluation.report.evidence import asked, failing_rule, read_prompts, regressed_evidence, shorten
+from evaluation.report.evidence import asked, evidence_changes, read_prompts, regressed_evidence, shorten
 from evaluation.report.labels import landed_root, large_unflagged, latest_failure
-from evaluation.report.segments import segment_of, segment_report, split_segments
+from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
+from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
 from evaluation.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
 from evaluation.summary import build_daily_summary
@@ -59,9 +64,9 @@ from evaluation.summary import build_daily_summary
 REPORT_VERSION = 1
 CONFIDENCE = 0.95
 BASELINE_DAYS = 7
-HISTOGRAM_BINS = 10
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
+
 
 class ReportError(InputError, RuntimeError):
     """The report cannot be built (nothing landed for the day); the message says where."""
@@ -175,11 +180,6 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: L
 # Numbers (summary.json)
 
 
-def judge_order(judge: str) -> tuple[int, str]:
-    order: list[str] = list(JUDGES)
-    return (order.index(judge) if judge in order else len(order), judge)
-
-
 def _estimate(kind: str, key: str, row: dict[str, Any]) -> tuple[dict[str, Any], tuple[float, float] | None]:
     """One measure of a ``daily_summary`` row: its n and value (with a rate's count or a mean's
     std), and the value's 95% interval. A rate is a verdict's share of the ``ok`` rows."""
@@ -204,31 +204,11 @@ def _daily(kind: str, key: str, row: dict[str, Any]) -> Daily | None:
     return Daily(estimate["value"], estimate["n"], std * std)
 
 
-def _comparison(kind: str, today: Daily | None, interval: tuple[float, float] | None, baseline: Daily,
-                day: tuple[float, int], weight: float) -> dict[str, Any]:
-    """Today against one baseline: the difference, whether the baseline lies outside today's
-    interval (descriptive), and the test that decides a flag (:func:`evaluation.report.alerts.compare`;
-    ``p_adjusted`` and ``flagged`` are set once the day's tests are all known)."""
-    outside = None if interval is None else bool(baseline.value < interval[0] or baseline.value > interval[1])
-    test = None if today is None else compare(kind, today, baseline, day[0], day[1], weight)
-    return {
-        "value": baseline.value,
-        "delta": None if today is None else today.value - baseline.value,
-        "outside_ci": outside,
-        "se": test.se if test else None,
-        "df": test.df if test else None,
-        "delta_ci_low": test.ci_low if test else None,
-        "delta_ci_high": test.ci_high if test else None,
-        "p_value": test.p_value if test else None,
-        "p_adjusted": None,
-        "flagged": False,
-    }
-
-
-def _measure(kind: str, key: str, today: dict[str, Any], earlier: list[dict[str, Any]], policy: AlertPolicy) -> dict[str, Any]:
-    """One measure of one group: the day's value and interval, compared with the previous landed
-    day and with the trailing days pooled (``earlier``: the group's rows of the baseline days, by
-    day), with the day-to-day variance those days show."""
+def _measure(kind: str, key: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+             result: Result | None, level: float, policy: AlertPolicy) -> dict[str, Any]:
+    day: dt.date = today["dt"]
+    """One measure of one group: the day's value and interval, beside the previous landed day,
+    tested against its reference (``result``: the series' day, :func:`evaluation.report.monitor.step`)."""
     out, interval = _estimate(kind, key, today)
     if kind == "metric":
         for q in (10, 50, 90):
@@ -236,24 +216,30 @@ def _measure(kind: str, key: str, today: dict[str, Any], earlier: list[dict[str,
     out["ci_low"], out["ci_high"] = interval if interval is not None else (None, None)
     out["interval"] = "wilson" if kind == "rate" else "student_t"
     current = _daily(kind, key, today)
-    bases = [(row, _daily(kind, key, row)) for row in earlier]
-    known = [(row, base) for row, base in bases if base is not None]
-    tau2, tau_days = day_variance([base for _, base in known], policy.min_history_days)
-    out["day_to_day"] = {"sd": math.sqrt(tau2), "days": tau_days, "estimated": tau_days >= policy.min_history_days}
-    out["previous"] = None
-    row, last = bases[-1] if bases else ({}, None)
-    if last is not None:
-        base = last
-        out["previous"] = {"dt": row["dt"].isoformat(), "n": base.n,
-                           **_comparison(kind, current, interval, base, (tau2, tau_days), 1.0)}
-    pooled = pool([base for _, base in known])
-    out["trailing_7d"] = None
-    if pooled is not None:
-        used = sorted(row["dt"].isoformat() for row, _ in known)
-        weight = sum((base.n / pooled.n) ** 2 for _, base in known)
-        out["trailing_7d"] = {"days": used, "n": pooled.n,
-                              **_comparison(kind, current, interval, pooled, (tau2, tau_days), weight)}
+    row, last = previous if previous is not None else ({}, None)
+    out["previous"] = None if last is None else previous_entry(current, interval, row, last)
+    ref = result.reference if result is not None else None
+    out["day_to_day"] = None if ref is None else {
+        "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
+        "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd}
+    out["reference"] = None if result is None else reference_entry(result, interval, day)
+    out["trailing_7d"] = out["reference"]  # the name earlier summaries used
+    out["monitoring"] = None if result is None else monitoring_entry(kind, result, level, policy)
     return out
+
+
+def series_of(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]]
+              ) -> tuple[dict[SeriesKey, dict[dt.date, Daily]], dict[SeriesKey, bool]]:
+    """Every measure of every (model, judge) as a series of days (:mod:`evaluation.report.monitor`),
+    and whether each is a headline measure (its worse flags alert)."""
+    series: dict[SeriesKey, dict[dt.date, Daily]] = {}
+    for (model, judge), by_day in rows_by_day.items():
+        for kind, names in (("rate", VERDICTS), ("metric", METRICS)):
+            for name in names:
+                days = {d: daily for d, row in by_day.items() if (daily := _daily(kind, name, row)) is not None}
+                if days:
+                    series[(model, judge, kind, name)] = days
+    return series, {key: is_headline(key[1], key[2], key[3]) for key in series}
 
 
 def _trend_point(row: dict[str, Any]) -> dict[str, Any]:
@@ -299,35 +285,6 @@ def _rule_of(reason: str) -> str:
     ``question``), or the whole reason."""
     head = reason.split(":", 1)[0].strip()
     return head or reason.strip() or "(empty reason)"
-
-
-def _distributions(evaluations: pl.LazyFrame, models: list[str]) -> list[dict[str, Any]]:
-    """Per (judge, metric): each model's count of ok values per bin (one streaming aggregation)."""
-    metrics = [m for m in METRICS if m in evaluations.collect_schema()]
-    counts = (
-        evaluations.filter(pl.col("judge_status") == "ok")
-        .select("judge", "model", *metrics)
-        .unpivot(index=["judge", "model"], on=metrics, variable_name="metric", value_name="value")
-        .drop_nulls("value")
-        .group_by("judge", "metric", "model", charts.bin_expr(pl.col("value"), bins=HISTOGRAM_BINS).alias("bin"))
-        .len()
-        .collect(engine="streaming")
-    )
-    per_bin = {(j, m, model, b): int(n) for j, m, model, b, n in counts.iter_rows()}
-    out = []
-    for judge in sorted(set(counts["judge"].to_list()), key=judge_order):
-        for metric in metrics:
-            per_model = {model: [per_bin.get((judge, metric, model, b), 0) for b in range(HISTOGRAM_BINS)] for model in models}
-            per_model = {model: bins for model, bins in per_model.items() if sum(bins)}
-            if per_model:
-                out.append({
-                    "judge": judge,
-                    "metric": metric,
-                    "edges": [i / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1)],
-                    "counts": per_model,
-                    "n": {model: sum(bins) for model, bins in per_model.items()},
-                })
-    return out
 
 
 _WORST_COLUMNS = (
@@ -548,6 +505,55 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     return {judge: {"pass": pass_, "borderline": borderline, "source": source} for judge in judges}
 
 
+def assess_days(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days: list[dt.date],
+                policy: AlertPolicy, *, trend_from: dt.date | None = None
+                ) -> dict[dt.date, tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]]:
+    """The report's groups, flags and model states (:func:`evaluation.report.alerts.model_states`)
+    of each of ``days``, from ``daily_summary`` rows by (model, judge) and day: the landed days up
+    to the last of ``days`` are replayed in order (:func:`evaluation.report.monitor.monitor`), so a
+    regression found on an earlier day is carried. ``make bench`` feeds simulated rows through it."""
+    series, headline_keys = series_of(rows_by_day)
+    landed = sorted({d for by_day in rows_by_day.values() for d in by_day if d <= max(days)})
+    replayed = dict(zip(landed, monitor(series, landed, policy, headline_keys), strict=True))
+    return {day: _assess_day(rows_by_day, day, replayed.get(day, {}), policy, trend_from or dt.date.min)
+            for day in days}
+
+
+def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], day: dt.date,
+                results: dict[SeriesKey, Result], policy: AlertPolicy, window_start: dt.date
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    level = policy.alpha / max(alerting_family_size(results), 1)
+    groups: list[dict[str, Any]] = []
+    today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
+                        key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))
+    for today in today_rows:
+        key = (str(today["model"]), str(today["judge"]))
+        by_day = rows_by_day[key]
+        earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
+        rows = _int(today.get("rows"))
+
+        last = earlier[-1] if earlier else None
+        measures = {(kind, name): _measure(kind, name, today, None if last is None else (last, _daily(kind, name, last)),
+                                           results.get((*key, kind, name)), level, policy)
+                    for kind, names in (("rate", VERDICTS), ("metric", METRICS)) for name in names}
+        group: dict[str, Any] = {
+            "model": key[0],
+            "judge": key[1],
+            "run_id": today.get("run_id"),
+            "rows": rows,
+            "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
+            "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
+            "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
+            "rates": {v: measures[("rate", v)] for v in VERDICTS},
+            "metrics": {m: measures[("metric", m)] for m in METRICS},
+            "health": _health(today),
+            "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
+        }
+        groups.append(group)
+    flags = decide_flags(groups, policy)
+    return groups, flags, model_states(day, groups, policy)
+
+
 def _evidence(inputs: ReportInputs, headline: list[dict[str, Any]], segment_lines: list[dict[str, Any]],
               thresholds: dict[str, dict[str, Any]], facts: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Each regressed model's failing records behind each of its alerting changes, and behind each
@@ -555,49 +561,24 @@ def _evidence(inputs: ReportInputs, headline: list[dict[str, Any]], segment_line
     if inputs.evaluations is None or not facts or not facts["rows"]:
         return []
     lines = [line for line in headline if line["status"] == "regressed"] + segment_lines
-    changes: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for line in lines:  # one entry per set of failing rows: the measures it backs listed together
-        for c in line["changes"]:
-            entry = changes.setdefault((line["model"], c["judge"], failing_rule(c["measure"])), {
-                "model": line["model"], "judge": c["judge"], "measure": c["measure"], "measures": [],
-                "segment": line.get("segment")})
-            if c["measure"] not in entry["measures"]:
-                entry["measures"].append(c["measure"])
     borderline = {judge: t.get("borderline") or 0.6 for judge, t in thresholds.items()}
     return regressed_evidence(inputs.evaluations, inputs.judge_calls, inputs.baseline_evaluations,
-                              inputs.baseline_calls, list(changes.values()), borderline)
+                              inputs.baseline_calls, evidence_changes(lines), borderline)
 
 
-def _groups(history: pl.DataFrame, day: dt.date, policy: AlertPolicy, window_start: dt.date | None) -> list[dict[str, Any]]:
-    """One group per (model, judge) — or per (model, judge, segment) of segment rows — of the day:
-    its counts and each measure compared with its baselines; trends from ``window_start`` (None:
-    none, for segments)."""
-    rows_by_day: dict[tuple[str, ...], dict[dt.date, dict[str, Any]]] = {}
-    for row in history.iter_rows(named=True) if not history.is_empty() else []:
-        key = (str(row["model"]), str(row["judge"]), *segment_of(row).values())
-        rows_by_day.setdefault(key, {})[row["dt"]] = row
-    today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
-                        key=lambda r: (judge_order(str(r["judge"])), str(r["model"]), *segment_of(r).values()))
-    groups: list[dict[str, Any]] = []
-    for today in today_rows:
-        by_day = rows_by_day[(str(today["model"]), str(today["judge"]), *segment_of(today).values())]
-        earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
-        rows = _int(today.get("rows"))
-        group: dict[str, Any] = {
-            "model": str(today["model"]),
-            "judge": str(today["judge"]),
-            **({"segment": segment_of(today)} if segment_of(today) else {}),
-            "run_id": today.get("run_id"),
-            "rows": rows,
-            "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
-            "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
-            "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
-            "rates": {v: _measure("rate", v, today, earlier, policy) for v in VERDICTS},
-            "metrics": {m: _measure("metric", m, today, earlier, policy) for m in METRICS},
-            "health": _health(today),
-            "trend": [] if window_start is None else [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
-        }
-        groups.append(group)
+def _segment_groups(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> list[dict[str, Any]]:
+    """The day's groups of the segment rows, each (model, segment) tested as a unit of its own
+    through the same replay as the models (:func:`assess_days`), as one family apart from them."""
+    rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
+    for row in segmented.iter_rows(named=True) if not segmented.is_empty() else []:
+        unit = SEP.join((str(row["model"]), *segment_of(row).values()))
+        rows_by_day.setdefault((unit, str(row["judge"])), {})[row["dt"]] = {**row, "model": unit}
+    if not any(day in by_day for by_day in rows_by_day.values()):
+        return []
+    groups, _, _ = assess_days(rows_by_day, [day], policy)[day]
+    for group in groups:
+        model, key, value = group["model"].split(SEP)
+        group.update(model=model, segment={"key": key, "value": value}, trend=[])
     return groups
 
 
@@ -606,16 +587,18 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     (the defaults of :class:`evaluation.report.alerts.AlertPolicy` when None)."""
     policy = policy or AlertPolicy()
     day = inputs.day
-    history = inputs.history
     history, segmented = split_segments(inputs.history)
+    rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
+    for row in history.iter_rows(named=True) if not history.is_empty() else []:
+        rows_by_day.setdefault((str(row["model"]), str(row["judge"])), {})[row["dt"]] = row
     landed_days = sorted(history["dt"].unique().to_list()) if not history.is_empty() else []
     window_start = day - dt.timedelta(days=inputs.history_days - 1)
     trend_days = [d for d in landed_days if window_start <= d <= day]
     first = trend_days[0] if trend_days else day
     missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
     missing = [d for d in missing if d not in trend_days]
-    groups = _groups(history, day, policy, window_start)
-    flags = decide_flags(groups, policy)
+
+    groups, flags, states = assess_days(rows_by_day, [day], policy, trend_from=window_start)[day]
 
     totals: dict[str, Any] = {"rows": sum(g["rows"] for g in groups)}
     totals["status_counts"] = {s: sum(g["status_counts"][s] for g in groups) for s in JUDGE_STATUSES}
@@ -630,9 +613,9 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     totals["rejected"] = rejects["total"]
     info = _run_info(inputs, facts)
     judges = sorted({g["judge"] for g in groups}, key=judge_order)
-    headline = build_headline(models, flags)
+    headline = build_headline(models, flags, states)
     day_segments = segmented.filter(pl.col("dt") == day) if not segmented.is_empty() else segmented
-    segments = segment_report(_groups(segmented, day, policy, None), policy,
+    segments = segment_report(_segment_groups(segmented, day, policy), policy,
                               sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [])
     alerting = [line["model"] for line in headline if line["status"] == "regressed"]
     alerting += sorted({line["model"] for line in segments["headline"]} - set(alerting))
@@ -656,11 +639,13 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
             "confidence": CONFIDENCE,
             "rate_interval": "Wilson score interval over ok rows",
             "mean_interval": "Student-t interval over ok rows (n >= 2)",
-            "previous": f"latest landed day within {BASELINE_DAYS} days before dt",
-            "trailing_7d": f"days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted)",
-            "flag": (f"{policy.adjustment_name()}-adjusted p-value below {policy.alpha:g} over the day's tests "
-                     f"and a change of at least {policy.min_rate_effect * 100:g} pp (rates) or "
-                     f"{policy.min_metric_effect:g} (means)"),
+            "previous": f"latest landed day within {BASELINE_DAYS} days before dt (shown beside today, not tested)",
+            "trailing_7d": (f"the reference: days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted); while a measure is "
+                            "regressed, the days before the regression"),
+            "flag": (f"alerting: {policy.adjustment_name()}-adjusted one-sided p-value below {policy.alpha:g} over the "
+                     f"day's headline-measure tests and a drop of at least {policy.min_rate_effect * 100:g} pp (rates) "
+                     f"or {policy.min_metric_effect:g} (means); shown only: the same over every measure's two-sided "
+                     "test"),
             "alerts": policy.describe(),
         },
         "run": info,
@@ -670,6 +655,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
         "judges": judges,
         "headline": headline,
         "alerting": alerting,
+        "paging": [line["model"] for line in headline if line["pages"]],
         "segments": segments,
         "latest_run_failed": latest_failure(inputs.runs),
         "not_significant": large_unflagged(groups, policy),
@@ -677,7 +663,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
         "totals": totals,
         "groups": groups,
         "flags": flags,
-        "distributions": _distributions(inputs.evaluations, models) if inputs.evaluations is not None and facts and facts["rows"] else [],
+        "distributions": distributions(inputs.evaluations, models) if inputs.evaluations is not None and facts and facts["rows"] else [],
         "worst_records": worst,
         "empty_answers": empty_answers,
         "rejects": rejects,

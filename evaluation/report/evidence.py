@@ -218,3 +218,17 @@ def regressed_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: 
     measure); ``borderline`` the judges' borderline thresholds in force."""
     return [change_evidence(day, calls, baseline, baseline_calls, change, borderline.get(change["judge"], 0.6))
             for change in changes]
+
+
+def evidence_changes(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The changes of regressed headline lines (a model's, or a segment's) whose failing records
+    to show: one entry per set of failing rows, the measures it backs listed together."""
+    changes: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for line in lines:
+        for c in line["changes"]:
+            entry = changes.setdefault((line["model"], c["judge"], failing_rule(c["measure"])), {
+                "model": line["model"], "judge": c["judge"], "measure": c["measure"], "measures": [],
+                "segment": line.get("segment")})
+            if c["measure"] not in entry["measures"]:
+                entry["measures"].append(c["measure"])
+    return list(changes.values())

@@ -173,8 +173,7 @@ def _measure_label(measure: str) -> tuple[str, str]:
     return kind, _label(kind, name)
 
 
-_HEADLINE_WORDS = {"regressed": "regressed", "improved": "improved", "steady": "steady"}
-_HEADLINE_CLASS = {"regressed": "worse", "improved": "better", "steady": "muted"}
+_HEADLINE_CLASS = {"regressed": "worse", "improved": "better", "too_few": "muted", "no_baseline": "muted", "steady": "muted"}
 _MAX_CHANGES = 4
 
 
@@ -191,9 +190,12 @@ def _headline_section(summary: dict[str, Any]) -> str:
         text = "; ".join(esc(change_text(c)) for c in changes[:_MAX_CHANGES])
         if len(changes) > _MAX_CHANGES:
             text += f"; and {len(changes) - _MAX_CHANGES} more"
+        words = line.get("text") or status
+        if status == "regressed" and not line.get("pages", True):
+            words += " — paged before, not again today"
         if status != "steady" or line["model"] not in in_segments:  # a segment's regression says more than "steady"
             items.append(f'<li><code>{esc(line["model"])}</code> <span class="flag {_HEADLINE_CLASS[status]}">'
-                         f'{_HEADLINE_WORDS[status]}</span>{": " + text if text else ""}</li>')
+                         f'{esc(words)}</span>{": " + text if text else ""}</li>')
         items += in_segments.pop(line["model"], [])
     items += [item for rest in in_segments.values() for item in rest]
     regressed = summary.get("alerting") or [line["model"] for line in lines if line["status"] == "regressed"]
@@ -206,7 +208,10 @@ def _headline_section(summary: dict[str, Any]) -> str:
         f"{esc('; '.join(f'{j}: ' + ', '.join(m) for j, m in HEADLINE_METRICS.items() if m))}) "
         "got worse by more than sampling and its own day-to-day variation explain, after "
         f"{esc(method.get('adjustment', 'a multiplicity adjustment'))} across the day's tests, "
-        "and by at least the minimum effect (see Flags)."))
+        "and by at least the minimum effect (see Flags). It stays regressed, against its level before the change, "
+        "until it is back within the minimum effect of it, and pages again only when it gets worse. "
+        "<em>Too few records to monitor</em>: the day's volume cannot catch the useful drop; <em>no baseline</em>: "
+        "no earlier day to compare with."))
 
 
 def _thresholds_section(summary: dict[str, Any]) -> str:

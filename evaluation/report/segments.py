@@ -30,7 +30,7 @@ import polars as pl
 
 from evaluation.report.alerts import AlertPolicy, decide_flags
 
-_SEP = "\x1f"
+SEP = "\x1f"
 #: ``ok`` rows a segment value needs today (per model and judge) to be tested.
 SEGMENT_MIN_ROWS = 30
 
@@ -84,8 +84,8 @@ def segment_report(groups: list[dict[str, Any]], policy: AlertPolicy, keys: list
                 "needed": SEGMENT_MIN_ROWS} for g in groups if g["status_counts"]["ok"] < SEGMENT_MIN_ROWS]
     # the groups go to the flag rule under a name that carries their segment (their measures are
     # the same objects, so each comparison gets its adjusted p-value), then the name is split back
-    tagged = {_SEP.join((g["model"], g["segment"]["key"], g["segment"]["value"])): g for g in monitored}
-    flags = decide_flags([{**g, "model": _SEP.join((g["model"], g["segment"]["key"], g["segment"]["value"]))}
+    tagged = {SEP.join((g["model"], g["segment"]["key"], g["segment"]["value"])): g for g in monitored}
+    flags = decide_flags([{**g, "model": SEP.join((g["model"], g["segment"]["key"], g["segment"]["value"]))}
                           for g in monitored], policy)
     for flag in flags:  # every group of one tag has the same model and segment
         group = tagged[flag["model"]]

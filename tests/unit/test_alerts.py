@@ -18,7 +18,8 @@ import pytest
 from evaluation import storage
 from evaluation.cli import main as cli_main
 from evaluation.report import AlertPolicy, build_daily_report
-from evaluation.report.alerts import Daily, compare, day_variance, severity_key, two_sided_p
+from evaluation.report.alerts import severity_key, two_sided_p
+from evaluation.report.monitor import Daily, compare_day, day_variance, reference_of
 from tests.unit.test_report import DAY, land_day, row
 
 WEEK = [DAY - dt.timedelta(days=i) for i in range(7, -1, -1)]
@@ -45,23 +46,72 @@ def test_two_sided_p_matches_the_t_and_normal_distributions() -> None:
     assert math.isclose(two_sided_p(1.959963984540054), 0.05, rel_tol=1e-9)
 
 
-def test_day_to_day_variance_widens_the_test() -> None:
+def test_day_to_day_variance_widens_the_test_and_never_collapses() -> None:
     quiet = [Daily(v, 200, 0.0225) for v in (0.70, 0.71, 0.70, 0.69, 0.70, 0.71, 0.70)]
     wobbly = [Daily(v, 200, 0.0225) for v in (0.62, 0.78, 0.66, 0.75, 0.60, 0.80, 0.69)]
-    tau_quiet, _ = day_variance(quiet, 3)
-    tau_wobbly, days = day_variance(wobbly, 3)
-    assert tau_quiet == 0.0 and days == 7
-    assert math.isclose(tau_wobbly, statistics.variance(d.value for d in wobbly) - 0.0225 / 200, rel_tol=1e-9)
-    assert day_variance(wobbly[:2], 3) == (0.0, 2)  # too few days to estimate
-    today, baseline = Daily(0.62, 200, 0.0225), Daily(0.70, 1400, 0.0225)
-    narrow = compare("metric", today, baseline, tau_quiet, 7, 1 / 7)
-    wide = compare("metric", today, baseline, tau_wobbly, 7, 1 / 7)
-    assert narrow is not None and wide is not None
-    assert narrow.p_value < 1e-10 and wide.p_value > 0.05 and wide.se > 5 * narrow.se
-    rate = compare("rate", Daily(0.6, 150, 0.24, 90), Daily(0.8, 1000, 0.16, 800), 0.0, 7, 1 / 7)
-    pooled = 890 / 1150
-    assert rate is not None and math.isclose(rate.se, math.sqrt(pooled * (1 - pooled) * (1 / 150 + 1 / 1000)))
-    assert compare("rate", Daily(1.0, 1, 0.0, 1), Daily(0.8, 1000, 0.16, 800), 0.0, 7, 1.0) is None
+    tau_quiet, own_quiet, df = day_variance(quiet, 0.03, 1.0)
+    assert own_quiet == 0.0 and df == 7.0 and math.isclose(tau_quiet, 0.03**2 / 7)  # the prior keeps it above 0
+    tau_wobbly, own, _ = day_variance(wobbly, 0.03, 1.0)
+    assert own is not None and math.isclose(own, statistics.variance(d.value for d in wobbly) - 0.0225 / 200)
+    assert math.isclose(tau_wobbly, (0.03**2 + 6 * own) / 7)
+    tau_new, own_new, df_new = day_variance(wobbly[:1], 0.03, 1.0)  # a new model: the prior alone
+    assert math.isclose(tau_new, 0.03**2) and own_new is None and df_new == 1.0
+    policy = AlertPolicy()
+    history = {DAY - dt.timedelta(days=i + 1): d for i, d in enumerate(quiet)}
+    narrow = compare_day("metric", "score", Daily(0.62, 200, 0.0225), reference_of(history, policy))  # type: ignore[arg-type]
+    history = {DAY - dt.timedelta(days=i + 1): d for i, d in enumerate(wobbly)}
+    wide = compare_day("metric", "score", Daily(0.62, 200, 0.0225), reference_of(history, policy))  # type: ignore[arg-type]
+    assert narrow is not None and wide is not None and narrow.p_worse is not None and wide.p_worse is not None
+    assert narrow.p_worse < 0.005 and wide.p_worse > 0.05 and wide.se > 2 * narrow.se
+
+
+def _drifting_days(rng: random.Random, days: int, n: int, sd: float, p: float = 0.8) -> list[Daily]:
+    out = []
+    for _ in range(days):
+        rate = min(0.99, max(0.01, p + rng.gauss(0.0, sd)))
+        count = sum(rng.random() < rate for _ in range(n))
+        out.append(Daily(count / n, n, (count / n) * (1 - count / n), count))
+    return out
+
+
+@pytest.mark.parametrize(("history_days", "sd"), [(2, 0.03), (4, 0.03)])
+def test_a_rate_test_keeps_its_level_under_drift_with_few_days(history_days: int, sd: float) -> None:
+    """Steady days whose pass rate drifts by ``sd`` from day to day, few days of history, 600
+    records a day: the one-sided test rejects at about its nominal 5% (a test that ignored the
+    drift, or took its variance as 0 with few days, rejects several times as often)."""
+    rng = random.Random(f"drift-{history_days}-{sd}")
+    policy = AlertPolicy()
+    trials, rejected = 1500, 0
+    for _ in range(trials):
+        *past, today = _drifting_days(rng, history_days + 1, 600, sd)
+        ref = reference_of({DAY - dt.timedelta(days=i + 1): d for i, d in enumerate(reversed(past))}, policy)
+        test = compare_day("rate", "pass", today, ref)  # type: ignore[arg-type]
+        assert test is not None and test.p_worse is not None
+        rejected += test.p_worse < 0.05
+    assert rejected / trials <= 0.065  # nominal 5%; the binomial sd of 1,500 trials is 0.6 pp
+
+
+def test_small_counts_use_the_exact_tail() -> None:
+    """20 records at a 97% pass rate: one failure more than usual is no evidence (the normal
+    approximation would call 18 of 20 significant)."""
+    policy = AlertPolicy()
+    history = {DAY - dt.timedelta(days=i + 1): Daily(0.97, 20, 0.97 * 0.03, 19 if i % 3 else 20) for i in range(7)}
+    ref = reference_of(history, policy)
+    assert ref is not None
+    test = compare_day("rate", "pass", Daily(0.9, 20, 0.09, 18), ref)
+    assert test is not None and test.p_worse is not None and test.p_worse > 0.1
+
+
+def test_the_day_to_day_variance_excludes_the_tested_day(tmp_path: Path) -> None:
+    """Seven alike days and a collapse today: the variance the test uses comes from the seven
+    days alone (today's outlier does not widen its own test)."""
+    store = storage.open_store(str(tmp_path / "out"))
+    land_week(store, {"m": [0.75] * 7 + [0.40]})
+    _, summary = build_daily_report(store, DAY)
+    score = summary["groups"][0]["metrics"]["score"]
+    assert score["reference"]["days"] == [d.isoformat() for d in WEEK[:-1]]
+    assert score["day_to_day"]["own_sd"] < 0.02 and score["day_to_day"]["days"] == 7
+    assert summary["headline"][0]["status"] == "regressed" and summary["headline"][0]["pages"]
 
 
 def test_a_model_varying_day_to_day_does_not_flag_within_its_usual_range(tmp_path: Path) -> None:
@@ -73,7 +123,7 @@ def test_a_model_varying_day_to_day_does_not_flag_within_its_usual_range(tmp_pat
     flagged = {(f["model"], f["measure"]) for f in summary["flags"]}
     assert ("quiet", "score_mean") in flagged and ("wobbly", "score_mean") not in flagged
     wobbly = next(g for g in summary["groups"] if g["model"] == "wobbly")["metrics"]["score"]
-    assert wobbly["day_to_day"]["estimated"] and wobbly["day_to_day"]["sd"] > 0.05
+    assert wobbly["day_to_day"]["days"] == 7 and wobbly["day_to_day"]["sd"] > 0.05
     assert [line["model"] for line in summary["headline"] if line["status"] == "regressed"] == ["quiet"]
 
 
@@ -91,13 +141,14 @@ def test_minimum_effect_and_headline_measures(tmp_path: Path) -> None:
             rows.append(row(day, "big", "rag", i, score=round(base - shift, 3), faithfulness=round(base - shift, 2),
                             answer_relevance=round(base - shift, 2), context_relevance=context))
         land_day(store, day, rows)
-    _, summary = build_daily_report(store, DAY)
+    quiet = AlertPolicy(prior_day_sd=0.0)  # no prior day-to-day variation: the alike days make 0.015 significant
+    _, summary = build_daily_report(store, DAY, policy=quiet)
     assert {f["measure"] for f in summary["flags"]} == {"context_relevance_mean"}
     assert all(not f["alerts"] and not f["headline"] and f["assessment"] == "worse" for f in summary["flags"])
     assert summary["alerting"] == [] and summary["headline"][0]["status"] == "steady"
     score = summary["groups"][0]["metrics"]["score"]["trailing_7d"]
     assert score["p_adjusted"] < 0.05 and not score["flagged"]
-    _, strict = build_daily_report(store, DAY, policy=AlertPolicy(min_metric_effect=0.01))
+    _, strict = build_daily_report(store, DAY, policy=AlertPolicy(prior_day_sd=0.0, min_metric_effect=0.01))
     assert strict["alerting"] == ["big"] and ("rag", "score_mean") in {
         (c["judge"], c["measure"]) for c in strict["headline"][0]["changes"]}
     assert strict["method"]["alerts"]["min_metric_effect"] == 0.01
@@ -156,3 +207,9 @@ def test_report_command_takes_the_policy(tmp_path: Path, capsys: pytest.CaptureF
     assert summary["method"]["alerts"]["p_adjust"] == "bh" and summary["method"]["alerts"]["min_metric_effect"] == 0.03
     assert cli_main([*base, "--min-rate-effect", "1.5"]) == 2
     assert "--min-rate-effect" in capsys.readouterr().err
+    assert cli_main([*base, "--accept-baseline", f"m={WEEK[-2].isoformat()}", "--prior-day-sd", "0.02"]) == 0
+    summary = storage.read_json(store, storage.report_key(DAY, "summary.json"))
+    assert summary["method"]["alerts"]["accept_baseline"] == {"m": WEEK[-2].isoformat()}
+    assert summary["groups"][0]["metrics"]["score"]["reference"]["days"] == [WEEK[-2].isoformat()]
+    assert cli_main([*base, "--accept-baseline", "m"]) == 2
+    assert "--accept-baseline" in capsys.readouterr().err

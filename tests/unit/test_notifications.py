@@ -67,7 +67,7 @@ def test_a_regression_names_only_the_regressed_model_with_its_largest_changes_an
     assert message.subject == f"LLM evaluation {DAY}: assistant-v2 regressed"
     assert "assistant-lite" not in message.body and "assistant-v1" not in message.body
     assert message.body.splitlines() == [
-        f"1 of 3 model(s) regressed on {DAY}; the other 2 are steady or improved.",
+        f"1 of 3 model(s) regressed on {DAY}; the other 2 are not regressed.",
         "",
         "assistant-v2:",
         "  - rag pass rate 85.0% → 34.4% (−50.6 pp vs the trailing 7 days)",

@@ -117,7 +117,7 @@ def test_steady_days_raise_no_segment_flag_over_a_fortnight(seed: int) -> None:
         summary = summary_of(history, LAST - dt.timedelta(days=offset))
         segments = summary["segments"]
         tested += sum(1 for g in segments["groups"] for m in g["rates"].values()
-                      if (m.get("previous") or {}).get("p_value") is not None)
+                      if (m.get("reference") or {}).get("p_value") is not None)
         assert segments["flags"] == [] and segments["headline"] == [] and summary["alerting"] == []
     assert tested > 500  # the family is large: without a correction across it, steady days would flag
 

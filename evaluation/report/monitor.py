@@ -1,0 +1,360 @@
+"""Monitoring one measure of one unit over days (CONTRACT §7): the test of a day against its
+reference, the state a regression leaves, and the smallest drop a day's volume can catch.
+
+A **series** is one measure (a rate or a metric mean) of one unit (a model and judge, or a
+segment of one), one :class:`Daily` per landed day. :func:`monitor` replays the days of a window
+in order and returns, per day, what each series showed (:class:`Result`); the report takes the
+last day, ``make bench`` every day of simulated windows. The rules:
+
+* **Reference.** Normally the unit's days ``D-7 … D-1`` pooled (never the tested day). While the
+  series is regressed, the reference fixed on the day it regressed: the days before the change.
+  A model with an accepted baseline (``AlertPolicy.accept_baseline``) uses only its days from
+  that date on. No earlier day: no reference (the model is ``no baseline``).
+* **Day-to-day variance** ``τ²``: the reference days' spread beyond sampling, shrunk towards a
+  prior: ``τ̃² = (ν₀ τ₀² + (k − 1) τ̂²) / (ν₀ + k − 1)`` with ``τ̂² = max(0, s² − mean sampling
+  variance)`` of the k reference days, ``τ₀`` = :attr:`AlertPolicy.prior_day_sd` and ``ν₀`` =
+  :attr:`AlertPolicy.prior_days`. It never collapses to 0, a new model (k < 3) leans on the
+  prior, and it carries ``ν₀ + k − 1`` degrees of freedom.
+* **Test** of ``today − reference`` in the measure's worse direction (one-sided): variance =
+  today's sampling variance + the reference's + ``τ̃² (1 + Σwᵢ²)`` (``wᵢ``: each reference day's
+  share of its rows), referred to Student's t with Welch–Satterthwaite degrees of freedom (a
+  rate's sampling parts count as known; a mean's have ``n − 1``; the τ part has the df above). A
+  rate's p-value is the larger of that and an exact beta-binomial tail (today's count against the
+  reference rate, over-dispersed by the same variance), so small counts and rates near 0 or 1
+  keep their level.
+* **Alerting family.** Only the headline measures' one-sided tests are adjusted together
+  (:func:`evaluation.multiplicity.adjust_p_values`); a series **alerts** when its adjusted p is
+  below ``alpha`` and its drop is at least the minimum effect.
+* **State.** A series that alerts is **regressed since D** and keeps the reference of D. It stays
+  regressed, whatever a later day's adjusted test says, until a day's drop against that reference
+  is below the minimum effect and not significant on its own (one-sided p ≥ ``alpha``, unadjusted):
+  recovered. It **pages** on the day it regresses, and again only when
+  it alerts with a drop beyond the one it last paged with by at least the minimum effect and
+  :data:`WORSE_SES` standard errors of the day's test.
+* **Detectable drop**: the smallest drop the day's volume catches with 80% power at the day's
+  Bonferroni level ``alpha / m`` (m: the alerting family's size) and the minimum effect;
+  :func:`records_needed` solves for the volume that catches a given drop with a reference week
+  of such days, at the smaller of ``τ̃²`` and the prior's ``τ₀²`` (None when day-to-day variation
+  alone prevents it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from scipy import special
+
+from evaluation.multiplicity import adjust_p_values
+
+
+class AlertPolicy(Protocol):
+    """What the monitor reads of :class:`evaluation.report.alerts.AlertPolicy`."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def p_adjust(self) -> str: ...
+    @property
+    def prior_day_sd(self) -> float: ...
+    @property
+    def prior_days(self) -> float: ...
+    def min_effect(self, kind: str) -> float: ...
+    def accepted_from(self, model: str) -> dt.date | None: ...
+
+#: (model, judge, kind, name): kind is ``rate`` or ``metric``; a segment's unit names it in ``judge``.
+SeriesKey = tuple[str, str, str, str]
+REFERENCE_DAYS = 7
+POWER = 0.8
+Z_POWER = 0.8416212335729143  # the standard normal's 0.8 quantile
+_TOLERANCE = 1e-9
+#: A regressed series pages again when its drop grew by the minimum effect and this many standard errors.
+WORSE_SES = 3.0
+#: A rate's exact tail is computed when the t p-value is below this (no alpha reaches it).
+EXACT_BELOW = 0.5
+
+
+@dataclass(frozen=True)
+class Daily:
+    """One day of a measure: its estimate, rows, the rows' variance (p(1-p) of a rate, s² of a
+    mean) and, for a rate, its count."""
+
+    value: float
+    n: int
+    variance: float
+    count: int | None = None
+
+
+def worse_sign(kind: str, name: str) -> int | None:
+    """+1 when a rise is worse (the fail rate), −1 when a fall is (every other rate and every
+    mean), None for a measure without a better direction (the borderline rate)."""
+    if kind == "rate":
+        return {"fail": 1, "borderline": None}.get(name, -1)
+    return -1
+
+
+def pool(days: Sequence[Daily]) -> Daily | None:
+    """The days' rows taken together: the n-weighted value, and the variance of all the rows."""
+    usable = [d for d in days if d.n > 0]
+    total = sum(d.n for d in usable)
+    if not total:
+        return None
+    value = sum(d.value * d.n for d in usable) / total
+    if usable[0].count is not None:
+        count = sum(d.count or 0 for d in usable)
+        return Daily(count / total, total, value * (1 - value), count)
+    within = sum((d.n - 1) * d.variance for d in usable) + sum(d.n * (d.value - value) ** 2 for d in usable)
+    return Daily(value, total, within / (total - 1) if total > 1 else 0.0)
+
+
+def day_variance(days: Sequence[Daily], prior_sd: float, prior_days: float) -> tuple[float, float | None, float]:
+    """``(τ̃², τ̂², df)``: the shrunk day-to-day variance of ``days`` (never the tested day), the
+    days' own estimate (None with fewer than 2 days) and the degrees of freedom τ̃² carries."""
+    usable = [d for d in days if d.n > 0]
+    own: float | None = None
+    if len(usable) >= 2:
+        k = len(usable)
+        mean = sum(d.value for d in usable) / k
+        spread = sum((d.value - mean) ** 2 for d in usable) / (k - 1)
+        own = max(0.0, spread - sum(d.variance / d.n for d in usable) / k)
+    own_df = len(usable) - 1 if own is not None else 0
+    df = prior_days + own_df
+    if df <= 0:
+        return 0.0, own, 0.0
+    return (prior_days * prior_sd**2 + own_df * (own or 0.0)) / df, own, df
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a day is tested against: its days, their rows pooled, Σwᵢ² of the days' shares, and
+    the day-to-day variance (shrunk, the days' own, degrees of freedom)."""
+
+    days: tuple[dt.date, ...]
+    pooled: Daily
+    weight: float
+    tau2: float
+    own_tau2: float | None
+    tau_df: float
+
+
+def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Reference | None:
+    """The reference made of ``days`` (None when none has rows)."""
+    kept = {d: v for d, v in sorted(days.items()) if v.n > 0}
+    pooled = pool(list(kept.values()))
+    if pooled is None:
+        return None
+    tau2, own, df = day_variance(list(kept.values()), policy.prior_day_sd, policy.prior_days)
+    weight = sum((v.n / pooled.n) ** 2 for v in kept.values())
+    return Reference(tuple(kept), pooled, weight, tau2, own, df)
+
+
+@dataclass(frozen=True)
+class Test:
+    """The test of ``today − reference``: its standard error (day variation included), degrees of
+    freedom (None: normal), the one-sided p-value in the worse direction (None without one), the
+    two-sided p-value, the 95% interval of the difference and ``drop`` (the change in the worse
+    direction, positive when worse; 0 without a worse direction)."""
+
+    delta: float
+    se: float
+    df: float | None
+    p_worse: float | None
+    p_two_sided: float
+    ci_low: float
+    ci_high: float
+    drop: float
+
+
+def _parts(kind: str, today: Daily, ref: Reference) -> tuple[float, float | None]:
+    """The variance of the difference and its Welch–Satterthwaite degrees of freedom."""
+    base = ref.pooled
+    day_part = ref.tau2 * (1.0 + ref.weight)
+    if kind == "rate":
+        p = ((today.count or 0) + (base.count or 0)) / (today.n + base.n)
+        parts = [(p * (1 - p) * (1 / today.n + 1 / base.n), math.inf)]
+    else:
+        parts = [(today.variance / today.n, today.n - 1.0), (base.variance / base.n, base.n - 1.0)]
+    if day_part > 0:
+        parts.append((day_part, max(ref.tau_df, 1.0)))
+    variance = sum(v for v, _ in parts)
+    denominator = sum(v * v / f for v, f in parts if math.isfinite(f))
+    return variance, (variance * variance / denominator if denominator > 0 else None)
+
+
+def t_sf(statistic: float, df: float | None) -> float:
+    """P(T ≥ statistic) for Student's t with ``df`` degrees of freedom (the normal for None)."""
+    return float(special.ndtr(-statistic) if df is None else special.stdtr(df, -statistic))
+
+
+def t_isf(prob: float, df: float | None) -> float:
+    """The upper ``prob`` quantile of Student's t (the normal for None)."""
+    return float(-special.ndtri(prob) if df is None else -special.stdtrit(df, prob))
+
+
+def exact_rate_p(today: Daily, ref: Reference, sign: int) -> float:
+    """P(a count at least as bad as today's) under a beta-binomial: today's rate drawn around the
+    reference rate with the reference's sampling variance plus ``τ̃² (1 + Σwᵢ²)``."""
+    base = ref.pooled
+    mu = ((base.count or 0) + 0.5) / (base.n + 1.0)
+    spread = mu * (1 - mu) / base.n + ref.tau2 * (1.0 + ref.weight)
+    concentration = min(1e8, max(mu * (1 - mu) / max(spread, 1e-12) - 1.0, 1e-3))
+    a, b, n, count = mu * concentration, (1 - mu) * concentration, today.n, today.count or 0
+    k = np.arange(0, count + 1) if sign < 0 else np.arange(count, n + 1)
+    log_pmf = (special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+               + special.betaln(k + a, n - k + b) - special.betaln(a, b))
+    return min(1.0, float(np.exp(log_pmf).sum()))
+
+
+def compare_day(kind: str, name: str, today: Daily, ref: Reference) -> Test | None:
+    """Test ``today`` against ``ref`` (None when either side has fewer than 2 rows)."""
+    if today.n < 2 or ref.pooled.n < 2:
+        return None
+    delta = today.value - ref.pooled.value
+    sign = worse_sign(kind, name)
+    variance, df = _parts(kind, today, ref)
+    se = math.sqrt(max(variance, 0.0))
+    drop = sign * delta if sign is not None else 0.0
+    if se <= _TOLERANCE:
+        worse = (1.0 if drop <= _TOLERANCE else 0.0) if sign is not None else None
+        return Test(delta, 0.0, df, worse, 1.0 if abs(delta) <= _TOLERANCE else 0.0, delta, delta, drop)
+    p_worse = None
+    if sign is not None:
+        p_worse = t_sf(drop / se, df)
+        if kind == "rate" and p_worse < EXACT_BELOW:  # above, neither p can flag: the larger is not needed
+            p_worse = max(p_worse, exact_rate_p(today, ref, sign))
+    half = t_isf(0.025, df) * se
+    return Test(delta, se, df, p_worse, min(1.0, 2 * t_sf(abs(delta) / se, df)), delta - half, delta + half, drop)
+
+
+def detectable_drop(kind: str, today: Daily, ref: Reference, level: float, min_effect: float) -> float:
+    """The drop caught with 80% power at one-sided ``level`` (and at least ``min_effect``)."""
+    value = ref.pooled.value
+    steady = (Daily(value, today.n, value * (1 - value), round(value * today.n)) if kind == "rate"
+              else Daily(value, today.n, today.variance))
+    variance, df = _parts(kind, steady, ref)
+    se = math.sqrt(max(variance, 0.0))
+    return max(t_isf(level, df) * se, min_effect) + Z_POWER * se
+
+
+def records_needed(ref: Reference, level: float, min_effect: float, drop: float, tau2_cap: float) -> int | None:
+    """About how many rows a day (with a reference week of such days) needs for 80% power against
+    ``drop`` (a rate), at the reference's day-to-day variance capped at ``tau2_cap`` (a small
+    unit's own days mostly show sampling noise): None when day-to-day variation alone, or the
+    minimum effect, prevents it."""
+    if drop <= min_effect:
+        return None
+    tau2 = min(ref.tau2, tau2_cap)
+    quantile = t_isf(level, ref.tau_df if tau2 > 0 else None)
+    se_max = min(drop / (quantile + Z_POWER), (drop - min_effect) / Z_POWER)
+    weight = 1.0 + 1.0 / REFERENCE_DAYS
+    room = se_max**2 - tau2 * weight
+    p = min(max(ref.pooled.value, 0.05), 0.95)
+    return None if room <= 0 else math.ceil(p * (1 - p) * weight / room)
+
+
+# --------------------------------------------------------------------------------------------
+# Days in order
+
+
+@dataclass
+class State:
+    """A series' regression: since when, against which reference, the drop it last paged with."""
+
+    since: dt.date | None = None
+    reference: Reference | None = None
+    paged_drop: float = 0.0
+
+
+@dataclass
+class Result:
+    """One series on one day: its value, reference, test, adjusted p (alerting family), whether
+    it alerts and pages, and the regression it is in (``since`` None: none)."""
+
+    today: Daily
+    reference: Reference | None
+    test: Test | None
+    headline: bool
+    p_adjusted: float | None = None
+    alerts: bool = False
+    pages: bool = False
+    since: dt.date | None = None
+    recovered: bool = False
+
+
+@dataclass
+class Monitor:
+    """The states carried from day to day (:func:`monitor`)."""
+
+    policy: AlertPolicy
+    headline: Mapping[SeriesKey, bool]
+    states: dict[SeriesKey, State] = field(default_factory=dict)
+
+
+def _reference_for(key: SeriesKey, day: dt.date, days: Mapping[dt.date, Daily], state: State,
+                   policy: AlertPolicy) -> Reference | None:
+    if state.since is not None and state.reference is not None:
+        return state.reference
+    accepted = policy.accepted_from(key[0])
+    start = max(day - dt.timedelta(days=REFERENCE_DAYS), accepted or dt.date.min)
+    return reference_of({d: v for d, v in days.items() if start <= d < day}, policy)
+
+
+def step(mon: Monitor, day: dt.date, series: Mapping[SeriesKey, Mapping[dt.date, Daily]]) -> dict[SeriesKey, Result]:
+    """One day: test every series with a value that day, adjust the alerting family, move states."""
+    policy = mon.policy
+    results: dict[SeriesKey, Result] = {}
+    for key, days in series.items():
+        today = days.get(day)
+        if today is None or today.n <= 0:
+            continue
+        state = mon.states.setdefault(key, State())
+        accepted = policy.accepted_from(key[0])
+        if state.since is not None and accepted is not None and state.since < accepted <= day:
+            mon.states[key] = state = State()
+        ref = _reference_for(key, day, days, state, policy)
+        test = compare_day(key[2], key[3], today, ref) if ref is not None else None
+        results[key] = Result(today, ref, test, bool(mon.headline.get(key)))
+    family = [k for k, r in results.items() if r.headline and r.test is not None and r.test.p_worse is not None]
+    adjusted = adjust_p_values(np.array([results[k].test.p_worse for k in family], dtype=np.float64),  # type: ignore[union-attr]
+                               policy.p_adjust)
+    for key, p_adjusted in zip(family, adjusted, strict=True):
+        result, test = results[key], results[key].test
+        assert test is not None
+        effect = policy.min_effect(key[2])
+        result.p_adjusted = float(p_adjusted)
+        result.alerts = bool(p_adjusted < policy.alpha and test.drop >= effect - _TOLERANCE)
+        _move(mon.states[key], result, day, effect, policy.alpha)
+    for key, result in results.items():
+        result.since = mon.states[key].since
+    return results
+
+
+def _move(state: State, result: Result, day: dt.date, effect: float, alpha: float) -> None:
+    """A series' state after its day's test (:mod:`evaluation.report.monitor`'s rules)."""
+    test = result.test
+    assert test is not None
+    if state.since is None:
+        if result.alerts:
+            state.since, state.reference, state.paged_drop = day, result.reference, test.drop
+            result.pages = True
+    elif test.drop < effect and (test.p_worse is None or test.p_worse >= alpha):
+        state.since, state.reference, state.paged_drop = None, None, 0.0
+        result.recovered = True
+    elif result.alerts and test.drop - state.paged_drop >= max(effect, WORSE_SES * test.se) - _TOLERANCE:
+        state.paged_drop, result.pages = test.drop, True
+
+
+def monitor(series: Mapping[SeriesKey, Mapping[dt.date, Daily]], days: Sequence[dt.date], policy: AlertPolicy,
+            headline: Mapping[SeriesKey, bool]) -> list[dict[SeriesKey, Result]]:
+    """Replay ``days`` in order (states start clear on the first): each day's results."""
+    mon = Monitor(policy, headline)
+    return [step(mon, day, series) for day in sorted(days)]
+
+
+def alerting_family_size(results: Mapping[SeriesKey, Result]) -> int:
+    """How many tests a day's alerting family holds (its Bonferroni level is ``alpha`` over it)."""
+    return sum(1 for r in results.values() if r.p_adjusted is not None)
