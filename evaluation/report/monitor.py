@@ -181,7 +181,8 @@ def _parts(kind: str, today: Daily, ref: Reference) -> tuple[float, float | None
     if day_part > 0:
         parts.append((day_part, max(ref.tau_df, 1.0)))
     variance = sum(v for v, _ in parts)
-    denominator = sum(v * v / f for v, f in parts if math.isfinite(f))
+    # a mean of one value has no variance of its own to estimate (0 degrees of freedom): no term
+    denominator = sum(v * v / f for v, f in parts if math.isfinite(f) and f > 0)
     return variance, (variance * variance / denominator if denominator > 0 else None)
 
 

@@ -157,7 +157,7 @@ def test_a_misspelt_input_says_so_at_the_deadline(airflow_db, local_s3, capfd) -
                          "wait_deadline_s": 2})
     assert str(dag_run.state) == "failed"
     finding = (f"no input objects: {misspelt}/dt={day}/ does not exist, nor do the 7 days before it under "
-               f"{misspelt}/ (is the input URI right?)")
+               f"{misspelt}/ (is the input URI right? input_layout hive reads dt=2026-10-03/)")
     logged = "".join(capfd.readouterr())
     assert f"nothing there yet: {finding}" in logged  # said when the wait starts, not only at its end
     run = _runs(storage.open_store(output_uri, local_s3.access()), day).row(0, named=True)

@@ -128,7 +128,7 @@ def test_cli_compare_takes_the_method(landed: storage.Store, capsys: pytest.Capt
 
     code = main(["compare", "--from", DAYS[0].isoformat(), "--to", DAYS[-1].isoformat(),
                  "--models", "assistant-lite,assistant-v2", "--bootstrap", "200", "--p-adjust", "bh",
-                 "--output", landed.root, "--comparison-id", "cli-bh"])
+                 "--output", landed.root, "--comparison-id", "cli-bh", "--json"])
     assert code == 0
     assert json.loads(capsys.readouterr().out)["p_adjust"] == "bh"
     metrics = storage.read_parquet(landed, storage.comparison_key("cli-bh", "metrics.parquet"))

@@ -342,8 +342,8 @@ def test_truncated_gzip_keeps_earlier_lines_and_rejects_the_object() -> None:
     kept = outcome.valid.height
     assert 0 < kept < 300
     assert outcome.valid["record_id"].to_list() == [f"r-{i}" for i in range(kept)]
-    assert [(r.source_uri, r.line_no) for r in ingested.rejects] == [(uri, None)]
-    assert ingested.rejects[0].reasons[0].startswith("truncated or corrupt gzip: ")
+    assert [(r.source_uri, r.line_no) for r in ingested.rejects] == [(uri, kept + 1)]  # the line the cut fell in
+    assert ingested.rejects[0].reasons[0].startswith(f"object damaged: {uri} is a truncated or corrupt gzip: ")
 
 
 def parquet(frame: pl.DataFrame) -> bytes:
