@@ -25,8 +25,8 @@ MODEL = "openai/gpt-4o-mini"
 def _day(raw: Path, api_base: str, run_id: str, **values: Any) -> tuple[Any, float]:
     from bench import data
     from evaluation import stages
-    from evaluation.day import run_day
-    from evaluation.options import build_config
+    from evaluation.cli.day import run_day
+    from evaluation.contract.options import build_config
 
     out = Path(tempfile.mkdtemp(prefix=f"bench-batch-{run_id}-"))
     cfg = build_config({"input_uri": str(raw), "output_uri": str(out), "judge_model": MODEL, "api_base": api_base,
@@ -40,8 +40,8 @@ def day(params: dict[str, Any]) -> dict[str, Any]:
     """A batch-mode day and the same day online."""
     from bench import data
     from bench.judge import GOOD_REPLY
-    from evaluation.batch import batch_prices
-    from evaluation.client import price_per_token
+    from evaluation.calling.batch import batch_prices
+    from evaluation.calling.client import price_per_token
     from evaluation.testing.openai_server import OpenAIServer
 
     records = int(params["records"])

@@ -32,7 +32,7 @@ from bench.judge import GOOD_REPLY, _prepare, _warm_up
 
 if TYPE_CHECKING:
     from bench.run import Bench
-    from evaluation.contract import RunConfig
+    from evaluation.contract.config import RunConfig
     from evaluation.judges import RenderedPrompt
     from evaluation.stages import Stores
 
@@ -43,8 +43,8 @@ KEY = "bench-key"
 def _prompts(cfg: RunConfig, stores: Stores) -> list[RenderedPrompt]:
     """The rag prompts of the staged chunk, rendered as the stage renders them."""
     from evaluation import storage
+    from evaluation.contract.schemas import record_from_row
     from evaluation.judges import render
-    from evaluation.schemas import record_from_row
 
     frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", 0))
     prompts = [render("rag", record_from_row(row)) for row in frame.iter_rows(named=True)]
@@ -85,7 +85,7 @@ def _measure(calls: int, run: Callable[..., Any], *args: Any, **kwargs: Any) -> 
 def compare(params: dict[str, Any]) -> dict[str, Any]:
     """Bare loop and judge stage, alternately, at each concurrency of ``concurrencies``."""
     from evaluation import stages
-    from evaluation.client import configure
+    from evaluation.calling.client import configure
 
     configure()  # both sides: the same litellm set-up (price map offline, loggers quiet, gc frozen)
     latency = float(params["latency"])
@@ -149,9 +149,9 @@ def rated(params: dict[str, Any]) -> dict[str, Any]:
 
 def faulty(params: dict[str, Any]) -> dict[str, Any]:
     """See the module: the same day judged with the adaptive limit and with one that never shrinks."""
-    from evaluation import client as client_module
     from evaluation import stages
-    from evaluation.ratelimit import AdaptiveLimit
+    from evaluation.calling import client as client_module
+    from evaluation.calling.ratelimit import AdaptiveLimit
     from evaluation.testing.openai_server import OpenAIServer
     from evaluation.testing.replies import FaultPlan
 

@@ -45,8 +45,8 @@ from evaluation.calibration import CalibrationSpec
 from evaluation.calibration.cascade import fit_bands, split_figures
 from evaluation.calibration.metrics import Detection
 from evaluation.calibration.run import run_calibration
-from evaluation.contract import JudgeName, RunConfig
-from evaluation.day import run_day
+from evaluation.cli.day import run_day
+from evaluation.contract.config import JudgeName, RunConfig
 from evaluation.stages import Stores
 from evaluation.testing.correlated import CorrelatedJudges
 from evaluation.testing.labelled import LabelledJudges

@@ -1,13 +1,13 @@
 """Generated inputs of the benchmarks, cached between runs under the system's temp folder.
 
 * :func:`raw_day`: a day of raw logs as ``dt=YYYY-MM-DD/part-*.jsonl[.gz]`` under a directory (the
-  layout of the input store), from :mod:`evaluation.synthetic`; days over 100,000 records repeat a
+  layout of the input store), from :mod:`evaluation.testing.synthetic`; days over 100,000 records repeat a
   100,000-record block with the record ids made unique per block.
 * ``unique=True`` makes every record's question unique: the synthetic generator draws from 24 facts,
   so its days repeat the same prompts (2,000 records give only 1,275 distinct rag prompts), which a
   chunk calls once. Throughput against the limit must count real calls, so judge benchmarks use
   unique records.
-* :func:`parsed_rows`: judged rows in :data:`evaluation.schemas.PARSED_SCHEMA`, generated with
+* :func:`parsed_rows`: judged rows in :data:`evaluation.contract.schemas.PARSED_SCHEMA`, generated with
   vectorised Polars (every judge and status, out-of-range metrics that trigger each clamp).
 """
 
@@ -47,7 +47,7 @@ def _unique(lines: list[str]) -> list[str]:
 def raw_day(records: int, *, unique: bool = False, bad: bool = True) -> Path:
     """The input root of the generated :data:`DAY` (cached): ``<root>/dt=<day>/part-NNNNN.jsonl[.gz]``.
     Parts alternate plain and gzipped JSONL."""
-    from evaluation import synthetic
+    from evaluation.testing import synthetic
 
     root = CACHE / f"raw-{DAY:%Y%m%d}-{records}-{'u' if unique else 's'}{'b' if bad else ''}"
     done = root / ".complete"
@@ -85,9 +85,9 @@ _REASONS = ("The answer states the figure given in the context and cites it.",
 def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = None) -> pl.DataFrame:
     """Judged rows (PARSED_SCHEMA). With ``record_ids`` (columns record_id, conversation_id,
     model), three rows per record (rag, masis, prompt) as a chunk of the pipeline would hold."""
-    from evaluation.contract import RULES_VERSION
+    from evaluation.contract.config import RULES_VERSION
+    from evaluation.contract.schemas import PARSED_SCHEMA
     from evaluation.judges import PROMPT_VERSIONS
-    from evaluation.schemas import PARSED_SCHEMA
 
     rng = np.random.default_rng(seed)
     judges = np.array(["rag", "masis", "prompt"])
@@ -195,14 +195,14 @@ def _cached_parquet(name: str, columns: Iterable[str], make: Callable[[], pl.Dat
 
 def parsed_file(rows: int) -> Path:
     """``rows`` judged rows as one cached Parquet file."""
-    from evaluation.schemas import PARSED_SCHEMA
+    from evaluation.contract.schemas import PARSED_SCHEMA
 
     return _cached_parquet(f"parsed-{rows}", PARSED_SCHEMA, lambda: parsed_rows(rows))
 
 
 def scored_file(rows: int) -> Path:
     """``rows`` scored rows (the evaluations table without ``dt``) as one cached Parquet file."""
-    from evaluation.contract import EVALUATION_COLUMNS
+    from evaluation.contract.config import EVALUATION_COLUMNS
     from evaluation.judges import score_table
 
     def scored() -> pl.DataFrame:

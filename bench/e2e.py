@@ -83,7 +83,7 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
         import evaluation_airflow  # noqa: F401
         import great_expectations  # noqa: F401
 
-        import evaluation.client  # noqa: F401
+        import evaluation.calling.client  # noqa: F401
 
         timer = CallTimer()
         setup_s = time.monotonic() - setup_started

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from bench.common import LoadProbe, child_main, cpu_seconds
 
 if TYPE_CHECKING:
-    from evaluation.contract import JudgeName, RunConfig
+    from evaluation.contract.config import JudgeName, RunConfig
     from evaluation.stages import Stores
 
 #: A reply every judge parses as a success: rag's status and metrics, masis's dimensions, the
@@ -44,7 +44,7 @@ class CallTimer:
     """Wraps ``JudgeClient.call_many``: wall time inside it and the calls it made."""
 
     def __init__(self) -> None:
-        from evaluation.client import JudgeClient
+        from evaluation.calling.client import JudgeClient
 
         self.seconds = 0.0
         self.calls = 0
@@ -65,7 +65,7 @@ class CallTimer:
 def _prepare(records: int, judges: list[JudgeName], params: dict[str, Any]) -> tuple[RunConfig, Stores]:
     from bench import data
     from evaluation import stages
-    from evaluation.contract import RunConfig
+    from evaluation.contract.config import RunConfig
 
     raw = data.raw_day(records, unique=True, bad=False)
     cfg = RunConfig(
@@ -82,7 +82,7 @@ def _prepare(records: int, judges: list[JudgeName], params: dict[str, Any]) -> t
 
 def _warm_up(cfg: RunConfig) -> float:
     """One call outside the measured stage: litellm sets up its provider and HTTP client lazily."""
-    from evaluation.client import JudgeClient
+    from evaluation.calling.client import JudgeClient
     from evaluation.judges import RenderedPrompt
 
     started = time.monotonic()
@@ -138,8 +138,9 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
     """Item 2: LLM calls and prompt tokens per judged record, per judge."""
     import polars as pl
 
-    from evaluation import client as judge_client
-    from evaluation import schemas, stages, storage
+    from evaluation import stages, storage
+    from evaluation.calling import client as judge_client
+    from evaluation.contract import schemas
     from evaluation.judges import render
 
     records = int(params["records"])
@@ -185,10 +186,10 @@ def cpu_per_call(params: dict[str, Any]) -> dict[str, Any]:
     import statistics
 
     from bench import data
-    from evaluation import synthetic
-    from evaluation.client import JudgeClient
-    from evaluation.contract import InputRecord
+    from evaluation.calling.client import JudgeClient
+    from evaluation.contract.config import InputRecord
     from evaluation.judges import RenderedPrompt, render
+    from evaluation.testing import synthetic
 
     client = JudgeClient(params.get("model", "openai/mock-judge"), api_base=params["api_base"], api_key="bench-key",
                          concurrency=1)

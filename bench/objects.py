@@ -4,7 +4,7 @@ listing, a bounded pool of reads, the same validation in bounded batches).
 
 The S3 server (moto) runs in a process of its own on loopback, so the reader's CPU is its own.
 A day of ``objects`` one-call objects (generated payloads in LiteLLM's shape and key layout, from
-:mod:`evaluation.sample_formats`) is read with the pool, and a smaller day of ``serial`` objects
+:mod:`evaluation.cli.sample_formats`) is read with the pool, and a smaller day of ``serial`` objects
 both with the pool and one object at a time (one read in flight); reported: objects a second, the
 reader's CPU per object, its peak memory, and the ratio of the pool's rate to one at a time's.
 """
@@ -48,7 +48,8 @@ def _access(endpoint: str) -> Any:
 
 def fill(params: dict[str, Any]) -> dict[str, Any]:
     """Write the two days' one-call objects (``objects`` and ``serial`` of them)."""
-    from evaluation import sample_formats, synthetic
+    from evaluation.cli import sample_formats
+    from evaluation.testing import synthetic
 
     access = _access(params["endpoint"])
     access.client.create_bucket(Bucket=BUCKET)
@@ -65,7 +66,7 @@ def fill(params: dict[str, Any]) -> dict[str, Any]:
 
 def read(params: dict[str, Any]) -> dict[str, Any]:
     """Ingest one day with ``concurrency`` reads in flight: objects/s, CPU per object, peak memory."""
-    from evaluation.options import build_config
+    from evaluation.contract.options import build_config
     from evaluation.stages import Stores
     from evaluation.stages import ingest as ingest_stage
 

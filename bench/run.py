@@ -77,7 +77,7 @@ from bench.batch import batch_items
 from bench.calling import calling_items
 from bench.common import REPO, RESULTS, judge_server, load_average, run_child, wait_for_quiet
 from bench.judge import GOOD_REPLY
-from evaluation.ledger import COMPACT_MAX_BYTES
+from evaluation.storage.ledger import COMPACT_MAX_BYTES
 
 GIB = 1024.0
 

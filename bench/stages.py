@@ -27,7 +27,7 @@ from bench.common import child_main, peak_rss_mib
 
 def _config(params: dict[str, Any]) -> Any:
     from bench import data
-    from evaluation.contract import RunConfig
+    from evaluation.contract.config import RunConfig
 
     return RunConfig(
         date=data.DAY, input_uri=params["input_uri"], output_uri=params["output_uri"], run_id="bench",
@@ -114,7 +114,7 @@ def ingest_validate(params: dict[str, Any]) -> dict[str, Any]:
 
     with _local_disk(params) as disk:
         counts, timing = _timed(params, stages.ingest_and_validate,
-                                "great_expectations", "evaluation.validation", "evaluation.ingest")
+                                "great_expectations", "evaluation.storage.validation", "evaluation.storage.ingest")
     return {**timing, "counts": counts, "peak_temp_bytes": disk[0]}
 
 
@@ -123,7 +123,7 @@ def plan(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation import stages
 
     with _local_disk(params) as disk:
-        chunks, timing = _timed(params, stages.plan_chunks, "evaluation.client")
+        chunks, timing = _timed(params, stages.plan_chunks, "evaluation.calling.client")
     return {**timing, "chunks": len(chunks), "records": sum(c["records"] for c in chunks), "peak_temp_bytes": disk[0]}
 
 
@@ -173,11 +173,12 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from bench import data
-    from evaluation import schemas, stages, storage
+    from evaluation import stages, storage
+    from evaluation.contract import schemas
+    from evaluation.contract.schemas import record_from_row
     from evaluation.judges import RenderedPrompt
     from evaluation.judges.dispatch import route
-    from evaluation.ledger import Ledger, request_hash
-    from evaluation.schemas import record_from_row
+    from evaluation.storage.ledger import Ledger, request_hash
 
     cfg = _config(params)
     stores = stages.Stores.open(cfg)
@@ -240,8 +241,8 @@ def score_land(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation import stages, storage
 
     with _local_disk(params) as disk:
-        result, timing = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.summary",
-                                "evaluation.versions")
+        result, timing = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.storage.summary",
+                                "evaluation.stages.versions")
     store = storage.LocalStore(params["output_uri"])
     calls_bytes = os.path.getsize(store.uri(storage.landed_key(store, "judge_calls", data.DAY) or "judge_calls"))
     return {**timing, "rows": result["rows"], "reconciled": result["reconciled"], "peak_temp_bytes": disk[0],
@@ -257,7 +258,7 @@ def judge_lookup(params: dict[str, Any]) -> dict[str, Any]:
 
     from bench import data
     from evaluation import storage
-    from evaluation.ledger import Ledger
+    from evaluation.storage.ledger import Ledger
 
     chunk = json.loads((Path(params["work"]) / "lookup.json").read_text())
     store = storage.LocalStore(params["output_uri"])
@@ -270,7 +271,7 @@ def judge_lookup(params: dict[str, Any]) -> dict[str, Any]:
             if record.getMessage().startswith("ledger lookup:"):
                 told.append(tuple(record.args or ()))
 
-    logger = logging.getLogger("evaluation.ledger")
+    logger = logging.getLogger("evaluation.storage.ledger")
     logger.addHandler(Account(logging.DEBUG))
     logger.setLevel(logging.DEBUG)
     rss_before = peak_rss_mib()
@@ -292,7 +293,7 @@ def rerun_ledger(params: dict[str, Any]) -> dict[str, Any]:
 
     from bench import data
     from evaluation import storage
-    from evaluation.ledger import Ledger, compact
+    from evaluation.storage.ledger import Ledger, compact
 
     store = storage.LocalStore(params["output_uri"])
     again = pl.read_parquet(os.path.join(params["work"], "rejudged.parquet"))
@@ -332,7 +333,7 @@ def summary(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from bench import data
-    from evaluation.summary import build_daily_summary
+    from evaluation.storage.summary import build_daily_summary
 
     path = data.scored_file(int(params["rows"]))
     rss_before = peak_rss_mib()

@@ -17,10 +17,11 @@ import json
 from typing import Any
 
 from bench.common import child_main
-from evaluation import offline, synthetic
-from evaluation.client import JudgeClient
-from evaluation.contract import JUDGES, InputRecord, StructuredOutput
+from evaluation.calling import offline
+from evaluation.calling.client import JudgeClient
+from evaluation.contract.config import JUDGES, InputRecord, StructuredOutput
 from evaluation.judges import RenderedPrompt, parse_reply, route
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import FaultPlan, OpenAIServer
 
 #: A model name litellm knows to enforce JSON schemas (``auto`` sends one to it).

@@ -58,7 +58,7 @@ from evaluation_batch import JudgeChunkOperator
 from evaluation_notifications import LANDED_ASSETS, RegressionNotifier, RunFailureNotifier
 from evaluation_wait import WaitForDayOperator
 
-from evaluation.options import RUN_OPTIONS
+from evaluation.contract.options import RUN_OPTIONS
 
 POOL = "llm_judge"
 #: Runs of the DAG at once: a run waiting for a late day must not hold a manual trigger, a re-run
@@ -93,7 +93,7 @@ def daily_evaluation() -> None:
     def check_run() -> dict[str, Any]:
         # Polars: DAG files must parse light
         from evaluation import stages
-        from evaluation.wait import waits
+        from evaluation.stages.wait import waits
 
         cfg = glue.run_config(get_current_context())
         api_key, _ = glue.judge_credentials(cfg.api_base)

@@ -28,8 +28,8 @@ import evaluation_airflow as glue
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from evaluation.contract import Retention
-from evaluation.options import options
+from evaluation.contract.config import Retention
+from evaluation.contract.options import options
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def evaluation_maintenance() -> None:
     @task
     def apply_retention() -> dict[str, Any]:
         # Polars: DAG files must parse light
-        from evaluation import retention
+        from evaluation.storage import retention
 
         context = get_current_context()
         glue.check_conf(context)

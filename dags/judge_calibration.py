@@ -32,8 +32,8 @@ import evaluation_airflow as glue
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from evaluation.calibration.spec import CalibrationError, CalibrationSpec
-from evaluation.options import fill_from_env, model_input, options
+from evaluation.contract.calibration import CalibrationError, CalibrationSpec
+from evaluation.contract.options import fill_from_env, model_input, options
 
 POOL = "llm_judge"
 #: The form: the spec's fields (what `python -m evaluation calibrate` takes too) but the set's

@@ -30,8 +30,8 @@ import evaluation_airflow as glue
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from evaluation.contract import ComparisonSpec
-from evaluation.options import COMPARE_OPTIONS, RUN_OPTIONS, model_input
+from evaluation.contract.config import ComparisonSpec
+from evaluation.contract.options import COMPARE_OPTIONS, RUN_OPTIONS, model_input
 
 POOL = "llm_judge"
 #: Where the tables live: the run options of that name.

@@ -31,8 +31,8 @@ import evaluation_airflow as glue
 import evaluation_review as review_glue
 from airflow.sdk import Param, dag, get_current_context, task
 
-from evaluation.options import fill_from_env, model_input, options
-from evaluation.review.spec import ReviewError, ReviewSpec
+from evaluation.contract.options import fill_from_env, model_input, options
+from evaluation.contract.review import ReviewError, ReviewSpec
 
 SPEC_OPTIONS = options(ReviewSpec)
 
@@ -67,7 +67,7 @@ def _spec(params: dict[str, Any]) -> ReviewSpec:
 def review_queue() -> None:
     @task(outlets=[review_glue.HUMAN_LABELS_ASSET])
     def pull() -> dict[str, Any]:
-        from evaluation.review.labelstudio import pull_labels  # Polars: DAG files must parse light
+        from evaluation.stages.labelstudio import pull_labels  # Polars: DAG files must parse light
 
         context = get_current_context()
         glue.check_conf(context)
@@ -85,7 +85,7 @@ def review_queue() -> None:
 
     @task(outlets=[review_glue.CALIBRATIONS_ASSET])
     def calibrate() -> list[dict[str, Any]]:
-        from evaluation.review.calibrate import calibrate_all  # Polars: DAG files must parse light
+        from evaluation.calibration.people import calibrate_all  # Polars: DAG files must parse light
 
         context = get_current_context()
         spec = _spec(dict(context["params"]))
@@ -98,7 +98,7 @@ def review_queue() -> None:
 
     @task
     def queue() -> dict[str, Any]:
-        from evaluation.review.job import queue_day  # Polars: DAG files must parse light
+        from evaluation.stages.review import queue_day  # Polars: DAG files must parse light
 
         context = get_current_context()
         spec = _spec(dict(context["params"]))
@@ -112,7 +112,7 @@ def review_queue() -> None:
 
     @task
     def send(queued: dict[str, Any]) -> dict[str, Any]:
-        from evaluation.review.labelstudio import send_queue  # Polars: DAG files must parse light
+        from evaluation.stages.labelstudio import send_queue  # Polars: DAG files must parse light
 
         spec = _spec(dict(get_current_context()["params"]))
         studio = review_glue.label_studio()

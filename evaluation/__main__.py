@@ -1,5 +1,5 @@
 """Command line: ``python -m evaluation run|...``. See ``python -m evaluation --help``."""
 
-from evaluation.cli import main
+from evaluation.cli.main import main
 
 raise SystemExit(main())

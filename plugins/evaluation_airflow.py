@@ -12,7 +12,7 @@ Secrets come from Connections (or the environment), never from Params, XCom, log
 * ``llm_judge``: ``password`` is the judge's API key, ``host`` an optional API base, ``extra``
   may hold ``rpm`` and ``tpm`` (the provider's requests and tokens per minute for the whole
   deployment, used when the run options ``judge_rpm`` / ``judge_tpm`` are empty; shared by the judge
-  tasks through Redis, see :mod:`evaluation.fleetrate`). Without it, ``EVALUATION_JUDGE_API_KEY`` /
+  tasks through Redis, see :mod:`evaluation.calling.fleetrate`). Without it, ``EVALUATION_JUDGE_API_KEY`` /
   ``LLM_API_KEY`` or the provider's own variables (read by litellm).
 """
 
@@ -29,13 +29,13 @@ from airflow.sdk import BaseHook, Connection, Context, Param
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
-from evaluation.cli_support import KEY_HINT, api_key_from_env
-from evaluation.options import RUN_OPTIONS, Option, build_config, fill_from_env
+from evaluation.cli.support import KEY_HINT, api_key_from_env
+from evaluation.contract.options import RUN_OPTIONS, Option, build_config, fill_from_env
 
 if TYPE_CHECKING:
     from airflow.sdk.types import DagRunProtocol
 
-    from evaluation.contract import RunConfig
+    from evaluation.contract.config import RunConfig
     from evaluation.stages import DaySize, Stores
     from evaluation.storage import S3Access
 
@@ -222,7 +222,7 @@ def fail_without_retry(*errors: type[Exception], prefix: str = "") -> Iterator[N
 
 
 def form_params(options: Iterable[Option]) -> dict[str, Param]:
-    """The Params of a form: one per option of :func:`evaluation.options.options` (a required one
+    """The Params of a form: one per option of :func:`evaluation.contract.options.options` (a required one
     without a default)."""
     return {
         o.name: Param(**({} if o.required else {"default": o.default}), title=o.title, description=o.help,

@@ -27,7 +27,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 if TYPE_CHECKING:
-    from evaluation.contract import RunConfig
+    from evaluation.contract.config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class BatchTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll every ``poll_s`` until every batch has ended."""
         # Polars: plugins are imported when DAG files parse, so they stay light
-        from evaluation.batch import batches_ended
+        from evaluation.calling.batch import batches_ended
 
         api_key, api_base = await self._api_key()
         failures = 0

@@ -5,7 +5,7 @@
 and so connect :func:`preload` to Celery's ``worker_init`` signal. Only a starting worker sends
 that signal, once, in its main process before it forks its pool: the pool's processes, and the
 task processes forked from them, start with polars, Great Expectations and litellm (set up by
-:func:`evaluation.client.configure`) already imported instead of importing them again (some 4 s
+:func:`evaluation.calling.client.configure`) already imported instead of importing them again (some 4 s
 per task). Everything else that builds the app (the scheduler, ``celery inspect ping`` in the
 worker's healthcheck) imports this module and nothing heavy.
 
@@ -27,7 +27,7 @@ from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CON
 from celery.signals import worker_init
 
 #: What the worker imports before it forks, unless ``EVALUATION_WORKER_PRELOAD`` says otherwise.
-PRELOAD = ("evaluation.stages", "evaluation.validation", "evaluation.report", "evaluation.client")
+PRELOAD = ("evaluation.stages", "evaluation.storage.validation", "evaluation.report", "evaluation.calling.client")
 
 #: ``[celery] celery_config_options``: Airflow's defaults; see the module's docstring for why.
 CELERY_CONFIG: dict[str, Any] = DEFAULT_CELERY_CONFIG
@@ -52,6 +52,6 @@ def preload(**_: Any) -> None:
     modules = preload_modules()
     for module in modules:
         importlib.import_module(module)
-    importlib.import_module("evaluation.client").configure()
+    importlib.import_module("evaluation.calling.client").configure()
     log.info("worker preload: imported %s in %.1f s (pid %d)",
                 ", ".join(modules), time.monotonic() - started, os.getpid())

@@ -19,7 +19,7 @@ from evaluation_airflow import connection
 if TYPE_CHECKING:
     from airflow.sdk import Connection
 
-    from evaluation.review.labelstudio import LabelStudio
+    from evaluation.stages.labelstudio import LabelStudio
 
 LABEL_STUDIO_CONN_ID = os.environ.get("EVALUATION_LABEL_STUDIO_CONN_ID", "label_studio")
 #: The event a pull that landed labels emits (``extra``: rows, objects): calibrations follow it.
@@ -41,7 +41,7 @@ def base_url(conn: Connection) -> str:
 def label_studio(conn_id: str = LABEL_STUDIO_CONN_ID) -> LabelStudio | None:
     """A Label Studio client from the connection; None when the connection does not exist."""
     # httpx and Polars: only in the task that talks to the server
-    from evaluation.review.labelstudio import LabelStudio
+    from evaluation.stages.labelstudio import LabelStudio
 
     conn = connection(conn_id)
     if conn is None:

@@ -38,7 +38,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 if TYPE_CHECKING:
-    from evaluation.contract import RunConfig
+    from evaluation.contract.config import RunConfig
     from evaluation.storage import S3Access
 
 #: Extra time the scheduler gives the trigger past the deadline before it fails the task itself
@@ -182,7 +182,7 @@ class WaitForDayOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         # Polars: plugins are imported when DAG files parse, so they stay light
-        from evaluation.wait import absent_after, is_complete, min_objects, poke_interval, waiting_for
+        from evaluation.stages.wait import absent_after, is_complete, min_objects, poke_interval, waiting_for
 
         cfg = glue.run_config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout)
@@ -234,7 +234,7 @@ class WaitForDayOperator(BaseOperator):
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation.stages import fail_run, where
         from evaluation.stages.ingest import DayInput, missing_input
-        from evaluation.wait import absent_message, incomplete_message
+        from evaluation.stages.wait import absent_message, incomplete_message
 
         said = absent_message if absent else incomplete_message
         message = said(where(cfg), DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout).uri, cfg, waited_s)
@@ -249,7 +249,7 @@ class WaitForDayOperator(BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         # Polars: plugins are imported when DAG files parse, so they stay light
-        from evaluation.wait import waiting_for
+        from evaluation.stages.wait import waiting_for
 
         cfg = glue.run_config(context)
         day = DayPrefix.of(cfg.input_uri, cfg.date, cfg.input_layout)

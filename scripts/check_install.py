@@ -31,7 +31,7 @@ MODULES = (
     "polars",
     "boto3",
     "evaluation.stages",
-    "evaluation.client",
+    "evaluation.calling.client",
 )
 
 

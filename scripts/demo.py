@@ -4,8 +4,8 @@ shows what the product is for.
 Starts a real S3 API in-process on loopback (moto's server mode) and writes seven generated days
 of conversation logs to it; on the last day one model regresses in one segment of its traffic
 (:data:`REGRESSING_MODEL`'s answers in :data:`REGRESSING_LOCALE` lose their grounding,
-:data:`evaluation.synthetic.UNGROUNDED`; the runs compute their measures per ``metadata.locale``). The six earlier days are
-evaluated in-process by the pipeline's own stages (:func:`evaluation.day.run_day`, what
+:data:`evaluation.testing.synthetic.UNGROUNDED`; the runs compute their measures per ``metadata.locale``). The six earlier days are
+evaluated in-process by the pipeline's own stages (:func:`evaluation.cli.day.run_day`, what
 ``python -m evaluation run`` does), the last one by ``daily_evaluation`` under Airflow
 (``dag.test()`` with a SQLite metadata DB in ``.airflow/``), all with the built-in offline judge.
 It prints what landed, the report's seven-day trends, how many flags and alerts each steady day's
@@ -48,10 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     airflow_local.configure()
-    from evaluation import storage, synthetic
-    from evaluation.contract import RunConfig
-    from evaluation.day import run_day
+    from evaluation import storage
+    from evaluation.cli.day import run_day
+    from evaluation.contract.config import RunConfig
     from evaluation.stages import Stores
+    from evaluation.testing import synthetic
     from evaluation.testing.s3 import local_s3_environment
 
     days = [args.date - dt.timedelta(days=i) for i in range(args.days - 1, -1, -1)]
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def last_day_behaviour() -> dict[str, tuple[float, float, float]]:
     """The last day's changed behaviour: the regressing model's records of its locale lose their grounding."""
-    from evaluation import synthetic  # after airflow_local.configure(), like every import of the project here
+    from evaluation.testing import synthetic  # after airflow_local.configure(), like every import of the project here
 
     return {f"{REGRESSING_MODEL}@{REGRESSING_LOCALE}": synthetic.UNGROUNDED}
 

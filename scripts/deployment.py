@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import itertools
 import json
 import os
 import re
@@ -52,16 +51,18 @@ import secrets
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from scripts.airflow_api import ApiClient, ApiError
+from scripts.processes import DeploymentError, answers, free_port, port_open, session_cpu_seconds, session_processes
 
 REPO = Path(__file__).resolve().parent.parent
 #: The Airflow home inside the image; paths under it in the compose environment move to the local home.
@@ -102,10 +103,6 @@ def celery_worker_hostname() -> str:
     return os.environ.get("HOSTNAME") or CELERY_WORKER_HOSTNAME
 
 
-class DeploymentError(RuntimeError):
-    """The deployment could not start, or a component died."""
-
-
 def claim_redis_db() -> int:
     """Claim an unused database index of the local Redis: one that holds no key but our claim.
     The claimer flushes it when done."""
@@ -119,19 +116,6 @@ def claim_redis_db() -> int:
                     return db
                 client.delete(_CLAIM_KEY)
     raise DeploymentError("no unused Redis database index (1-15)")
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _port_open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-        return True
-    return False
 
 
 def _kind(name: str) -> str:
@@ -148,44 +132,6 @@ def _on_loopback(url: str, port: int, path: str | None = None) -> str:
     return urlunsplit(parts if path is None else parts._replace(path=path))
 
 
-def _process_stats() -> Iterator[tuple[Path, list[str]]]:
-    """(``/proc/<pid>``, the fields of its ``stat`` after the command name, which may hold spaces:
-    state, ppid, pgrp, session, ...) of every process."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        yield entry, stat[stat.rindex(")") + 2 :].split()
-
-
-def _session_cpu_seconds(session: int) -> float:
-    """CPU time (user + system) of the live processes of a session and of the children they reaped."""
-    ticks = sum(sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-                for _, fields in _process_stats() if int(fields[3]) == session)
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _processes(sessions: Iterable[int], environ_marker: bytes) -> list[tuple[int, str]]:
-    """(pid, command line) of every live process whose session is one of `sessions`, or whose
-    environment holds `environ_marker` (a ``NAME=value`` entry)."""
-    wanted = set(sessions)
-    found = []
-    for entry, fields in _process_stats():
-        if fields[0] == "Z" or int(entry.name) == os.getpid():
-            continue
-        try:
-            if int(fields[3]) not in wanted and environ_marker not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        found.append((int(entry.name), cmdline))
-    return found
-
-
 def _pool_from_init(script: str) -> tuple[str, int, str]:
     """(name, slots, description) of the pool that airflow-init's `script` creates."""
     for line in script.splitlines():
@@ -193,16 +139,6 @@ def _pool_from_init(script: str) -> tuple[str, int, str]:
             words = shlex.split(line[line.index("airflow pools set") :])
             return words[3], int(words[4]), words[5] if len(words) > 5 else ""
     raise DeploymentError("docker-compose.yml: airflow-init creates no pool (`airflow pools set`)")
-
-
-def _answers(url: str) -> bool:
-    """``GET url`` answers 200."""
-    import httpx
-
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @dataclass
@@ -386,7 +322,7 @@ class LocalDeployment:
             self.api.close()
         if self.components:
             self._mark("stopping; CPU seconds so far: " + ", ".join(
-                f"{name} {_session_cpu_seconds(c.pid):.1f}" for name, c in self.components.items()))
+                f"{name} {session_cpu_seconds(c.pid):.1f}" for name, c in self.components.items()))
         self._stop_processes()
         survivors = self.surviving_processes()
         if survivors:
@@ -432,7 +368,7 @@ class LocalDeployment:
     def surviving_processes(self) -> list[tuple[int, str]]:
         """Live processes of the deployment (none after :meth:`stop`): those in the sessions of
         the processes it started, and any other process with its ``AIRFLOW_HOME``."""
-        return _processes((c.pid for c in self._spawned), f"AIRFLOW_HOME={self.home}".encode())
+        return session_processes((c.pid for c in self._spawned), f"AIRFLOW_HOME={self.home}".encode())
 
     def listening_sockets(self) -> list[tuple[str, str, int]]:
         """(command line, address, port) of every TCP socket that a process of the deployment
@@ -517,7 +453,7 @@ class LocalDeployment:
 
     def _scheduler_health(self) -> bool:
         """The scheduler's own health check server answers 200 (compose's scheduler healthcheck)."""
-        return _answers(f"http://127.0.0.1:{self.health_port}/health")
+        return answers(f"http://127.0.0.1:{self.health_port}/health")
 
     @property
     def worker_names(self) -> list[str]:
@@ -546,7 +482,7 @@ class LocalDeployment:
         """A started component passes its compose healthcheck's equivalent: for the api-server,
         ``GET /api/v2/version`` answers 200."""
         checks: dict[str, Callable[[], bool]] = {
-            "api-server": lambda: _answers(f"{self.api_url}/api/v2/version"),
+            "api-server": lambda: answers(f"{self.api_url}/api/v2/version"),
             "scheduler": self._scheduler_health,
         }
         check = (lambda: self._worker_ready(name)) if name in self.worker_names else checks.get(name, lambda: True)
@@ -572,11 +508,11 @@ class LocalDeployment:
     @staticmethod
     def _ensure_listening(port: int, what: str, start: Callable[[], None], timeout: float = 30.0) -> None:
         """Unless something listens on 127.0.0.1:`port`, `start` the local `what` and wait until it does."""
-        if _port_open(port):
+        if port_open(port):
             return
         start()
         end = time.monotonic() + timeout
-        while not _port_open(port):
+        while not port_open(port):
             if time.monotonic() > end:
                 raise DeploymentError(f"{what} does not listen on 127.0.0.1:{port}")
             time.sleep(0.2)
@@ -735,216 +671,6 @@ class LocalDeployment:
 
 
 # --- REST API v2 ----------------------------------------------------------------------------------
-
-
-class ApiError(RuntimeError):
-    """A REST call answered with an error status."""
-
-    def __init__(self, method: str, path: str, status: int, body: str) -> None:
-        super().__init__(f"{method} {path} -> {status}: {body[:2000]}")
-        self.status = status
-        self.body = body
-
-
-class ApiClient:
-    """A small client of Airflow's REST API v2 with the SimpleAuthManager's JWT."""
-
-    def __init__(self, deployment: LocalDeployment) -> None:
-        import httpx
-
-        self.deployment = deployment
-        self._http = httpx.Client(base_url=deployment.api_url, timeout=30.0)
-        self._token: str | None = None
-
-    def close(self) -> None:
-        self._http.close()
-
-    # --- plumbing -----------------------------------------------------------------------------
-
-    def token(self) -> str:
-        """A JWT from ``POST /auth/token`` with the user's password (cached)."""
-        if self._token is None:
-            credentials = {"username": self.deployment.username, "password": self.deployment.password}
-            response = self._http.post("/auth/token", json=credentials)
-            if response.status_code not in (200, 201):
-                raise ApiError("POST", "/auth/token", response.status_code, response.text)
-            self._token = response.json()["access_token"]
-        return self._token
-
-    def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200,),
-                headers: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
-        """JSON of an authenticated call; ApiError on any other status than `expect`."""
-        for attempt in range(2):
-            response = self._http.request(
-                method, path, headers={**(headers or {}), "Authorization": f"Bearer {self.token()}"}, **kwargs)
-            if response.status_code == 401 and attempt == 0:  # expired: a new token, once
-                self._token = None
-                continue
-            break
-        if response.status_code not in expect:
-            raise ApiError(method, path, response.status_code, response.text)
-        return response.json() if response.content else None
-
-    def get(self, path: str, **params: Any) -> Any:
-        return self.request("GET", path, params=params)
-
-    def _pages(self, path: str, key: str, **params: Any) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        while True:
-            page = self.get(path, limit=100, offset=len(items), **params)
-            items.extend(page[key])
-            if not page[key] or len(items) >= page.get("total_entries", 0):
-                return items
-
-    # --- reads --------------------------------------------------------------------------------
-
-    def version(self) -> dict[str, Any]:
-        return self.get("/api/v2/version")
-
-    def health(self) -> dict[str, Any]:
-        return self.get("/api/v2/monitor/health")
-
-    def dags(self) -> list[dict[str, Any]]:
-        return self._pages("/api/v2/dags", "dags")
-
-    def import_errors(self) -> list[dict[str, Any]]:
-        return self._pages("/api/v2/importErrors", "import_errors")
-
-    def pool(self, name: str) -> dict[str, Any]:
-        return self.get(f"/api/v2/pools/{name}")
-
-    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
-        return self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
-
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
-        """Every task instance of a run, mapped ones included (one per map index)."""
-        return self._pages(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", "task_instances")
-
-    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
-        """`task_id` or `task_id[map_index]` -> state."""
-        return {_ti_label(ti): ti["state"] for ti in self.task_instances(dag_id, run_id)}
-
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
-        """A task try's log as text."""
-        page = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-                            params={"map_index": map_index, "full_content": "true"},
-                            headers={"Accept": "application/json"})
-        content = page.get("content") if isinstance(page, dict) else page
-        if isinstance(content, list):
-            return "\n".join(_log_line(entry) for entry in content)
-        return str(content)
-
-    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
-        """What a task returned (its ``return_value`` XCom, deserialized)."""
-        entry = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
-                         map_index=-1, deserialize="true", stringify="false")
-        return entry["value"]
-
-    # --- writes -------------------------------------------------------------------------------
-
-    def unpause(self, dag_id: str) -> dict[str, Any]:
-        return self.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
-
-    def trigger(self, dag_id: str, conf: Mapping[str, Any], *, logical_date: dt.datetime | None = None) -> dict[str, Any]:
-        """``POST /api/v2/dags/{dag_id}/dagRuns``; returns the new run (``dag_run_id``, ``state``...).
-        `logical_date` None triggers a run without one."""
-        body = {"logical_date": logical_date.isoformat() if logical_date else None, "conf": dict(conf)}
-        return self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body, expect=(200, 201))
-
-    # --- waiting ------------------------------------------------------------------------------
-
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 180.0, *,
-                     fail_on_retry: bool = False) -> dict[str, Any]:
-        """The run once it is `success` or `failed`; DeploymentError with the task states and the
-        ends of the logs after `timeout` seconds. With `fail_on_retry`, as soon as a task of the
-        DAG (in this run, or in a run it queues behind) waits for a retry (looked up every third
-        poll: every request costs the api-server's CPU, which the tasks share)."""
-        end = time.monotonic() + timeout
-        for polls in itertools.count():
-            run = self.dag_run(dag_id, run_id)
-            if run["state"] in ("success", "failed"):
-                return run
-            self.deployment._check_components()
-            if fail_on_retry and polls % 3 == 2:
-                # Task instances of the DAG, in any run, that failed a try and wait for the next one.
-                retrying = self._pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances",
-                                       state="up_for_retry")
-                if retrying:
-                    ti = retrying[0]
-                    raise DeploymentError(
-                        f"waiting for {dag_id} run {run_id} ({run['state']}): {_ti_label(ti)} of run "
-                        f"{ti['dag_run_id']} failed try {ti['try_number']} and waits for a retry\n"
-                        + self.diagnose(dag_id, ti["dag_run_id"]))
-            if time.monotonic() > end:
-                raise DeploymentError(f"{dag_id} run {run_id} still {run['state']} after {timeout:.0f}s\n"
-                                      + self.diagnose(dag_id, run_id))
-            time.sleep(1.0)
-        raise AssertionError("unreachable")
-
-    def wait_for_new_run(self, dag_id: str, run_type: str, timeout: float = 60.0) -> dict[str, Any]:
-        """The first run of `run_type` (e.g. ``scheduled``) once the scheduler has created one."""
-        end = time.monotonic() + timeout
-        while True:
-            runs = self._pages(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", run_type=run_type)
-            if runs:
-                return runs[0]
-            if time.monotonic() > end:
-                raise DeploymentError(f"no {run_type} run of {dag_id} after {timeout:.0f}s")
-            time.sleep(1.0)
-
-    def diagnose(self, dag_id: str, run_id: str, lines: int = 25) -> str:
-        """Task states, the ends of the unfinished or failed tasks' logs and of the components' logs."""
-        parts = []
-        try:
-            tis = self.task_instances(dag_id, run_id)
-        except Exception as exc:  # diagnostics must not hide the original problem
-            return f"(task instances unavailable: {exc!r})"
-        parts.append("task states: " + json.dumps({_ti_label(ti): ti["state"] for ti in tis}, sort_keys=True))
-        for ti in tis:
-            if ti["state"] in ("success", "skipped", "upstream_failed", None) or not ti.get("try_number"):
-                continue
-            try:
-                text = self.task_log(dag_id, run_id, ti["task_id"], ti["try_number"], ti["map_index"])
-            except Exception as exc:
-                text = f"(log unavailable: {exc!r})"
-            parts.append(f"--- log of {_ti_label(ti)} ({ti['state']}), try {ti['try_number']}:\n"
-                         + "\n".join(text.splitlines()[-lines:]))
-        for component in self.deployment.components.values():
-            parts.append(f"--- {component.log_path.name}:\n{component.log_tail(lines)}")
-        return "\n".join(parts)
-
-
-def _ti_label(ti: Mapping[str, Any]) -> str:
-    return f"{ti['task_id']}[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else ti["task_id"]
-
-
-#: Fields of a structured task log line that every line repeats.
-_LOG_CONTEXT = frozenset(("event", "timestamp", "level", "logger", "dag_id", "task_id", "run_id", "ti_id", "map_index",
-                          "try_number", "filename", "lineno", "error_detail"))
-
-
-def _log_line(entry: Any) -> str:
-    """A structured task log entry as one line of text, exceptions as `type: message` (innermost
-    cause last)."""
-    if not isinstance(entry, dict):
-        return str(entry)
-    extra = {k: v for k, v in entry.items() if k not in _LOG_CONTEXT}
-    parts = [entry.get("timestamp", ""), entry.get("level", ""), entry.get("event", ""), extra or ""]
-    parts += [f"{e.get('exc_type')}: {e.get('exc_value')}" for e in entry.get("error_detail") or []
-              if isinstance(e, dict)]
-    return " ".join(str(p) for p in parts if p)
-
-
-def max_overlap(intervals: Iterable[tuple[dt.datetime, dt.datetime]]) -> int:
-    """The most intervals [start, end) that hold one instant in common."""
-    spans = list(intervals)
-    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans],
-                    key=lambda event: (event[0], event[1]))  # an end before a start at the same instant
-    current = best = 0
-    for _, step in events:
-        current += step
-        best = max(best, current)
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 README's offline-judge table and of docs/calibration.md.
 
 **In-sample** are the two sets the offline judge's constants were fitted on, its declared tuning
-set (:data:`evaluation.offline.TUNING_SETS`): HaluEval QA and BEGIN (Wizard of Wikipedia part),
+set (:data:`evaluation.calling.offline.TUNING_SETS`): HaluEval QA and BEGIN (Wizard of Wikipedia part),
 read from the reshaped public files that ``scripts/golden_sets.py`` converts. **Out of sample**
 are public, human-labelled sets that played no part in the fitting, of other sources and shapes:
 
@@ -49,7 +49,7 @@ them, two trivial baselines scored with the calibration's own metric functions:
 Their κ and F1 are those of "below the cut" as a hallucination detector, at the cut that gives the
 best κ on the tuning sets pooled (fitted there, like the judge's constants, and kept elsewhere).
 
-``--fit`` refits the constants :data:`evaluation.offline.FITTED_CONSTANTS` names on the fit half of
+``--fit`` refits the constants :data:`evaluation.calling.offline.FITTED_CONSTANTS` names on the fit half of
 the tuning set (question groups by a seeded hash, :func:`tuning_split`) over a declared grid, and
 measures the held-out half with the chosen values; it never reads an out-of-sample set.
 
@@ -80,11 +80,12 @@ from typing import Any
 
 import numpy as np
 
-from evaluation import offline, storage
+from evaluation import storage
 from evaluation.calibration import CalibrationSpec
 from evaluation.calibration.metrics import Detection, auroc, auroc_interval, best_fail_cut
 from evaluation.calibration.run import run_calibration
-from evaluation.contract import OFFLINE_JUDGE_MODEL, JudgeName
+from evaluation.calling import offline
+from evaluation.contract.config import OFFLINE_JUDGE_MODEL, JudgeName
 from scripts.golden_sets import DEFAULT_SOURCE, TIMESTAMP, begin_records, halueval_records
 
 #: The judges measured (``prompt`` applies to none of the sets: no reference, no expected outcome).

@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from evaluation.contract import InputRecord
+from evaluation.contract.config import InputRecord
 
 
 def make_record(**overrides: Any) -> InputRecord:
@@ -61,7 +61,7 @@ class FakeClock:
         return self.now
 
     def monotonic(self) -> float:
-        """The seconds passed (a wait's :class:`~evaluation.wait.Clock`)."""
+        """The seconds passed (a wait's :class:`~evaluation.stages.wait.Clock`)."""
         return self.now
 
     def time(self) -> float:

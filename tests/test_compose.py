@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from evaluation.fleetrate import rate_settings
+from evaluation.calling.fleetrate import rate_settings
 from scripts.compose import (
     COMPOSE_PATH,
     TEMPLATE,
@@ -364,7 +364,7 @@ def test_judge_connection_comes_from_the_environment(monkeypatch: pytest.MonkeyP
 
 def test_every_run_options_variable_reaches_every_airflow_service() -> None:
     """Each EVALUATION_<OPTION> of .env reaches the tasks, the triggerer's and the scheduler's."""
-    from evaluation.options import RUN_OPTIONS
+    from evaluation.contract.options import RUN_OPTIONS
 
     given = {str(o.env): f"value-of-{o.name}" for o in RUN_OPTIONS}
     configured = dev_compose(given)

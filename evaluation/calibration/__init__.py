@@ -18,9 +18,9 @@ module first), so nothing heavy; the job and its parts are imported from their m
 :func:`evaluation.calibration.run.run_calibration` (and ``calibrate``, ``calibration_id``,
 ``judge_golden_set``), :mod:`evaluation.calibration.golden` (``read_golden_set``,
 ``label_problems``), :mod:`evaluation.calibration.compute` (``calibration_rows``) and the table's
-schema, :data:`evaluation.schemas.CALIBRATIONS_SCHEMA`.
+schema, :data:`evaluation.contract.schemas.CALIBRATIONS_SCHEMA`.
 """
 
-from evaluation.calibration.spec import CalibrationError, CalibrationSpec
+from evaluation.contract.calibration import CalibrationError, CalibrationSpec
 
 __all__ = ["CalibrationError", "CalibrationSpec"]

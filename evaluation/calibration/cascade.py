@@ -52,9 +52,9 @@ import numpy as np
 import polars as pl
 
 from evaluation.calibration import metrics
-from evaluation.calibration.spec import CalibrationSpec
-from evaluation.contract import JudgeName
-from evaluation.schemas import CASCADE_SCHEMA
+from evaluation.contract.calibration import CalibrationSpec
+from evaluation.contract.config import JudgeName
+from evaluation.contract.schemas import CASCADE_SCHEMA
 from evaluation.stages.thresholds import Bands
 
 logger = logging.getLogger(__name__)

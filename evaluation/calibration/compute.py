@@ -28,11 +28,11 @@ import numpy as np
 import polars as pl
 
 from evaluation.calibration import metrics
-from evaluation.calibration.spec import CalibrationSpec
 from evaluation.compare.stats import rng_for
-from evaluation.contract import JUDGE_STATUSES, RULES_VERSION, VERDICTS, Thresholds
+from evaluation.contract.calibration import CalibrationSpec
+from evaluation.contract.config import JUDGE_STATUSES, RULES_VERSION, VERDICTS, Thresholds
+from evaluation.contract.schemas import CALIBRATIONS_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS
-from evaluation.schemas import CALIBRATIONS_SCHEMA
 
 #: Metrics calibrated per judge, in report order.
 JUDGE_METRICS: dict[str, tuple[str, ...]] = {

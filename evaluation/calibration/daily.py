@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.charts import esc
+from evaluation.pages.charts import esc
 
 logger = logging.getLogger(__name__)
 

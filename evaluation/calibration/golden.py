@@ -28,14 +28,14 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.adapters import type_name as _kind
-from evaluation.calibration.spec import LABEL_FIELDS, CalibrationSpec
-from evaluation.contract import VERDICTS
-from evaluation.ingest import Reject, iter_object, truncate_raw
+from evaluation.contract.adapters import type_name as _kind
+from evaluation.contract.calibration import LABEL_FIELDS, CalibrationSpec
+from evaluation.contract.config import VERDICTS
+from evaluation.contract.schemas import LABELS_SCHEMA, RECORD_SCHEMA, REJECT_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
-from evaluation.schemas import LABELS_SCHEMA, RECORD_SCHEMA, REJECT_SCHEMA
 from evaluation.stages.ingest import raw_sources, validated_batches
-from evaluation.validation import DayValidator
+from evaluation.storage.ingest import Reject, iter_object, truncate_raw
+from evaluation.storage.validation import DayValidator
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.compare.stats import batches, percentile_interval
-from evaluation.contract import VERDICTS
+from evaluation.contract.config import VERDICTS
 
 #: Cells (resamples × score levels) drawn at once by the bootstrap; bounds memory on large sets.
 _BATCH_CELLS = 4_000_000

@@ -9,11 +9,11 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import charts
-from evaluation.calibration.spec import CalibrationSpec
-from evaluation.charts import esc
-from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.html import page, table
+from evaluation.contract.calibration import CalibrationSpec
+from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
+from evaluation.pages import charts
+from evaluation.pages.charts import esc
+from evaluation.pages.html import page, table
 
 Curve = list[tuple[float, float, float]]
 

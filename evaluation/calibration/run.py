@@ -16,18 +16,19 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import client, stages, storage
+from evaluation import stages, storage
 from evaluation.calibration.cascade import cascade_table, fit_bands, unit_costs
 from evaluation.calibration.compute import calibration_rows, forced_fail, roc_curves
 from evaluation.calibration.golden import read_golden_set
 from evaluation.calibration.render import render_page
-from evaluation.calibration.spec import CalibrationError, CalibrationSpec
+from evaluation.calling import client
 from evaluation.compare.compute import ProgressStart, judge_by_day, rounded_rows
-from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, CascadeLevel, RunConfig
+from evaluation.contract.calibration import CalibrationError, CalibrationSpec
+from evaluation.contract.config import EVALUATION_COLUMNS, JUDGE_STATUSES, CascadeLevel, RunConfig
+from evaluation.contract.schemas import CASCADE_SCHEMA, record_from_row
 from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route, score_table
-from evaluation.ledger import Ledger, request_hash
-from evaluation.schemas import CASCADE_SCHEMA, record_from_row
 from evaluation.stages.thresholds import Bands, calibrated_bands
+from evaluation.storage.ledger import Ledger, request_hash
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ Two sources of judgements:
 
 **Paired or unpaired.** Records are matched across models on their ``question_key``, a hash of
 the normalised question text (case-folded, white space collapsed, punctuation stripped at both
-ends; :func:`evaluation.contract.question_key`), landed with ``evaluations`` (for days landed
+ends; :func:`evaluation.contract.config.question_key`), landed with ``evaluations`` (for days landed
 before it was, derived from the prompt kept in ``judge_calls``). When
 at least ``min_pairs`` questions were answered by both the model and the baseline, and they make
 up at least half of the questions of the model that answered fewer, the test is *paired*: each
@@ -72,8 +72,8 @@ from evaluation.compare.stats import (
     rng_for,
     unpaired_test,
 )
-from evaluation.contract import ComparisonError, ComparisonSpec, question_key
-from evaluation.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
+from evaluation.contract.config import ComparisonError, ComparisonSpec, question_key
+from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
 __all__ = ["ALPHA", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "adjust_p_values",
            "benjamini_hochberg", "bootstrap_means", "compare_metrics", "holm", "judge_sample", "paired_questions",

@@ -26,9 +26,16 @@ from evaluation.compare.stats import (
     rng_for,
     unpaired_test,
 )
-from evaluation.contract import EVALUATION_COLUMNS, VERDICTS, ComparisonError, ComparisonSpec, RunConfig, question_key
+from evaluation.contract.config import (
+    EVALUATION_COLUMNS,
+    VERDICTS,
+    ComparisonError,
+    ComparisonSpec,
+    RunConfig,
+    question_key,
+)
+from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks, score_table
-from evaluation.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 from evaluation.stages import CostEstimate, PlanRecord, write_record
 
 logger = logging.getLogger(__name__)
@@ -183,7 +190,7 @@ def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | Non
     """The day's valid records as the daily ingest stages them (the same reading and row rules),
     one bounded batch at a time: objects are read one by one, never the whole day at once."""
     # pandas via validation (Great Expectations on use): only when a day is read
-    from evaluation.validation import DayValidator
+    from evaluation.storage.validation import DayValidator
 
     validator = DayValidator(day, max_reject_ratio=1.0, allow_empty=True)
     objects = stages.raw_objects(raw_store, day)
@@ -234,7 +241,7 @@ def judge_by_day(
     """Judge ``records`` (their day in ``dt``) a day at a time through the pipeline's own chunk stage
     under ``_work/dt=.../run=<cfg.run_id>/``: the parsed rows and judge calls (with ``dt``), and the
     calls made and reused. Chunks are staged in content-key order, as the daily plan stages them, so
-    each reads only its key range of the day's ledger (see evaluation.ledger) and a retry pays only
+    each reads only its key range of the day's ledger (see evaluation.storage.ledger) and a retry pays only
     for calls not made yet. With ``call_parameters`` the plan record carries them: a chunk whose
     replies are all in the ledger then sets up no judge client (nor litellm, seconds to import).
     ``progress`` is told the (record, judge) rows done as they are."""

@@ -9,10 +9,10 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import charts
-from evaluation.charts import esc
-from evaluation.contract import JUDGE_STATUSES, VERDICTS, ComparisonSpec
-from evaluation.html import page, table
+from evaluation.contract.config import JUDGE_STATUSES, VERDICTS, ComparisonSpec
+from evaluation.pages import charts
+from evaluation.pages.charts import esc
+from evaluation.pages.html import page, table
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

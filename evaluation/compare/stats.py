@@ -14,11 +14,11 @@ import numpy as np
 
 # The multiplicity adjustments live in a module of their own (the daily report's flags use them
 # too); they are part of this module's interface as before.
-from evaluation.multiplicity import P_ADJUST as P_ADJUST
-from evaluation.multiplicity import P_ADJUSTMENTS as P_ADJUSTMENTS
-from evaluation.multiplicity import adjust_p_values as adjust_p_values
-from evaluation.multiplicity import benjamini_hochberg as benjamini_hochberg
-from evaluation.multiplicity import holm as holm
+from evaluation.contract.multiplicity import P_ADJUST as P_ADJUST
+from evaluation.contract.multiplicity import P_ADJUSTMENTS as P_ADJUSTMENTS
+from evaluation.contract.multiplicity import adjust_p_values as adjust_p_values
+from evaluation.contract.multiplicity import benjamini_hochberg as benjamini_hochberg
+from evaluation.contract.multiplicity import holm as holm
 
 #: Differences smaller than this count as a tie.
 TIE_TOLERANCE = 1e-9

@@ -5,7 +5,7 @@ the parsed table, each rule beside its contract reference. Shared beside them: J
 Python-exact rounding for table code (:mod:`~evaluation.judges.rounding`), fenced prompts
 (:mod:`~evaluation.judges.rendering`) and the table path (:mod:`~evaluation.judges.table`).
 
-A judge turns one :class:`~evaluation.contract.InputRecord` into one rendered prompt (one LLM call)
+A judge turns one :class:`~evaluation.contract.config.InputRecord` into one rendered prompt (one LLM call)
 and the judge's raw reply into a parsed row (:class:`ParsedRow`); :func:`route` decides which
 records are sent at all (an empty answer, or a judge that does not apply, lands with no call); :func:`score_table` applies the
 deterministic rules (clamps, scores, verdicts) to a whole table of parsed rows.

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from evaluation.contract import InputRecord, JudgeName, Thresholds
+from evaluation.contract.config import InputRecord, JudgeName, Thresholds
 from evaluation.judges import masis, rag
 from evaluation.judges import prompt as prompt_judge
 from evaluation.judges.extract import extract_json_object

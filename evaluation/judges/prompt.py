@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import polars as pl
 from pydantic import BaseModel, BeforeValidator, Field, PlainValidator, ValidationError
 
-from evaluation.contract import InputRecord, Rubric, reference_is_missing
+from evaluation.contract.config import InputRecord, Rubric, reference_is_missing
 from evaluation.judges.extract import Number, Text, strings
 from evaluation.judges.rendering import DATA_RULES, RenderedPrompt, fill, prompt_version
 from evaluation.judges.row import ParsedRow

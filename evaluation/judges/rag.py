@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, Field, ValidationError
 
-from evaluation.contract import InputRecord
+from evaluation.contract.config import InputRecord
 from evaluation.judges.extract import Number, Text
 from evaluation.judges.rendering import DATA_RULES, RenderedPrompt, context_blocks, fill, prompt_version
 from evaluation.judges.rounding import round_like_python

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from evaluation.contract import InputRecord, JudgeName
+from evaluation.contract.config import InputRecord, JudgeName
 
 
 def fence_nonce(texts: list[str]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from evaluation.contract import JudgeName, Thresholds
+from evaluation.contract.config import JudgeName, Thresholds
 from evaluation.judges.verdicts import PASSING, verdict_by_judge
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from evaluation.contract import JudgeName, Thresholds
+from evaluation.contract.config import JudgeName, Thresholds
 
 #: Verdicts a judge's forcing rule turns into ``fail`` (and records in ``clamps_applied``).
 PASSING = ("pass", "borderline")

@@ -10,7 +10,7 @@ of freedom in a Student-t reference, and an exact beta-binomial tail for rates.
 
 **Two families.** The *alerting* family is the one-sided (worse) tests of the headline measures
 (:func:`is_headline`: the pass and fail rates, the score, each judge's :data:`HEADLINE_METRICS`),
-adjusted together, Holm by default or Benjamini–Hochberg (:data:`evaluation.multiplicity.P_ADJUSTMENTS`);
+adjusted together, Holm by default or Benjamini–Hochberg (:data:`evaluation.contract.multiplicity.P_ADJUSTMENTS`);
 a test alerts when its adjusted p is below :attr:`AlertPolicy.alpha` and its drop is at least the
 minimum practical effect (:attr:`AlertPolicy.min_rate_effect` percentage points on rates,
 :attr:`AlertPolicy.min_metric_effect` on means). The *shown* family is every measure's two-sided
@@ -57,7 +57,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluation.multiplicity import P_ADJUSTMENTS, adjust_p_values
+from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
 from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
 
 #: Per judge, the metrics (besides the score) whose worse flags alert.
@@ -155,7 +155,7 @@ class AlertPolicy(BaseModel):
         }
 
 
-assert set(P_ADJUSTMENTS) == {"holm", "bh"}, "AlertPolicy.p_adjust lists the adjustments of evaluation.multiplicity"
+assert set(P_ADJUSTMENTS) == {"holm", "bh"}, "AlertPolicy.p_adjust lists the adjustments of evaluation.contract.multiplicity"
 
 
 def is_headline(judge: str, kind: str, name: str) -> bool:

@@ -36,8 +36,9 @@ from typing import Any
 
 import polars as pl
 
-from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.errors import InputError, UsageError
+from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
+from evaluation.contract.errors import InputError, UsageError
+from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.report.alerts import (
     Z_95,
     AlertPolicy,
@@ -57,9 +58,8 @@ from evaluation.report.evidence import asked, evidence_changes, read_prompts, re
 from evaluation.report.labels import landed_root, large_unflagged, latest_failure
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
-from evaluation.schemas import SUMMARY_METRICS as METRICS
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
-from evaluation.summary import build_daily_summary
+from evaluation.storage.summary import build_daily_summary
 
 REPORT_VERSION = 1
 CONFIDENCE = 0.95

@@ -6,9 +6,9 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import charts
-from evaluation.contract import JUDGES
-from evaluation.schemas import SUMMARY_METRICS as METRICS
+from evaluation.contract.config import JUDGES
+from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
+from evaluation.pages import charts
 
 __all__ = ["HISTOGRAM_BINS", "distributions", "judge_order"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.charts import esc
-from evaluation.html import table
+from evaluation.pages.charts import esc
+from evaluation.pages.html import table
 from evaluation.report.markup import bullets, cell, fmt, fmt_delta, fmt_mean, fmt_rate, note, row, section, th
 
 #: Large non-significant changes named in the headline (the rest are counted).

@@ -1,12 +1,12 @@
 """The small pieces of the report's HTML: number formats, cells, rows, notes and sections (every
-text HTML-escaped by the caller through :func:`evaluation.charts.esc`)."""
+text HTML-escaped by the caller through :func:`evaluation.pages.charts.esc`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from evaluation.charts import esc
+from evaluation.pages.charts import esc
 
 __all__ = ["ARROWS", "bullets", "cell", "fmt", "fmt_ci", "fmt_delta", "fmt_mean", "fmt_rate", "note", "num", "row",
            "section", "th"]

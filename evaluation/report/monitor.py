@@ -23,7 +23,7 @@ last day, ``make bench`` every day of simulated windows. The rules:
   reference rate, over-dispersed by the same variance), so small counts and rates near 0 or 1
   keep their level.
 * **Alerting family.** Only the headline measures' one-sided tests are adjusted together
-  (:func:`evaluation.multiplicity.adjust_p_values`); a series **alerts** when its adjusted p is
+  (:func:`evaluation.contract.multiplicity.adjust_p_values`); a series **alerts** when its adjusted p is
   below ``alpha`` and its drop is at least the minimum effect.
 * **State.** A series that alerts is **regressed since D** and keeps the reference of D. It stays
   regressed, whatever a later day's adjusted test says, until a day's drop against that reference
@@ -49,7 +49,7 @@ from typing import Protocol
 import numpy as np
 from scipy import special
 
-from evaluation.multiplicity import adjust_p_values
+from evaluation.contract.multiplicity import adjust_p_values
 
 
 class AlertPolicy(Protocol):

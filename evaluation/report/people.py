@@ -1,6 +1,6 @@
 """People's labels in the daily report: the labels' count and age, agreement between annotators
 and with the judges, and each model's headline rates corrected by the labels of the uniform
-slice (:mod:`evaluation.review.estimate`), beside the judge-only figures.
+slice (:mod:`evaluation.contract.estimate`), beside the judge-only figures.
 
 :func:`people_summary` is the ``people`` part of ``summary.json``; :func:`people_section` its HTML.
 Both cover the records of the report's day and the days before it (``window_days``); a model's
@@ -17,10 +17,10 @@ import numpy as np
 import polars as pl
 
 from evaluation import storage
-from evaluation.charts import esc
-from evaluation.review.estimate import fleiss_kappa, ppi_rate
-from evaluation.review.labels import read_labels
-from evaluation.review.spec import QUESTIONS, ReviewSpec
+from evaluation.contract.estimate import fleiss_kappa, ppi_rate
+from evaluation.contract.review import QUESTIONS, ReviewSpec
+from evaluation.pages.charts import esc
+from evaluation.storage.labels import read_labels
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from evaluation import charts
 from evaluation.calibration.daily import calibration_section
-from evaluation.charts import esc
-from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.html import page, table
+from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
+from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
+from evaluation.pages import charts
+from evaluation.pages.charts import esc
+from evaluation.pages.html import page, table
 from evaluation.report.alerts import HEADLINE_METRICS, assess
 from evaluation.report.evidence_page import (
     change_text,
@@ -41,7 +42,6 @@ from evaluation.report.markup import row as _row
 from evaluation.report.markup import section as _section
 from evaluation.report.markup import th as _th
 from evaluation.report.people import people_section
-from evaluation.schemas import SUMMARY_METRICS as METRICS
 
 _RATE_LABELS = {"pass": "Pass rate", "borderline": "Borderline rate", "fail": "Fail rate"}
 _METRIC_LABELS = {m: m.replace("_", " ").capitalize() for m in METRICS}

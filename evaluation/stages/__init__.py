@@ -2,8 +2,8 @@
 
     check_run -> ingest_and_validate -> plan_chunks -> judge_chunk (one per chunk) -> score_and_land
 
-(:func:`evaluation.day.run_day` runs them all in one process, then the report; the tables'
-schemas are :mod:`evaluation.schemas`.)
+(:func:`evaluation.cli.day.run_day` runs them all in one process, then the report; the tables'
+schemas are :mod:`evaluation.contract.schemas`.)
 
 Each stage reads what the previous one staged under ``_work/dt=.../run=.../`` and returns a
 small typed result (what the DAG passes through XCom, as JSON). Every stage is idempotent for its

@@ -13,11 +13,12 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluation import storage, versions
-from evaluation.contract import JUDGE_STATUSES, RunConfig
-from evaluation.errors import EvaluationError, JudgeError
-from evaluation.reject_summary import ReasonCount, as_json
-from evaluation.schemas import runs_schema
+from evaluation import storage
+from evaluation.contract.config import JUDGE_STATUSES, RunConfig
+from evaluation.contract.errors import EvaluationError, JudgeError
+from evaluation.contract.reject_summary import ReasonCount, as_json
+from evaluation.contract.schemas import runs_schema
+from evaluation.stages import versions
 
 logger = logging.getLogger("evaluation.stages")
 
@@ -112,7 +113,7 @@ class CostEstimate(StageResult):
     records: int = Field(description="Records the run judges (after sampling).")
     calls: int = Field(default=0, description="Judge calls expected: records × the judges that apply, empty answers left out (no call).")
     prompt_tokens: int = Field(description="Prompt tokens expected, by the judge model's tokenizer.")
-    output_tokens: int = Field(default=0, description="Completion tokens expected (each judge's typical reply: evaluation.cost).")
+    output_tokens: int = Field(default=0, description="Completion tokens expected (each judge's typical reply: evaluation.calling.cost).")
     cost_usd: float = Field(description="Cost at litellm's online prices for the judge model.")
     batch_cost_usd: float | None = Field(
         default=None, description="Cost at litellm's batch prices (its online ones where it has none); "

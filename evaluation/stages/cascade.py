@@ -27,8 +27,8 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import client as judge_client
-from evaluation.contract import RunConfig
+from evaluation.calling import client as judge_client
+from evaluation.contract.config import RunConfig
 from evaluation.judges.row import ParsedRow
 from evaluation.stages.thresholds import Bands
 

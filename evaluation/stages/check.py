@@ -7,12 +7,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from evaluation import offline
-from evaluation.batch import BatchUnsupported, require_batches
-from evaluation.calibration.spec import CalibrationError
-from evaluation.client import JudgeClient, credential_variables, endpoint
-from evaluation.contract import RunConfig
-from evaluation.fleetrate import rate_settings
+from evaluation.calling import offline
+from evaluation.calling.batch import BatchUnsupported, require_batches
+from evaluation.calling.client import JudgeClient, credential_variables, endpoint
+from evaluation.calling.fleetrate import rate_settings
+from evaluation.contract.calibration import CalibrationError
+from evaluation.contract.config import RunConfig
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
 from evaluation.stages.ingest import DayInput, missing_input
 from evaluation.stages.thresholds import level_bands, with_calibrated_thresholds
@@ -26,7 +26,7 @@ PROBE_REPORT_EVERY_S = 5.0
 def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
     """The run's judge client (imports litellm: only where calls are made). Its rate budget is
     the deployment's: shared through Redis, or divided by the judge tasks that run at once
-    (:func:`evaluation.fleetrate.rate_settings`)."""
+    (:func:`evaluation.calling.fleetrate.rate_settings`)."""
 
     rate_url, rate_share = rate_settings()
 

@@ -16,12 +16,10 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.adapters import FORMAT_SUFFIXES, InputAdapter, adapter_for, layout_of
-from evaluation.contract import RunConfig
-from evaluation.ingest import BATCH_ROWS, Assembler, ingest_batches
-from evaluation.otel import assemble_traces
-from evaluation.reject_summary import reason_lines, summarise_rejects
-from evaluation.schemas import RECORD_SCHEMA, REJECT_SCHEMA
+from evaluation.contract.adapters import FORMAT_SUFFIXES, InputAdapter, adapter_for, layout_of
+from evaluation.contract.config import RunConfig
+from evaluation.contract.reject_summary import reason_lines, summarise_rejects
+from evaluation.contract.schemas import RECORD_SCHEMA, REJECT_SCHEMA
 from evaluation.stages._run import (
     IngestCounts,
     IngestRecord,
@@ -35,6 +33,8 @@ from evaluation.stages._run import (
     where,
     write_record,
 )
+from evaluation.storage.ingest import BATCH_ROWS, Assembler, ingest_batches
+from evaluation.storage.otel import assemble_traces
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def validated_batches(
     assemble: Assembler | None = None,
 ) -> Iterator[ValidatedBatch]:
     """The raw objects read one at a time, in batches of at most ``batch_rows`` input records, each
-    checked by ``validator`` (a :class:`~evaluation.validation.DayValidator`, which also counts
+    checked by ``validator`` (a :class:`~evaluation.storage.validation.DayValidator`, which also counts
     the day's totals for its table rules). Memory follows the batch, not the day.
 
     With an ``adapter``, the suite validates the mapped records and each reject's reasons name
@@ -210,7 +210,7 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     rejects go to local parts streamed into the staged ``rejects`` at the end (ingest rejects
     first, then row-rule rejects, each in input order)."""
     # pandas via validation (Great Expectations on use): only when a day is ingested
-    from evaluation.validation import DayValidator
+    from evaluation.storage.validation import DayValidator
 
     started = time.monotonic()
     if read_manifest(cfg, stores).ingest is not None:

@@ -2,7 +2,7 @@
 
 A chunk is judged in three parts: :func:`prepare_chunk` renders its prompts and asks the ledger
 what is already paid for, a caller sends the rest (online through the judge client, or as provider
-batches, see :mod:`evaluation.batch`), and :func:`finish_chunk` turns every outcome into a
+batches, see :mod:`evaluation.calling.batch`), and :func:`finish_chunk` turns every outcome into a
 ledger entry, a ``judge_calls`` row and a parsed row. Online and batch mode share everything but
 the calling."""
 
@@ -20,9 +20,11 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.batch import BATCH_PROVIDERS, ChunkBatch, provider_of
-from evaluation.client import call_parameters, price_per_token
-from evaluation.contract import RULES_VERSION, CallRecord, InputRecord, JudgeName, RunConfig, question_key
+from evaluation.calling.batch import BATCH_PROVIDERS, ChunkBatch, provider_of
+from evaluation.calling.client import call_parameters, price_per_token
+from evaluation.contract.config import RULES_VERSION, CallRecord, InputRecord, JudgeName, RunConfig, question_key
+from evaluation.contract.redact import redact_record
+from evaluation.contract.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
 from evaluation.judges import (
     PROMPT_VERSIONS,
     RenderedPrompt,
@@ -34,14 +36,12 @@ from evaluation.judges import (
 )
 from evaluation.judges.row import ParsedRow, Spent
 from evaluation.judges.schema import reply_format_of
-from evaluation.ledger import Ledger, request_hash
-from evaluation.redact import redact_record
-from evaluation.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
 from evaluation.stages.cascade import PairSpending, escalated
 from evaluation.stages.check import judge_client
 from evaluation.stages.plan import key_range
 from evaluation.stages.thresholds import level_bands
+from evaluation.storage.ledger import Ledger, request_hash
 
 logger = logging.getLogger(__name__)
 

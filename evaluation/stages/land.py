@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from evaluation import retention, storage
-from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES, VERDICTS, RunConfig
+from evaluation import storage
+from evaluation.contract.config import EVALUATION_COLUMNS, JUDGE_STATUSES, VERDICTS, RunConfig
+from evaluation.contract.schemas import CALLS_SCHEMA, evaluation_schema
 from evaluation.judges import score_table
-from evaluation.ledger import compact
-from evaluation.schemas import CALLS_SCHEMA, evaluation_schema
 from evaluation.stages._run import (
     STAGED,
     DayResult,
@@ -33,7 +32,9 @@ from evaluation.stages._run import (
 )
 from evaluation.stages.cascade import cascade_summary
 from evaluation.stages.thresholds import with_calibrated_thresholds
-from evaluation.summary import SummaryBuilder, segment_values
+from evaluation.storage import retention
+from evaluation.storage.ledger import compact
+from evaluation.storage.summary import SummaryBuilder, segment_values
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def delete_superseded(cfg: RunConfig, stores: Stores, commit: storage.DayCommit,
                       replaced: storage.DayCommit | None) -> None:
     """Delete the objects of the day's commit ``replaced`` that ``commit`` does not name, and those
     of landings that died (named by no commit, and older than
-    :data:`~evaluation.retention.UNCOMMITTED_MIN_DAYS`, as ``gc`` takes them): never a younger
+    :data:`~evaluation.storage.retention.UNCOMMITTED_MIN_DAYS`, as ``gc`` takes them): never a younger
     uncommitted object, which may be another landing's under way, nor one a newer commit names.
     The day has landed already: a failure here is logged, never the run's; the next landing of the
     day or ``gc`` deletes them (meanwhile engines that glob the folders see them)."""
@@ -255,7 +256,7 @@ def delete_superseded(cfg: RunConfig, stores: Stores, commit: storage.DayCommit,
 
 
 def compact_ledger(cfg: RunConfig, stores: Stores) -> None:
-    """Compact the landed day's ledger (:func:`evaluation.ledger.compact`). The day has landed
+    """Compact the landed day's ledger (:func:`evaluation.storage.ledger.compact`). The day has landed
     already: a failure here is logged, never the run's, and the next landing compacts."""
     try:
         compact(stores.out, cfg.date)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import polars as pl
 
-from evaluation import client as judge_client
 from evaluation import storage
-from evaluation.batch import BATCH_PROVIDERS, batch_prices, provider_of
-from evaluation.contract import RunConfig, Sample
-from evaluation.cost import output_tokens, tokens_cost
+from evaluation.calling import client as judge_client
+from evaluation.calling.batch import BATCH_PROVIDERS, batch_prices, provider_of
+from evaluation.calling.cost import output_tokens, tokens_cost
+from evaluation.contract.config import RunConfig, Sample
+from evaluation.contract.schemas import RECORD_SCHEMA, record_from_row
 from evaluation.judges import RenderedPrompt, route
-from evaluation.schemas import RECORD_SCHEMA, record_from_row
 from evaluation.stages._run import (
     ChunkPlan,
     CostEstimate,
@@ -117,7 +117,7 @@ def key_ordered_chunks(
 
     Ordering by content key gives every chunk its own narrow range of keys, the same range on
     every run of the day: the ledger is looked up only in the objects of overlapping ranges
-    (:class:`~evaluation.ledger.Ledger`), so a chunk reads what earlier attempts at its own
+    (:class:`~evaluation.storage.ledger.Ledger`), so a chunk reads what earlier attempts at its own
     records stored, not the whole day's ledger. Records with the same question and answer sit
     together (at most split by a chunk boundary), so a prompt repeated in the day is judged once.
     The order is made with a bounded shuffle: each part is split by key into buckets of about

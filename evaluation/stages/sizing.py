@@ -18,7 +18,7 @@ The figures and what they rest on:
 * **input tokens** — litellm's token counter for the judge model on up to
   :data:`TOKEN_SAMPLE` rendered prompts per judge, scaled to all of that judge's prompts by their
   characters. Checked against a real run of a generated day within :data:`TOKEN_MARGIN`.
-* **output tokens** — :data:`~evaluation.cost.TYPICAL_REPLY_TOKENS` per call of each judge (an
+* **output tokens** — :data:`~evaluation.calling.cost.TYPICAL_REPLY_TOKENS` per call of each judge (an
   assumption: a reply's length is the judge model's choice).
 * **cost** — those tokens at litellm's price map for the model, online and at batch prices (none
   when the provider has no batch API; zero for a model without a price, such as the offline judge).
@@ -39,12 +39,13 @@ from pathlib import Path
 import polars as pl
 from pydantic import Field
 
-from evaluation import client as judge_client
-from evaluation import offline, storage
-from evaluation.contract import JudgeName, RunConfig
-from evaluation.cost import mean_reply_tokens, reply_tokens, tokens_cost
+from evaluation import storage
+from evaluation.calling import client as judge_client
+from evaluation.calling import offline
+from evaluation.calling.cost import mean_reply_tokens, reply_tokens, tokens_cost
+from evaluation.contract.config import JudgeName, RunConfig
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import score_table
-from evaluation.schemas import PARSED_SCHEMA
 from evaluation.stages._run import ChunkPlan, RunFailed, StageResult, Stores, read_manifest, where
 from evaluation.stages.cascade import escalated
 from evaluation.stages.ingest import ingest_and_validate

@@ -9,10 +9,10 @@ What each figure rests on:
   record of one-character texts, counted by litellm's tokenizer for the judge model) plus
   ``record_tokens``, the tokens of a record's question, answer, contexts and reference (an
   assumption about the logs: ``plan --date`` measures a real day).
-* **output tokens** — :data:`~evaluation.cost.TYPICAL_REPLY_TOKENS` per call of each judge,
+* **output tokens** — :data:`~evaluation.calling.cost.TYPICAL_REPLY_TOKENS` per call of each judge,
   the figure ``plan --date`` and a batch's budget use.
 * **chunks, batches** — as :func:`~evaluation.stages.plan.chunk_layout` cuts the day and
-  :func:`~evaluation.batch.split_parts` packs a chunk's batch within the provider's limits (a line
+  :func:`~evaluation.calling.batch.split_parts` packs a chunk's batch within the provider's limits (a line
   is the judge's request line, its record's text at four bytes a token).
 * **time** — :func:`~evaluation.stages.sizing.judging_time` at the run's ``concurrency``,
   ``pool_slots`` chunks at once, ``latency_s`` a call and ``judge_rpm`` / ``judge_tpm``; the rates
@@ -28,10 +28,10 @@ import json
 import math
 from dataclasses import dataclass
 
-from evaluation import client as judge_client
-from evaluation.batch import BATCH_PROVIDERS, limits_for, provider_of, request_line, split_parts
-from evaluation.contract import Context, InputRecord, JudgeName, RunConfig
-from evaluation.cost import TYPICAL_REPLY_TOKENS
+from evaluation.calling import client as judge_client
+from evaluation.calling.batch import BATCH_PROVIDERS, limits_for, provider_of, request_line, split_parts
+from evaluation.calling.cost import TYPICAL_REPLY_TOKENS
+from evaluation.contract.config import Context, InputRecord, JudgeName, RunConfig
 from evaluation.judges import RenderedPrompt, route
 from evaluation.stages.plan import batch_cost, chunk_layout
 from evaluation.stages.sizing import DEFAULT_LATENCY_S, duration_text, judging_time

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 import polars as pl
 
 from evaluation import storage
-from evaluation.calibration.spec import CalibrationError
-from evaluation.contract import CascadeLevel, JudgeName, JudgeThresholds, RunConfig, Thresholds, cascade_name
+from evaluation.contract.calibration import CalibrationError
+from evaluation.contract.config import CascadeLevel, JudgeName, JudgeThresholds, RunConfig, Thresholds, cascade_name
 from evaluation.judges import PROMPT_VERSIONS
 
 logger = logging.getLogger(__name__)

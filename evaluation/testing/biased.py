@@ -1,5 +1,5 @@
 """Simulated days with a judge of known bias, for the corrected estimates' tests and ``make bench``:
-how often the prediction-powered interval (:func:`evaluation.review.estimate.ppi_rate`) and the
+how often the prediction-powered interval (:func:`evaluation.contract.estimate.ppi_rate`) and the
 judge-only one cover the true rate, and how wide they are."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel
 
-from evaluation.review.estimate import judge_interval, ppi_rate
+from evaluation.contract.estimate import judge_interval, ppi_rate
 
 
 class Judged(BaseModel, arbitrary_types_allowed=True):

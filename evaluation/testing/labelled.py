@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation import offline
+from evaluation.calling import offline
 from evaluation.judges import read_fenced_blocks
 from evaluation.testing.replies import prompt_text
 

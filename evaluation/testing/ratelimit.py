@@ -1,11 +1,11 @@
 """A provider's side of a rate limit, for the test server (:mod:`evaluation.testing.openai_server`):
-the client's side is :mod:`evaluation.ratelimit`."""
+the client's side is :mod:`evaluation.calling.ratelimit`."""
 
 from __future__ import annotations
 
 import time
 
-from evaluation.ratelimit import TokenBucket
+from evaluation.calling.ratelimit import TokenBucket
 
 
 class EnforcedRate:

@@ -47,7 +47,7 @@ def test_daily_schedule_pool_and_params(dagbag) -> None:
     judge = dag.get_task("judge")
     assert judge.pool == airflow_local.POOL
     assert judge.retries >= 2
-    from evaluation.options import RUN_OPTIONS
+    from evaluation.contract.options import RUN_OPTIONS
 
     assert {o.name for o in RUN_OPTIONS} | {"date"} == set(dag.params.keys())
 

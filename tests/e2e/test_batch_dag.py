@@ -9,8 +9,9 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.batch import batch_prices
+from evaluation import storage
+from evaluation.calling.batch import batch_prices
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from scripts import airflow_local
 from tests.reliability.helpers import judge_reply

@@ -9,10 +9,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
 from evaluation.stages import Stores
+from evaluation.testing import synthetic
 from scripts import airflow_local
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,8 @@ import json
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
+from evaluation import storage
+from evaluation.testing import synthetic
 from scripts import airflow_local
 
 pytestmark = pytest.mark.e2e

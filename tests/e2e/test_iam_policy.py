@@ -22,11 +22,13 @@ from typing import Any
 
 import pytest
 
-from evaluation import retention, stages, storage, synthetic
-from evaluation.contract import Retention
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import Retention
+from evaluation.stages.wait import wait_for_day
+from evaluation.storage import retention
+from evaluation.testing import synthetic
 from evaluation.testing.s3 import LocalS3
-from evaluation.wait import wait_for_day
 from scripts.check_storage import locations, wait_for_buckets
 from tests.iam import Authorization, authorizations, evaluate, statement_matches, statements
 from tests.reliability.faulty_proxy import FaultyProxy, ProxiedRequest, S3FaultPlan

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from evaluation import storage, synthetic
+from evaluation import storage
+from evaluation.testing import synthetic
 from scripts import airflow_local
 
 pytestmark = pytest.mark.e2e

@@ -16,7 +16,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
+from evaluation import storage
+from evaluation.testing import synthetic
 from evaluation.testing.s3 import AssumedRole, LocalS3
 from scripts import airflow_local
 from tests.reliability.faulty_proxy import FaultyProxy, ProxiedRequest, S3FaultPlan

@@ -17,7 +17,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
+from evaluation import storage
+from evaluation.testing import synthetic
 from scripts import airflow_local
 
 pytestmark = pytest.mark.e2e

@@ -16,13 +16,15 @@ import httpx
 import polars as pl
 import pytest
 
-from evaluation import cli, stages, storage, synthetic
-from evaluation.batch import DEFAULT_LIMITS, MB, BatchLimits, batch_prices, limits_for, split_parts, state_key
-from evaluation.client import count_tokens
-from evaluation.cost import TYPICAL_REPLY_TOKENS
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.calling.batch import DEFAULT_LIMITS, MB, BatchLimits, batch_prices, limits_for, split_parts, state_key
+from evaluation.calling.client import count_tokens
+from evaluation.calling.cost import TYPICAL_REPLY_TOKENS
+from evaluation.cli import main as cli
+from evaluation.cli.day import run_day
 from evaluation.judges import RenderedPrompt
 from evaluation.stages.judge import judge_batch_step
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
 
@@ -424,7 +426,7 @@ def test_the_trigger_fires_once_every_batch_has_ended() -> None:
 
     from evaluation_batch import BatchTrigger
 
-    from evaluation.batch import BatchApi
+    from evaluation.calling.batch import BatchApi
 
     with OpenAIServer() as server:
 

@@ -16,10 +16,11 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from evaluation import cli, storage
+from evaluation import storage
 from evaluation.calibration import CalibrationError, CalibrationSpec
 from evaluation.calibration.golden import label_problems
 from evaluation.calibration.run import calibration_id, run_calibration
+from evaluation.cli import main as cli
 from evaluation.judges import read_fenced_blocks
 from evaluation.testing.openai_server import OpenAIServer
 
@@ -309,7 +310,7 @@ def test_expected_verdicts_ratings_and_scores_are_measured(tmp_path: Path) -> No
 
 
 def test_the_calibrations_table_is_queryable(shipped_run: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
-    from evaluation import sql
+    from evaluation.storage import sql
 
     out, first, _ = shipped_run
     result = sql.run_sql(storage.LocalStore(out), "SELECT judge, auroc, kappa FROM calibrations "

@@ -15,16 +15,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
+from evaluation import storage
 from evaluation.calibration import CalibrationSpec
 from evaluation.calibration.daily import calibration_summary
 from evaluation.calibration.run import run_calibration
-from evaluation.calibration.spec import CalibrationError
-from evaluation.contract import RunConfig, Thresholds
-from evaluation.day import run_day
+from evaluation.cli.day import run_day
+from evaluation.contract.calibration import CalibrationError
+from evaluation.contract.config import RunConfig, Thresholds
 from evaluation.report import build_daily_report
 from evaluation.stages import RunFailed, Stores
 from evaluation.stages.thresholds import calibrated_thresholds
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 11, 25)
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "golden"

@@ -18,11 +18,11 @@ import litellm
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
-from evaluation import _compat
-from evaluation import client as client_module
-from evaluation.client import JudgeClient
+from evaluation.calling import _compat
+from evaluation.calling import client as client_module
+from evaluation.calling.client import JudgeClient
+from evaluation.calling.outcome import CallOutcome
 from evaluation.judges import RenderedPrompt
-from evaluation.outcome import CallOutcome
 from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder
 
 pytestmark = pytest.mark.timeout(60)

@@ -22,14 +22,14 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage
-from evaluation.batch import state_key
 from evaluation.calibration import CalibrationSpec
 from evaluation.calibration.run import run_calibration
-from evaluation.contract import CascadeLevel, InputRecord, RunConfig
-from evaluation.day import run_day
+from evaluation.calling.batch import state_key
+from evaluation.cli.day import run_day
+from evaluation.contract.config import CascadeLevel, InputRecord, RunConfig
+from evaluation.contract.options import RUN_OPTIONS, build_config
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import parse_reply, score_table
-from evaluation.options import RUN_OPTIONS, build_config
-from evaluation.schemas import PARSED_SCHEMA
 from evaluation.stages import RunFailed, Stores, plan_day
 from evaluation.stages.judge import judge_batch_level_step
 from evaluation.testing.labelled import LabelledJudges, record_label

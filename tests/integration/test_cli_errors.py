@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.cli import main
+from evaluation import storage
+from evaluation.cli.main import main
+from evaluation.testing import synthetic
 from evaluation.testing.s3 import local_s3_environment
 
 DAY = dt.date(2026, 9, 10)

@@ -12,8 +12,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic, wait
-from evaluation.cli import main
+from evaluation import storage
+from evaluation.cli.main import main
+from evaluation.stages import wait
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 9, 10)
 RECORDS = 30

@@ -1,4 +1,4 @@
-"""JudgeClient (evaluation/client.py) against a real OpenAI-compatible server on loopback.
+"""JudgeClient (evaluation/calling/client.py) against a real OpenAI-compatible server on loopback.
 
 Nothing is mocked: every call goes through ``litellm.acompletion`` over HTTP to
 :class:`~evaluation.testing.openai_server.OpenAIServer`, whose scripted replies express the faults
@@ -24,10 +24,10 @@ from typing import Any
 import litellm
 import pytest
 
-from evaluation.client import JudgeClient
-from evaluation.contract import InputRecord
+from evaluation.calling.client import JudgeClient
+from evaluation.calling.outcome import ERROR_CLASSES, CallOutcome
+from evaluation.contract.config import InputRecord
 from evaluation.judges import RenderedPrompt, render
-from evaluation.outcome import ERROR_CLASSES, CallOutcome
 from evaluation.testing.openai_server import (
     OpenAIServer,
     Reply,

@@ -16,13 +16,14 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from evaluation import compare, storage, synthetic
+from evaluation import compare, storage
+from evaluation.cli.day import run_day
 from evaluation.compare import ComparisonError, ComparisonSpec, run_comparison
 from evaluation.compare.compute import JUDGE_METRICS, compare_verdicts, permutation_count
 from evaluation.compare.render import render_report
-from evaluation.contract import JUDGES, RunConfig
-from evaluation.day import run_day
+from evaluation.contract.config import JUDGES, RunConfig
 from evaluation.stages import Stores
+from evaluation.testing import synthetic
 
 DAYS = (dt.date(2026, 11, 1), dt.date(2026, 11, 2))
 RECORDS = 300  # per day, spread over the three models
@@ -203,7 +204,7 @@ def test_unknown_model_and_empty_range_fail_with_a_clear_message(landed) -> None
 
 
 def test_cli_compare_prints_a_short_table_and_the_report(landed, capsys) -> None:
-    from evaluation.cli import main
+    from evaluation.cli.main import main
 
     argv = ["compare", "--from", str(DAYS[0]), "--to", str(DAYS[1]), "--models", "assistant-lite,assistant-v2",
             "--judges", "rag", "--seed", "2", "--bootstrap", "300", "--output", landed["out"].root]
@@ -347,9 +348,9 @@ def test_landed_tables_read_back_as_written(landed) -> None:
 @pytest.fixture(scope="module")
 def whole_days(landed: dict[str, Any]) -> pl.DataFrame:
     """The oracle of the streamed sample: each day read whole and validated at once (once for every sample)."""
-    from evaluation.ingest import ingest_objects
-    from evaluation.schemas import RECORD_SCHEMA
-    from evaluation.validation import validate
+    from evaluation.contract.schemas import RECORD_SCHEMA
+    from evaluation.storage.ingest import ingest_objects
+    from evaluation.storage.validation import validate
 
     raw = landed["raw"]
     whole = []

@@ -9,12 +9,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from evaluation import compare, storage, synthetic
+from evaluation import compare, storage
+from evaluation.cli.day import run_day
 from evaluation.compare import ComparisonSpec, run_comparison
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
-from evaluation.options import COMPARE_OPTIONS
+from evaluation.contract.config import RunConfig
+from evaluation.contract.options import COMPARE_OPTIONS
 from evaluation.stages import Stores
+from evaluation.testing import synthetic
 
 DAYS = (dt.date(2026, 11, 1), dt.date(2026, 11, 2))
 RECORDS = 240
@@ -124,7 +125,7 @@ def test_a_bh_comparison_adjusts_lands_and_names_its_method(landed: storage.Stor
 def test_cli_compare_takes_the_method(landed: storage.Store, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from evaluation.cli import main
+    from evaluation.cli.main import main
 
     code = main(["compare", "--from", DAYS[0].isoformat(), "--to", DAYS[-1].isoformat(),
                  "--models", "assistant-lite,assistant-v2", "--bootstrap", "200", "--p-adjust", "bh",

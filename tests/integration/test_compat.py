@@ -1,4 +1,4 @@
-"""The private parts of dependencies in :mod:`evaluation._compat`: they work on the installed
+"""The private parts of dependencies in :mod:`evaluation.calling._compat`: they work on the installed
 versions, and another version stops the client's set-up with a message that says why."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import importlib.metadata
 
 import pytest
 
-from evaluation import _compat
-from evaluation import client as client_module
-from evaluation.client import JudgeClient
+from evaluation.calling import _compat
+from evaluation.calling import client as client_module
+from evaluation.calling.client import JudgeClient
 from evaluation.judges import RenderedPrompt
 from evaluation.testing.openai_server import OpenAIServer
 

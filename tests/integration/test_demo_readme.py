@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.cli import main
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import storage
+from evaluation.cli.day import run_day
+from evaluation.cli.main import main
+from evaluation.contract.config import RunConfig
 from evaluation.stages import Stores
+from evaluation.testing import synthetic
 from scripts.demo import RUN_CONF, WRITTEN_LIST, copy_outputs, next_steps
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,10 +13,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
 from evaluation.stages import Stores
+from evaluation.testing import synthetic
 from scripts.demo import (
     REGRESSING_LOCALE,
     REGRESSING_MODEL,

@@ -13,11 +13,11 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage
-from evaluation.contract import InputRecord, JudgeName, Thresholds
-from evaluation.cost import TYPICAL_REPLY_TOKENS
-from evaluation.day import run_day
+from evaluation.calling.cost import TYPICAL_REPLY_TOKENS
+from evaluation.cli.day import run_day
+from evaluation.contract.config import InputRecord, JudgeName, Thresholds
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import RenderedPrompt, empty_answer_row, route, score_table
-from evaluation.schemas import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer
 from tests.factories import jsonl, make_record, raw_record
 from tests.reliability.helpers import config, judge_reply

@@ -1,5 +1,5 @@
 """One estimate: ``run`` (its plan stage) and ``plan`` count a day's calls, tokens and cost alike
-(evaluation.cost), so they print the same figures for the same day and options."""
+(evaluation.calling.cost), so they print the same figures for the same day and options."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.cli import main
-from evaluation.cost import reply_tokens
+from evaluation import storage
+from evaluation.calling.cost import reply_tokens
+from evaluation.cli.main import main
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, judge_reply
 

@@ -13,10 +13,12 @@ import polars as pl
 import pytest
 from evaluation_notifications import failure_message
 
-from evaluation import sql, storage, synthetic
-from evaluation.cli import main
-from evaluation.reject_summary import reason_lines, summarise_rejects
-from evaluation.schemas import REJECT_SCHEMA
+from evaluation import storage
+from evaluation.cli.main import main
+from evaluation.contract.reject_summary import reason_lines, summarise_rejects
+from evaluation.contract.schemas import REJECT_SCHEMA
+from evaluation.storage import sql
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 9, 10)
 #: A judge nobody answers for: a run that got as far as the probe would fail on it instead.

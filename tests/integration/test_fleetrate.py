@@ -1,4 +1,4 @@
-"""One judge rate budget for the deployment (evaluation/fleetrate.py), against the real Redis on
+"""One judge rate budget for the deployment (evaluation/calling/fleetrate.py), against the real Redis on
 127.0.0.1:6379 (each test its own key prefix, deleted after) and the test OpenAI server's enforced
 rate. The fleet test runs two OS processes, each with two chunks' clients, through litellm."""
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from evaluation.fleetrate import SharedBudget, judge_budget, rate_settings
-from evaluation.ratelimit import RateBudget
+from evaluation.calling.fleetrate import SharedBudget, judge_budget, rate_settings
+from evaluation.calling.ratelimit import RateBudget
 from evaluation.testing.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,7 +87,7 @@ def test_settings_come_from_the_environment() -> None:
 
 def test_without_redis_each_task_takes_its_share_and_a_failing_redis_falls_back_to_it(
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="evaluation.fleetrate")
+    caplog.set_level(logging.INFO, logger="evaluation.calling.fleetrate")
     local = judge_budget("m", 1200.0, 60_000.0, share=4)
     assert type(local) is RateBudget and (local.rpm, local.tpm) == (300.0, 15_000.0)
     assert "divided by 4 judge tasks" in caplog.text
@@ -105,7 +105,7 @@ def test_without_redis_each_task_takes_its_share_and_a_failing_redis_falls_back_
 
 _CHILD = """
 import asyncio, json, sys
-from evaluation.client import JudgeClient
+from evaluation.calling.client import JudgeClient
 from evaluation.judges import RenderedPrompt
 
 base, prefix, rpm, worker, CALLS = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], int(sys.argv[5])

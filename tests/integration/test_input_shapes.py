@@ -12,12 +12,13 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.adapters import FORMAT_LAYOUTS
-from evaluation.cli import main
-from evaluation.day import run_day
-from evaluation.options import build_config
+from evaluation import storage
+from evaluation.cli.day import run_day
+from evaluation.cli.main import main
+from evaluation.contract.adapters import FORMAT_LAYOUTS
+from evaluation.contract.options import build_config
 from evaluation.stages import Stores
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 11, 25)
 RECORDS = 60

@@ -23,11 +23,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation.client import JudgeClient
-from evaluation.contract import InputRecord, JudgeName
+from evaluation.calling.client import JudgeClient
+from evaluation.calling.outcome import CallOutcome
+from evaluation.contract.config import InputRecord, JudgeName
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import call_error_row, not_applicable_row, parse_reply, render, score_table
-from evaluation.outcome import CallOutcome
-from evaluation.schemas import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder
 from tests.factories import make_record
 from tests.unit.judge_oracle import score_row

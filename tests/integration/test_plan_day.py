@@ -11,12 +11,14 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import cli, stages, storage, synthetic
-from evaluation.client import price_per_token
-from evaluation.cost import TYPICAL_REPLY_TOKENS
-from evaluation.day import run_day
-from evaluation.options import build_config
+from evaluation import stages, storage
+from evaluation.calling.client import price_per_token
+from evaluation.calling.cost import TYPICAL_REPLY_TOKENS
+from evaluation.cli import main as cli
+from evaluation.cli.day import run_day
+from evaluation.contract.options import build_config
 from evaluation.stages.sizing import TOKEN_MARGIN, judging_time
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import judge_reply
 

@@ -1,4 +1,4 @@
-"""Rate-limit-aware calling (evaluation/ratelimit.py, the judge client) against the embedded
+"""Rate-limit-aware calling (evaluation/calling/ratelimit.py, the judge client) against the embedded
 OpenAI-compatible server enforcing a rate (its token buckets answer 429 with Retry-After and
 OpenAI's x-ratelimit headers). Nothing is mocked: judge stages run through litellm over HTTP.
 
@@ -21,11 +21,9 @@ from typing import Any
 
 import pytest
 
-from evaluation import stages, storage, synthetic
-from evaluation.client import JudgeClient
-from evaluation.day import run_day
-from evaluation.judges import RenderedPrompt
-from evaluation.ratelimit import (
+from evaluation import stages, storage
+from evaluation.calling.client import JudgeClient
+from evaluation.calling.ratelimit import (
     DEFAULT_BURST_S,
     AdaptiveLimit,
     RateBudget,
@@ -33,6 +31,9 @@ from evaluation.ratelimit import (
     estimate_tokens,
     is_callers_rate,
 )
+from evaluation.cli.day import run_day
+from evaluation.judges import RenderedPrompt
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens
 from evaluation.testing.replies import FaultPlan
 from tests.reliability.helpers import DAY, config, judge_reply

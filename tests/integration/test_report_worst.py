@@ -11,11 +11,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import stages, storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
 from evaluation.report import build_daily_report
 from evaluation.report.compute import EMPTY_IDS_SHOWN, QUESTION_LIMIT, TEXT_LIMIT
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 11, 17)
 RECORDS = 90

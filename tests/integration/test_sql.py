@@ -1,5 +1,5 @@
 """Reading the landed tables: DuckDB over the hive-partitioned Parquet agrees with the pipeline's
-own ``daily_summary``, and so does ``python -m evaluation sql`` (evaluation.sql), which reads the
+own ``daily_summary``, and so does ``python -m evaluation sql`` (evaluation.storage.sql), which reads the
 tables in place and never opens a ``dt`` partition the query cannot match."""
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import duckdb
 import polars as pl
 import pytest
 
-from evaluation import compare, sql, storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import compare, storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
 from evaluation.stages import Stores
+from evaluation.storage import sql
+from evaluation.testing import synthetic
 
 DAYS = (dt.date(2026, 11, 1), dt.date(2026, 11, 2), dt.date(2026, 11, 3))
 RECORDS = 150  # per day; enough that the planted bad lines stay under max_reject_ratio
@@ -188,7 +190,7 @@ def test_a_query_over_an_unknown_table_names_the_tables(out) -> None:
 
 
 def test_cli_sql_writes_csv_and_parquet(out, tmp_path: Path, capsys: Any) -> None:
-    from evaluation.cli import main
+    from evaluation.cli.main import main
 
     query = "SELECT dt, record_id, judge, hits, clamps_applied FROM evaluations WHERE dt = DATE '2026-11-01' " \
             "AND judge = 'prompt' AND judge_status = 'ok' ORDER BY record_id LIMIT 5"
@@ -208,7 +210,7 @@ def test_cli_sql_writes_csv_and_parquet(out, tmp_path: Path, capsys: Any) -> Non
 @pytest.mark.parametrize("command", [["sql", "SELECT count(*) AS n FROM evaluations"], ["report", "--date", "latest"]])
 def test_the_readers_take_the_output_root_from_the_environment(out, command: list[str], monkeypatch: Any,
                                                                 capsys: Any) -> None:
-    from evaluation.cli import main
+    from evaluation.cli.main import main
 
     monkeypatch.delenv("EVALUATION_OUTPUT_URI", raising=False)
     with pytest.raises(SystemExit):  # without either, --output is required
@@ -247,7 +249,7 @@ def test_docs_explain_every_landed_column(out, table: str) -> None:
 
 
 def test_docs_explain_every_comparison_column() -> None:
-    from evaluation.contract import EVALUATION_COLUMNS
+    from evaluation.contract.config import EVALUATION_COLUMNS
 
     assert _documented_columns("### `metrics.parquet`") == list(compare.METRICS_SCHEMA)
     assert _documented_columns("### `verdicts.parquet`") == list(compare.VERDICTS_SCHEMA)
@@ -268,7 +270,7 @@ def test_docs_explain_every_comparison_column() -> None:
     ("select model, max(score) as \"best, of all\" from t group by model", ["model", "best, of all"]),
 ])
 def test_columns_keep_the_names_the_sql_wrote(query: str, expected: list[str]) -> None:
-    from evaluation.sql import with_sql_names
+    from evaluation.storage.sql import with_sql_names
 
     context = pl.SQLContext(t=pl.LazyFrame({"model": ["a", "a", "b"], "score": [0.1234567, 0.5, 1.0]}))
     frame = with_sql_names(query, context.execute(query, eager=True))
@@ -276,7 +278,7 @@ def test_columns_keep_the_names_the_sql_wrote(query: str, expected: list[str]) -
 
 
 def test_printed_numbers_are_rounded_and_the_others_formats_are_not() -> None:
-    from evaluation.sql import render
+    from evaluation.storage.sql import render
 
     frame = pl.DataFrame({"mean": [0.123456789], "tiny": [0.0000123456], "n": [3]})
     table = render(frame, "table", width=200)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bench.structured import parse_error_rates
-from evaluation.client import JudgeClient, call_parameters
-from evaluation.contract import InputRecord, StructuredOutput
+from evaluation.calling.client import JudgeClient, call_parameters
+from evaluation.contract.config import InputRecord, StructuredOutput
 from evaluation.judges import RenderedPrompt, render
 from evaluation.judges.masis import MasisReply
 from evaluation.judges.prompt import FreeformReply, RubricReply

@@ -16,17 +16,18 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
+from evaluation import storage
 from evaluation.calibration import CalibrationSpec
 from evaluation.calibration.run import run_calibration
-from evaluation.calibration.spec import CalibrationError
-from evaluation.contract import RunConfig, Thresholds
-from evaluation.day import run_day
+from evaluation.cli.day import run_day
+from evaluation.contract.calibration import CalibrationError
+from evaluation.contract.config import RunConfig, Thresholds
+from evaluation.contract.options import build_config
+from evaluation.contract.schemas import CALIBRATIONS_SCHEMA
 from evaluation.judges import PROMPT_VERSIONS
-from evaluation.options import build_config
-from evaluation.schemas import CALIBRATIONS_SCHEMA
 from evaluation.stages import RunFailed, Stores
 from evaluation.stages.thresholds import MIN_FIT_ROWS, calibrated_thresholds, with_calibrated_thresholds
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 11, 25)
 N = 150  # records of the day: enough that some rag scores fall between the default and the fitted pass cut

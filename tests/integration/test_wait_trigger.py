@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from evaluation_wait import DayCompleteTrigger, DayPrefix
 
-from evaluation.wait import poke_interval
+from evaluation.stages.wait import poke_interval
 
 DAY = dt.date(2026, 9, 1)
 

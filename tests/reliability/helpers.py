@@ -12,8 +12,8 @@ from typing import Any
 import polars as pl
 
 from evaluation import storage
-from evaluation.contract import RunConfig
-from evaluation.options import build_config
+from evaluation.contract.config import RunConfig
+from evaluation.contract.options import build_config
 
 DAY = dt.date(2026, 11, 20)
 REPO = Path(__file__).resolve().parents[2]

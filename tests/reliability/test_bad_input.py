@@ -8,8 +8,8 @@ import json
 import pytest
 
 from evaluation import stages, storage
-from evaluation.day import run_day
-from evaluation.options import build_config
+from evaluation.cli.day import run_day
+from evaluation.contract.options import build_config
 
 DAY = dt.date(2026, 11, 25)
 GOOD = {"timestamp": "2026-11-25T08:00:00Z", "model": "m", "question": "Why?", "answer": "Because."}

@@ -16,8 +16,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from evaluation import stages, storage, synthetic
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens
 from tests.reliability.helpers import DAY, config, judge_reply, runs, table
 

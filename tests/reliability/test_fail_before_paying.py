@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import stages, storage, synthetic
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer, Reply
 from tests.reliability.helpers import DAY, config, landed_bytes, runs
 

@@ -13,8 +13,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import stages, storage, synthetic
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import MALFORMED_CONTENT, FaultPlan, OpenAIServer, Reply
 from tests.reliability.helpers import DAY, config, judge_kind, judge_reply, landed_bytes, prompt_pair, runs, table
 

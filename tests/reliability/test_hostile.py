@@ -19,11 +19,11 @@ import polars as pl
 import pytest
 
 from evaluation import stages, storage
-from evaluation.client import JudgeClient
-from evaluation.contract import InputRecord
-from evaluation.day import run_day
+from evaluation.calling.client import JudgeClient
+from evaluation.cli.day import run_day
+from evaluation.contract.config import InputRecord
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import parse_reply, read_fenced_blocks, render, score_table
-from evaluation.schemas import PARSED_SCHEMA
 from evaluation.testing.openai_server import OpenAIServer, ScriptedResponder
 from tests.reliability.helpers import DAY, config, judge_kind, table
 

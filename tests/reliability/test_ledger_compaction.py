@@ -13,9 +13,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import ledger, stages, storage, synthetic
-from evaluation.day import run_day
-from evaluation.ledger import Ledger, compact
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.storage import ledger
+from evaluation.storage.ledger import Ledger, compact
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, config, judge_reply, runs, table
 from tests.reliability.test_ledger_locality import _read_counter

@@ -13,9 +13,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from evaluation import ledger, stages, storage, synthetic
-from evaluation.day import run_day
-from evaluation.ledger import Ledger
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.storage import ledger
+from evaluation.storage.ledger import Ledger
+from evaluation.testing import synthetic
 from tests.reliability.helpers import DAY, config
 
 OFFLINE = {"judge_model": "offline/lexical", "max_reject_ratio": 0.5, "chunk_size": 20}
@@ -124,7 +126,7 @@ def test_a_rerun_chunk_with_nothing_to_call_never_imports_litellm(tmp_path: Path
     script = (
         "import json, sys\n"
         "from evaluation import stages\n"
-        "from evaluation.contract import RunConfig\n"
+        "from evaluation.contract.config import RunConfig\n"
         f"cfg = RunConfig.model_validate_json({rerun.model_dump_json()!r})\n"
         "stores = stages.Stores.open(cfg)\n"
         f"results = [stages.judge_chunk(cfg, stores, i) for i in range({len(chunks)})]\n"

@@ -1,6 +1,6 @@
 """Privacy: PII is redacted before it reaches the judge, and no secret ever leaves the process.
 
-Redaction is table-driven over :func:`evaluation.redact.redact_text`, then end to end: with
+Redaction is table-driven over :func:`evaluation.contract.redact.redact_text`, then end to end: with
 ``redact_pii`` the judge server receives no planted PII. The secret test plants an API key and
 S3-style credentials, has the judge server echo the key back in error bodies (as some gateways do),
 runs ``python -m evaluation run -v`` in a subprocess and searches everything it produced.
@@ -19,9 +19,10 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from evaluation import stages, storage, synthetic
-from evaluation.day import run_day
-from evaluation.redact import redact_text
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.contract.redact import redact_text
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import FaultPlan, OpenAIServer, Reply
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from evaluation import stages, storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
 from evaluation.stages import land
 from evaluation.stages._run import write_run_row
+from evaluation.testing import synthetic
 from evaluation.testing.s3 import LocalS3
 from tests.reliability.helpers import DAY, config
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from evaluation import stages, storage, synthetic
+from evaluation import stages, storage
+from evaluation.testing import synthetic
 from tests.reliability.helpers import DAY, config
 
 OFFLINE = {"judge_model": "offline/lexical", "max_reject_ratio": 0.5, "chunk_size": 10}

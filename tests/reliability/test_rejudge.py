@@ -14,8 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import stages, storage, synthetic
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import MALFORMED_CONTENT, OpenAIServer
 from tests.reliability.helpers import DAY, config, judge_reply, prompt_pair, runs, table
 

@@ -2,7 +2,7 @@
 
 The killed run is ``python -m evaluation run`` in a subprocess; the judge is an OpenAIServer in
 the test process, so the test sees every request either run sent. The ledger holds request
-hashes only: a request body's hash is recomputed exactly as :func:`evaluation.ledger.request_hash`
+hashes only: a request body's hash is recomputed exactly as :func:`evaluation.storage.ledger.request_hash`
 computes it from the rendered prompt, and checked against the ledger written before the kill.
 """
 
@@ -18,11 +18,13 @@ from typing import Any
 
 import polars as pl
 
-from evaluation import cli, stages, storage, synthetic
-from evaluation.client import JudgeClient
-from evaluation.contract import JUDGES, InputRecord
+from evaluation import stages, storage
+from evaluation.calling.client import JudgeClient
+from evaluation.cli import main as cli
+from evaluation.contract.config import JUDGES, InputRecord
 from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route
-from evaluation.ledger import request_hash
+from evaluation.storage.ledger import request_hash
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_kind, judge_reply, table
 

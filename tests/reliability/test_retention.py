@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import retention, stages, storage, synthetic
-from evaluation.contract import Retention
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import Retention
+from evaluation.storage import retention
+from evaluation.testing import synthetic
 from tests.reliability.helpers import DAY, REPO, cli_env, config, table
 
 RECORDS = 30

@@ -15,8 +15,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from evaluation import sql, stages, storage, synthetic
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.storage import sql
+from evaluation.testing import synthetic
 from evaluation.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
 from tests.reliability.faulty_proxy import FaultyProxy, S3FaultPlan
 from tests.reliability.helpers import DAY, config

@@ -15,10 +15,12 @@ import duckdb
 import polars as pl
 import pytest
 
-from evaluation import sql, stages, storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
 from evaluation.stages import land
+from evaluation.storage import sql
+from evaluation.testing import synthetic
 from tests.reliability.helpers import DAY, REPO, config, landed_bytes, runs, table
 
 OFFLINE = {"judge_model": "offline/lexical", "max_reject_ratio": 0.5}  # the planted bad records land as rejects

@@ -21,12 +21,14 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from evaluation import retention, sql, stages, storage, synthetic
-from evaluation.cli import latest_day
+from evaluation import stages, storage
+from evaluation.cli.day import run_day
+from evaluation.cli.main import latest_day
 from evaluation.compare.compute import landed_rows
-from evaluation.contract import ComparisonSpec, Retention
-from evaluation.day import run_day
+from evaluation.contract.config import ComparisonSpec, Retention
 from evaluation.report import build_daily_report
+from evaluation.storage import retention, sql
+from evaluation.testing import synthetic
 from evaluation.testing.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
 from tests.reliability.faulty_proxy import FaultyProxy, S3FaultPlan
 from tests.reliability.helpers import DAY, config
@@ -219,7 +221,8 @@ def test_a_reader_that_read_the_commit_just_before_a_relanding_reads_again(
             landing = False
         return found
 
-    monkeypatch.setattr(storage, "read_landed", landed_then_relanded)
+    monkeypatch.setattr(storage, "read_landed", landed_then_relanded)  # the package's face, and its callers inside
+    monkeypatch.setattr(storage.tables, "read_landed", landed_then_relanded)
     expected_landings = 1
     assert sql.run_sql(store, "SELECT run_id, count(*) FROM evaluations GROUP BY run_id").rows() == [
         ("second", RERUN_RECORDS * 3)]

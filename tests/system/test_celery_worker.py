@@ -30,7 +30,7 @@ pytestmark = pytest.mark.system
 REPO = Path(__file__).resolve().parents[2]
 WORKER_HOST = "preload-test"
 #: Modules the preload brings in and that a healthcheck has no use for.
-HEAVY = ("polars", "litellm", "great_expectations", "evaluation.client")
+HEAVY = ("polars", "litellm", "great_expectations", "evaluation.calling.client")
 PRELOADED = re.compile(r"worker preload: imported (?P<modules>.+) in [\d.]+ s \(pid (?P<pid>\d+)\)")
 #: Waiting for a worker to come up on a loaded 2-core machine (not an assertion about speed).
 START_TIMEOUT_S = 180.0
@@ -114,7 +114,7 @@ def test_the_worker_preloads_the_pipeline_once_in_its_main_process(worker: Worke
     match = _preload_line(worker.log)
     assert match is not None
     assert int(match.group("pid")) == worker.process.pid, "the preload ran outside the worker's main process"
-    assert "evaluation.client" in match.group("modules")
+    assert "evaluation.calling.client" in match.group("modules")
     # Before the pool: the preload's line comes before the worker reports ready.
     assert text.index("worker preload") < text.index(f"celery@{WORKER_HOST} ready")
 

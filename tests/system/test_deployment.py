@@ -23,11 +23,13 @@ import httpx
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.fleetrate import rate_settings
-from evaluation.ratelimit import DEFAULT_BURST_S
+from evaluation import storage
+from evaluation.calling.fleetrate import rate_settings
+from evaluation.calling.ratelimit import DEFAULT_BURST_S
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
-from scripts.deployment import TASK_ROLE, ApiClient, ApiError, LocalDeployment, max_overlap
+from scripts.airflow_api import ApiClient, ApiError, max_overlap
+from scripts.deployment import TASK_ROLE, LocalDeployment
 from tests.reliability.helpers import judge_reply
 
 pytestmark = pytest.mark.system

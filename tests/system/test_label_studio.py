@@ -23,15 +23,16 @@ import httpx
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
+from evaluation.contract.review import ReviewSpec
 from evaluation.report import build_daily_report
-from evaluation.review.job import queue_day
-from evaluation.review.labels import read_labels
-from evaluation.review.labelstudio import LabelStudio, pull_labels, send_queue
-from evaluation.review.spec import ReviewSpec
 from evaluation.stages import Stores
+from evaluation.stages.labelstudio import LabelStudio, pull_labels, send_queue
+from evaluation.stages.review import queue_day
+from evaluation.storage.labels import read_labels
+from evaluation.testing import synthetic
 
 pytestmark = pytest.mark.system
 

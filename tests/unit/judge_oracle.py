@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from evaluation.contract import Thresholds
+from evaluation.contract.config import Thresholds
 
 RAG_METRICS = ("faithfulness", "context_relevance", "answer_relevance", "semantic_similarity")
 MASIS_DIMENSIONS = ("faithfulness", "relevance", "completeness", "reasoning_quality")

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from evaluation_wait import DayCompleteTrigger, DayPrefix
 
-from evaluation import storage, synthetic
-from evaluation.contract import RunConfig
+from evaluation import storage
+from evaluation.contract.config import RunConfig
 from evaluation.stages import RunFailed, Stores
-from evaluation.wait import absent_after, wait_for_day
+from evaluation.stages.wait import absent_after, wait_for_day
+from evaluation.testing import synthetic
 from tests.factories import FakeClock
 
 DAY = dt.date(2026, 9, 1)

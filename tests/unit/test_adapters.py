@@ -12,8 +12,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.adapters import (
+from evaluation import storage
+from evaluation.contract.adapters import (
     InputAdapter,
     MappingError,
     adapt_chat,
@@ -23,10 +23,11 @@ from evaluation.adapters import (
     read_timestamp,
     resolve,
 )
-from evaluation.ingest import ingest_objects
-from evaluation.options import build_config
+from evaluation.contract.options import build_config
 from evaluation.stages.ingest import raw_objects, validated_batches
-from evaluation.validation import DayValidator
+from evaluation.storage.ingest import ingest_objects
+from evaluation.storage.validation import DayValidator
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 11, 25)
 TS = "2026-11-25T10:00:00Z"

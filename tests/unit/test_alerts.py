@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from evaluation import storage
-from evaluation.cli import main as cli_main
+from evaluation.cli.main import main as cli_main
 from evaluation.report import AlertPolicy, build_daily_report
 from evaluation.report.alerts import severity_key, two_sided_p
 from evaluation.report.monitor import Daily, compare_day, day_variance, reference_of

@@ -7,8 +7,8 @@ from __future__ import annotations
 import polars as pl
 
 from bench import data
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import score_table
-from evaluation.schemas import PARSED_SCHEMA
 
 
 def test_generated_judged_rows_have_every_judge_and_status_and_score() -> None:

@@ -142,7 +142,7 @@ def test_the_guarantee_holds_on_judges_whose_mistakes_go_together() -> None:
 def test_the_calibration_page_states_the_guarantee_and_what_it_assumes() -> None:
     from evaluation.calibration import CalibrationSpec
     from evaluation.calibration.render import _cascade_section
-    from evaluation.schemas import CASCADE_SCHEMA
+    from evaluation.contract.schemas import CASCADE_SCHEMA
 
     spec = CalibrationSpec(golden_uri="golden/set", judges=["rag"], judge_model="openai/gpt-4o",
                            cascade="openai/gpt-4o-mini", band_loss=0.03, band_confidence=0.95)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import schemas
-from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES
-from evaluation.options import RUN_OPTIONS
-from evaluation.review.cli import REVIEW_OPTIONS
-from evaluation.review.labels import HUMAN_LABELS_SCHEMA
-from evaluation.review.queue import QUEUE_SCHEMA
+from evaluation.cli.review import REVIEW_OPTIONS
+from evaluation.contract import schemas
+from evaluation.contract.config import EVALUATION_COLUMNS, JUDGE_STATUSES
+from evaluation.contract.options import RUN_OPTIONS
+from evaluation.contract.review_queue import QUEUE_SCHEMA
+from evaluation.storage.labels import HUMAN_LABELS_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")

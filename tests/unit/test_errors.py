@@ -8,18 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import errors, storage
-from evaluation._compat import UnsupportedVersion
-from evaluation.adapters import MappingError
-from evaluation.batch import BatchUnsupported
-from evaluation.calibration.spec import CalibrationError
-from evaluation.cli import main
-from evaluation.cli_support import CliError
-from evaluation.contract import ComparisonError
+from evaluation import storage
+from evaluation.calling._compat import UnsupportedVersion
+from evaluation.calling.batch import BatchUnsupported
+from evaluation.cli.main import main
+from evaluation.cli.support import CliError
+from evaluation.contract import errors
+from evaluation.contract.adapters import MappingError
+from evaluation.contract.calibration import CalibrationError
+from evaluation.contract.config import ComparisonError
 from evaluation.report import ReportError
-from evaluation.sql import SqlError
 from evaluation.stages import JudgeUnreachable, JudgeUnusable, RunFailed
-from evaluation.validation import ValidationError
+from evaluation.storage.sql import SqlError
+from evaluation.storage.validation import ValidationError
 
 DAY = dt.date(2026, 9, 10)
 
@@ -98,7 +99,7 @@ def test_a_bare_value_error_is_a_failure_not_a_usage_error(monkeypatch: pytest.M
     def broken(*args: object, **kwargs: object) -> object:
         raise ValueError("a bug deep inside")
 
-    monkeypatch.setattr("evaluation.sql.run_sql", broken)
+    monkeypatch.setattr("evaluation.storage.sql.run_sql", broken)
     code, err = _cli(["sql", "SELECT 1", "--output", str(tmp_path)], capsys)
     assert code == 1 and "ValueError: a bug deep inside (run with -v for the traceback)" in err
 

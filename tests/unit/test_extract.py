@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from evaluation.contract import InputRecord
+from evaluation.contract.config import InputRecord
 from evaluation.judges import extract_json_object, is_number, parse_reply
 from tests.factories import make_record
 

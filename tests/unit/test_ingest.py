@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation.ingest import (
+from evaluation.storage.ingest import (
     MAX_RAW_CHARS,
     ROW_SCHEMA,
     ObjectRows,

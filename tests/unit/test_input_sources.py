@@ -15,10 +15,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.day import run_day
-from evaluation.options import build_config
+from evaluation import storage
+from evaluation.cli.day import run_day
+from evaluation.contract.options import build_config
 from evaluation.stages import RunFailed, Stores
+from evaluation.testing import synthetic
 from evaluation.testing.sources import litellm_key, litellm_payloads, otel_export, otlp_json
 
 DAY = dt.date(2026, 11, 25)

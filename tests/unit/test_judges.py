@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evaluation.contract import InputRecord
+from evaluation.contract.config import InputRecord
 from evaluation.judges import (
     HEDGE_PHRASES,
     PROMPT_VERSIONS,

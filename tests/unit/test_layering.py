@@ -12,29 +12,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: Bottom to top; a module's layer is that of the longest name listed that it is or lies under.
+#: Bottom to top: each layer is one or more folders of ``evaluation/``; plugins/ and dags/ sit on top.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("contract", ("evaluation", "evaluation.contract", "evaluation.errors", "evaluation.adapters", "evaluation.schemas", "evaluation.versions",
-                  "evaluation.options", "evaluation.judges", "evaluation.calibration", "evaluation.calibration.spec",
-                  "evaluation.multiplicity", "evaluation.normalise", "evaluation.redact", "evaluation.reject_summary",
-                  "evaluation.synthetic", "evaluation.review", "evaluation.review.spec", "evaluation.review.estimate",
-                  "evaluation.review.queue")),
-    ("storage", ("evaluation.storage", "evaluation.ingest", "evaluation.otel", "evaluation.validation", "evaluation.ledger",
-                 "evaluation.sql", "evaluation.retention", "evaluation.summary", "evaluation.review.labels")),
-    ("client", ("evaluation._compat", "evaluation.client", "evaluation.cost", "evaluation.outcome", "evaluation.ratelimit", "evaluation.fleetrate",
-                "evaluation.offline", "evaluation.batch")),
-    ("stages", ("evaluation.stages", "evaluation.wait", "evaluation.review.job", "evaluation.review.labelstudio")),
-    ("pages", ("evaluation.charts", "evaluation.html", "evaluation.report", "evaluation.compare",
-               "evaluation.calibration.cascade", "evaluation.calibration.compute", "evaluation.calibration.daily", "evaluation.calibration.golden",
-               "evaluation.calibration.metrics", "evaluation.calibration.render", "evaluation.calibration.run",
-               "evaluation.day", "evaluation.review.calibrate")),
-    ("cli", ("evaluation.cli", "evaluation.cli_support", "evaluation.calibration.cli", "evaluation.sample_logs",
-             "evaluation.sample_formats",
-             "evaluation.__main__", "evaluation.testing", "evaluation.review.cli")),
-    ("airflow", ("plugins", "dags")),
+    ("contract", ("contract", "judges")),
+    ("storage", ("storage",)),
+    ("calling", ("calling",)),
+    ("stages", ("stages",)),
+    ("pages", ("pages", "report", "compare", "calibration")),
+    ("cli", ("cli", "testing")),
+    ("airflow", ()),
 ]
-LEVEL = {prefix: level for level, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes}
+LEVEL = {folder: level for level, (_, folders) in enumerate(LAYERS) for folder in folders}
 NAME = [name for name, _ in LAYERS]
+AIRFLOW = len(LAYERS) - 1
+#: The package's root modules: its face (light names a DAG file may import) and ``python -m evaluation``.
+ROOT_MODULES = {"evaluation": LEVEL["contract"], "evaluation.__main__": LEVEL["cli"]}
 
 
 def _modules() -> dict[str, Path]:
@@ -54,14 +46,20 @@ MODULES = _modules()
 
 
 def layer(module: str) -> int:
+    """The layer of a module: that of the folder of ``evaluation/`` it lies in."""
     if module.startswith("dags.") or (REPO / "plugins" / f"{module}.py").exists():
-        return LEVEL["plugins"]
-    name = module
-    while name and (name != "evaluation" or module == "evaluation"):  # the root package is one module
-        if name in LEVEL:
-            return LEVEL[name]
-        name = name.rpartition(".")[0]
-    raise AssertionError(f"{module} is in no layer: add it to LAYERS (and docs/layout.md)")
+        return AIRFLOW
+    if module in ROOT_MODULES:
+        return ROOT_MODULES[module]
+    folder = module.split(".")[1]
+    if folder not in LEVEL:
+        raise AssertionError(f"{module} lies in no layer's folder: move it into one (docs/layout.md)")
+    return LEVEL[folder]
+
+
+def package(module: str) -> str:
+    """The layer folder a module lies in (``evaluation.storage.ingest`` -> ``storage``)."""
+    return module.split(".")[1] if module.startswith("evaluation.") else module.split(".")[0]
 
 
 def _imported(module: str, path: Path) -> Iterator[tuple[str, int]]:
@@ -94,7 +92,48 @@ GRAPH: dict[str, dict[str, int]] = {
 
 def test_every_module_has_a_layer() -> None:
     assert {m: layer(m) for m in MODULES}  # raises naming the first module without one
-    assert "evaluation.client" in MODULES and "evaluation.html" in MODULES and len(MODULES) > 80
+    assert "evaluation.calling.client" in MODULES and "evaluation.pages.html" in MODULES and len(MODULES) > 80
+
+
+def test_the_folders_are_the_layers() -> None:
+    """``evaluation/`` holds its two root modules and the layers' folders, nothing else; every
+    folder is a package in exactly one layer."""
+    top = sorted(p.name for p in (REPO / "evaluation").iterdir() if p.suffix == ".py")
+    folders = sorted(p.name for p in (REPO / "evaluation").iterdir() if (p / "__init__.py").exists())
+    assert top == ["__init__.py", "__main__.py"]
+    assert folders == sorted(LEVEL)
+
+
+def test_every_package_says_what_it_offers() -> None:
+    """Each layer's package declares ``__all__``: the names the layers above may take from its face."""
+    missing = [folder for folder in LEVEL if "__all__" not in (REPO / "evaluation" / folder / "__init__.py").read_text()]
+    assert missing == []
+
+
+def test_private_modules_stay_in_their_package() -> None:
+    """A module whose name starts with ``_`` is imported only from inside its own package."""
+    leaks = [
+        f"{MODULES[m].relative_to(REPO)}:{line} imports {t}"
+        for m, targets in GRAPH.items() for t, line in targets.items()
+        if t.rpartition(".")[2].startswith("_") and package(t) != package(m)
+    ]
+    assert leaks == []
+
+
+def _packages(graph: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The import graph between the layers' folders (an edge per importing folder and imported one)."""
+    folded: dict[str, dict[str, int]] = {}
+    for module, targets in graph.items():
+        if module in ROOT_MODULES or not module.startswith("evaluation."):
+            continue
+        for target, line in targets.items():
+            if target.startswith("evaluation.") and target not in ROOT_MODULES and package(target) != package(module):
+                folded.setdefault(package(module), {})[package(target)] = line
+    return folded
+
+
+def test_no_package_cycle() -> None:
+    assert _cycles(_packages(GRAPH)) == []
 
 
 def test_no_import_goes_up_a_layer() -> None:
@@ -146,15 +185,17 @@ def test_no_import_cycle() -> None:
 
 def test_the_walk_sees_function_level_imports_and_cycles() -> None:
     """The checks can fail: an import inside a function is an edge, and a loop is found."""
-    source = "def f():\n    from evaluation.cli import main\n"
-    probe = Path(REPO / "evaluation" / "contract.py")
-    edges = dict(_imported("evaluation.contract", probe))
-    assert "evaluation.cli" not in edges
+    source = "def f():\n    from evaluation.cli.main import main\n"
+    probe = Path(REPO / "evaluation" / "contract" / "config.py")
+    edges = dict(_imported("evaluation.contract.config", probe))
+    assert "evaluation.cli.main" not in edges
     tree = ast.parse(source)
     inner = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert inner and inner[0].module == "evaluation.cli" and layer("evaluation.cli") > layer("evaluation.contract")
+    assert inner and inner[0].module == "evaluation.cli.main" and layer("evaluation.cli.main") > layer("evaluation.contract.config")
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
-    assert GRAPH["evaluation.day"]["evaluation.report"] and GRAPH["evaluation.stages.check"]["evaluation.calibration"]
+    assert GRAPH["evaluation.cli.day"]["evaluation.report"] and GRAPH["evaluation.stages.check"]["evaluation.contract"]
+    assert _cycles(_packages({"evaluation.a.x": {"evaluation.b.y": 1}, "evaluation.b.y": {"evaluation.a.z": 2}})) \
+        == [["a", "b"]]
 
 
 def _function_level_imports(source: str) -> list[int]:
@@ -200,3 +241,10 @@ def test_the_unexplained_import_check_can_fail() -> None:
               "    import pandas\n\n\ndef g():\n    from json import dumps  # light really\n")
     assert _function_level_imports(source) == [6, 7, 9, 13]
     assert _unexplained(source) == [9]
+
+
+def test_no_module_is_over_700_lines() -> None:
+    """One concern a module: a module grown past 700 lines is split along its own sections."""
+    long = {str(path.relative_to(REPO)): n for folder in ("evaluation", "plugins", "dags", "scripts", "bench")
+            for path in sorted((REPO / folder).rglob("*.py")) if (n := len(path.read_text().splitlines())) > 700}
+    assert long == {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluation import storage
-from evaluation.ledger import Ledger
+from evaluation.storage.ledger import Ledger
 
 DAY = dt.date(2026, 11, 20)
 

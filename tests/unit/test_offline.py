@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from evaluation.contract import InputRecord
+from evaluation.calling.offline import respond
+from evaluation.contract.config import InputRecord
 from evaluation.judges import parse_reply, render
-from evaluation.offline import respond
 from tests.unit.judge_oracle import score_row
 
 CONTEXTS = [{"id": "ctx-1", "text": "The Eiffel Tower is 330 metres tall and stands in Paris, France."}]

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from evaluation import synthetic
-from evaluation.contract import InputRecord
+from evaluation.calling.offline import explain, respond
+from evaluation.contract.config import InputRecord
 from evaluation.judges import render
-from evaluation.offline import explain, respond
+from evaluation.testing import synthetic
 
 #: Wording that says a metric is good, and wording that says it is poor, per metric.
 GOOD = {

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from evaluation import offline
 from evaluation.calibration.golden import label_problems
+from evaluation.calling import offline
 from scripts import offline_figures as figures
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from evaluation import synthetic
-from evaluation.contract import InputRecord
+from evaluation.calling.offline import context_relevance, is_open_request, respond
+from evaluation.contract.config import InputRecord
 from evaluation.judges import parse_reply, render
-from evaluation.offline import context_relevance, is_open_request, respond
+from evaluation.testing import synthetic
 from tests.unit.judge_oracle import score_row
 
 

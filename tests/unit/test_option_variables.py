@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
-from evaluation import cli, storage, synthetic
-from evaluation.contract import RUN_INTERNALS, RunConfig
-from evaluation.options import RUN_OPTIONS, build_config
+from evaluation import storage
+from evaluation.cli import main as cli
+from evaluation.contract.config import RUN_INTERNALS, RunConfig
+from evaluation.contract.options import RUN_OPTIONS, build_config
+from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import judge_reply
 

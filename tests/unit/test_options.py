@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from evaluation.calibration.spec import CalibrationSpec
-from evaluation.cli_support import add_options
-from evaluation.contract import RUN_INTERNALS, RunConfig, Sample
-from evaluation.options import COMPARE_OPTIONS, RUN_OPTIONS, build_config, model_input, options
+from evaluation.cli.support import add_options
+from evaluation.contract.calibration import CalibrationSpec
+from evaluation.contract.config import RUN_INTERNALS, RunConfig, Sample
+from evaluation.contract.options import COMPARE_OPTIONS, RUN_OPTIONS, build_config, model_input, options
 
 DAY = dt.date(2026, 11, 25)
 BASE = {"input_uri": "/in", "output_uri": "/out"}
@@ -144,7 +144,9 @@ def test_cli_bad_option_exits_2_with_a_message(tmp_path) -> None:
 
 
 def test_cli_run_prints_a_line_per_stage_on_stderr_and_json_on_stdout(tmp_path, capsys) -> None:
-    from evaluation import cli, storage, synthetic
+    from evaluation import storage
+    from evaluation.cli import main as cli
+    from evaluation.testing import synthetic
 
     synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 30)
     args = ["run", "--date", DAY.isoformat(), "--input", str(tmp_path / "raw"), "--output", str(tmp_path / "out"),

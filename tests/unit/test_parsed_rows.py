@@ -11,9 +11,9 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import polars as pl
 import pytest
 
-from evaluation.contract import InputRecord, JudgeName
+from evaluation.contract.config import InputRecord, JudgeName
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import ParsedRow, call_error_row, not_applicable_row, parse_reply
-from evaluation.schemas import PARSED_SCHEMA
 from tests.factories import make_record
 
 _HINTS = get_type_hints(ParsedRow)

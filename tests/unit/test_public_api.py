@@ -12,7 +12,7 @@ import pytest
 import evaluation
 import evaluation.calibration
 import evaluation.compare
-import evaluation.contract
+import evaluation.contract.config
 import evaluation.judges
 import evaluation.report
 import evaluation.stages
@@ -33,14 +33,14 @@ def test_the_packages_a_dag_file_reaches_import_nothing_heavy() -> None:
     """``evaluation`` and ``evaluation.calibration`` run when a DAG file imports the options or the
     calibration spec: they re-export light names only."""
     code = (
-        "import sys, evaluation, evaluation.calibration, evaluation.options\n"
+        "import sys, evaluation, evaluation.calibration, evaluation.contract.options\n"
         "print(sorted(m for m in ('litellm', 'polars', 'great_expectations', 'pandas', 'boto3', 'openai') "
         "if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
-    assert evaluation.RunConfig is evaluation.contract.RunConfig
+    assert evaluation.RunConfig is evaluation.contract.config.RunConfig
 
 
 def test_importing_the_library_changes_nothing_in_the_process() -> None:
@@ -50,10 +50,10 @@ def test_importing_the_library_changes_nothing_in_the_process() -> None:
         "import gc, json, logging, os, sys\n"
         "import polars  # sets its allocator's variable at its own import: not ours to judge\n"
         "before = dict(os.environ)\n"
-        "import evaluation, evaluation.client, evaluation.stages, evaluation.options, evaluation.judges\n"
+        "import evaluation, evaluation.calling.client, evaluation.stages, evaluation.contract.options, evaluation.judges\n"
         "after_import = {'litellm': 'litellm' in sys.modules, 'env': dict(os.environ) == before,\n"
         "                'frozen': gc.get_freeze_count(), 'level': logging.getLogger('LiteLLM').level}\n"
-        "evaluation.client.JudgeClient('offline/lexical')\n"
+        "evaluation.calling.client.JudgeClient('offline/lexical')\n"
         "configured = {'litellm': 'litellm' in sys.modules, 'frozen': gc.get_freeze_count() > 0,\n"
         "              'offline': any(e.get('provider') == 'offline' for e in sys.modules['litellm'].custom_provider_map)}\n"
         "print(json.dumps([after_import, configured]))\n"

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from evaluation.contract import question_key
+from evaluation.contract.config import question_key
 
 
 @pytest.mark.parametrize("variant", [

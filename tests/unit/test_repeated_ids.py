@@ -15,10 +15,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import stages, storage, validation
-from evaluation.contract import RunConfig
-from evaluation.ingest import ingest_batches, ingest_objects
-from evaluation.validation import DayValidator, SeenIds, validate
+from evaluation import stages, storage
+from evaluation.contract.config import RunConfig
+from evaluation.storage import validation
+from evaluation.storage.ingest import ingest_batches, ingest_objects
+from evaluation.storage.validation import DayValidator, SeenIds, validate
 from tests.factories import jsonl, raw_record
 
 DAY = dt.date(2026, 11, 25)

@@ -1,4 +1,4 @@
-"""The daily report (evaluation.report, evaluation.charts): every number in summary.json against an
+"""The daily report (evaluation.report, evaluation.pages.charts): every number in summary.json against an
 independent recomputation in plain Python from the landed rows, the intervals, the flags, the
 handling of thin history (one day, missing days), escaping of hostile logged text, the page's
 self-containment, landing, and the ``report`` command."""
@@ -18,9 +18,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import charts, storage
-from evaluation.cli import main as cli_main
-from evaluation.contract import EVALUATION_COLUMNS, JUDGE_STATUSES
+from evaluation import storage
+from evaluation.cli.main import main as cli_main
+from evaluation.contract.config import EVALUATION_COLUMNS, JUDGE_STATUSES
+from evaluation.contract.schemas import PARSED_SCHEMA, REJECT_SCHEMA
+from evaluation.pages import charts
 from evaluation.report import (
     ReportError,
     build_daily_report,
@@ -29,8 +31,7 @@ from evaluation.report import (
     wilson_interval,
     write_daily_report,
 )
-from evaluation.schemas import PARSED_SCHEMA, REJECT_SCHEMA
-from evaluation.summary import METRICS, build_daily_summary
+from evaluation.storage.summary import METRICS, build_daily_summary
 
 DAY = dt.date(2026, 11, 20)
 #: 13 days of history ending on DAY, with 2026-11-16 missing.
@@ -541,10 +542,11 @@ def test_histogram_bins() -> None:
 
 
 def test_report_on_a_real_pipeline_run(tmp_path: Path) -> None:
-    pytest.importorskip("evaluation.validation", reason="the validation stage is not in this tree yet")
-    from evaluation import stages, synthetic
-    from evaluation.contract import RunConfig
-    from evaluation.day import run_day
+    pytest.importorskip("evaluation.storage.validation", reason="the validation stage is not in this tree yet")
+    from evaluation import stages
+    from evaluation.cli.day import run_day
+    from evaluation.contract.config import RunConfig
+    from evaluation.testing import synthetic
 
     raw = storage.open_store(str(tmp_path / "raw"))
     for day in (DAY - dt.timedelta(days=1), DAY):

@@ -13,14 +13,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.contract import RunConfig
-from evaluation.day import run_day
+from evaluation import storage
+from evaluation.cli.day import run_day
+from evaluation.contract.config import RunConfig
 from evaluation.report import AlertPolicy, build_daily_report, compute_summary, render_html
 from evaluation.report.compute import ReportInputs
 from evaluation.report.segments import SEGMENT_MIN_ROWS
 from evaluation.stages import RunFailed, Stores
-from evaluation.summary import MISSING_SEGMENT, OTHER_SEGMENT, build_daily_summary, segment_values
+from evaluation.storage.summary import MISSING_SEGMENT, OTHER_SEGMENT, build_daily_summary, segment_values
+from evaluation.testing import synthetic
 
 LAST = dt.date(2026, 11, 20)
 

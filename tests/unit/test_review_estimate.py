@@ -1,4 +1,4 @@
-"""Prediction-powered rates (evaluation.review.estimate): on simulated days with a judge biased by
+"""Prediction-powered rates (evaluation.contract.estimate): on simulated days with a judge biased by
 a known amount, the corrected 95% interval covers the true rate about 95% of the time while the
 judge-only interval does not; and Fleiss' κ between annotators."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluation.review.estimate import fleiss_kappa, ppi_rate
+from evaluation.contract.estimate import fleiss_kappa, ppi_rate
 from evaluation.testing.biased import coverage, simulated_day
 
 

@@ -10,20 +10,21 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from evaluation import storage, synthetic
-from evaluation.calibration.spec import CalibrationError
-from evaluation.cli import main
-from evaluation.contract import OFFLINE_JUDGE_MODEL, RunConfig
-from evaluation.day import run_day
+from evaluation import storage
+from evaluation.calibration.people import calibrate_from_labels
+from evaluation.cli.day import run_day
+from evaluation.cli.main import main
+from evaluation.contract.calibration import CalibrationError
+from evaluation.contract.config import OFFLINE_JUDGE_MODEL, RunConfig
+from evaluation.contract.review import ReviewError, ReviewSpec
 from evaluation.judges import PROMPT_VERSIONS
 from evaluation.report import build_daily_report
 from evaluation.report.people import people_summary
-from evaluation.review.calibrate import calibrate_from_labels
-from evaluation.review.job import export_queue, import_labels, queue_day, read_queues
-from evaluation.review.labels import Annotation, land_labels, read_labels
-from evaluation.review.spec import ReviewError, ReviewSpec
 from evaluation.stages import Stores
+from evaluation.stages.review import export_queue, import_labels, queue_day, read_queues
 from evaluation.stages.thresholds import with_calibrated_thresholds
+from evaluation.storage.labels import Annotation, land_labels, read_labels
+from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 3, 2)
 LABELLED = dt.datetime(2026, 3, 4, 9, 30, tzinfo=dt.UTC)

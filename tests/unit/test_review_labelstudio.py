@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from evaluation.review.labelstudio import LABEL_CONFIG, annotations_of, answer_html, task_of
+from evaluation.stages.labelstudio import LABEL_CONFIG, annotations_of, answer_html, task_of
 
 
 @pytest.mark.parametrize(("answer", "ids", "expected"), [

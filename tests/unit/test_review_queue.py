@@ -1,5 +1,5 @@
 """The review queue's draw: strata, inclusion probabilities, never a record twice, the same draw on
-a re-run (evaluation.review.queue, evaluation.review.job)."""
+a re-run (evaluation.contract.review_queue, evaluation.stages.review)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 
 from evaluation import storage
-from evaluation.review.job import queue_day, read_queues
-from evaluation.review.queue import allocate, draw_seed, record_strata, select_queue
-from evaluation.review.spec import ReviewSpec
+from evaluation.contract.review import ReviewSpec
+from evaluation.contract.review_queue import allocate, draw_seed, record_strata, select_queue
+from evaluation.stages.review import queue_day, read_queues
 
 DAY = dt.date(2026, 3, 2)
 

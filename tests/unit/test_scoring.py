@@ -12,7 +12,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation.contract import RULES_VERSION, InputRecord, Thresholds
+from evaluation.contract.config import RULES_VERSION, InputRecord, Thresholds
+from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import (
     base_row,
     call_error_row,
@@ -22,7 +23,6 @@ from evaluation.judges import (
     score_table,
     verdict,
 )
-from evaluation.schemas import PARSED_SCHEMA
 from tests.factories import make_record
 from tests.unit.judge_oracle import score_row
 

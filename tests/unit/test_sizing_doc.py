@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import cli
+from evaluation.cli import main as cli
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
 BLOCK = re.compile(r"<!-- sizing: python -m evaluation (plan [^>]*?) -->\n(.*?)\n<!-- /sizing -->", re.S)

@@ -12,10 +12,13 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation import ingest, schemas, stages, storage, synthetic, validation
-from evaluation.contract import RunConfig
-from evaluation.ingest import IngestResult, Reject, ingest_batches, ingest_objects, iter_object, read_object
-from evaluation.validation import DayValidator, validate
+from evaluation import stages, storage
+from evaluation.contract import schemas
+from evaluation.contract.config import RunConfig
+from evaluation.storage import ingest, validation
+from evaluation.storage.ingest import IngestResult, Reject, ingest_batches, ingest_objects, iter_object, read_object
+from evaluation.storage.validation import DayValidator, validate
+from evaluation.testing import synthetic
 from tests.factories import jsonl, raw_record
 
 DAY = dt.date(2026, 11, 25)

@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from evaluation.contract import JUDGE_STATUSES, VERDICTS
-from evaluation.summary import METRICS, SummaryBuilder, build_daily_summary, summary_schema
+from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
+from evaluation.storage.summary import METRICS, SummaryBuilder, build_daily_summary, summary_schema
 
 DAY = dt.date(2026, 11, 1)
 STATUSES = [*JUDGE_STATUSES, "ok", "ok", "ok", "ok"]  # 5 in 9 ok

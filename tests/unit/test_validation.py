@@ -14,8 +14,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from evaluation.ingest import IngestResult, ingest_objects
-from evaluation.validation import (
+from evaluation.storage.ingest import IngestResult, ingest_objects
+from evaluation.storage.validation import (
     SUITE_NAME,
     TABLE_SUITE_NAME,
     VALID_COLUMNS,
@@ -569,8 +569,8 @@ def test_rows_missing_a_column_are_a_run_error() -> None:
 def test_validation_imports_neither_airflow_nor_litellm() -> None:
     code = (
         "import datetime as dt, sys\n"
-        "from evaluation.ingest import ingest_objects\n"
-        "from evaluation.validation import validate\n"
+        "from evaluation.storage.ingest import ingest_objects\n"
+        "from evaluation.storage.validation import validate\n"
         "day = dt.date(2026, 11, 25)\n"
         "validate(ingest_objects([], day).rows, day=day, allow_empty=True)\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'airflow', 'litellm'}))\n"

@@ -1,0 +1,67 @@
+"""Every use of a dependency's private API, in one module, each gated on the versions it was read from.
+
+litellm (read in 1.110): the context flag litellm sets around its own nested calls, under which it
+skips its success logging (:func:`internal_call_flag`); the lists of registered callbacks, sync and
+async (:func:`has_callbacks`); and the cost litellm put on a response while building it
+(:func:`hidden_params`). :func:`check_litellm`, called when the client sets litellm up, fails with
+the version found and the range supported as soon as another litellm is installed, rather than let
+a renamed list drop a user's callbacks without a word.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from contextvars import ContextVar
+from typing import Any
+
+from evaluation.contract.errors import ConfigurationError
+
+#: litellm versions the private names below were read from: at least the first, below the second.
+LITELLM_SUPPORTED = ((1, 110), (1, 111))
+#: litellm's callback lists: while all are empty, nothing reads what its success logging builds.
+CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
+                  "_async_failure_callback", "input_callback", "service_callback")
+
+
+class UnsupportedVersion(ConfigurationError, RuntimeError):
+    """An installed dependency is outside the versions whose private API this module uses."""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts: list[int] = []
+    for part in version.split("."):
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def check_litellm() -> str:
+    """The installed litellm's version; raises :class:`UnsupportedVersion` outside :data:`LITELLM_SUPPORTED`."""
+    found = importlib.metadata.version("litellm")
+    low, high = LITELLM_SUPPORTED
+    if not low <= _release(found) < high:
+        supported = f">={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
+        raise UnsupportedVersion(
+            f"litellm {found} is installed, but evaluation/calling/_compat.py uses private parts of litellm read "
+            f"from versions {supported} only (its internal-call flag, callback lists and response cost): "
+            f"install litellm{supported}, or check those parts against {found} and widen LITELLM_SUPPORTED")
+    return found
+
+
+def internal_call_flag() -> ContextVar[bool]:
+    """litellm's flag of its own nested calls: while set, litellm skips its success logging."""
+    from litellm._internal_context import is_internal_call  # heavy: imported once the client sets litellm up
+
+    return is_internal_call
+
+
+def has_callbacks(litellm: Any) -> bool:
+    """Whether any callback, of any kind, is registered with ``litellm``."""
+    return any(getattr(litellm, name) for name in CALLBACK_LISTS)
+
+
+def hidden_params(response: Any) -> Any:
+    """What litellm attached to a response while building it (its cost, provider, model names)."""
+    return getattr(response, "_hidden_params", None) or {}

@@ -1,0 +1,569 @@
+"""The judge client: the only module that imports litellm (its private parts: :mod:`evaluation.calling._compat`).
+
+One :class:`JudgeClient` per run sends rendered prompts through ``litellm.acompletion`` with
+bounded concurrency, a per-attempt timeout and its own retry policy (litellm's and the OpenAI
+SDK's retries are switched off so that exactly one policy holds):
+
+* retried: 429 rate limits, 5xx, timeouts and connection errors; never other 4xx, nor a 429 that
+  says the quota is used up;
+* exponential backoff (``backoff_base_s`` doubling up to ``backoff_max_s``) with equal jitter, or
+  the server's ``Retry-After`` when it sends one;
+* at most ``max_attempts`` attempts, and never past ``retry_budget_s`` for one call: a wait that
+  would cross the budget is not started.
+
+Calls in flight adapt to the provider (:class:`~evaluation.calling.ratelimit.AdaptiveLimit`): a 429 about
+the caller's rate shrinks them gently (5xx, timeouts and malformed replies never do), time grows
+them back to ``concurrency`` within seconds once 429s stop, and a ``Retry-After`` delays only the
+request that got it. An optional budget of requests and tokens per minute (``rpm``, ``tpm``: the
+provider's limits for the whole deployment, see :mod:`evaluation.calling.fleetrate`) spaces the calls out
+before they are sent, so a provider's rate limit is met instead of answered with 429s; without
+one, a 429 that states the provider's limits (``x-ratelimit-limit-requests`` / ``-tokens``) sets
+the budget to them.
+
+A failed call is an outcome, never an exception: a :class:`~evaluation.calling.outcome.CallOutcome` with
+the class of its error (see :mod:`evaluation.calling.outcome`).
+
+The built-in offline judge (model ``offline/lexical``) is registered here as a litellm custom
+provider, so it runs through the very same code path with no network and no key.
+
+Importing this module changes nothing in the process: litellm is imported and set up by
+:func:`configure`, which the client and every function here that needs litellm call first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import gc
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from evaluation.calling import _compat, offline
+from evaluation.calling.fleetrate import SharedBudget, judge_budget
+from evaluation.calling.outcome import (
+    RETRYABLE,
+    CallOutcome,
+    classify_error,
+    error_message,
+    rate_limit_headers,
+    rate_limit_remaining,
+    retry_after_seconds,
+)
+from evaluation.calling.ratelimit import AdaptiveLimit, RateBudget, estimate_tokens, is_callers_rate
+from evaluation.contract.config import StructuredOutput
+from evaluation.judges import PROBE_PROMPT, RenderedPrompt
+from evaluation.judges.schema import response_format
+
+logger = logging.getLogger(__name__)
+
+#: litellm, once :func:`configure` has imported and set it up.
+litellm: Any = None
+#: litellm's context flag of its own nested calls, under which it skips its success logging.
+_UNLOGGED: ContextVar[bool] | None = None
+
+
+def configure() -> Any:
+    """Import litellm and set it up for judge calls, once per process; returns the module.
+
+    Keeps litellm from fetching its price map (it downloads it at import otherwise), quiets its
+    loggers, registers the offline judge as a custom provider, and freezes the objects its import
+    left behind out of the garbage collector's work (some 380,000 long-lived objects: its price
+    map, provider tables) that every full collection would otherwise walk again, about 0.4 s per
+    full collection, one every ~1,000 judge calls. Fails with
+    :class:`~evaluation.calling._compat.UnsupportedVersion` when the installed litellm is not one whose
+    private parts :mod:`evaluation.calling._compat` was written for."""
+    global litellm, _UNLOGGED
+    if litellm is not None:
+        return litellm
+    _compat.check_litellm()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    # litellm: seconds to import, only once a judge client is set up
+    import litellm as module
+
+    module.suppress_debug_info = True
+    module.telemetry = False
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    litellm = module
+    _register_offline_provider()
+    _UNLOGGED = _compat.internal_call_flag()
+    gc.freeze()
+    return module
+
+
+def _unlogged() -> ContextVar[bool] | None:
+    """litellm's flag that skips its success logging for a call, when nothing would read that
+    logging (no callback of any kind registered); None otherwise.
+
+    With no callback litellm still builds a logging payload for every response, prices it
+    again and queues it for a logging worker and a thread pool: about a tenth of the CPU of a
+    judge call (measured: ``bench/calling.py``). The flag is the one litellm sets for its own
+    nested calls; the response, its usage, its cost and the error mapping are the same
+    (``tests/integration/test_calling.py``)."""
+    return None if _compat.has_callbacks(litellm) else _UNLOGGED
+
+
+# --------------------------------------------------------------------------------------------
+# The offline judge as a litellm provider
+
+
+def _offline_provider() -> Any:
+    """litellm custom provider ``offline``: answers with :func:`evaluation.calling.offline.respond`."""
+    # litellm: seconds to import, only once a judge client is set up
+    from litellm.llms.custom_llm import CustomLLM
+
+    def answer(kwargs: dict[str, Any]) -> Any:
+        messages = kwargs["messages"]
+        text = offline.respond(messages)
+        prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+        response = kwargs.get("model_response") or litellm.ModelResponse()
+        response.choices = [litellm.Choices(index=0, finish_reason="stop", message=litellm.Message(content=text, role="assistant"))]
+        response.model = kwargs.get("model", "lexical")
+        response.usage = litellm.Usage(
+            prompt_tokens=prompt_chars // 4 + 1,
+            completion_tokens=len(text) // 4 + 1,
+            total_tokens=prompt_chars // 4 + len(text) // 4 + 2,
+        )
+        return response
+
+    class OfflineProvider(CustomLLM):  # type: ignore[misc]
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return answer(kwargs)
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return answer(kwargs)
+
+    return OfflineProvider()
+
+
+_OFFLINE_PROVIDER = "offline"
+
+
+def _register_offline_provider() -> None:
+    """Make ``offline/<anything>`` a litellm model."""
+    entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != _OFFLINE_PROVIDER]
+    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": _offline_provider()})
+    litellm.custom_provider_map = entries
+    if _OFFLINE_PROVIDER not in litellm.provider_list:
+        litellm.provider_list.append(_OFFLINE_PROVIDER)  # type: ignore[arg-type]
+
+
+def supports_json_mode(model: str) -> bool:
+    """Whether the provider takes ``response_format={"type": "json_object"}``."""
+    if model.startswith(f"{_OFFLINE_PROVIDER}/"):
+        return True
+    configure()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+        params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or []
+    except Exception:  # an unknown model: ask for JSON in the prompt only
+        return False
+    return "response_format" in params
+
+
+def supports_response_schema(model: str, structured_output: StructuredOutput = "auto") -> bool:
+    """Whether calls of ``model`` send each judge's reply model as a JSON schema: ``on`` and ``off``
+    decide; ``auto`` asks litellm whether the provider and model enforce one (an OpenAI-compatible
+    server behind ``api_base`` under an unknown model name reads as not: set ``on`` for it). The
+    offline judge answers in its exact contract whatever it is sent: never."""
+    if structured_output == "off" or model.startswith(f"{_OFFLINE_PROVIDER}/"):
+        return False
+    if structured_output == "on":
+        return True
+    configure()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+    except Exception:  # an unknown model: JSON mode at most
+        return False
+    return bool(litellm.supports_response_schema(model=model, custom_llm_provider=provider))
+
+
+def call_parameters(model: str, *, api_base: str | None, temperature: float,
+                    structured_output: StructuredOutput = "auto") -> dict[str, Any]:
+    """The parameters that shape a reply (part of the ledger's request hash). The API base is one
+    of them: the same model name behind another endpoint is another judge deployment. A call that
+    sends a JSON schema says so (``response_format``); one that does not leaves the key out, so its
+    hash is what it was before schemas were sent."""
+    parameters: dict[str, Any] = {"temperature": temperature, "json_mode": supports_json_mode(model), "api_base": api_base}
+    if supports_response_schema(model, structured_output):
+        parameters["response_format"] = "json_schema"
+    return parameters
+
+
+def completion_cost(response: Any, model: str | None = None) -> float:
+    """Cost from litellm's bundled price map; 0.0 when the model has no price. litellm has
+    already priced the response for its own logging: reuse that instead of pricing it twice.
+
+    ``model`` (the name the call was made with): when litellm cannot price a response of it and
+    the price map does not know it, it is registered at a zero price (see :func:`_price_at_zero`)."""
+    hidden = _compat.hidden_params(response)
+    known = hidden.get("response_cost") if isinstance(hidden, dict) else getattr(hidden, "response_cost", None)
+    if isinstance(known, (int, float)) and not isinstance(known, bool):
+        return float(known)
+    key = _unpriced_key(response, hidden)
+    if key is not None and key in _UNPRICED:
+        return 0.0  # litellm could not price a response of this model: it would fail again
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:
+        if key is not None:
+            _UNPRICED.add(key)
+            if model is not None:
+                _price_at_zero(model)
+        return 0.0
+
+
+#: Models registered at a zero price by :func:`_price_at_zero` (or found in the map there).
+_ZERO_PRICED: set[str] = set()
+
+
+def _price_at_zero(model: str) -> None:
+    """Register ``model`` in litellm's price map at zero cost per token, unless the map knows it.
+
+    Only called once litellm failed to price a response of the model, which this module then
+    counts as 0.0. litellm prices every response itself while building it (for its logging), and
+    for a model missing from the map that search walks every fallback name and generalization
+    (about 1.2 ms of CPU a call; most self-hosted models behind an OpenAI-compatible endpoint are
+    missing). With the zero entry it finds the price at once and stamps 0.0 on the response, the
+    value the failed search gave here: costs stay the same, the search is gone. A cost the provider
+    reports in its usage still takes precedence over the map in litellm."""
+    if model in _ZERO_PRICED:
+        return
+    _ZERO_PRICED.add(model)
+    try:
+        litellm.get_model_info(model)
+    except Exception:  # not in the map: the only case registered
+        pass
+    else:
+        return
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+        entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "litellm_provider": provider, "mode": "chat"}
+        litellm.register_model({model: entry}, custom_llm_provider=provider, add_to_provider_model_sets=False)
+    except Exception:  # pricing stays as it was: slower, same result
+        logger.debug("could not register %s at a zero price", model, exc_info=True)
+
+
+#: Fingerprints of responses litellm's price map could not price (see :func:`_unpriced_key`).
+_UNPRICED: set[tuple[Any, ...]] = set()
+
+
+def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
+    """What decides whether litellm can price a response: the model names and provider it looks
+    up (response model, hidden params) and the price map itself (its size changes when a model is
+    registered). A response whose usage states its own cost is never skipped. Pricing a model that
+    is not in the map walks every fallback name (about 4 ms a call); a failure is remembered."""
+    if not isinstance(hidden, dict):
+        return None
+    usage = getattr(response, "usage", None)
+    if getattr(usage, "cost", None) is not None:
+        return None
+    names = ("custom_llm_provider", "model", "litellm_model_name", "model_id", "api_base", "base_model", "region_name")
+    fingerprint = tuple(str(hidden.get(name)) for name in names)
+    return (str(getattr(response, "model", None)), fingerprint, id(litellm.model_cost), len(litellm.model_cost))
+
+
+def count_tokens(model: str, prompt: RenderedPrompt) -> int:
+    """Prompt tokens of one rendered prompt by litellm's counter (a default tokenizer if unknown)."""
+    configure()
+    try:
+        return int(litellm.token_counter(model=model, messages=prompt.messages))
+    except Exception:
+        return (len(prompt.system) + len(prompt.user)) // 4 + 1
+
+
+def price_per_token(model: str) -> tuple[float, float]:
+    """(input, output) USD per token from litellm's bundled price map; zeros when unknown."""
+    configure()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return 0.0, 0.0
+    return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
+
+
+def endpoint(model: str, api_base: str | None) -> str:
+    """The URL calls of ``model`` go to: ``api_base``, else the provider's default as litellm
+    knows it, else a description of it."""
+    if api_base:
+        return api_base
+    configure()
+    try:
+        found = litellm.get_api_base(model, {})
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:  # a model litellm cannot resolve: named as it was given
+        return f"the default endpoint of {model}"
+    return str(found) if found else f"the {provider} provider's default endpoint"
+
+
+def credential_variables(model: str) -> list[str]:
+    """The environment variables litellm reads the credentials of ``model``'s provider from, as
+    its ``validate_environment`` names them when they are not set ([] when all are set, or the
+    provider needs none)."""
+    configure()
+    try:
+        found = litellm.validate_environment(model)
+    except Exception:  # a model litellm cannot resolve has no provider to ask
+        return []
+    return [str(name) for name in found.get("missing_keys") or []]
+
+
+# --------------------------------------------------------------------------------------------
+# The client
+
+#: Error classes the probe tries again: the endpoint answered, but is busy.
+PROBE_RETRYABLE = frozenset({"rate_limit", "server_error"})
+
+
+class JudgeClient:
+    """Sends judge prompts through litellm with bounded concurrency and bounded retries."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        timeout_s: float = 60.0,
+        max_attempts: int = 4,
+        retry_budget_s: float = 120.0,
+        temperature: float = 0.0,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        rate_url: str | None = None,
+        rate_share: float = 1.0,
+        structured_output: StructuredOutput = "auto",
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self._api_key = api_key
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.retry_budget_s = retry_budget_s
+        self.temperature = temperature
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self._sleep = sleep
+        self._rng = rng or random.Random(0)
+        configure()
+        self.json_mode = supports_json_mode(model)
+        #: whether calls send the judge's reply model as a JSON schema (:func:`supports_response_schema`)
+        self.response_schema = supports_response_schema(model, structured_output)
+        #: the deployment's requests and tokens per minute: shared through Redis at ``rate_url``,
+        #: else divided by ``rate_share`` (the judge tasks that run at once); None: no budget
+        self._rate_url = rate_url
+        self._rate_share = max(1.0, float(rate_share))
+        self.budget: RateBudget | None = judge_budget(model, rpm, tpm, url=rate_url, share=self._rate_share)
+        self.limit = AdaptiveLimit(concurrency)
+        #: error classes tried again (see :mod:`evaluation.calling.outcome`)
+        self.retryable: frozenset[str] = RETRYABLE
+
+    def __repr__(self) -> str:  # never show the key
+        return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
+
+    def call_parameters(self) -> dict[str, Any]:
+        """See :func:`call_parameters`."""
+        parameters: dict[str, Any] = {"temperature": self.temperature, "json_mode": self.json_mode,
+                                      "api_base": self.api_base}
+        if self.response_schema:
+            parameters["response_format"] = "json_schema"
+        return parameters
+
+    def backoff(self, attempt: int) -> float:
+        """Wait before attempt ``attempt + 1``: exponential with equal jitter."""
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+    async def _attempt(self, prompt: RenderedPrompt, max_tokens: int | None = None) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": prompt.messages,
+            "temperature": self.temperature,
+            "timeout": self.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
+        reply_format = response_format(prompt, json_mode=self.json_mode, response_schema=self.response_schema)
+        if reply_format is not None:
+            kwargs["response_format"] = reply_format
+        # litellm's timeout covers the HTTP exchange; this one also covers a server that hangs
+        # after the headers (a deadline on this task: no extra task per call, as wait_for makes).
+        unlogged = _unlogged()
+        token = unlogged.set(True) if unlogged is not None else None
+        try:
+            async with asyncio.timeout(self.timeout_s + 1.0):
+                return await litellm.acompletion(**kwargs)
+        finally:
+            if unlogged is not None and token is not None:
+                unlogged.reset(token)
+
+    async def probe(self, *, timeout_s: float | None = None, on_wait: Callable[[float], None] | None = None,
+                    every_s: float = 5.0) -> CallOutcome:
+        """One call of a few tokens that tells a usable judge model from one that is not.
+
+        A check, not a judge call: missing or refused credentials, an unknown model, a refused
+        connection and silence end it at once (whoever runs the check may try it again later);
+        only a reply saying the endpoint is busy (429, 5xx) is tried again. Every attempt and wait
+        fits in ``timeout_s`` (default: the call timeout): past it the probe ends as a ``timeout``.
+        While no answer has come, ``on_wait`` receives the seconds waited, every ``every_s``."""
+        timeout = self.timeout_s if timeout_s is None else float(timeout_s)
+        checker = copy.copy(self)
+        checker.timeout_s = timeout
+        checker.retry_budget_s = timeout
+        checker.retryable = PROBE_RETRYABLE
+        checker.limit = AdaptiveLimit(1)
+        checker.budget = None
+        started = time.monotonic()
+        call = asyncio.ensure_future(checker.call(PROBE_PROMPT, max_tokens=8))
+        while True:
+            waited = time.monotonic() - started
+            done, _ = await asyncio.wait({call}, timeout=max(0.0, min(every_s, timeout + 1.0 - waited)))
+            if done:
+                return call.result()
+            waited = time.monotonic() - started
+            if waited >= timeout + 1.0:  # a hang past the attempt's own deadline: end it here
+                call.cancel()
+                return self._failure("timeout", f"timeout (no answer within {timeout:g}s)", 1, started)
+            if on_wait is not None:
+                on_wait(waited)
+
+    async def call(self, prompt: RenderedPrompt, *, max_tokens: int | None = None) -> CallOutcome:
+        """One judge call with retries; never raises for a provider or network failure."""
+        outcome = await self._call(prompt, max_tokens, None)
+        assert outcome is not None  # nothing stops a call without should_stop
+        return outcome
+
+    async def _call(self, prompt: RenderedPrompt, max_tokens: int | None,
+                    should_stop: Callable[[], bool] | None) -> CallOutcome | None:
+        """:meth:`call`, each attempt holding a slot of the adaptive limit and, with a budget, its
+        reservation; None when ``should_stop`` said so before the first attempt."""
+        limit = self.limit
+        started = 0.0
+        attempts = 0
+        prompt_tokens = -1
+        while True:
+            epoch = await limit.acquire(retry=attempts > 0)
+            if attempts == 0 and should_stop is not None and should_stop():
+                limit.release(False)
+                return None
+            attempts += 1
+            budget = self.budget
+            reserved = 0
+            if budget is not None:
+                if prompt_tokens < 0:
+                    prompt_tokens = estimate_tokens(prompt.messages)
+                reserved = budget.expected_tokens(prompt_tokens, max_tokens)
+                await budget.acquire(reserved)
+            if attempts == 1:
+                started = time.monotonic()  # the call's time (and its retry budget) from its first send
+            try:
+                response = await self._attempt(prompt, max_tokens)
+            except Exception as exc:  # classified below; nothing escapes a call
+                error_class = classify_error(exc)
+                delay = retry_after_seconds(exc)
+                if error_class == "rate_limit":
+                    tokens = prompt_tokens if prompt_tokens >= 0 else estimate_tokens(prompt.messages)
+                    limit.throttled(epoch, is_callers_rate(rate_limit_remaining(exc), tokens))
+                    if self.budget is None:
+                        self._learn_budget(exc)
+                limit.release(False)
+                elapsed = time.monotonic() - started
+                if error_class not in self.retryable:
+                    why = "not retried"
+                elif attempts >= self.max_attempts:
+                    why = f"retries exhausted after {attempts} attempts"
+                else:
+                    delay = self.backoff(attempts) if delay is None else delay + self._rng.uniform(0, 0.1)
+                    if error_class == "rate_limit" and attempts > 1:  # this request's 429s again: it backs off
+                        delay = max(delay, self.backoff(attempts))
+                    if elapsed + delay <= self.retry_budget_s:
+                        logger.debug("retrying %s after %s in %.2fs (attempt %d)", prompt.judge, error_class, delay, attempts)
+                        await self._sleep(delay)
+                        continue
+                    why = f"retry budget of {self.retry_budget_s:g}s exhausted after {attempts} attempts"
+                error = f"{error_class} ({why}): {error_message(exc, self._api_key)}"
+                return self._failure(error_class, error, attempts, started)
+            limit.release(True)
+            outcome = self._success(response, attempts, started)
+            if budget is not None:
+                budget.settle(reserved, outcome.input_tokens + outcome.output_tokens, outcome.output_tokens)
+            return outcome
+
+    def _learn_budget(self, exc: BaseException) -> None:
+        """Take the provider's limits from a 429's ``x-ratelimit-limit-*`` headers as this client's
+        budget, when it has none."""
+        limits = rate_limit_headers(exc)
+        rpm, tpm = limits.get("requests"), limits.get("tokens")
+        if rpm or tpm:
+            logger.info("judge model %s: rate limits learned from a 429", self.model)
+            self.budget = judge_budget(self.model, rpm, tpm, url=self._rate_url, share=self._rate_share)
+
+    def _success(self, response: Any, attempts: int, started: float) -> CallOutcome:
+        try:
+            text = response.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            return self._failure("other", "other (not retried): the provider returned no choices", attempts, started)
+        usage = getattr(response, "usage", None)
+        return CallOutcome(
+            raw_text=text if isinstance(text, str) else "",
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=completion_cost(response, self.model),
+            latency_ms=round((time.monotonic() - started) * 1000.0, 1),
+            attempts=attempts,
+            judged_at=dt.datetime.now(dt.UTC),
+        )
+
+    @staticmethod
+    def _failure(error_class: str, error: str, attempts: int, started: float) -> CallOutcome:
+        return CallOutcome(
+            raw_text=None,
+            error=error,
+            error_class=error_class,
+            latency_ms=round((time.monotonic() - started) * 1000.0, 1),
+            attempts=attempts,
+            judged_at=dt.datetime.now(dt.UTC),
+        )
+
+    async def call_many(
+        self,
+        prompts: Sequence[RenderedPrompt],
+        on_done: Callable[[int, CallOutcome], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[CallOutcome | None]:
+        """All prompts, at most ``concurrency`` in flight. ``should_stop`` (checked before each
+        call starts, e.g. a spent budget) leaves the remaining entries as None."""
+        results: list[CallOutcome | None] = [None] * len(prompts)
+
+        async def one(index: int, prompt: RenderedPrompt) -> None:
+            outcome = await self._call(prompt, None, should_stop)
+            if outcome is not None:
+                results[index] = outcome
+                if on_done is not None:
+                    on_done(index, outcome)
+
+        try:
+            await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        finally:
+            if isinstance(self.budget, SharedBudget):  # its connections belong to this event loop
+                await self.budget.aclose()
+        return results
