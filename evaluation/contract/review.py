@@ -55,8 +55,8 @@ class ReviewSpec(BaseModel):
         "estimates use); the rest goes to the targeted strata, and what they cannot fill to the uniform slice.")
     flagged_models: Annotated[list[str], BeforeValidator(_models), FormText] = Field(
         default="", validate_default=True, title="Flagged models",
-        description="Models whose records form the flagged stratum (comma-separated), e.g. those the day's "
-        "report flagged. Empty: none.")
+        description="Models whose records form the flagged stratum (comma-separated). Empty: the models the "
+        "day's report says regressed (its summary.json's alerting), none before the report is built.")
     review_seed: int = Field(default=0, ge=0, description="Seeds the draw together with the day and the run id.")
     label_studio_project: Annotated[int | None, Cli(env="EVALUATION_LABEL_STUDIO_PROJECT")] = Field(
         default=None, ge=1, title="Label Studio project",

@@ -54,6 +54,15 @@ def _result(day: dt.date, queue_id: str, uri: str, queue: pl.DataFrame, *, reuse
                        eligible=eligible, reused=reused)
 
 
+def regressed_models(store: storage.Store, day: dt.date) -> list[str]:
+    """The models the day's report says regressed (its ``summary.json``'s ``alerting``, segments
+    included); none before the report is built."""
+    key = storage.report_key(day, "summary.json")
+    if not store.exists(key):
+        return []
+    return [str(model) for model in storage.read_json(store, key).get("alerting") or []]
+
+
 def queue_day(spec: ReviewSpec, store: storage.Store, day: dt.date, queue_id: str) -> QueueResult:
     """Queue ``day``'s landed records for people (:func:`~evaluation.contract.review_queue.select_queue`),
     leaving out every record queued or labelled before; lands ``review_queue/dt=D/queue-<id>``.
@@ -68,7 +77,8 @@ def queue_day(spec: ReviewSpec, store: storage.Store, day: dt.date, queue_id: st
     run_id = frame["run_id"].first() if frame.height else ""
     queues = read_queues(store).filter(pl.col("record_dt") == day)
     exclude = set(queues["record_id"].to_list()) | {r for d, r in labelled_records(store) if d == day}
-    picked = select_queue(record_strata(frame, spec.flagged_models), size=spec.review_size,
+    flagged = spec.flagged_models or regressed_models(store, day)
+    picked = select_queue(record_strata(frame, flagged), size=spec.review_size,
                           uniform_share=spec.review_uniform_share, exclude=exclude,
                           seed=draw_seed(day, queue_id, spec.review_seed))
     queue = picked.with_columns(queue_id=pl.lit(queue_id), record_dt=pl.lit(day, pl.Date),

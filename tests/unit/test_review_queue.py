@@ -123,3 +123,18 @@ def test_the_same_day_and_run_draw_the_same_records() -> None:
     two = select_queue(strata, size=30, uniform_share=0.5, seed=draw_seed(DAY, "r", 0))
     three = select_queue(strata, size=30, uniform_share=0.5, seed=draw_seed(DAY, "other", 0))
     assert one.equals(two) and not one.equals(three)
+
+
+def test_the_flagged_stratum_is_the_models_the_days_report_says_regressed(tmp_path: Path) -> None:
+    store = _landed_day(tmp_path)
+    before = queue_day(ReviewSpec(review_size=40), store, DAY, "before-the-report")
+    assert "flagged" not in before.by_stratum  # no report yet: no model is flagged
+    storage.write_json(store, storage.report_key(DAY, "summary.json"), {"alerting": ["b"]})
+    queue_day(ReviewSpec(review_size=40), store, DAY, "after-the-report")
+    queue = read_queues(store).filter(pl.col("queue_id") == "after-the-report")
+    flagged = queue.filter(pl.col("stratum") == "flagged")
+    assert flagged.height > 0 and set(flagged["model"]) == {"b"}
+    named = queue_day(ReviewSpec(review_size=40, flagged_models=["c"]), store, DAY, "named")
+    assert named.by_stratum.get("flagged", 0) > 0
+    assert set(read_queues(store).filter((pl.col("queue_id") == "named") & (pl.col("stratum") == "flagged"))["model"]) \
+        == {"c"}  # a named list wins over the report
