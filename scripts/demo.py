@@ -138,8 +138,8 @@ def _changes(changes: list[dict[str, Any]]) -> str:
 def headline_lines(summary: dict[str, Any]) -> list[str]:
     """The report's headline: one line per model, regressed first, with its largest changes, and
     one per segment that regressed (``assistant-v2 regressed in locale=de: ...``)."""
-    lines = [f"  {line['model']:<15} {line.get('text') or line['status']}: {_changes(line['changes'])}"
-             for line in summary.get("headline", [])]
+    lines = [f"  {line['model']:<15} {line.get('text') or line['status']}"
+             + (f": {_changes(line['changes'])}" if line["changes"] else "") for line in summary.get("headline", [])]
     for line in (summary.get("segments") or {}).get("headline", []):
         name = line["segment"]["key"].removeprefix("metadata.")
         others = f"; other {name} values steady" if line.get("others_steady") else ""
