@@ -52,7 +52,8 @@ class Pairing:
     why: str
 
 
-#: The secrets chart 1.22.0 pairs, read from its templates and values.yaml comments.
+#: The secrets chart 1.22.0 pairs, as its templates and values.yaml comments of earlier releases and
+#: its release notes say (docs/deploy.md says what was and was not read).
 SECRET_PAIRS = (
     Pairing(lambda v: bool(_get(v, "redis.enabled")) and bool(_get(v, "redis.passwordSecretName")),
             ("data.brokerUrlSecretName",), "templates/secrets/redis-secrets.yaml",
