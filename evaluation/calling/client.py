@@ -33,6 +33,7 @@ Importing this module changes nothing in the process: litellm is imported and se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import datetime as dt
 import gc
@@ -40,7 +41,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -96,6 +97,20 @@ def configure() -> Any:
     _UNLOGGED = _compat.internal_call_flag()
     gc.freeze()
     return module
+
+
+@contextlib.contextmanager
+def callbacks_restored() -> Iterator[Any]:
+    """litellm, set up, with every callback list it keeps put back as it was on leaving: litellm
+    copies a callback registered in ``litellm.callbacks`` into its other lists at the next call,
+    so restoring that one list alone leaves the callback registered (and the quiet path off)."""
+    module = configure()
+    saved = {name: list(getattr(module, name)) for name in _compat.CALLBACK_LISTS}
+    try:
+        yield module
+    finally:
+        for name, callbacks in saved.items():
+            setattr(module, name, callbacks)
 
 
 def _unlogged() -> ContextVar[bool] | None:

@@ -68,27 +68,29 @@ def litellm_payloads(records: Sequence[dict[str, Any]], *, failed: int = 0, embe
     ``openai/<record model>``, its conversation as the session, logged with
     ``request_correlation_in_logs``), then of ``failed`` failed calls
     and ``embeddings`` embedding calls; in that order."""
-    import litellm  # test-only here
+    from evaluation.calling.client import callbacks_restored  # imports litellm: test-only here
 
     capture = _Capture()
-    saved = list(litellm.callbacks), litellm.request_correlation_in_logs
-    # the proxy setting that logs the caller's session id as session_id (else it is the trace id)
-    litellm.callbacks, litellm.request_correlation_in_logs = [capture.logger], True
-    try:
-        for record in records:
-            litellm.completion(model=f"openai/{record['model']}", messages=_chat_messages(record),
-                               mock_response=record["answer"], litellm_session_id=record.get("conversation_id"))
-        for _ in range(failed):
-            try:
-                litellm.completion(model="openai/assistant-v1", messages=[{"role": "user", "content": "Hi?"}],
-                                   mock_response=Exception("upstream unavailable"), num_retries=0)
-            except Exception:  # noqa: S110 - the failure is what is logged
-                pass
-        for _ in range(embeddings):
-            litellm.embedding(model="openai/text-embedding-3-small", input=["a passage"], mock_response=[0.1, 0.2])
-        payloads = capture.wait_for(len(records) + failed + embeddings)
-    finally:
-        litellm.callbacks, litellm.request_correlation_in_logs = saved
+    with callbacks_restored() as litellm:
+        saved_correlation = litellm.request_correlation_in_logs
+        # the proxy setting that logs the caller's session id as session_id (else it is the trace id)
+        litellm.callbacks, litellm.request_correlation_in_logs = [capture.logger], True
+        try:
+            for record in records:
+                litellm.completion(model=f"openai/{record['model']}", messages=_chat_messages(record),
+                                   mock_response=record["answer"], litellm_session_id=record.get("conversation_id"))
+            for _ in range(failed):
+                try:
+                    litellm.completion(model="openai/assistant-v1", messages=[{"role": "user", "content": "Hi?"}],
+                                       mock_response=Exception("upstream unavailable"), num_retries=0)
+                except Exception:  # noqa: S110 - the failure is what is logged
+                    pass
+            for _ in range(embeddings):
+                litellm.embedding(model="openai/text-embedding-3-small", input=["a passage"],
+                                  mock_response=[0.1, 0.2])
+            payloads = capture.wait_for(len(records) + failed + embeddings)
+        finally:
+            litellm.request_correlation_in_logs = saved_correlation
     chats = [p for p in payloads if p["call_type"] in ("completion", "acompletion") and p["status"] == "success"]
     order = {json.dumps(_chat_messages(r)): i for i, r in enumerate(records)}
     chats.sort(key=lambda p: order.get(json.dumps(p["messages"]), len(records)))

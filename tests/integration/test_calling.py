@@ -14,11 +14,9 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 import asyncio
 from typing import Any
 
-import litellm
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
-from evaluation.calling import _compat
 from evaluation.calling import client as client_module
 from evaluation.calling.client import JudgeClient
 from evaluation.calling.outcome import CallOutcome
@@ -53,8 +51,8 @@ def test_skipping_litellms_logging_changes_neither_the_request_nor_the_outcome(m
         client = JudgeClient(model, api_base=server.base_url, api_key="k", timeout_s=5, max_attempts=1)
         assert client_module._unlogged() is not None  # no callback: the quiet path
         quiet = asyncio.run(client.call(PROMPT))
-        litellm.callbacks = [seen]
-        try:
+        with client_module.callbacks_restored() as module:
+            module.callbacks = [seen]
             assert client_module._unlogged() is None  # a callback: litellm logs as usual
 
             async def logged_calls() -> tuple[CallOutcome, CallOutcome]:
@@ -63,10 +61,7 @@ def test_skipping_litellms_logging_changes_neither_the_request_nor_the_outcome(m
                 return outcomes
 
             logged, logged_error = asyncio.run(logged_calls())
-        finally:
-            litellm.callbacks = []
-            for name in _compat.CALLBACK_LISTS:  # litellm copied the callback into its lists
-                setattr(litellm, name, [c for c in getattr(litellm, name) if c is not seen])
+        assert client_module._unlogged() is not None  # every list litellm copied it into is put back
         quiet_error = asyncio.run(client.call(PROMPT))
         first, second, *_ = server.requests
     assert first.body == second.body
