@@ -139,7 +139,7 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     from evaluation import stages, storage
-    from evaluation.calling import client as judge_client
+    from evaluation.calling.client import count_tokens
     from evaluation.contract import schemas
     from evaluation.judges import render
 
@@ -157,7 +157,7 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
         for judge in cfg.judges:
             prompt = render(judge, record)
             if prompt is not None:
-                tokens[judge].append(judge_client.count_tokens(tokenizer_model, prompt))
+                tokens[judge].append(count_tokens(tokenizer_model, prompt))
     judges = {}
     for judge in cfg.judges:
         rows = judged.filter(pl.col("judge") == judge)

@@ -29,13 +29,13 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from evaluation.contract.config import Retention
-from evaluation.contract.options import options
+from evaluation.contract.options import RETENTION_OPTIONS, read_options
 
 logger = logging.getLogger(__name__)
 
 
 def _params() -> dict[str, Param]:
-    params = glue.form_params(options(Retention))
+    params = glue.form_params(RETENTION_OPTIONS)
     params["output_uri"] = Param("", type="string", title="Output URI",
                                  description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI.")
     params["dry_run"] = Param(False, type="boolean", title="Dry run", description="List what would go; delete nothing.")
@@ -66,7 +66,7 @@ def evaluation_maintenance() -> None:
         if not output_uri:
             raise AirflowFailException("set output_uri (or EVALUATION_OUTPUT_URI)")
         with glue.fail_without_retry(ValueError, prefix="invalid retention: "):
-            policy = Retention.model_validate({k: params.get(k) for k in Retention.model_fields})
+            policy = Retention.model_validate(read_options(RETENTION_OPTIONS, params))
         (store,) = glue.open_stores(output_uri)
         plan = retention.collect(store, policy, now=dt.datetime.now(dt.UTC))
         if not params.get("dry_run"):

@@ -33,12 +33,12 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from evaluation.contract.calibration import CalibrationError, CalibrationSpec
-from evaluation.contract.options import fill_from_env, model_input, options
+from evaluation.contract.options import CALIBRATE_OPTIONS, read_options
 
 POOL = "llm_judge"
 #: The form: the spec's fields (what `python -m evaluation calibrate` takes too) but the set's
 #: folder, which is `golden_uri` + `golden_set` here, and the sizes of the job.
-SPEC_OPTIONS = options(CalibrationSpec, skip=("golden_uri", "max_record_chars", "chunk_size"))
+SPEC_OPTIONS = tuple(o for o in CALIBRATE_OPTIONS if o.name not in ("golden_uri", "max_record_chars", "chunk_size"))
 
 
 def _params() -> dict[str, Param]:
@@ -81,7 +81,7 @@ def judge_calibration() -> None:
         if not root or not output_uri:
             raise AirflowFailException("set golden_uri and output_uri (or EVALUATION_GOLDEN_URI and "
                                        "EVALUATION_OUTPUT_URI)")
-        values = model_input(SPEC_OPTIONS, fill_from_env(SPEC_OPTIONS, dict(params)))
+        values = read_options(CALIBRATE_OPTIONS, params)  # the form's, else the worker's EVALUATION_* variables
         if not values.get("api_base"):
             values["api_base"] = glue.judge_credentials()[1]
         values["golden_uri"] = f"{root}/{params['golden_set']}"

@@ -30,8 +30,8 @@ import evaluation_airflow as glue
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from evaluation.contract.config import ComparisonSpec
-from evaluation.contract.options import COMPARE_OPTIONS, RUN_OPTIONS, model_input
+from evaluation.contract.comparison import ComparisonSpec
+from evaluation.contract.options import COMPARE_OPTIONS, RUN_OPTIONS, read_options
 
 POOL = "llm_judge"
 #: Where the tables live: the run options of that name.
@@ -65,7 +65,7 @@ def model_comparison() -> None:
         context = get_current_context()
         glue.check_conf(context)
         params = context["params"]
-        values = model_input(COMPARE_OPTIONS, params)
+        values = read_options(COMPARE_OPTIONS, params)  # empty options from the worker's EVALUATION_* variables
         if values.get("judge_model") and not values.get("api_base"):
             values["api_base"] = glue.judge_credentials()[1]
         with glue.fail_without_retry(ValueError, prefix="invalid comparison: "):
@@ -74,7 +74,7 @@ def model_comparison() -> None:
         uris = {name: params.get(name) or os.environ.get(option.env or "", "") for name, option in _URIS.items()}
         if not uris["output_uri"]:
             raise AirflowFailException("set output_uri (or EVALUATION_OUTPUT_URI)")
-        if spec.judge_model is not None and not uris["input_uri"]:
+        if spec.rejudges and not uris["input_uri"]:
             raise AirflowFailException("re-judging reads the raw logs: set input_uri")
         return {"comparison_id": spec.default_id(), "spec": spec.model_dump(mode="json"), **uris}
 

@@ -12,7 +12,8 @@ nothing heavy (Polars, Great Expectations, litellm). The jobs are imported from 
 ``evaluation.storage.sql.run_sql``. docs/layout.md gives the layers they sit in.
 """
 
-from evaluation.contract.config import ComparisonSpec, InputRecord, RunConfig, Thresholds, question_key
+from evaluation.contract.comparison import ComparisonSpec
+from evaluation.contract.config import InputRecord, RunConfig, Thresholds, question_key
 from evaluation.contract.options import build_config
 
 __all__ = ["ComparisonSpec", "InputRecord", "RunConfig", "Thresholds", "build_config", "question_key"]

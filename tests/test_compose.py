@@ -363,14 +363,16 @@ def test_judge_connection_comes_from_the_environment(monkeypatch: pytest.MonkeyP
 
 
 def test_every_run_options_variable_reaches_every_airflow_service() -> None:
-    """Each EVALUATION_<OPTION> of .env reaches the tasks, the triggerer's and the scheduler's."""
-    from evaluation.contract.options import RUN_OPTIONS
+    """Each EVALUATION_<OPTION> of .env (of a run, a comparison, a calibration, the clean-up) reaches
+    the tasks, the triggerer's and the scheduler's."""
+    from evaluation.contract.options import CALIBRATE_OPTIONS, COMPARE_OPTIONS, RETENTION_OPTIONS, RUN_OPTIONS
 
-    given = {str(o.env): f"value-of-{o.name}" for o in RUN_OPTIONS}
+    found = {str(o.env): o for o in (*RUN_OPTIONS, *COMPARE_OPTIONS, *CALIBRATE_OPTIONS, *RETENTION_OPTIONS) if o.env}
+    given = {env: f"value-of-{o.name}" for env, o in found.items()}
     configured = dev_compose(given)
     documented = env_example()
     text = ENV_EXAMPLE_PATH.read_text(encoding="utf-8")
-    for option in RUN_OPTIONS:
+    for option in found.values():
         assert option.env in documented, f"{option.env} is not in .env.example"
         if option.name not in ("input_uri", "output_uri"):  # required: no default to give
             default = option.default_text.partition(", else ")[2] or "none"

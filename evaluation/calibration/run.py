@@ -71,6 +71,20 @@ def _calls_to_make(store: storage.Store, spec: CalibrationSpec, judge_model: str
     return missing
 
 
+def level_configs(spec: CalibrationSpec, *, date: dt.date, input_uri: str, output_uri: str,
+                  run_id: str) -> list[RunConfig]:
+    """The run configs a calibration judges its set with, one per model, cheapest first: each level
+    of the spec's cascade (:meth:`~evaluation.contract.judge_settings.JudgeSettings.for_level`), then the
+    judge model. Their judge settings are the spec's, as a run takes them, so a call's request hash
+    is a run's for the same settings (temperature and structured output included)."""
+    cfg = RunConfig(
+        date=date, input_uri=input_uri, output_uri=output_uri, run_id=run_id, trigger="calibration",
+        judges=list(spec.judges), thresholds=spec.thresholds, chunk_size=spec.chunk_size,
+        **spec.judge_settings().model_dump(),
+    )
+    return [cfg.for_level(level) for level in spec.cascade] + [cfg]
+
+
 def judge_golden_set(
     store: storage.Store,
     golden: storage.Store,
@@ -98,22 +112,18 @@ def judge_golden_set(
         logger.error("calibration %s: %s", calibration, "; ".join(golden_set.failures))
         raise CalibrationError("; ".join(golden_set.failures))
     records = golden_set.records
-    cfg = RunConfig(
-        date=records["timestamp"].min().date(),  # type: ignore[union-attr]
-        input_uri=golden.root, output_uri=store.root, run_id=run_id, trigger="calibration",
-        judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base, concurrency=spec.concurrency,
-        thresholds=spec.thresholds, chunk_size=spec.chunk_size,
-    )
+    # every model of a cascade judges the whole set (its bands are fitted on it), the judge model last
+    level_cfgs = level_configs(spec, date=records["timestamp"].min().date(),  # type: ignore[union-attr]
+                               input_uri=golden.root, output_uri=store.root, run_id=run_id)
+    cfg = level_cfgs[-1]
     stores = stages.Stores(raw=golden, out=store)
     dated = records.with_columns(dt=pl.col("timestamp").dt.date())
-    # every model of a cascade judges the whole set (its bands are fitted on it), the judge model last
-    level_cfgs = [cfg.model_copy(update={"judge_model": level.judge_model, "api_base": level.api_base or spec.api_base})
-                  for level in spec.cascade] + [cfg]
-    parameters_of = [client.call_parameters(c.judge_model, api_base=c.api_base, temperature=0.0) for c in level_cfgs]
+    parameters_of = [client.call_parameters(level_cfg) for level_cfg in level_cfgs]
     for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
         if _calls_to_make(store, spec, level_cfg.judge_model, records, parameters):  # fail before paying
             try:
-                stages.probe_judge(stages.judge_client(level_cfg, api_key), f"calibration {calibration}")
+                stages.probe_judge(client.judge_client(level_cfg, api_key), f"calibration {calibration}",
+                                   timeout_s=level_cfg.probe_timeout_s)
             except stages.JudgeUnusable as exc:
                 raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
     levels: list[pl.DataFrame] = []
@@ -192,9 +202,8 @@ def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: Calibratio
     logger.info("calibration %s: cascade bands %s (cost per row per level %s)", calibration, bands, costs)
     cascade = [CascadeLevel(judge_model=level.judge_model, band_from=calibration, api_base=level.api_base)
                for level in spec.cascade]
-    parsed, _, _, _ = judge_by_day(cfg.model_copy(update={"cascade": cascade}), stores, records, api_key=api_key,
-                                   call_parameters=client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
-                                                                          temperature=0.0))
+    parsed, _, _, _ = judge_by_day(cfg.for_level(None, cascade=cascade), stores, records, api_key=api_key,
+                                   call_parameters=client.call_parameters(cfg))
     return _judged_rows(parsed, spec, cfg.run_id)
 
 

@@ -46,7 +46,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from evaluation.calling import _compat, offline
-from evaluation.calling.fleetrate import SharedBudget, judge_budget
+from evaluation.calling.fleetrate import SharedBudget, judge_budget, rate_settings
 from evaluation.calling.outcome import (
     RETRYABLE,
     CallOutcome,
@@ -57,7 +57,7 @@ from evaluation.calling.outcome import (
     retry_after_seconds,
 )
 from evaluation.calling.ratelimit import AdaptiveLimit, RateBudget, estimate_tokens, is_callers_rate
-from evaluation.contract.config import StructuredOutput
+from evaluation.contract.judge_settings import JudgeSettings, StructuredOutput, request_parameters
 from evaluation.judges import PROBE_PROMPT, RenderedPrompt
 from evaluation.judges.schema import response_format
 
@@ -200,16 +200,13 @@ def supports_response_schema(model: str, structured_output: StructuredOutput = "
     return bool(litellm.supports_response_schema(model=model, custom_llm_provider=provider))
 
 
-def call_parameters(model: str, *, api_base: str | None, temperature: float,
-                    structured_output: StructuredOutput = "auto") -> dict[str, Any]:
-    """The parameters that shape a reply (part of the ledger's request hash). The API base is one
-    of them: the same model name behind another endpoint is another judge deployment. A call that
-    sends a JSON schema says so (``response_format``); one that does not leaves the key out, so its
-    hash is what it was before schemas were sent."""
-    parameters: dict[str, Any] = {"temperature": temperature, "json_mode": supports_json_mode(model), "api_base": api_base}
-    if supports_response_schema(model, structured_output):
-        parameters["response_format"] = "json_schema"
-    return parameters
+def call_parameters(settings: JudgeSettings) -> dict[str, Any]:
+    """The parameters of a ledger request hash of the calls ``settings`` make
+    (:meth:`~evaluation.contract.judge_settings.JudgeSettings.call_parameters`), with what litellm
+    knows of the provider: whether it takes JSON mode, and whether a JSON schema is sent."""
+    return settings.call_parameters(
+        json_mode=supports_json_mode(settings.judge_model),
+        response_schema=supports_response_schema(settings.judge_model, settings.structured_output))
 
 
 def completion_cost(response: Any, model: str | None = None) -> float:
@@ -390,12 +387,9 @@ class JudgeClient:
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
 
     def call_parameters(self) -> dict[str, Any]:
-        """See :func:`call_parameters`."""
-        parameters: dict[str, Any] = {"temperature": self.temperature, "json_mode": self.json_mode,
-                                      "api_base": self.api_base}
-        if self.response_schema:
-            parameters["response_format"] = "json_schema"
-        return parameters
+        """The parameters of a ledger request hash of this client's calls (as :func:`call_parameters`)."""
+        return request_parameters(temperature=self.temperature, api_base=self.api_base, json_mode=self.json_mode,
+                                  response_schema=self.response_schema)
 
     def backoff(self, attempt: int) -> float:
         """Wait before attempt ``attempt + 1``: exponential with equal jitter."""
@@ -582,3 +576,12 @@ class JudgeClient:
             if isinstance(self.budget, SharedBudget):  # its connections belong to this event loop
                 await self.budget.aclose()
         return results
+
+
+def judge_client(settings: JudgeSettings, api_key: str | None) -> JudgeClient:
+    """The client of a judge's settings (a run's, a comparison's, a calibration's, a cascade level's:
+    :meth:`~evaluation.contract.judge_settings.JudgeSettings.client_kwargs`). Its rate budget is the
+    deployment's: shared through Redis, or divided by the judge tasks that run at once
+    (:func:`evaluation.calling.fleetrate.rate_settings`)."""
+    rate_url, rate_share = rate_settings()
+    return JudgeClient(**settings.client_kwargs(), api_key=api_key, rate_url=rate_url, rate_share=rate_share)

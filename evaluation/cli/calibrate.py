@@ -10,12 +10,10 @@ from typing import Any
 
 from evaluation.cli.support import CliError, ProgressBars, add_options, api_key_from_env, option_values
 from evaluation.contract.calibration import CalibrationError, CalibrationSpec
-from evaluation.contract.options import fill_from_env, model_input, options
+from evaluation.contract.options import CALIBRATE_OPTIONS, read_options
 
 #: The source checkout this package runs from.
 REPOSITORY = Path(__file__).resolve().parents[2]
-#: The flags of ``calibrate``: every field of the spec.
-CALIBRATE_OPTIONS = options(CalibrationSpec)
 
 
 def add_parser(sub: Any) -> None:
@@ -48,9 +46,8 @@ def _in_repository(uri: str) -> bool:
 
 
 def spec_from_args(args: argparse.Namespace) -> CalibrationSpec:
-    """The CalibrationSpec of the parsed flags (an empty judge model from the environment)."""
-    values = fill_from_env(CALIBRATE_OPTIONS, option_values(args, CALIBRATE_OPTIONS))
-    return CalibrationSpec.model_validate(model_input(CALIBRATE_OPTIONS, values))
+    """The CalibrationSpec of the parsed flags (those not given from their EVALUATION_* variables)."""
+    return CalibrationSpec.model_validate(read_options(CALIBRATE_OPTIONS, option_values(args, CALIBRATE_OPTIONS)))
 
 
 def command(args: argparse.Namespace) -> int:

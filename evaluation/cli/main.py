@@ -50,8 +50,9 @@ from evaluation.cli.support import (
     option_values,
     route_third_party_logs,
 )
-from evaluation.contract.config import ComparisonSpec, Retention
-from evaluation.contract.options import COMPARE_OPTIONS, RUN_OPTIONS, build_config, model_input
+from evaluation.contract.comparison import ComparisonSpec
+from evaluation.contract.config import Retention
+from evaluation.contract.options import COMPARE_OPTIONS, RETENTION_OPTIONS, RUN_OPTIONS, build_config, read_options
 
 logger = logging.getLogger("evaluation")
 
@@ -240,8 +241,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     store, raw_store = storage.open_stores(args.output_uri, args.input_uri, make_access=args.s3_access)
     args.start_date = args.start_date.resolve(lambda: latest_day(store, "--from"))
     args.end_date = args.end_date.resolve(lambda: latest_day(store, "--to"))
-    spec = ComparisonSpec.model_validate(model_input(COMPARE_OPTIONS, option_values(args, COMPARE_OPTIONS)))
-    if spec.judge_model is not None and not args.input_uri:
+    spec = ComparisonSpec.model_validate(read_options(COMPARE_OPTIONS, option_values(args, COMPARE_OPTIONS)))
+    if spec.rejudges and not args.input_uri:
         raise CliError("--judge-model re-judges records from the raw logs: give --input")
     bars = ProgressBars(not args.no_progress)
     try:
@@ -373,9 +374,7 @@ def _gc_parser(sub: Any) -> None:
                                         "retention lets go, with objects and bytes; deletes exactly those objects "
                                         "with --apply. What a day's commit names, reports and runs are never deleted.")
     _output_option(parser)
-    for name, field in Retention.model_fields.items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=field.default,
-                            help=f"{(field.description or '').replace('`', '')} (default {field.default})")
+    add_options(parser, RETENTION_OPTIONS, "retention options")
     parser.add_argument("--apply", action="store_true", help="delete what is listed (default: only list it)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON instead of lines")
 
@@ -385,7 +384,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     from evaluation import storage
     from evaluation.storage import retention
 
-    policy = Retention.model_validate({k: getattr(args, k) for k in Retention.model_fields})
+    policy = Retention.model_validate(read_options(RETENTION_OPTIONS, option_values(args, RETENTION_OPTIONS)))
     store = storage.open_stores(args.output_uri, make_access=args.s3_access)[0]
     plan = retention.collect(store, policy, now=dt.datetime.now(dt.UTC))
     if args.apply:

@@ -72,7 +72,8 @@ from evaluation.compare.stats import (
     rng_for,
     unpaired_test,
 )
-from evaluation.contract.config import ComparisonError, ComparisonSpec, question_key
+from evaluation.contract.comparison import ComparisonError, ComparisonSpec
+from evaluation.contract.config import question_key
 from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
 __all__ = ["ALPHA", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "adjust_p_values",

@@ -26,14 +26,8 @@ from evaluation.compare.stats import (
     rng_for,
     unpaired_test,
 )
-from evaluation.contract.config import (
-    EVALUATION_COLUMNS,
-    VERDICTS,
-    ComparisonError,
-    ComparisonSpec,
-    RunConfig,
-    question_key,
-)
+from evaluation.contract.comparison import ComparisonError, ComparisonSpec
+from evaluation.contract.config import EVALUATION_COLUMNS, VERDICTS, RunConfig, question_key
 from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks, score_table
 from evaluation.stages import CostEstimate, PlanRecord, write_record
@@ -283,16 +277,17 @@ def judge_sample(
     them as the comparison's ``evaluations.parquet`` and ``judge_calls.parquet``
     (:func:`judge_by_day`: a retry pays only for calls not made yet)."""
 
-    if spec.judge_model is None:
+    if not spec.rejudges:
         raise ComparisonError(f"comparison {comparison_id}: judge_sample needs a judge_model")
     records = sampled_valid_records(raw_store, spec)
     cfg = RunConfig(
         date=records["dt"][0], input_uri=raw_store.root, output_uri=store.root, run_id=f"comparison-{comparison_id}",
-        trigger="comparison", judges=list(spec.judges), judge_model=spec.judge_model, api_base=spec.api_base,
-        concurrency=spec.concurrency, thresholds=spec.thresholds,
+        trigger="comparison", judges=list(spec.judges), thresholds=spec.thresholds,
+        **spec.judge_settings().model_dump(),
     )
     try:  # fail before paying: an unusable judge model stops the comparison here
-        stages.probe_judge(stages.judge_client(cfg, api_key), f"comparison {comparison_id}")
+        stages.probe_judge(stages.judge_client(cfg, api_key), f"comparison {comparison_id}",
+                           timeout_s=cfg.probe_timeout_s)
     except stages.JudgeUnusable as exc:
         raise ComparisonError(str(exc)) from exc
     advance = None if progress is None else progress(
@@ -517,7 +512,7 @@ def run_comparison(
     starts the progress of its judging.
     """
     comparison_id = storage.safe_id(comparison_id or spec.default_id())
-    if spec.judge_model is None:
+    if not spec.rejudges:
         rows, source = landed_rows(store, spec), "landed"
     else:
         rows, source = _rejudged(store, spec, comparison_id, raw_store, api_key, progress), "rejudged"

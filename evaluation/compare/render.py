@@ -9,7 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from evaluation.contract.config import JUDGE_STATUSES, VERDICTS, ComparisonSpec
+from evaluation.contract.comparison import ComparisonSpec
+from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table

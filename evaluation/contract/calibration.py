@@ -3,43 +3,47 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluation.contract.config import (
     JUDGES,
-    OFFLINE_JUDGE_MODEL,
     RULES_VERSION,
     CascadeLevels,
     Cli,
     JudgeList,
-    OptionalText,
     Thresholds,
     cascade_name,
     check_cascade,
 )
 from evaluation.contract.errors import ConfigurationError
+from evaluation.contract.judge_settings import JudgeSettings
 
 
 class CalibrationError(ConfigurationError, RuntimeError):
     """A calibration cannot run as asked: the message names the set, the judge model and the cause."""
 
 
-class CalibrationSpec(BaseModel):
-    """What to calibrate. The ``judge_calibration`` DAG's form and ``python -m evaluation calibrate``
-    map onto it."""
-
-    model_config = ConfigDict(extra="forbid")
+class _GoldenSet(BaseModel):
+    """The set a calibration judges, and its judges (its first fields)."""
 
     golden_uri: Annotated[str, Cli(flags=("--golden", "--golden-uri"))] = Field(
         description="The golden set's folder: `s3://bucket/prefix/<set name>` or a directory.")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1,
                                     description="Judges to calibrate.")
-    judge_model: Annotated[str, Cli(env="EVALUATION_JUDGE_MODEL")] = Field(
-        default=OFFLINE_JUDGE_MODEL, description="Any litellm model string.")
-    api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
-    concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight.")
+
+
+class CalibrationSpec(JudgeSettings, _GoldenSet):
+    """What to calibrate. The ``judge_calibration`` DAG's form and ``python -m evaluation calibrate``
+    map onto it; the set is judged with the judge's settings (:class:`JudgeSettings`) as a run's
+    calls are, so a reply a run paid for is reused here and the other way round."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The golden set (what is asked) has no variable: the DAG's EVALUATION_GOLDEN_URI is the sets' root.
+    OPTION_CLI: ClassVar[dict[str, Cli]] = {"golden_uri": Cli(env="")}
+
     seed: int = Field(default=0, ge=0, description="Seeds the held-out split and the bootstrap.")
     bootstrap: int = Field(default=2000, ge=100, le=100_000, description="Bootstrap resamples of the AUROC interval.")
     holdout_share: float = Field(default=0.5, gt=0.0, lt=1.0,
@@ -97,7 +101,8 @@ class CalibrationSpec(BaseModel):
         """``cal-`` and a hash of the spec, the judges' prompt versions and the rules version: the
         same calibration of the same prompts gets the same id (a re-run replaces it)."""
         # Without a cascade its options are left out: calibrations named before there were cascades keep their id.
-        exclude = {"concurrency", "chunk_size"} | (set() if self.cascade else {"cascade", "band_loss", "band_confidence"})
+        exclude = ({"concurrency", "chunk_size"} | self.left_out_of_id()
+                   | (set() if self.cascade else {"cascade", "band_loss", "band_confidence"}))
         payload = self.model_dump_json(exclude=exclude) + repr(sorted(prompt_versions.items()))
         digest = hashlib.sha256((payload + RULES_VERSION).encode()).hexdigest()
         return f"cal-{digest[:16]}"

@@ -15,7 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from evaluation.contract.adapters import (
     INPUT_FORMATS,
@@ -26,7 +36,11 @@ from evaluation.contract.adapters import (
     layout_of,
     parse_mapping,
 )
-from evaluation.contract.errors import InputError
+from evaluation.contract.judge_settings import OFFLINE_JUDGE_MODEL as OFFLINE_JUDGE_MODEL
+from evaluation.contract.judge_settings import STRUCTURED_OUTPUT as STRUCTURED_OUTPUT
+from evaluation.contract.judge_settings import JudgeEndpoint, JudgeSettings
+from evaluation.contract.judge_settings import OptionalText as OptionalText
+from evaluation.contract.judge_settings import StructuredOutput as StructuredOutput
 
 JudgeName = Literal["rag", "masis", "prompt"]
 JUDGES: tuple[JudgeName, ...] = ("rag", "masis", "prompt")
@@ -52,21 +66,20 @@ def _judge_list(value: object) -> object:
     return value
 
 
-def _blank_is_none(value: object) -> object:
-    return None if isinstance(value, str) and not value.strip() else value
-
-
 @dataclass(frozen=True)
 class Cli:
     """Field metadata for its option (:mod:`evaluation.contract.options`): ``env``, the variable an empty
-    value takes when the run is configured (else the field's default; a run option's is derived
-    from its name); ``flags``, its spellings on
-    the command line (else ``--field-name``); ``name``, the option of a nested model's field
-    (``pass_threshold`` for ``thresholds.pass``)."""
+    value takes when the option is read (else the one derived from its name; ``""``: none);
+    ``flags``, its spellings on the command line (else ``--field-name``); ``name``, the option of a
+    nested model's field (``pass_threshold`` for ``thresholds.pass``); ``description`` and ``empty``
+    (the value when the option and its variable are empty), where a spec's option says other than
+    the field it inherits (a spec's ``OPTION_CLI``)."""
 
     env: str | None = None
     flags: tuple[str, ...] = ()
     name: str | None = None
+    description: str | None = None
+    empty: object = None
 
 
 #: A string a form or a flag gives as text: shown as a plain string field.
@@ -88,8 +101,6 @@ def _segment_paths(value: object) -> object:
 SEGMENT_PATH = re.compile(r"metadata(\.[A-Za-z0-9_-]+)+")
 #: Metadata paths as a list or a comma-separated string; a path named twice counts once.
 SegmentPaths = Annotated[list[str], BeforeValidator(_segment_paths), FormText]
-#: Text that may be left blank in a form: blank is None.
-OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
 
 #: Version of the deterministic rules (parsing, clamps, scores, verdicts). Bump on any change.
 RULES_VERSION = "rules-2026.11.2"
@@ -287,9 +298,6 @@ class Sample(BaseModel):
             raise ValueError("sample is a fraction in (0, 1] (0.25) or a count per model (200)") from None
 
 
-OFFLINE_JUDGE_MODEL = "offline/lexical"
-
-
 def _band(value: object) -> object:
     """A band as ``low:high`` text (a form's, a flag's) or a pair."""
     if isinstance(value, str):
@@ -300,25 +308,26 @@ def _band(value: object) -> object:
     return value
 
 
-class CascadeLevel(BaseModel):
+class CascadeLevel(JudgeEndpoint):
     """One level of a judge cascade, before the run's own judge model (the last level, which has no
-    band): a cheaper judge model and its uncertainty band. A (record, judge) row this level scores
-    ``ok`` with a score outside the band is decided here; a score inside it (both ends included),
-    or a row that is not ``ok``, goes to the next level."""
+    band): a cheaper judge model (its API base empty: the run's) and its uncertainty band. A (record,
+    judge) row this level scores ``ok`` with a score outside the band is decided here; a score inside
+    it (both ends included), or a row that is not ``ok``, goes to the next level. The settings the
+    level is judged with are the run's, derived with :meth:`JudgeSettings.for_level`."""
 
     model_config = ConfigDict(extra="forbid")
 
-    judge_model: str = Field(min_length=1, description="The level's litellm model string (offline/lexical, ...).")
     band: Annotated[tuple[float, float] | None, BeforeValidator(_band)] = Field(
         default=None, description="[low, high], scores inside it go to the next level (every judge alike).")
     band_from: str | None = Field(
         default=None, description="Id of a calibration of a cascade that fitted this model's band for each judge "
         "(its cascade.parquet).")
-    api_base: str | None = Field(default=None, description="Base URL of the level's server; empty: the run's api_base.")
 
     @model_validator(mode="after")
     def _one_band(self) -> CascadeLevel:
         self.judge_model = self.judge_model.strip()
+        if not self.judge_model:
+            raise ValueError("cascade level: the judge model is blank")
         if self.band is not None:
             low, high = self.band
             if not 0.0 <= low <= high <= 1.0:
@@ -326,6 +335,11 @@ class CascadeLevel(BaseModel):
             if self.band_from is not None:
                 raise ValueError(f"cascade level {self.judge_model}: give a band or band_from, not both")
         return self
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        data = handler(self)  # in the order before levels were endpoints, so that calibration ids stay
+        return {key: data[key] for key in ("judge_model", "band", "band_from", "api_base") if key in data}
 
     def describe(self) -> str:
         """The level as the ``cascade`` option writes it: ``model@low:high``, ``model@<calibration id>``."""
@@ -375,23 +389,14 @@ def check_cascade(levels: list[CascadeLevel], judge_model: str, *, bands_require
     if bands_required and unbanded:
         raise ValueError(f"cascade: level {unbanded[0]} has no band: write {unbanded[0]}@low:high or "
                          f"{unbanded[0]}@<calibration id>")
-#: Whether judge calls send each judge's reply model as a JSON schema: ``auto`` where litellm says
-#: the provider enforces one, ``on`` always (an OpenAI-compatible server that does), ``off`` never.
-StructuredOutput = Literal["auto", "on", "off"]
-STRUCTURED_OUTPUT: tuple[StructuredOutput, ...] = ("auto", "on", "off")
 
 
 #: RunConfig's fields that are not run options: the run sets them itself, or they are fixed.
 RUN_INTERNALS = ("date", "run_id", "trigger", "thresholds_in_force", "temperature", "max_map_length")
 
 
-class RunConfig(BaseModel):
-    """Everything one evaluation run of one day needs. Its fields (but :data:`RUN_INTERNALS`) are
-    the run options: the DAG's Params and the flags of ``run`` and ``plan`` are generated from them
-    (:mod:`evaluation.contract.options`), with their titles, descriptions, defaults, ranges and variables
-    (each option's is ``EVALUATION_`` and its name in upper case)."""
-
-    model_config = ConfigDict(extra="forbid")
+class _RunInput(BaseModel):
+    """The day a run reads and where it lands (the run's first fields, before the judge's settings)."""
 
     date: dt.date = Field(description="The day (`dt`) to evaluate.")
     input_uri: Annotated[str, Cli(flags=("--input", "--input-uri"))] = Field(
@@ -416,35 +421,22 @@ class RunConfig(BaseModel):
     run_id: str = Field(default="manual", description="Id of this run; names its work files.")
     trigger: str = Field(default="cli", description="What started the run (scheduled, manual, cli).")
     judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges to run: rag, masis, prompt.")
-    judge_model: str = Field(
-        default=OFFLINE_JUDGE_MODEL, title="Judge model",
-        description="Any litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...); "
-        "offline/lexical is the built-in lexical baseline (no network, no key).")
-    api_base: OptionalText = Field(
-        default=None, title="API base",
-        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, a proxy); when neither it nor its "
-        "variable is set, the llm_judge connection's host, else the provider's own.")
+
+
+class RunConfig(JudgeSettings, _RunInput):
+    """Everything one evaluation run of one day needs: the day, the judge's settings (flat), the rest.
+    Its fields (but :data:`RUN_INTERNALS`) are the run options: the DAG's Params and the flags of ``run``
+    and ``plan`` are generated from them (:mod:`evaluation.contract.options`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     cascade: CascadeLevels = Field(
         default="", validate_default=True, title="Cascade",
         description="Cheaper judge models tried before the judge model, cheapest first, comma-separated: "
         "model@low:high (a row scored inside the band goes to the next level, outside it is decided there) or "
         "model@<calibration id> (the band a calibration of the cascade fitted for each judge), e.g. "
         "offline/lexical@0.2:0.9,openai/gpt-4o-mini@cal-1; the judge model decides what is left.")
-    structured_output: StructuredOutput = Field(
-        default="auto", description="Send each judge's reply model as a JSON schema (the reply then parses by "
-        "construction; extraction stays the fallback): auto where litellm says the provider and model enforce one, "
-        "on for an OpenAI-compatible server that does, off for JSON mode only. Batch lines too; changes the "
-        "ledger's request hashes.")
-    concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight per chunk.")
     chunk_size: int = Field(default=500, ge=1, description="Records per judge chunk (one mapped task each).")
-    timeout_s: float = Field(default=60.0, gt=0, title="Call timeout (s)", description="Timeout of one HTTP attempt.")
-    max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts per judge call, the first included.")
-    retry_budget_s: float = Field(default=120.0, gt=0, title="Retry budget (s)",
-                                  description="Cap on the time spent on one call.")
-    probe_timeout_s: float = Field(
-        default=30.0, gt=0, title="Probe timeout (s)",
-        description="How long the probe call sent before the run starts may take, retries of a busy endpoint "
-        "included; missing or refused credentials and a refused connection end it at once.")
     thresholds: Thresholds = Field(default_factory=Thresholds)
     thresholds_from: Annotated[str | None, BeforeValidator(_threshold_references), FormText] = Field(
         default="", validate_default=True, title="Thresholds from a calibration",
@@ -487,16 +479,6 @@ class RunConfig(BaseModel):
                                      description="Stop new judge calls once this much is spent (shared evenly by "
                                                  "the chunks; in batch mode, submit only the requests it is "
                                                  "expected to pay for).")
-    judge_rpm: float | None = Field(
-        default=None, ge=0.0, title="Judge requests/min",
-        description="The provider's requests per minute for the whole deployment, shared by every judge task "
-        "(through Redis, else divided by the llm_judge pool's slots); when neither it nor its variable is set, the "
-        "llm_judge connection's extra rpm, else none.")
-    judge_tpm: float | None = Field(
-        default=None, ge=0.0, title="Judge tokens/min",
-        description="The provider's tokens per minute (prompt and completion) for the whole deployment, shared "
-        "like judge_rpm, estimated before each call and corrected with the usage returned; when neither it nor its "
-        "variable is set, the llm_judge connection's extra tpm, else none.")
     redact_pii: bool = Field(default=False, title="Redact PII",
                              description="Redact emails, phone numbers, cards, IBANs and IPs before text reaches the judge.")
     rejudge_parse_errors: bool = Field(
@@ -529,7 +511,6 @@ class RunConfig(BaseModel):
         default=False, title="Dry run",
         description="Stop after planning: read and validate the day and estimate its calls, tokens, cost and time "
         "(in the plan task's log and result); no judge call, nothing landed.")
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_map_length: int = Field(default=1024, ge=1, description="Airflow's [core] max_map_length.")
 
     @field_validator("sample", mode="before")
@@ -552,12 +533,8 @@ class RunConfig(BaseModel):
 
     def level_config(self, level: int) -> RunConfig:
         """This run as one level of its cascade judges it: that level's judge model and API base (the
-        run's own for the last level), no cascade."""
-        if level == len(self.cascade):
-            return self.model_copy(update={"cascade": []})
-        step = self.cascade[level]
-        return self.model_copy(update={"judge_model": step.judge_model, "api_base": step.api_base or self.api_base,
-                                       "cascade": []})
+        run's own for the last level), no cascade; validated (:meth:`JudgeSettings.for_level`)."""
+        return self.for_level(self.cascade[level] if level < len(self.cascade) else None, cascade=[])
 
     def with_thresholds_in_force(self, calibrated: Mapping[str, JudgeThresholds]) -> RunConfig:
         """This config with ``thresholds_in_force`` for every selected judge: ``calibrated`` where
@@ -598,95 +575,9 @@ EVALUATION_COLUMNS: tuple[str, ...] = (
 )
 
 
-# --------------------------------------------------------------------------------------------
-# Model comparisons
-
-
-class ComparisonError(InputError, RuntimeError):
-    """A comparison cannot run as asked: the message names the range, the models and the cause."""
-
-
-class ComparisonSpec(BaseModel):
-    """What to compare. The DAG's Params form and ``python -m evaluation compare`` map onto it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start_date: Annotated[dt.date, Cli(flags=("--from",))] = Field(description="First day (dt) of the range, inclusive.")
-    end_date: Annotated[dt.date, Cli(flags=("--to",))] = Field(description="Last day (dt) of the range, inclusive.")
-    models: Annotated[list[str], BeforeValidator(comma_list)] = Field(
-        min_length=2, description="The models (the `model` column) to compare.")
-    baseline: OptionalText = Field(default=None, description="The model the others are compared to; empty: the first.")
-    judges: JudgeList = Field(default_factory=lambda: list(JUDGES), min_length=1, description="Judges compared.")
-    sample_per_model: Annotated[int | None, Cli(flags=("--sample",))] = Field(
-        default=None, ge=1, description="At most this many records per model, a seeded sample; empty: all."
-    )
-    seed: int = Field(default=0, ge=0, description="Seeds the sample, the bootstrap and the permutations.")
-    judge_model: OptionalText = Field(
-        default=None, description="Re-judge the sample with this litellm model; empty: compare the landed scores."
-    )
-    api_base: OptionalText = Field(default=None, description="Base URL of an OpenAI-compatible judge server.")
-    concurrency: int = Field(default=8, ge=1, le=1024, description="Judge calls in flight when re-judging.")
-    bootstrap: int = Field(
-        default=2000, ge=100, le=100_000,
-        description="Bootstrap resamples, and the least permutations of each p-value: raised to what the number of "
-        "tests needs (the p-value's floor a tenth of the first adjusted test's threshold).")
-    thresholds: Thresholds = Field(
-        default_factory=Thresholds, description="Verdict thresholds when re-judging (landed rows keep theirs)."
-    )
-    min_pairs: int = Field(default=10, ge=2, description="Shared questions needed for a paired test.")
-    p_adjust: Literal["holm", "bh"] = Field(
-        default="holm",
-        description="How the comparison's p-values are adjusted for their number: holm (Holm's step-down, "
-        "family-wise error rate) or bh (Benjamini–Hochberg, false discovery rate).",
-    )
-
-    @field_validator("models")
-    @classmethod
-    def _unique_models(cls, value: list[str]) -> list[str]:
-        models = [m.strip() for m in value]
-        if any(not m for m in models):
-            raise ValueError("a model name is blank")
-        repeated = sorted({m for m in models if models.count(m) > 1})
-        if repeated:
-            raise ValueError(f"models are repeated: {', '.join(repeated)}")
-        return models
-
-    @model_validator(mode="after")
-    def _check(self) -> ComparisonSpec:
-        if self.end_date < self.start_date:
-            raise ValueError(f"end_date {self.end_date} is before start_date {self.start_date}")
-        if self.judge_model is None:
-            self.api_base = None  # only a judge call uses it; it must not change the comparison's id
-        if self.baseline is None:
-            self.baseline = self.models[0]
-        elif self.baseline not in self.models:
-            raise ValueError(f"baseline {self.baseline!r} is not one of the models {self.models}")
-        return self
-
-    @property
-    def baseline_model(self) -> str:
-        """The baseline (set by validation)."""
-        assert self.baseline is not None
-        return self.baseline
-
-    def days(self) -> list[dt.date]:
-        """Every day of the range."""
-        return [self.start_date + dt.timedelta(days=i) for i in range((self.end_date - self.start_date).days + 1)]
-
-    def default_id(self) -> str:
-        """``cmp-`` and a hash of the spec: the same spec gets the same id."""
-        # The default adjustment is left out of the hash: comparisons named before it was a choice keep their id.
-        digest = hashlib.sha256(
-            self.model_dump_json(exclude={"p_adjust"} if self.p_adjust == "holm" else None).encode()).hexdigest()
-        return f"cmp-{digest[:16]}"
-
-    def describe(self) -> str:
-        """The range and the models, for messages."""
-        return f"{self.start_date}..{self.end_date}, models {', '.join(self.models)}"
-
-
 class Retention(BaseModel):
-    """How long working data is kept, in days (0 deletes everything that is not in use)."""
+    """How long working data is kept, in days (0 deletes everything that is not in use). Its fields are
+    the options of ``gc`` and of the maintenance DAG, each with its ``EVALUATION_<OPTION>`` variable."""
 
     model_config = ConfigDict(extra="forbid")
 

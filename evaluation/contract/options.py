@@ -1,11 +1,18 @@
 """Options generated from a spec's fields: the DAG forms and the CLI flags of ``run``, ``plan``,
-``compare`` and ``calibrate`` come from :class:`RunConfig`, :class:`ComparisonSpec` and
-:class:`CalibrationSpec` (each field's title, description, default, range, flag spellings and
-environment variable), and :func:`build_config` turns their values into a :class:`RunConfig`.
+``compare``, ``calibrate`` and ``gc`` come from :class:`RunConfig`, :class:`ComparisonSpec`,
+:class:`CalibrationSpec` and :class:`Retention` (each field's title, description, default, range,
+flag spellings and environment variable), and :func:`build_config` turns their values into a
+:class:`RunConfig`.
 
-Every run option has a variable, named after it: ``EVALUATION_`` and the option's name in upper
-case (:func:`env_name`; ``concurrency`` is ``$EVALUATION_CONCURRENCY``), so a deployment sets any
-of them for its scheduled runs; a field's :class:`~evaluation.contract.config.Cli` may name another.
+Every option of these four has a variable, named after it: ``EVALUATION_`` and the option's name in
+upper case (:func:`env_name`; ``concurrency`` is ``$EVALUATION_CONCURRENCY``), so a deployment sets
+any of them for its scheduled runs, comparisons, calibrations and clean-ups; an option of the same
+name is the same setting wherever it is (``EVALUATION_JUDGE_RPM`` limits runs, re-judging
+comparisons and calibrations alike). A field's :class:`~evaluation.contract.config.Cli` (or its
+spec's ``OPTION_CLI``) may name another variable or none: a comparison's ``judge_model`` is
+``EVALUATION_COMPARE_JUDGE_MODEL`` (empty compares the landed scores, so the runs' judge model must
+not re-judge every comparison), and what a comparison or a calibration is asked (its range and
+models, its golden set) has none.
 
 This module is light on purpose (pydantic only): the DAG files import it at parse time. Nothing
 here reads the environment then: an option with an environment variable is empty in the form and
@@ -25,7 +32,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from evaluation.contract.adapters import check_input_layout, check_options, parse_mapping
-from evaluation.contract.config import RUN_INTERNALS, Cli, ComparisonSpec, RunConfig
+from evaluation.contract.calibration import CalibrationSpec
+from evaluation.contract.comparison import ComparisonSpec
+from evaluation.contract.config import RUN_INTERNALS, Cli, Retention, RunConfig
 
 
 @dataclass(frozen=True)
@@ -86,14 +95,18 @@ def env_name(option: str, prefix: str = ENV_PREFIX) -> str:
 
 
 def _option(name: str, path: tuple[str, ...], info: FieldInfo, spec: dict[str, Any], *, required: bool,
-            env_prefix: str | None) -> Option:
+            env_prefix: str | None, override: Cli | None = None) -> Option:
     schema = {k: v for k, v in spec.items() if k not in ("title", "description", "default")}
     variants = schema.pop("anyOf", None)
     if variants:  # X | None as the type [X, "null"]
         (typed,) = [v for v in variants if v.get("type") != "null"]
         schema.update(typed, type=[typed["type"], "null"])
-    env = _cli(info).env or (None if env_prefix is None else env_name(name, env_prefix))
+    cli = _cli(info)
+    named = override.env if override is not None and override.env is not None else cli.env
+    env = (named if named is not None else None if env_prefix is None else env_name(name, env_prefix)) or None
     default = None if required else info.get_default(call_default_factory=True)
+    if override is not None and override.empty is not None:
+        default = override.empty
     fallback = default
     if env is not None:  # left empty for the variable: "" for text, else null
         kind = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
@@ -101,9 +114,11 @@ def _option(name: str, path: tuple[str, ...], info: FieldInfo, spec: dict[str, A
         schema["type"] = "string" if "string" in kind else [*kind, "null"] if "null" not in kind else kind
         if "enum" in schema and default == "":  # a choice left empty
             schema["enum"] = ["", *schema["enum"]]
+    description = override.description if override is not None and override.description else \
+        spec.get("description", "")
     return Option(name=name, path=path, title=info.title or name.replace("_", " ").capitalize(),
-                  description=spec.get("description", ""), schema=schema, default=default, required=required,
-                  env=env, fallback=fallback, flags=_cli(info).flags or ("--" + name.replace("_", "-"),))
+                  description=description, schema=schema, default=default, required=required,
+                  env=env, fallback=fallback, flags=cli.flags or ("--" + name.replace("_", "-"),))
 
 
 def options(model: type[BaseModel], *, skip: Iterable[str] = (), env_prefix: str | None = None) -> tuple[Option, ...]:
@@ -111,16 +126,19 @@ def options(model: type[BaseModel], *, skip: Iterable[str] = (), env_prefix: str
     whose :class:`~evaluation.contract.config.Cli` names an option (``thresholds`` as ``pass_threshold`` and
     ``borderline_threshold``); other nested models are left out. With ``env_prefix`` every option
     falls back to the variable :func:`env_name` makes of its name; without, only those whose
-    :class:`~evaluation.contract.config.Cli` names one."""
+    :class:`~evaluation.contract.config.Cli` names one. A spec's ``OPTION_CLI`` (option name to
+    :class:`~evaluation.contract.config.Cli`) says where its option differs from the field it inherits."""
     schema = model.model_json_schema()
     required = set(schema.get("required", []))
+    overrides: Mapping[str, Cli] = getattr(model, "OPTION_CLI", {})
     found: list[Option] = []
     for name, info in model.model_fields.items():
         spec = schema["properties"][name]
         if name in skip:
             continue
         if "$ref" not in spec:
-            found.append(_option(name, (name,), info, spec, required=name in required, env_prefix=env_prefix))
+            found.append(_option(name, (name,), info, spec, required=name in required, env_prefix=env_prefix,
+                                 override=overrides.get(name)))
             continue
         nested = info.annotation
         if isinstance(nested, type) and issubclass(nested, BaseModel):
@@ -160,8 +178,20 @@ def model_input(found: Iterable[Option], values: Mapping[str, Any]) -> dict[str,
 
 #: The run options: RunConfig's fields but those the run sets itself, each with its variable.
 RUN_OPTIONS = options(RunConfig, skip=RUN_INTERNALS, env_prefix=ENV_PREFIX)
-#: The options of a comparison: ComparisonSpec's fields but the re-judging thresholds.
-COMPARE_OPTIONS = options(ComparisonSpec, skip=("thresholds",))
+#: The options of a comparison: ComparisonSpec's fields but the re-judging thresholds and the fixed
+#: temperature, each with its variable.
+COMPARE_OPTIONS = options(ComparisonSpec, skip=("thresholds", "temperature"), env_prefix=ENV_PREFIX)
+#: The options of a calibration: CalibrationSpec's fields but the fixed temperature, each with its variable.
+CALIBRATE_OPTIONS = options(CalibrationSpec, skip=("temperature",), env_prefix=ENV_PREFIX)
+#: The options of ``gc`` and the maintenance DAG: the retention's days, each with its variable.
+RETENTION_OPTIONS = options(Retention, env_prefix=ENV_PREFIX)
+
+
+def read_options(found: Iterable[Option], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A spec's input from option values: those left empty taken from their variables (else their
+    fallbacks), nested as the spec takes them (:func:`fill_from_env`, :func:`model_input`)."""
+    found = tuple(found)
+    return model_input(found, fill_from_env(found, values))
 
 
 def build_config(values: dict[str, Any], *, date: dt.date, run_id: str, trigger: str) -> RunConfig:

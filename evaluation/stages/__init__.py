@@ -17,6 +17,7 @@ rule lands its evidence under ``_failed/`` (see :func:`~evaluation.storage.faile
 ``runs`` row with status ``failed`` and the cause; the day's tables and report stay as they were.
 """
 
+from evaluation.calling.client import judge_client
 from evaluation.stages._run import (
     CheckResult,
     ChunkPlan,
@@ -37,7 +38,7 @@ from evaluation.stages._run import (
     where,
     write_record,
 )
-from evaluation.stages.check import check_run, judge_client, probe_judge
+from evaluation.stages.check import check_run, probe_judge
 from evaluation.stages.ingest import ingest_and_validate, raw_objects, validated_batches
 from evaluation.stages.judge import judge_chunk
 from evaluation.stages.land import score_and_land

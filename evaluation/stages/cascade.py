@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from evaluation.calling import client as judge_client
+from evaluation.calling.client import price_per_token
 from evaluation.contract.config import RunConfig
 from evaluation.judges.row import ParsedRow
 from evaluation.stages.thresholds import Bands
@@ -85,7 +85,7 @@ def cascade_summary(cfg: RunConfig, evaluations: pl.LazyFrame, calls: pl.LazyFra
     decided = dict(evaluations.filter(pl.col("decided_by").is_not_null()).group_by("decided_by").len()
                    .collect().iter_rows())
     pairs = int(evaluations.filter(pl.col("cascade_calls") > 0).select(pl.len()).collect().item())
-    prices = {model: judge_client.price_per_token(model) for model in models}
+    prices = {model: price_per_token(model) for model in models}
     per_model = calls.group_by("judge_model").agg(
         pl.len().alias("calls"), pl.col("cost_usd").sum(), pl.col("input_tokens").sum(), pl.col("output_tokens").sum(),
     ).collect()

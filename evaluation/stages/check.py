@@ -9,8 +9,7 @@ from typing import Any
 
 from evaluation.calling import offline
 from evaluation.calling.batch import BatchUnsupported, require_batches
-from evaluation.calling.client import JudgeClient, credential_variables, endpoint
-from evaluation.calling.fleetrate import rate_settings
+from evaluation.calling.client import credential_variables, endpoint, judge_client
 from evaluation.contract.calibration import CalibrationError
 from evaluation.contract.config import RunConfig
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
@@ -21,30 +20,6 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between two "waiting for the judge" lines while a probe call has no answer.
 PROBE_REPORT_EVERY_S = 5.0
-
-
-def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
-    """The run's judge client (imports litellm: only where calls are made). Its rate budget is
-    the deployment's: shared through Redis, or divided by the judge tasks that run at once
-    (:func:`evaluation.calling.fleetrate.rate_settings`)."""
-
-    rate_url, rate_share = rate_settings()
-
-    return JudgeClient(
-        cfg.judge_model,
-        api_base=cfg.api_base,
-        api_key=api_key,
-        concurrency=cfg.concurrency,
-        timeout_s=cfg.timeout_s,
-        max_attempts=cfg.max_attempts,
-        retry_budget_s=cfg.retry_budget_s,
-        temperature=cfg.temperature,
-        rpm=cfg.judge_rpm,
-        tpm=cfg.judge_tpm,
-        rate_url=rate_url,
-        rate_share=rate_share,
-        structured_output=cfg.structured_output,
-    )
 
 
 def check_run(

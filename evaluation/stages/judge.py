@@ -21,7 +21,7 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.calling.batch import BATCH_PROVIDERS, ChunkBatch, provider_of
-from evaluation.calling.client import call_parameters, price_per_token
+from evaluation.calling.client import call_parameters, judge_client, price_per_token
 from evaluation.contract.config import RULES_VERSION, CallRecord, InputRecord, JudgeName, RunConfig, question_key
 from evaluation.contract.redact import redact_record
 from evaluation.contract.schemas import CALLS_SCHEMA, PARSED_SCHEMA, record_from_row
@@ -38,7 +38,6 @@ from evaluation.judges.row import ParsedRow, Spent
 from evaluation.judges.schema import reply_format_of
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
 from evaluation.stages.cascade import PairSpending, escalated
-from evaluation.stages.check import judge_client
 from evaluation.stages.plan import key_range
 from evaluation.stages.thresholds import level_bands
 from evaluation.storage.ledger import Ledger, request_hash
@@ -487,9 +486,7 @@ def _cascade(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None,
         landed_before = len(rows)
         parameters = None  # the judge model's: the plan's call parameters
         if level < len(cfg.cascade):
-            parameters = level_parameters[level] if level < len(level_parameters) else call_parameters(
-                level_cfg.judge_model, api_base=level_cfg.api_base, temperature=level_cfg.temperature,
-                structured_output=level_cfg.structured_output)
+            parameters = level_parameters[level] if level < len(level_parameters) else call_parameters(level_cfg)
         prepared = prepare_chunk(level_cfg, stores, index, api_key=api_key, parameters=parameters, pairs=open_pairs)
         frame = prepared.frame
         if level == 0:  # settled without a call: the judge model's rows, as in a run without a cascade

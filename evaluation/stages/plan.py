@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 
 from evaluation import storage
-from evaluation.calling import client as judge_client
 from evaluation.calling.batch import BATCH_PROVIDERS, batch_prices, provider_of
+from evaluation.calling.client import call_parameters, count_tokens, price_per_token
 from evaluation.calling.cost import output_tokens, tokens_cost
 from evaluation.contract.config import RunConfig, Sample
 from evaluation.contract.schemas import RECORD_SCHEMA, record_from_row
@@ -237,13 +237,8 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
         chunk_size=chunk_size,
         sampled=sampled_count,
         estimate=estimate,
-        call_parameters=judge_client.call_parameters(cfg.judge_model, api_base=cfg.api_base,
-                                                     temperature=cfg.temperature,
-                                                     structured_output=cfg.structured_output),
-        cascade_parameters=[judge_client.call_parameters(level.judge_model, api_base=level.api_base,
-                                                         temperature=level.temperature,
-                                                         structured_output=level.structured_output)
-                            for level in map(cfg.level_config, range(len(cfg.cascade)))],
+        call_parameters=call_parameters(cfg),
+        cascade_parameters=[call_parameters(cfg.level_config(level)) for level in range(len(cfg.cascade))],
         seconds=round(time.monotonic() - started, 3),
     ))
     logger.info("%s: %d chunks of up to %d records; estimate %s", where(cfg), len(chunks), chunk_size, estimate)
@@ -273,7 +268,7 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
         for judge in cfg.judges:
             prompt = route(judge, record)
             if isinstance(prompt, RenderedPrompt):  # empty answers and judges that do not apply cost nothing
-                tokens += judge_client.count_tokens(cfg.judge_model, prompt)
+                tokens += count_tokens(cfg.judge_model, prompt)
                 prompts[judge] += 1
     scale = records / sample.height
     day_tokens = int(tokens * scale)
@@ -284,7 +279,7 @@ def estimate_cost(cfg: RunConfig, sample: pl.DataFrame, *, records: int) -> Cost
         calls=sum(day_calls.values()),
         prompt_tokens=day_tokens,
         output_tokens=expected_output,
-        cost_usd=round(tokens_cost(day_tokens, expected_output, judge_client.price_per_token(cfg.judge_model)), 6),
+        cost_usd=round(tokens_cost(day_tokens, expected_output, price_per_token(cfg.judge_model)), 6),
         batch_cost_usd=batch_cost(cfg.judge_model, day_tokens, expected_output),
         sampled_records=sample.height,
     )

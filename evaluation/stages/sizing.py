@@ -40,8 +40,8 @@ import polars as pl
 from pydantic import Field
 
 from evaluation import storage
-from evaluation.calling import client as judge_client
 from evaluation.calling import offline
+from evaluation.calling.client import call_parameters, count_tokens, price_per_token
 from evaluation.calling.cost import mean_reply_tokens, reply_tokens, tokens_cost
 from evaluation.contract.config import JudgeName, RunConfig
 from evaluation.contract.schemas import PARSED_SCHEMA
@@ -182,7 +182,7 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
             if sampled_prompts[judge] < TOKEN_SAMPLE:
                 sampled_prompts[judge] += 1
                 sampled_chars[judge] += size
-                sampled_tokens[judge] += judge_client.count_tokens(cfg.judge_model, prompt)
+                sampled_tokens[judge] += count_tokens(cfg.judge_model, prompt)
         before = {item.request_hash for item in prepared.pending}
     judges = []
     for judge in cfg.judges:
@@ -198,7 +198,7 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
     total_calls = sum(j.calls for j in judges)
     input_tokens = sum(j.input_tokens for j in judges)
     output_tokens = sum(j.output_tokens for j in judges)
-    input_price, output_price = judge_client.price_per_token(cfg.judge_model)
+    input_price, output_price = price_per_token(cfg.judge_model)
     cost = tokens_cost(input_tokens, output_tokens, (input_price, output_price))
     at_batch_price = batch_cost(cfg.judge_model, input_tokens, output_tokens)
     paid = at_batch_price if cfg.batch and at_batch_price is not None else cost  # what the budget pays
@@ -275,16 +275,14 @@ def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
         extra: dict[str, float] | None = dict.fromkeys(cfg.judges, 0.0)  # rows estimated to reach the level
         for level in range(levels):
             level_cfg = cfg.level_config(level)
-            parameters = None if level == len(cfg.cascade) else judge_client.call_parameters(
-                level_cfg.judge_model, api_base=level_cfg.api_base, temperature=level_cfg.temperature,
-                structured_output=level_cfg.structured_output)
+            parameters = None if level == len(cfg.cascade) else call_parameters(level_cfg)
             prepared = prepare_chunk(level_cfg, stores, chunk.index, ledger_store=ledger_store, parameters=parameters,
                                      pairs=open_pairs)
             known[level] += len(prepared.to_call)
             so_far = estimated[level]
             estimated[level] = None if extra is None or so_far is None else so_far + sum(extra.values())
             for item in prepared.to_call[: max(0, TOKEN_SAMPLE - tokens[level][1])]:
-                tokens[level][0] += judge_client.count_tokens(level_cfg.judge_model, item.prompt)
+                tokens[level][0] += count_tokens(level_cfg.judge_model, item.prompt)
                 tokens[level][1] += 1
             if level == len(cfg.cascade):
                 break
@@ -310,7 +308,7 @@ def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
         reply = mean_reply_tokens(cfg.judges)
         input_tokens = None if calls is None else round(calls * per_call)
         output_tokens = None if calls is None else round(calls * reply)
-        price_in, price_out = judge_client.price_per_token(model)
+        price_in, price_out = price_per_token(model)
         share = None if level == len(cfg.cascade) else _mean_share(shares[level])
         sizes.append(LevelSize(
             judge_model=model, calls=calls, calls_known=known[level], share_sent_on=share,

@@ -28,8 +28,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from evaluation.calling import client as judge_client
 from evaluation.calling.batch import BATCH_PROVIDERS, limits_for, provider_of, request_line, split_parts
+from evaluation.calling.client import count_tokens, price_per_token
 from evaluation.calling.cost import TYPICAL_REPLY_TOKENS
 from evaluation.contract.config import Context, InputRecord, JudgeName, RunConfig
 from evaluation.judges import RenderedPrompt, route
@@ -66,7 +66,7 @@ def judge_call(cfg: RunConfig, judge: JudgeName, record_tokens: int) -> JudgeCal
     if not isinstance(prompt, RenderedPrompt):
         raise ValueError(f"judge {judge} makes no call for a record with every field")
     line = request_line(cfg.judge_model, prompt, "r-0000000000", temperature=cfg.temperature, json_mode=True)
-    return JudgeCall(judge=judge, input_tokens=judge_client.count_tokens(cfg.judge_model, prompt) + record_tokens,
+    return JudgeCall(judge=judge, input_tokens=count_tokens(cfg.judge_model, prompt) + record_tokens,
                      output_tokens=TYPICAL_REPLY_TOKENS[judge],
                      line_bytes=len(json.dumps(line)) + 1 + BYTES_PER_TOKEN * record_tokens)
 
@@ -116,7 +116,7 @@ def records_table(cfg: RunConfig, records: int, *, record_tokens: int = RECORD_T
     parallel = min(max(1, pool_slots), max(1, chunks))
     seconds, bound = judging_time(cfg.model_copy(update={"batch": False}), calls=total_calls,
                                   tokens=input_tokens + output_tokens, parallel=parallel, latency_s=latency)
-    price_in, price_out = judge_client.price_per_token(cfg.judge_model)
+    price_in, price_out = price_per_token(cfg.judge_model)
     batch = batch_cost(cfg.judge_model, input_tokens, output_tokens)
     limits = ", ".join(f"{name} {value:,.0f}" for name, value in (("judge_rpm", cfg.judge_rpm),
                                                                   ("judge_tpm", cfg.judge_tpm)) if value)

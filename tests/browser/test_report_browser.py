@@ -27,7 +27,7 @@ import pytest
 
 from evaluation import storage
 from evaluation.compare import run_comparison
-from evaluation.contract.config import ComparisonSpec
+from evaluation.contract.comparison import ComparisonSpec
 from evaluation.report import write_daily_report
 from tests.unit.test_report import DAY, write_history
 

@@ -332,6 +332,24 @@ def test_calibrate_lands_beside_the_golden_sets_without_an_output(tmp_path: Path
     assert [p.name for p in (root / "tiny").iterdir()] == ["records.jsonl"]  # the set's folder is left alone
 
 
+def test_an_empty_calibrate_option_takes_its_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    _write_set(tmp_path / "golden" / "tiny", _shipped("halueval-qa", 10))
+    for name, value in {"EVALUATION_JUDGES": "rag", "EVALUATION_BOOTSTRAP": "100", "EVALUATION_CONCURRENCY": "3",
+                        "EVALUATION_HOLDOUT_SHARE": "0.4", "EVALUATION_JUDGE_MODEL": "offline/lexical",
+                        "EVALUATION_STRUCTURED_OUTPUT": "off"}.items():
+        monkeypatch.setenv(name, value)
+    args = ["calibrate", "--golden", str(tmp_path / "golden" / "tiny"), "--output", str(tmp_path / "out"),
+            "--no-progress", "--holdout-share", "0.6"]
+    assert cli.main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    out = storage.LocalStore(tmp_path / "out")
+    spec = CalibrationSpec.model_validate(
+        storage.read_json(out, storage.calibration_key(result["calibration_id"], "judging.json"))["spec"])
+    assert (spec.judges, spec.bootstrap, spec.concurrency, spec.structured_output) == (["rag"], 100, 3, "off")
+    assert spec.holdout_share == 0.6  # a flag given wins over its variable
+
+
 def test_calibrate_draws_a_progress_bar_per_model_on_stderr_unless_told_not_to(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A bar for the model judging the set (one per model with a cascade), counting its (record,

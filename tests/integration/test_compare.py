@@ -224,6 +224,25 @@ def test_cli_compare_prints_a_short_table_and_the_report(landed, capsys) -> None
     assert {"delta_ci_high", "p_value", "test"} <= set(score)
 
 
+def test_an_empty_compare_option_takes_its_variable(landed, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EVALUATION_<OPTION> fills what the command line leaves out; the runs' EVALUATION_JUDGE_MODEL
+    does not make a comparison re-judge (its own variable is EVALUATION_COMPARE_JUDGE_MODEL)."""
+    from evaluation.cli.main import main
+
+    for name, value in {"EVALUATION_JUDGES": "rag", "EVALUATION_BOOTSTRAP": "150", "EVALUATION_MIN_PAIRS": "3",
+                        "EVALUATION_P_ADJUST": "bh", "EVALUATION_JUDGE_MODEL": "openai/not-for-comparisons"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("EVALUATION_COMPARE_JUDGE_MODEL", raising=False)
+    argv = ["compare", "--from", str(DAYS[0]), "--to", str(DAYS[1]), "--models", "assistant-lite,assistant-v2",
+            "--seed", "2", "--output", landed["out"].root, "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    landed_spec = storage.read_json(landed["out"], storage.comparison_key(summary["comparison_id"], "spec.json"))
+    spec = ComparisonSpec.model_validate(landed_spec["spec"])
+    assert (spec.judges, spec.bootstrap, spec.min_pairs, spec.p_adjust, spec.seed) == (["rag"], 150, 3, "bh", 2)
+    assert landed_spec["source"] == "landed" and not spec.rejudges
+
+
 # --------------------------------------------------------------------------------------------
 # Pairing and statistics on hand-made rows
 
@@ -328,12 +347,24 @@ def test_spec_refuses_bad_values(values: dict[str, Any], message: str) -> None:
 
 def test_spec_defaults_and_id() -> None:
     spec = _spec(models="assistant-v2, assistant-lite", judges="rag,masis", judge_model=" ")
-    assert spec.baseline == "assistant-v2" and spec.judges == ["rag", "masis"] and spec.judge_model is None
+    assert spec.baseline == "assistant-v2" and spec.judges == ["rag", "masis"] and not spec.rejudges
+    assert spec.model_dump()["judge_model"] is None  # as the spec was written before it had every judge setting
     assert spec.default_id() == _spec(models=["assistant-v2", "assistant-lite"], judges=["rag", "masis"]).default_id()
     assert spec.default_id() != _spec(models=["assistant-v2", "assistant-lite"], seed=1).default_id()
     assert len(spec.days()) == 2
     assert _spec(api_base="http://judge:8000/v1").api_base is None  # ignored without a judge model
     assert _spec(api_base="http://judge:8000/v1", judge_model="openai/m").api_base == "http://judge:8000/v1"
+
+
+def test_ids_of_comparisons_named_before_the_judge_settings_stay() -> None:
+    """The ids the spec had when it declared only judge_model, api_base and concurrency (computed
+    with that code): the settings added since leave them unchanged at their defaults."""
+    rng = {"start_date": dt.date(2026, 1, 1), "end_date": dt.date(2026, 1, 3), "models": ["a", "b"]}
+    assert ComparisonSpec(**rng).default_id() == "cmp-6d46850a549a725a"
+    rejudged = ComparisonSpec(**rng, judge_model="openai/x", api_base="http://h", concurrency=4, p_adjust="bh")
+    assert rejudged.default_id() == "cmp-cf769a366beceee2"
+    assert rejudged.model_copy(update={"judge_rpm": 60.0, "timeout_s": 5.0}).default_id() == "cmp-cf769a366beceee2"
+    assert rejudged.model_copy(update={"structured_output": "off"}).default_id() != "cmp-cf769a366beceee2"
 
 
 def test_landed_tables_read_back_as_written(landed) -> None:

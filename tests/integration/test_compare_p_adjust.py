@@ -92,7 +92,7 @@ def test_spec_defaults_to_holm_and_refuses_other_methods() -> None:
 
 def test_the_comparison_form_offers_the_choice() -> None:
     (field,) = [o for o in COMPARE_OPTIONS if o.name == "p_adjust"]
-    assert field.default == "holm" and field.schema["enum"] == ["holm", "bh"]
+    assert field.fallback == "holm" and field.schema["enum"] == ["", "holm", "bh"]  # empty: $EVALUATION_P_ADJUST
     assert "Benjamini–Hochberg" in field.description
 
 

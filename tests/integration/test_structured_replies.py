@@ -13,6 +13,7 @@ import pytest
 from bench.structured import parse_error_rates
 from evaluation.calling.client import JudgeClient, call_parameters
 from evaluation.contract.config import InputRecord, StructuredOutput
+from evaluation.contract.judge_settings import JudgeSettings
 from evaluation.judges import RenderedPrompt, render
 from evaluation.judges.masis import MasisReply
 from evaluation.judges.prompt import FreeformReply, RubricReply
@@ -77,13 +78,12 @@ def test_a_provider_that_supports_schemas_is_sent_one(model: str, structured_out
         assert sent == {"type": "json_object"}
         assert "response_format" not in parameters  # the request hashes of JSON-mode runs stay as they were
         assert reply_format_of(prompt, parameters) == "json_object"
-    assert parameters == call_parameters(model, api_base=parameters["api_base"], temperature=0.0,
-                                         structured_output=structured_output)
+    settings = JudgeSettings(judge_model=model, api_base=parameters["api_base"], structured_output=structured_output)
+    assert parameters == call_parameters(settings)
 
 
 def test_the_offline_judge_is_never_sent_a_schema() -> None:
-    assert "response_format" not in call_parameters("offline/lexical", api_base=None, temperature=0.0,
-                                                    structured_output="on")
+    assert "response_format" not in call_parameters(JudgeSettings(judge_model="offline/lexical", structured_output="on"))
 
 
 def test_with_a_schema_the_noisy_server_gives_no_parse_error() -> None:

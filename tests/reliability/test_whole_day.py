@@ -25,7 +25,8 @@ from evaluation import stages, storage
 from evaluation.cli.day import run_day
 from evaluation.cli.main import latest_day
 from evaluation.compare.compute import landed_rows
-from evaluation.contract.config import ComparisonSpec, Retention
+from evaluation.contract.comparison import ComparisonSpec
+from evaluation.contract.config import Retention
 from evaluation.report import build_daily_report
 from evaluation.storage import retention, sql
 from evaluation.testing import synthetic

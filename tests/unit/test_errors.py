@@ -16,7 +16,7 @@ from evaluation.cli.support import CliError
 from evaluation.contract import errors
 from evaluation.contract.adapters import MappingError
 from evaluation.contract.calibration import CalibrationError
-from evaluation.contract.config import ComparisonError
+from evaluation.contract.comparison import ComparisonError
 from evaluation.report import ReportError
 from evaluation.stages import JudgeUnreachable, JudgeUnusable, RunFailed
 from evaluation.storage.sql import SqlError
