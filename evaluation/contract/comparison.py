@@ -42,7 +42,7 @@ class ComparisonSpec(JudgeSettings, _ComparedRange):
     #: EVALUATION_JUDGE_MODEL would re-judge every comparison); the range and models (the question) have none.
     OPTION_CLI: ClassVar[dict[str, Cli]] = {"judge_model": Cli(
         env="EVALUATION_COMPARE_JUDGE_MODEL", empty="",
-        description="Re-judge the sample with this litellm model; empty: compare the landed scores."),
+        description="Re-judge the sample with this litellm model; none: compare the landed scores."),
         **dict.fromkeys(("start_date", "end_date", "models"), Cli(env=""))}
 
     bootstrap: int = Field(
