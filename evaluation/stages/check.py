@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from evaluation.calling import offline
 from evaluation.calling.batch import BatchUnsupported, require_batches
@@ -14,8 +13,9 @@ from evaluation.calling.fleetrate import rate_settings
 from evaluation.contract.calibration import CalibrationError
 from evaluation.contract.config import RunConfig
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
+from evaluation.stages.cascade.bands import level_bands
 from evaluation.stages.ingest import DayInput, missing_input
-from evaluation.stages.thresholds import level_bands, with_calibrated_thresholds
+from evaluation.stages.thresholds import with_calibrated_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 PROBE_REPORT_EVERY_S = 5.0
 
 
-def judge_client(cfg: RunConfig, api_key: str | None) -> Any:
+def judge_client(cfg: RunConfig, api_key: str | None) -> JudgeClient:
     """The run's judge client (imports litellm: only where calls are made). Its rate budget is
     the deployment's: shared through Redis, or divided by the judge tasks that run at once
     (:func:`evaluation.calling.fleetrate.rate_settings`)."""
@@ -113,7 +113,7 @@ def refuse_unknown_offline_model(model: str, where: str) -> None:
 
 
 def probe_judge(
-    client: Any,
+    client: JudgeClient,
     where: str,
     *,
     timeout_s: float | None = None,
