@@ -36,7 +36,7 @@ from evaluation.judges.schema import reply_format_of
 from evaluation.stages._run import ChunkResult, Stores, read_manifest, where
 from evaluation.stages.check import judge_client
 from evaluation.stages.plan import key_range
-from evaluation.storage.ledger import Ledger, request_hash
+from evaluation.storage.ledger import Ledger, LedgerEntry, request_hash
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class PreparedChunk:
     frame: pl.DataFrame
     rows: list[ParsedRow]
     pending: list[_Pending]
-    cached: dict[str, dict[str, Any]]
+    cached: dict[str, LedgerEntry]
     unique: dict[str, _Pending]
     parameters: dict[str, Any]
     ledger: Ledger
@@ -142,7 +142,7 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
     return PreparedChunk(cfg, index, frame, rows, pending, cached, unique, parameters, ledger, client, started, budget)
 
 
-def _ledger_entry(cfg: RunConfig, item: _Pending, outcome: CallOutcome) -> dict[str, Any]:
+def _ledger_entry(cfg: RunConfig, item: _Pending, outcome: CallOutcome) -> LedgerEntry:
     """A successful reply as the ledger keeps it (``LEDGER_SCHEMA``)."""
     return {
         "request_hash": item.request_hash,
@@ -267,7 +267,7 @@ def stage_judged(stores: Stores, cfg: RunConfig, index: int, frame: pl.DataFrame
     return result
 
 
-def _unparsed_replies(pending: list[_Pending], cached: dict[str, dict[str, Any]]) -> set[str]:
+def _unparsed_replies(pending: list[_Pending], cached: dict[str, LedgerEntry]) -> set[str]:
     """Request hashes whose stored reply parses to ``parse_error`` (for ``rejudge_parse_errors``)."""
     unparsed = set()
     for item in pending:
@@ -291,7 +291,7 @@ def _finish(row: ParsedRow, cfg: RunConfig, prompt_version: str, spent: Spent = 
 
 
 def _judged_row(
-    cfg: RunConfig, item: _Pending, outcome: CallOutcome | None, stored: dict[str, Any] | None, parameters: dict[str, Any],
+    cfg: RunConfig, item: _Pending, outcome: CallOutcome | None, stored: LedgerEntry | None, parameters: dict[str, Any],
     paid: bool = False,
 ) -> tuple[ParsedRow, dict[str, Any] | None]:
     """The parsed row of one (record, judge) and its ``judge_calls`` row (none when the budget
