@@ -214,8 +214,10 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
                               "raw_response": reply, "error": None, "error_class": None, **spent, "cached": False,
                               "judged_at": when, "redactions": 0})
                 ledger.record({"request_hash": digest, "judge": judge, "judge_model": cfg.judge_model,
-                               "prompt_version": prompt.prompt_version, "raw_response": reply, **spent,
-                               "judged_at": when})
+                               "prompt_version": prompt.prompt_version, "raw_response": reply,
+                               "input_tokens": int(spent["input_tokens"]), "output_tokens": int(spent["output_tokens"]),
+                               "cost_usd": spent["cost_usd"], "latency_ms": spent["latency_ms"],
+                               "attempts": int(spent["attempts"]), "judged_at": when})
                 prompt_bytes += len(prompt.system.encode()) + len(prompt.user.encode())
                 if rng.random() < REJUDGED_SHARE:
                     rejudged.append({"chunk": index, "low": key_range[0] if key_range else None,

@@ -363,7 +363,7 @@ class ChunkBatch:
                 live.extend(await self._submit(missing))
         return live
 
-    async def wait(self, on_status: Callable[[str], None] | None = None) -> dict[str, Any]:
+    async def wait(self, on_status: Callable[[str], None] | None = None) -> dict[str, CallOutcome | None]:
         """:meth:`advance` every ``batch_poll_s`` until nothing is left to wait for (the CLI's way)."""
         while True:
             live = await self.advance()

@@ -53,11 +53,12 @@ def build_daily_report(
     ``policy`` decides the flags (:mod:`evaluation.report.alerts`, its defaults when None)."""
 
     # read again from the start when a day is landed again under the reading (read_consistently)
-    summary = read_consistently(store, report_days(day, history_days), lambda landed: compute_summary(
+    computed = read_consistently(store, report_days(day, history_days), lambda landed: compute_summary(
         load_inputs(store, day, history_days=history_days, landed=landed), worst_per_judge=worst_per_judge,
         policy=policy))
+    summary = computed.model_dump()  # the JSON of summary.json: DaySummary's keys, in its fields' order
     # agreement with people: the latest calibration of the day's judge model and prompt versions
-    summary["calibration"] = calibration_summary(store, summary["run"]["judge_models"], summary["run"]["prompt_versions"])
+    summary["calibration"] = calibration_summary(store, computed.run["judge_models"], computed.run["prompt_versions"])
     # people's labels: their count and age, agreement, and the headline rates they correct
     summary["people"] = people_summary(store, day)
     summary = _json_safe(summary)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -59,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
 from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
+from evaluation.report.summary import Flag, Group, Measure, Previous, Reference
 
 #: Per judge, the metrics (besides the score) whose worse flags alert.
 HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
@@ -224,35 +226,34 @@ TEN_PP = 0.10
 
 
 def previous_entry(today: Daily | None, interval: tuple[float, float] | None, row: dict[str, Any],
-              base: Daily) -> dict[str, Any]:
+                   base: Daily) -> Previous:
     """Today beside the previous landed day: descriptive (the difference, and whether the previous
     value lies outside today's interval); the test is against the reference (:func:`reference_entry`)."""
-    return {"dt": row["dt"].isoformat(), "n": base.n, "value": base.value,
-            "delta": None if today is None else today.value - base.value,
-            "outside_ci": None if interval is None else bool(base.value < interval[0] or base.value > interval[1]),
-            "p_value": None, "p_adjusted": None, "flagged": False, "tested": False}
+    return Previous(dt=row["dt"].isoformat(), n=base.n, value=base.value,
+                    delta=None if today is None else today.value - base.value,
+                    outside_ci=None if interval is None else bool(base.value < interval[0] or base.value > interval[1]))
 
 
-def reference_entry(result: Result, interval: tuple[float, float] | None, day: dt.date) -> dict[str, Any] | None:
+def reference_entry(result: Result, interval: tuple[float, float] | None, day: dt.date) -> Reference | None:
     """Today against its reference (:mod:`evaluation.report.monitor`): the difference, the test,
     the alerting family's adjusted p (headline measures), and the regression the series is in."""
     ref, test = result.reference, result.test
     if ref is None:
         return None
-    return {
-        "baseline": "before_regression" if result.since is not None and result.since < day else "trailing_7d",
-        "days": [d.isoformat() for d in ref.days], "n": ref.pooled.n, "value": ref.pooled.value,
-        "delta": None if test is None else test.delta,
-        "outside_ci": None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),
-        "se": test.se if test else None, "df": test.df if test else None,
-        "delta_ci_low": test.ci_low if test else None, "delta_ci_high": test.ci_high if test else None,
-        "test": "one-sided (worse)" if result.headline and test and test.p_worse is not None else "two-sided",
-        "p_value": (test.p_worse if result.headline and test.p_worse is not None else test.p_two_sided) if test else None,
-        "p_worse": test.p_worse if test else None, "p_two_sided": test.p_two_sided if test else None,
-        "p_adjusted": result.p_adjusted, "alerts": result.alerts, "flagged": result.alerts,
-        "regressed_since": result.since.isoformat() if result.since else None, "pages": result.pages,
-        "recovered": result.recovered, "tested": test is not None,
-    }
+    return Reference(
+        baseline="before_regression" if result.since is not None and result.since < day else "trailing_7d",
+        days=[d.isoformat() for d in ref.days], n=ref.pooled.n, value=ref.pooled.value,
+        delta=None if test is None else test.delta,
+        outside_ci=None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),
+        se=test.se if test else None, df=test.df if test else None,
+        delta_ci_low=test.ci_low if test else None, delta_ci_high=test.ci_high if test else None,
+        test="one-sided (worse)" if result.headline and test and test.p_worse is not None else "two-sided",
+        p_value=(test.p_worse if result.headline and test.p_worse is not None else test.p_two_sided) if test else None,
+        p_worse=test.p_worse if test else None, p_two_sided=test.p_two_sided if test else None,
+        p_adjusted=result.p_adjusted, alerts=result.alerts, flagged=result.alerts,
+        regressed_since=result.since.isoformat() if result.since else None, pages=result.pages,
+        recovered=result.recovered, tested=test is not None,
+    )
 
 
 def monitoring_entry(kind: str, result: Result, level: float, policy: AlertPolicy) -> dict[str, Any] | None:
@@ -271,79 +272,83 @@ def monitoring_entry(kind: str, result: Result, level: float, policy: AlertPolic
     return out
 
 
-def severity_key(flag: dict[str, Any]) -> tuple[float, float, str, str, str, str]:
+def severity_key(flag: Flag) -> tuple[float, float, str, str, str, str]:
     """Most severe first: adjusted p-value, then the change in units of its minimum effect."""
-    effect = abs(flag["delta"]) / flag["min_effect"] if flag["min_effect"] > 0 else abs(flag["delta"])
-    return flag["p_adjusted"], -effect, flag["model"], flag["judge"], flag["measure"], flag["baseline"]
+    effect = abs(flag.delta) / flag.min_effect if flag.min_effect > 0 else abs(flag.delta)
+    return flag.p_adjusted, -effect, flag.model, flag.judge, flag.measure, flag.baseline
 
 
-def _measures(groups: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str, str, dict[str, Any]]]:
-    return [(group, kind, name, measure) for group in groups
-            for kind, section in (("rate", "rates"), ("metric", "metrics")) for name, measure in group[section].items()]
+def measures_of(groups: Sequence[Group]) -> list[tuple[Group, str, str, Measure]]:
+    """Every measure of ``groups``: (group, ``rate`` or ``metric``, its name, its entry)."""
+    found: list[tuple[Group, str, str, Measure]] = []
+    for group in groups:
+        found += [(group, "rate", name, measure) for name, measure in group.rates.items()]
+        found += [(group, "metric", name, measure) for name, measure in group.metrics.items()]
+    return found
 
 
-def decide_flags(groups: list[dict[str, Any]], policy: AlertPolicy) -> list[dict[str, Any]]:
+def decide_flags(groups: Sequence[Group], policy: AlertPolicy) -> list[Flag]:
     """The day's flags, most severe first. The alerting family (the headline measures' one-sided
     tests) was adjusted and decided day by day (:func:`evaluation.report.monitor.step`); the
     other comparisons (every measure's two-sided test, shown and never sent) are adjusted here
     together. Sets ``p_two_sided_adjusted`` and ``flagged`` on each comparison of ``groups``."""
-    tested = [(g, kind, name, m, m["reference"]) for g, kind, name, m in _measures(groups)
-              if m.get("reference") and m["reference"].get("p_two_sided") is not None]
-    adjusted = adjust_p_values(np.array([c["p_two_sided"] for *_, c in tested], dtype=np.float64), policy.p_adjust)
+    tested = [(g, kind, name, m, m.reference) for g, kind, name, m in measures_of(groups)
+              if m.reference is not None and m.reference.p_two_sided is not None]
+    adjusted = adjust_p_values(np.array([c.p_two_sided for *_, c in tested], dtype=np.float64), policy.p_adjust)
     flags = []
     for (group, kind, name, measure, comparison), p_shown in zip(tested, adjusted, strict=True):
+        assert comparison.delta is not None  # a tested comparison has its difference
         minimum = policy.min_effect(kind)
-        direction, assessment = assess(kind, name, comparison["delta"])
-        headline = is_headline(group["judge"], kind, name)
-        comparison["p_two_sided_adjusted"] = float(p_shown)
-        shown = bool(p_shown < policy.alpha and abs(comparison["delta"]) >= minimum - _TOLERANCE)
-        if comparison.get("alerts"):
-            p_adjusted = comparison["p_adjusted"]
+        direction, assessment = assess(kind, name, comparison.delta)
+        headline = is_headline(group.judge, kind, name)
+        comparison.p_two_sided_adjusted = float(p_shown)
+        shown = bool(p_shown < policy.alpha and abs(comparison.delta) >= minimum - _TOLERANCE)
+        if comparison.alerts and comparison.p_adjusted is not None:
+            p_adjusted = comparison.p_adjusted
         elif shown and not (headline and assessment == "worse"):  # a headline drop alerts or is no flag
             p_adjusted = float(p_shown)
         else:
-            comparison["flagged"] = False
+            comparison.flagged = False
             continue
-        comparison["flagged"] = True
-        flags.append({
-            "model": group["model"], "judge": group["judge"],
-            "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-            "baseline": comparison["baseline"], "baseline_dt": None, "baseline_days": comparison["days"],
-            "value": measure["value"], "baseline_value": comparison["value"], "delta": comparison["delta"],
-            "delta_ci_low": comparison["delta_ci_low"], "delta_ci_high": comparison["delta_ci_high"],
-            "ci_low": measure["ci_low"], "ci_high": measure["ci_high"],
-            "p_value": comparison["p_value"], "p_adjusted": p_adjusted, "min_effect": minimum,
-            "direction": direction, "assessment": assessment, "headline": headline,
-            "alerts": bool(comparison.get("alerts")),
-        })
+        comparison.flagged = True
+        flags.append(Flag(
+            model=group.model, judge=group.judge, measure=f"{name}_rate" if kind == "rate" else f"{name}_mean",
+            baseline=comparison.baseline, baseline_dt=None, baseline_days=comparison.days,
+            value=measure.value, baseline_value=comparison.value, delta=comparison.delta,
+            delta_ci_low=comparison.delta_ci_low, delta_ci_high=comparison.delta_ci_high,
+            ci_low=measure.ci_low, ci_high=measure.ci_high,
+            p_value=comparison.p_value, p_adjusted=p_adjusted, min_effect=minimum,
+            direction=direction, assessment=assessment, headline=headline, alerts=comparison.alerts,
+        ))
     return sorted(flags, key=severity_key)
 
 
-def _change(model: str, judge: str, kind: str, name: str, comparison: dict[str, Any], after: float) -> dict[str, Any]:
-    _, assessment = assess(kind, name, comparison["delta"])
+def _change(judge: str, kind: str, name: str, comparison: Reference, after: float | None) -> dict[str, Any]:
+    assert comparison.delta is not None  # a regressed measure was tested
+    _, assessment = assess(kind, name, comparison.delta)
     return {"judge": judge, "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-            "baseline": comparison["baseline"], "before": comparison["value"], "after": after,
-            "delta": comparison["delta"], "p_adjusted": comparison["p_adjusted"], "assessment": assessment,
-            "since": comparison.get("regressed_since"), "pages": bool(comparison.get("pages"))}
+            "baseline": comparison.baseline, "before": comparison.value, "after": after,
+            "delta": comparison.delta, "p_adjusted": comparison.p_adjusted, "assessment": assessment,
+            "since": comparison.regressed_since, "pages": comparison.pages}
 
 
-def model_states(day: dt.date, groups: list[dict[str, Any]], policy: AlertPolicy) -> dict[str, dict[str, Any]]:
+def model_states(day: dt.date, groups: Sequence[Group], policy: AlertPolicy) -> dict[str, dict[str, Any]]:
     """Per model: its regression (the headline measures regressed today, since when, whether it
     pages), whether it has a baseline, and what its volume can catch (the judges' smallest
     detectable pass-rate drop, and the rows a day needs for :attr:`AlertPolicy.useful_drop` and
     for 10 pp)."""
     states: dict[str, dict[str, Any]] = {}
-    for group, kind, name, measure in _measures(groups):
-        state = states.setdefault(group["model"], {"changes": [], "baseline": False, "records": 0, "monitoring": None})
-        comparison = measure.get("reference")
+    for group, kind, name, measure in measures_of(groups):
+        state = states.setdefault(group.model, {"changes": [], "baseline": False, "records": 0, "monitoring": None})
+        comparison = measure.reference
         state["baseline"] = state["baseline"] or comparison is not None
         if kind == "rate" and name == "pass":
-            state["records"] = max(state["records"], measure["n"])
-            seen, best = measure.get("monitoring"), state["monitoring"]
+            state["records"] = max(state["records"], measure.n)
+            seen, best = measure.monitoring, state["monitoring"]
             if seen and (best is None or seen["detectable_drop"] < best["detectable_drop"]):
-                state["monitoring"] = {**seen, "judge": group["judge"]}
-        if comparison and comparison.get("regressed_since") and is_headline(group["judge"], kind, name):
-            state["changes"].append(_change(group["model"], group["judge"], kind, name, comparison, measure["value"]))
+                state["monitoring"] = {**seen, "judge": group.judge}
+        if comparison and comparison.regressed_since and is_headline(group.judge, kind, name):
+            state["changes"].append(_change(group.judge, kind, name, comparison, measure.value))
     for state in states.values():
         changes = sorted(state["changes"], key=lambda c: (c["p_adjusted"] if c["p_adjusted"] is not None else 1.0,
                                                           -abs(c["delta"])))
@@ -378,7 +383,7 @@ def status_text(line: dict[str, Any], policy: AlertPolicy | None = None) -> str:
 _STATUS_ORDER = {"regressed": 0, "improved": 1, "too_few": 2, "no_baseline": 3, "steady": 4}
 
 
-def build_headline(models: list[str], flags: list[dict[str, Any]],
+def build_headline(models: list[str], flags: list[Flag],
                    states: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One line per model: regressed (its regressed headline measures; ``pages`` when it is new or
     got worse), improved (better flags on headline measures), too few records to monitor, no
@@ -386,11 +391,11 @@ def build_headline(models: list[str], flags: list[dict[str, Any]],
     ``states`` a model's alerting flags make it regressed (a new regression)."""
     lines = []
     for model in models:
-        mine = [f for f in flags if f["model"] == model]
+        mine = [f for f in flags if f.model == model]
         state = (states or {}).get(model) or {}
         regressed = state.get("changes") if states is not None else [
-            {**_flag_change(f), "since": None, "pages": True} for f in _one_per_measure([f for f in mine if f["alerts"]])]
-        improving = _one_per_measure([f for f in mine if f["headline"] and f["assessment"] == "better"])
+            {**_flag_change(f), "since": None, "pages": True} for f in _one_per_measure([f for f in mine if f.alerts])]
+        improving = _one_per_measure([f for f in mine if f.headline and f.assessment == "better"])
         better = [_flag_change(f) for f in improving]
         status = ("regressed" if regressed else "improved" if better
                   else "too_few" if state.get("too_few") else "no_baseline" if states is not None and not state.get("baseline")
@@ -400,7 +405,7 @@ def build_headline(models: list[str], flags: list[dict[str, Any]],
         line = {"model": model, "status": status, "since": state.get("since"), "day": state.get("day"),
                 "pages": bool(status == "regressed" and (state.get("pages") if states is not None else True)),
                 "changes": listed, "other_flags": len(mine) - sum(
-                    1 for f in mine if (f["alerts"] if status == "regressed" else status == "improved" and f in improving)),
+                    1 for f in mine if (f.alerts if status == "regressed" else status == "improved" and f in improving)),
                 "records": state.get("records", 0), "detectable_drop": watch.get("detectable_drop"),
                 "needs": watch.get("needs")}
         line["text"] = status_text(line)
@@ -414,18 +419,18 @@ def build_headline(models: list[str], flags: list[dict[str, Any]],
     return sorted(lines, key=order)
 
 
-def _flag_change(flag: dict[str, Any]) -> dict[str, Any]:
-    return {"judge": flag["judge"], "measure": flag["measure"], "baseline": flag["baseline"],
-            "before": flag["baseline_value"], "after": flag["value"], "delta": flag["delta"],
-            "p_adjusted": flag["p_adjusted"], "assessment": flag["assessment"]}
+def _flag_change(flag: Flag) -> dict[str, Any]:
+    return {"judge": flag.judge, "measure": flag.measure, "baseline": flag.baseline,
+            "before": flag.baseline_value, "after": flag.value, "delta": flag.delta,
+            "p_adjusted": flag.p_adjusted, "assessment": flag.assessment}
 
 
-def _one_per_measure(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _one_per_measure(flags: list[Flag]) -> list[Flag]:
     """The most severe flag of each (judge, measure); ``flags`` come most severe first."""
     seen: set[tuple[str, str]] = set()
     kept = []
     for flag in flags:
-        if (flag["judge"], flag["measure"]) not in seen:
-            seen.add((flag["judge"], flag["measure"]))
+        if (flag.judge, flag.measure) not in seen:
+            seen.add((flag.judge, flag.measure))
             kept.append(flag)
     return kept

@@ -29,8 +29,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,18 +52,20 @@ from evaluation.report.alerts import (
 from evaluation.report.distributions import HISTOGRAM_BINS as HISTOGRAM_BINS
 from evaluation.report.distributions import distributions, judge_order
 from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
-from evaluation.report.evidence import asked, evidence_changes, read_prompts, regressed_evidence, shorten
+from evaluation.report.evidence import evidence_changes, regressed_evidence
 from evaluation.report.labels import landed_root, large_unflagged, latest_failure
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
+from evaluation.report.records import EMPTY_IDS_SHOWN as EMPTY_IDS_SHOWN
+from evaluation.report.records import QUESTION_LIMIT as QUESTION_LIMIT
+from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
+from evaluation.report.summary import DaySummary, Flag, Group, MetricMeasure, RateMeasure, SegmentGroup, Segments
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
 from evaluation.storage.summary import build_daily_summary
 
 REPORT_VERSION = 1
 CONFIDENCE = 0.95
 BASELINE_DAYS = 7
-RAW_LIMIT = 600
-REJECT_SAMPLES = 20
 
 
 class ReportError(InputError, RuntimeError):
@@ -204,28 +204,43 @@ def _daily(kind: str, key: str, row: dict[str, Any]) -> Daily | None:
     return Daily(estimate["value"], estimate["n"], std * std)
 
 
-def _measure(kind: str, key: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
-             result: Result | None, level: float, policy: AlertPolicy) -> dict[str, Any]:
+def _comparisons(kind: str, key: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+                 result: Result | None, level: float, policy: AlertPolicy,
+                 interval: tuple[float, float] | None) -> dict[str, Any]:
+    """A measure's interval bounds and its comparisons: beside the previous landed day, and tested
+    against its reference (``result``: the series' day, :func:`evaluation.report.monitor.step`)."""
     day: dt.date = today["dt"]
-    """One measure of one group: the day's value and interval, beside the previous landed day,
-    tested against its reference (``result``: the series' day, :func:`evaluation.report.monitor.step`)."""
-    out, interval = _estimate(kind, key, today)
-    if kind == "metric":
-        for q in (10, 50, 90):
-            out[f"p{q}"] = _finite(today.get(f"{key}_p{q}")) if out["n"] else None
-    out["ci_low"], out["ci_high"] = interval if interval is not None else (None, None)
-    out["interval"] = "wilson" if kind == "rate" else "student_t"
     current = _daily(kind, key, today)
     row, last = previous if previous is not None else ({}, None)
-    out["previous"] = None if last is None else previous_entry(current, interval, row, last)
     ref = result.reference if result is not None else None
-    out["day_to_day"] = None if ref is None else {
-        "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
-        "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd}
-    out["reference"] = None if result is None else reference_entry(result, interval, day)
-    out["trailing_7d"] = out["reference"]  # the name earlier summaries used
-    out["monitoring"] = None if result is None else monitoring_entry(kind, result, level, policy)
-    return out
+    reference = None if result is None else reference_entry(result, interval, day)
+    ci_low, ci_high = interval if interval is not None else (None, None)
+    return {
+        "ci_low": ci_low, "ci_high": ci_high,
+        "previous": None if last is None else previous_entry(current, interval, row, last),
+        "day_to_day": None if ref is None else {
+            "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
+            "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd},
+        "reference": reference,
+        "trailing_7d": reference,  # the name earlier summaries used: the same entry
+        "monitoring": None if result is None else monitoring_entry(kind, result, level, policy),
+    }
+
+
+def _rate(name: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+          result: Result | None, level: float, policy: AlertPolicy) -> RateMeasure:
+    """A verdict's rate in one group: its count and share of the ``ok`` rows, Wilson interval, comparisons."""
+    estimate, interval = _estimate("rate", name, today)
+    return RateMeasure(**estimate, **_comparisons("rate", name, today, previous, result, level, policy, interval))
+
+
+def _metric(name: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+            result: Result | None, level: float, policy: AlertPolicy) -> MetricMeasure:
+    """A metric's mean in one group: its std and percentiles, Student-t interval, comparisons."""
+    estimate, interval = _estimate("metric", name, today)
+    percentiles: dict[str, Any] = {f"p{q}": _finite(today.get(f"{name}_p{q}")) if estimate["n"] else None for q in (10, 50, 90)}
+    return MetricMeasure(**estimate, **percentiles,
+                         **_comparisons("metric", name, today, previous, result, level, policy, interval))
 
 
 def series_of(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]]
@@ -271,151 +286,6 @@ def _health(row: dict[str, Any]) -> dict[str, Any]:
         latency_p95_ms=_finite(row.get("latency_p95_ms")),
     )
     return out
-
-
-_truncate = shorten
-
-
-def _texts(values: Iterable[Any] | None) -> list[str]:
-    return [_truncate(str(v)) or "" for v in (values or [])]
-
-
-def _rule_of(reason: str) -> str:
-    """The rule a reject reason names: the text before its first colon (``question: missing`` →
-    ``question``), or the whole reason."""
-    head = reason.split(":", 1)[0].strip()
-    return head or reason.strip() or "(empty reason)"
-
-
-_WORST_COLUMNS = (
-    "record_id", "conversation_id", "model", "judge", "score", "verdict", "faithfulness", "relevance",
-    "completeness", "reasoning_quality", "context_relevance", "answer_relevance", "semantic_similarity",
-    "misses", "hits", "reasoning", "explanations", "reason", "invalid_citations", "clamps_applied",
-    "hallucination_detected", "uncited_claim_count", "improvement_suggestions",
-)
-_WORST_ORDER = ["score", "model", "record_id"]
-#: The clamp an empty answer lands with (CONTRACT §2.5).
-EMPTY_ANSWER = "empty_answer"
-QUESTION_LIMIT = 300
-#: Record ids of a judge's empty answers named in the report (the count covers them all).
-EMPTY_IDS_SHOWN = 10
-
-
-def _explanations(text: str | None) -> dict[str, str] | str | None:
-    """The per-metric explanations (a JSON object in the table) as a dict of cut texts; the cut
-    raw text when it is not a JSON object."""
-    if text is None:
-        return None
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return _truncate(text)
-    if not isinstance(parsed, dict):
-        return _truncate(text)
-    return {str(k): _truncate(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) or "" for k, v in parsed.items()}
-
-
-def _asked(judge_calls: pl.LazyFrame | None, record_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
-    """(question, answer) of each record, read from its judge calls' prompts
-    (:func:`evaluation.report.evidence.read_prompts`). Records without a call are absent."""
-    wanted = pl.DataFrame({"record_id": record_ids}, schema={"record_id": pl.String})
-    return {record_id: asked(blocks) for (_, record_id), blocks in read_prompts(judge_calls, wanted).items()}
-
-
-def _worst_records(evaluations: pl.LazyFrame, judge_calls: pl.LazyFrame | None, judges: list[str],
-                   per_judge: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``per_judge`` lowest-scored ok rows of each judge whose answer is not empty, each with
-    the question and the answer it was judged on; and per judge the empty answers, counted once.
-
-    The texts come from the day's ``judge_calls``: the prompts the judges were sent hold the
-    question and the answer as the judge saw them (redacted when the run redacted), and they are
-    landed, and kept, with the day's other tables, unlike the staged records under ``_work/``
-    (working data, deleted by the retention job). A record no judge was called for (an empty
-    answer, which no judge is sent) has no prompt: its question and answer are None.
-
-    An empty answer is a row with the ``empty_answer`` clamp, or (days landed before that rule)
-    one whose prompt holds a blank answer; the latter are found among the lowest rows read, so
-    the bottom-k widens until ``per_judge`` non-empty rows are found or the judge's rows run out.
-    A bottom-k over four narrow columns finds the rows; only those rows' texts are read."""
-    schema = evaluations.collect_schema()
-    ok = evaluations.filter((pl.col("judge_status") == "ok") & pl.col("score").is_not_null())
-    clamped = pl.col("clamps_applied").list.contains(EMPTY_ANSWER) if "clamps_applied" in schema else pl.lit(False)
-    empty_ids = (ok.filter(clamped).select("judge", *_WORST_ORDER).sort("judge", "model", "record_id")
-                 .group_by("judge", maintain_order=True).agg(pl.col("record_id")).collect(engine="streaming"))
-    empties: dict[str, list[str]] = dict(empty_ids.iter_rows())
-    candidates = ok.filter(~clamped)
-    chosen: list[tuple[str, str]] = []
-    texts: dict[str, tuple[str | None, str | None]] = {}
-    for judge in judges:
-        k = 2 * per_judge
-        while True:
-            keys = candidates.filter(pl.col("judge") == judge).select(*_WORST_ORDER).bottom_k(k, by=_WORST_ORDER).collect()
-            ids = keys["record_id"].to_list()
-            texts.update(_asked(judge_calls, [i for i in ids if i not in texts]))
-            blank = [i for i in ids if i in texts and not (texts[i][1] or "").strip()]
-            kept = [i for i in ids if i not in blank]
-            if len(kept) >= per_judge or keys.height < k:
-                break
-            k *= 4
-        chosen += [(judge, i) for i in kept[:per_judge]]
-        empties[judge] = sorted(set(empties.get(judge, [])) | set(blank))
-    columns = [c for c in _WORST_COLUMNS if c in schema]
-    wanted = pl.DataFrame(chosen, schema={"judge": pl.String, "record_id": pl.String}, orient="row")
-    rows = ok.join(wanted.lazy(), on=["judge", "record_id"], how="semi").select(columns).collect() if chosen else None
-    out = []
-    for row in sorted(rows.iter_rows(named=True) if rows is not None else [],
-                      key=lambda r: (judge_order(r["judge"]), *(r[c] for c in _WORST_ORDER))):
-        record: dict[str, Any] = {}
-        for name in columns:
-            value = row[name]
-            if name == "explanations":
-                value = _explanations(value)
-            elif isinstance(value, list):
-                value = _texts(value)
-            elif isinstance(value, str):
-                value = _truncate(value)
-            elif isinstance(value, float):
-                value = _finite(value)
-            record[name] = value
-        question, answer = texts.get(row["record_id"], (None, None))
-        record["question"], record["answer"] = _truncate(question, QUESTION_LIMIT), _truncate(answer)
-        out.append(record)
-    empty = [{"judge": judge, "count": len(ids), "record_ids": ids[:EMPTY_IDS_SHOWN]}
-             for judge, ids in sorted(empties.items(), key=lambda kv: judge_order(kv[0])) if ids]
-    return out, empty
-
-
-def _rejects(rejects: pl.LazyFrame | None) -> dict[str, Any]:
-    """Rejects by rule and reason (their ``reasons`` column: rejects are bounded by the run's
-    ``max_reject_ratio``) and the first few records in full."""
-    if rejects is None:
-        return {"landed": False, "total": 0, "by_rule": [], "by_reason": [], "samples": []}
-    schema = rejects.collect_schema()
-    lists = rejects.select("reasons").collect()["reasons"].to_list() if "reasons" in schema else []
-    total = len(lists) if "reasons" in schema else int(rejects.select(pl.len()).collect().item())
-    rules: Counter[str] = Counter()
-    by_reason: Counter[str] = Counter()
-    for row in lists:
-        by_reason.update(row or [])
-        for rule in sorted({_rule_of(r) for r in (row or [])}):
-            rules[rule] += 1  # records per rule (a record breaking a rule twice counts once)
-    order = [c for c in ("source_uri", "line_no") if c in schema]
-    first = rejects.sort(order, nulls_last=True, maintain_order=True) if order else rejects
-    samples = [{
-        "source_uri": row.get("source_uri"),
-        "line_no": row.get("line_no"),
-        "record_id": _truncate(row.get("record_id"), 120),
-        "reasons": _texts(row.get("reasons")),
-        "raw": _truncate(row.get("raw"), RAW_LIMIT),
-    } for row in first.head(REJECT_SAMPLES).collect().iter_rows(named=True)]
-    return {
-        "landed": True,
-        "total": total,
-        "by_rule": [{"rule": k, "records": v} for k, v in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))],
-        "by_reason": [{"reason": _truncate(k), "count": v} for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:50]],
-        "distinct_reasons": len(by_reason),
-        "samples": samples,
-    }
 
 
 _RUN_COLUMNS = {"run_ids": "run_id", "judge_models": "judge_model", "prompt_versions": "prompt_version",
@@ -507,7 +377,7 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
 
 def assess_days(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days: list[dt.date],
                 policy: AlertPolicy, *, trend_from: dt.date | None = None
-                ) -> dict[dt.date, tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]]:
+                ) -> dict[dt.date, tuple[list[Group], list[Flag], dict[str, dict[str, Any]]]]:
     """The report's groups, flags and model states (:func:`evaluation.report.alerts.model_states`)
     of each of ``days``, from ``daily_summary`` rows by (model, judge) and day: the landed days up
     to the last of ``days`` are replayed in order (:func:`evaluation.report.monitor.monitor`), so a
@@ -521,9 +391,9 @@ def assess_days(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
 
 def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], day: dt.date,
                 results: dict[SeriesKey, Result], policy: AlertPolicy, window_start: dt.date
-                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]:
+                ) -> tuple[list[Group], list[Flag], dict[str, dict[str, Any]]]:
     level = policy.alpha / max(alerting_family_size(results), 1)
-    groups: list[dict[str, Any]] = []
+    groups: list[Group] = []
     today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
                         key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))
     for today in today_rows:
@@ -531,25 +401,26 @@ def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
         by_day = rows_by_day[key]
         earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
         rows = _int(today.get("rows"))
-
         last = earlier[-1] if earlier else None
-        measures = {(kind, name): _measure(kind, name, today, None if last is None else (last, _daily(kind, name, last)),
-                                           results.get((*key, kind, name)), level, policy)
-                    for kind, names in (("rate", VERDICTS), ("metric", METRICS)) for name in names}
-        group: dict[str, Any] = {
-            "model": key[0],
-            "judge": key[1],
-            "run_id": today.get("run_id"),
-            "rows": rows,
-            "status_counts": {s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
-            "status_rates": {s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
-            "verdict_counts": {v: _int(today.get(f"n_{v}")) for v in VERDICTS},
-            "rates": {v: measures[("rate", v)] for v in VERDICTS},
-            "metrics": {m: measures[("metric", m)] for m in METRICS},
-            "health": _health(today),
-            "trend": [_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
-        }
-        groups.append(group)
+
+        def before(kind: str, name: str, last: dict[str, Any] | None = last) -> tuple[dict[str, Any], Daily | None] | None:
+            return None if last is None else (last, _daily(kind, name, last))
+
+        groups.append(Group(
+            model=key[0],
+            judge=key[1],
+            run_id=today.get("run_id"),
+            rows=rows,
+            status_counts={s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
+            status_rates={s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
+            verdict_counts={v: _int(today.get(f"n_{v}")) for v in VERDICTS},
+            rates={v: _rate(v, today, before("rate", v), results.get((*key, "rate", v)), level, policy)
+                   for v in VERDICTS},
+            metrics={m: _metric(m, today, before("metric", m), results.get((*key, "metric", m)), level, policy)
+                     for m in METRICS},
+            health=_health(today),
+            trend=[_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
+        ))
     flags = decide_flags(groups, policy)
     return groups, flags, model_states(day, groups, policy)
 
@@ -566,7 +437,7 @@ def _evidence(inputs: ReportInputs, headline: list[dict[str, Any]], segment_line
                               inputs.baseline_calls, evidence_changes(lines), borderline)
 
 
-def _segment_groups(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> list[dict[str, Any]]:
+def _segment_groups(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> list[SegmentGroup]:
     """The day's groups of the segment rows, each (model, segment) tested as a unit of its own
     through the same replay as the models (:func:`assess_days`), as one family apart from them."""
     rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
@@ -576,97 +447,122 @@ def _segment_groups(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) 
     if not any(day in by_day for by_day in rows_by_day.values()):
         return []
     groups, _, _ = assess_days(rows_by_day, [day], policy)[day]
-    for group in groups:
-        model, key, value = group["model"].split(SEP)
-        group.update(model=model, segment={"key": key, "value": value}, trend=[])
-    return groups
+    found = []
+    for group in groups:  # the measures are carried over as they are (the same objects)
+        model, key, value = group.model.split(SEP)
+        found.append(SegmentGroup(**{**dict(group), "model": model, "trend": [], "segment": {"key": key, "value": value}}))
+    return found
 
 
-def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: AlertPolicy | None = None) -> dict[str, Any]:
-    """Every number of the report, as it lands in ``summary.json``; ``policy`` decides the flags
-    (the defaults of :class:`evaluation.report.alerts.AlertPolicy` when None)."""
-    policy = policy or AlertPolicy()
+@dataclass
+class _Window:
+    """The days of the report's trends: from ``start`` to the day, those with a ``daily_summary``
+    and those missing."""
+
+    start: dt.date
+    landed: list[dt.date]
+    missing: list[dt.date]
+
+
+def _window(inputs: ReportInputs, history: pl.DataFrame) -> _Window:
     day = inputs.day
-    history, segmented = split_segments(inputs.history)
+    landed_days = sorted(history["dt"].unique().to_list()) if not history.is_empty() else []
+    start = day - dt.timedelta(days=inputs.history_days - 1)
+    trend_days = [d for d in landed_days if start <= d <= day]
+    first = trend_days[0] if trend_days else day
+    missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
+    return _Window(start, trend_days, [d for d in missing if d not in trend_days])
+
+
+def _rows_by_day(history: pl.DataFrame) -> dict[tuple[str, str], dict[dt.date, dict[str, Any]]]:
+    """The whole-model ``daily_summary`` rows by (model, judge) and day."""
     rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
     for row in history.iter_rows(named=True) if not history.is_empty() else []:
         rows_by_day.setdefault((str(row["model"]), str(row["judge"])), {})[row["dt"]] = row
-    landed_days = sorted(history["dt"].unique().to_list()) if not history.is_empty() else []
-    window_start = day - dt.timedelta(days=inputs.history_days - 1)
-    trend_days = [d for d in landed_days if window_start <= d <= day]
-    first = trend_days[0] if trend_days else day
-    missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
-    missing = [d for d in missing if d not in trend_days]
+    return rows_by_day
 
-    groups, flags, states = assess_days(rows_by_day, [day], policy, trend_from=window_start)[day]
 
-    totals: dict[str, Any] = {"rows": sum(g["rows"] for g in groups)}
-    totals["status_counts"] = {s: sum(g["status_counts"][s] for g in groups) for s in JUDGE_STATUSES}
+def _segments(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> Segments:
+    """The day's segments, tested and flagged as one family apart from the models."""
+    day_segments = segmented.filter(pl.col("dt") == day) if not segmented.is_empty() else segmented
+    return segment_report(_segment_groups(segmented, day, policy), policy,
+                          sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [])
+
+
+def _totals(groups: list[Group], facts: dict[str, Any] | None, rejected: int) -> dict[str, Any]:
+    """The day's rows, statuses, tokens and cost over the groups; its records and rejects."""
+    totals: dict[str, Any] = {"rows": sum(g.rows for g in groups)}
+    totals["status_counts"] = {s: sum(g.status_counts[s] for g in groups) for s in JUDGE_STATUSES}
     for name in ("input_tokens", "output_tokens", "n_cached", "cost_usd"):
-        totals[name] = sum(g["health"][name] for g in groups)
-    facts = _evaluation_facts(inputs.evaluations) if inputs.evaluations is not None else None
-    models = sorted({g["model"] for g in groups})
+        totals[name] = sum(g.health[name] for g in groups)
     if facts is not None and facts["rows"]:
         totals["records"] = facts["records"]
-        models = sorted(set(models) | set(facts["models"]))
-    rejects = _rejects(inputs.rejects)
-    totals["rejected"] = rejects["total"]
-    info = _run_info(inputs, facts)
-    judges = sorted({g["judge"] for g in groups}, key=judge_order)
-    headline = build_headline(models, flags, states)
-    day_segments = segmented.filter(pl.col("dt") == day) if not segmented.is_empty() else segmented
-    segments = segment_report(_segment_groups(segmented, day, policy), policy,
-                              sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [])
-    alerting = [line["model"] for line in headline if line["status"] == "regressed"]
-    alerting += sorted({line["model"] for line in segments["headline"]} - set(alerting))
-    thresholds = thresholds_in_force(_latest_run(inputs, info["run_ids"]), judges)
-    worst, empty_answers = (_worst_records(inputs.evaluations, inputs.judge_calls, facts["judges"], worst_per_judge)
-                            if inputs.evaluations is not None and facts and facts["rows"] else ([], []))
+    totals["rejected"] = rejected
+    return totals
+
+
+def _source(inputs: ReportInputs, latest: dict[str, Any] | None, window: _Window) -> dict[str, Any]:
+    """Where the report read from, and which days its trends have."""
     return {
-        "report_version": REPORT_VERSION,
-        "dt": day.isoformat(),
-        "source": {
-            "root": inputs.root,
-            "landed_root": landed_root(_latest_run(inputs, info["run_ids"])) or inputs.root,
-            "summary_from": inputs.summary_source,
-            "evaluations_landed": inputs.evaluations is not None,
-            "history_days": inputs.history_days,
-            "window_start": window_start.isoformat(),
-            "days_with_summary": [d.isoformat() for d in trend_days],
-            "missing_days": [d.isoformat() for d in missing],
-        },
-        "method": {
-            "confidence": CONFIDENCE,
-            "rate_interval": "Wilson score interval over ok rows",
-            "mean_interval": "Student-t interval over ok rows (n >= 2)",
-            "previous": f"latest landed day within {BASELINE_DAYS} days before dt (shown beside today, not tested)",
-            "trailing_7d": (f"the reference: days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted); while a measure is "
-                            "regressed, the days before the regression"),
-            "flag": (f"alerting: {policy.adjustment_name()}-adjusted one-sided p-value below {policy.alpha:g} over the "
-                     f"day's headline-measure tests and a drop of at least {policy.min_rate_effect * 100:g} pp (rates) "
-                     f"or {policy.min_metric_effect:g} (means); shown only: the same over every measure's two-sided "
-                     "test"),
-            "alerts": policy.describe(),
-        },
-        "run": info,
-        "thresholds": thresholds,
-        "cascade": cascade_of(_latest_run(inputs, info["run_ids"])),
-        "models": models,
-        "judges": judges,
-        "headline": headline,
-        "alerting": alerting,
-        "paging": [line["model"] for line in headline if line["pages"]],
-        "segments": segments,
-        "latest_run_failed": latest_failure(inputs.runs),
-        "not_significant": large_unflagged(groups, policy),
-        "evidence": _evidence(inputs, headline, segments["headline"], thresholds, facts),
-        "totals": totals,
-        "groups": groups,
-        "flags": flags,
-        "distributions": distributions(inputs.evaluations, models) if inputs.evaluations is not None and facts and facts["rows"] else [],
-        "worst_records": worst,
-        "empty_answers": empty_answers,
-        "rejects": rejects,
+        "root": inputs.root,
+        "landed_root": landed_root(latest) or inputs.root,
+        "summary_from": inputs.summary_source,
+        "evaluations_landed": inputs.evaluations is not None,
+        "history_days": inputs.history_days,
+        "window_start": window.start.isoformat(),
+        "days_with_summary": [d.isoformat() for d in window.landed],
+        "missing_days": [d.isoformat() for d in window.missing],
     }
 
 
+def _method(policy: AlertPolicy) -> dict[str, Any]:
+    """How the report's intervals, comparisons and flags are worked out, as the page says it."""
+    return {
+        "confidence": CONFIDENCE,
+        "rate_interval": "Wilson score interval over ok rows",
+        "mean_interval": "Student-t interval over ok rows (n >= 2)",
+        "previous": f"latest landed day within {BASELINE_DAYS} days before dt (shown beside today, not tested)",
+        "trailing_7d": (f"the reference: days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted); while a measure is "
+                        "regressed, the days before the regression"),
+        "flag": (f"alerting: {policy.adjustment_name()}-adjusted one-sided p-value below {policy.alpha:g} over the "
+                 f"day's headline-measure tests and a drop of at least {policy.min_rate_effect * 100:g} pp (rates) "
+                 f"or {policy.min_metric_effect:g} (means); shown only: the same over every measure's two-sided "
+                 "test"),
+        "alerts": policy.describe(),
+    }
+
+
+def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: AlertPolicy | None = None) -> DaySummary:
+    """Every number of the report; its ``model_dump()`` is what lands in ``summary.json``.
+    ``policy`` decides the flags (the defaults of :class:`evaluation.report.alerts.AlertPolicy`
+    when None)."""
+    policy = policy or AlertPolicy()
+    day = inputs.day
+    history, segmented = split_segments(inputs.history)
+    window = _window(inputs, history)
+    groups, flags, states = assess_days(_rows_by_day(history), [day], policy, trend_from=window.start)[day]
+    facts = _evaluation_facts(inputs.evaluations) if inputs.evaluations is not None else None
+    judged = inputs.evaluations if inputs.evaluations is not None and facts and facts["rows"] else None
+    models = sorted({g.model for g in groups} | (set(facts["models"]) if judged is not None and facts else set()))
+    rejects = rejects_summary(inputs.rejects)
+    info = _run_info(inputs, facts)
+    latest = _latest_run(inputs, info["run_ids"])
+    judges = sorted({g.judge for g in groups}, key=judge_order)
+    headline = build_headline(models, flags, states)
+    segments = _segments(segmented, day, policy)
+    alerting = [line["model"] for line in headline if line["status"] == "regressed"]
+    alerting += sorted({line["model"] for line in segments.headline} - set(alerting))
+    thresholds = thresholds_in_force(latest, judges)
+    worst, empty_answers = (worst_records(judged, inputs.judge_calls, facts["judges"], worst_per_judge)
+                            if judged is not None and facts else ([], []))
+    return DaySummary(
+        report_version=REPORT_VERSION, dt=day.isoformat(), source=_source(inputs, latest, window),
+        method=_method(policy), run=info, thresholds=thresholds, cascade=cascade_of(latest),
+        models=models, judges=judges, headline=headline, alerting=alerting,
+        paging=[line["model"] for line in headline if line["pages"]], segments=segments,
+        latest_run_failed=latest_failure(inputs.runs), not_significant=large_unflagged(groups, policy),
+        evidence=_evidence(inputs, headline, segments.headline, thresholds, facts),
+        totals=_totals(groups, facts, rejects["total"]), groups=groups, flags=flags,
+        distributions=distributions(judged, models) if judged is not None else [],
+        worst_records=worst, empty_answers=empty_answers, rejects=rejects,
+    )

@@ -20,11 +20,13 @@ In ``summary.json``:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
 
-from evaluation.report.alerts import AlertPolicy, assess, is_headline
+from evaluation.report.alerts import AlertPolicy, assess, is_headline, measures_of
+from evaluation.report.summary import Group, Previous, Reference, SegmentGroup
 
 
 def latest_failure(runs: pl.DataFrame | None) -> dict[str, Any] | None:
@@ -40,28 +42,29 @@ def latest_failure(runs: pl.DataFrame | None) -> dict[str, Any] | None:
     return {key: latest.get(key) for key in ("run_id", "status", "message", "evidence_uri", "started_at", "finished_at")}
 
 
-def large_unflagged(groups: list[dict[str, Any]], policy: AlertPolicy) -> list[dict[str, Any]]:
+def large_unflagged(groups: Sequence[Group], policy: AlertPolicy) -> list[dict[str, Any]]:
     """Changes of headline measures at least the minimum practical effect that did not flag (not
     significant after the adjustment): the page marks them "not significant at n = …" rather than
     leaving them unmarked. Worse ones first, then by size."""
     found = []
-    for group in groups:
-        for kind, section in (("rate", "rates"), ("metric", "metrics")):
-            for name, measure in group[section].items():
-                comparisons = [(b, measure.get(b) or {}) for b in ("previous", "trailing_7d")]
-                if not is_headline(group["judge"], kind, name) or any(c.get("flagged") for _, c in comparisons):
-                    continue  # a measure that flagged against either baseline is not "not significant"
-                large = [(b, c) for b, c in comparisons if c.get("delta") is not None and c.get("p_adjusted") is not None
-                         and abs(c["delta"]) >= policy.min_effect(kind) - 1e-9]
-                if not large:
-                    continue
-                baseline, comparison = max(large, key=lambda bc: abs(bc[1]["delta"]))
-                delta = comparison["delta"]
-                found.append({"model": group["model"], "judge": group["judge"], "segment": group.get("segment"),
-                              "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-                              "baseline": baseline, "before": comparison["value"], "after": measure["value"],
-                              "delta": delta, "n": measure["n"], "baseline_n": comparison.get("n"),
-                              "p_adjusted": comparison["p_adjusted"], "assessment": assess(kind, name, delta)[1]})
+    for group, kind, name, measure in measures_of(groups):
+        comparisons: list[tuple[str, Previous | Reference]] = [
+            (b, c) for b, c in (("previous", measure.previous), ("trailing_7d", measure.trailing_7d)) if c is not None]
+        if not is_headline(group.judge, kind, name) or any(c.flagged for _, c in comparisons):
+            continue  # a measure that flagged against either baseline is not "not significant"
+        large = [(b, c) for b, c in comparisons if c.delta is not None and c.p_adjusted is not None
+                 and abs(c.delta) >= policy.min_effect(kind) - 1e-9]
+        if not large:
+            continue
+        baseline, comparison = max(large, key=lambda bc: abs(bc[1].delta or 0.0))
+        delta = comparison.delta
+        assert delta is not None  # only comparisons with a difference are large
+        found.append({"model": group.model, "judge": group.judge,
+                      "segment": group.segment if isinstance(group, SegmentGroup) else None,
+                      "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
+                      "baseline": baseline, "before": comparison.value, "after": measure.value,
+                      "delta": delta, "n": measure.n, "baseline_n": comparison.n,
+                      "p_adjusted": comparison.p_adjusted, "assessment": assess(kind, name, delta)[1]})
     return sorted(found, key=lambda c: (c["assessment"] != "worse", -abs(c["delta"]), c["model"], c["judge"], c["measure"]))
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from evaluation.report.alerts import AlertPolicy, decide_flags
+from evaluation.report.summary import SegmentFlag, SegmentGroup, Segments
 
 SEP = "\x1f"
 #: ``ok`` rows a segment value needs today (per model and judge) to be tested.
@@ -54,41 +55,41 @@ def key_name(key: str) -> str:
     return key.removeprefix("metadata.")
 
 
-def _change(flag: dict[str, Any]) -> dict[str, Any]:
-    return {"judge": flag["judge"], "measure": flag["measure"], "baseline": flag["baseline"],
-            "before": flag["baseline_value"], "after": flag["value"], "delta": flag["delta"],
-            "p_adjusted": flag["p_adjusted"], "assessment": flag["assessment"], "segment": flag["segment"]}
+def _change(flag: SegmentFlag) -> dict[str, Any]:
+    return {"judge": flag.judge, "measure": flag.measure, "baseline": flag.baseline,
+            "before": flag.baseline_value, "after": flag.value, "delta": flag.delta,
+            "p_adjusted": flag.p_adjusted, "assessment": flag.assessment, "segment": flag.segment}
 
 
-def _headline(flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _headline(flags: list[SegmentFlag]) -> list[dict[str, Any]]:
     """One line per (model, segment) with an alerting flag: its alerting changes, one per (judge,
     measure), most severe first; ``others_steady`` when no other value of that key alerts for the model."""
     lines: dict[tuple[str, str, str], dict[str, Any]] = {}
     for flag in flags:  # most severe first
-        if not flag["alerts"]:
+        if not flag.alerts:
             continue
-        segment = flag["segment"]
-        line = lines.setdefault((flag["model"], segment["key"], segment["value"]),
-                                {"model": flag["model"], "segment": segment, "changes": []})
-        if all((c["judge"], c["measure"]) != (flag["judge"], flag["measure"]) for c in line["changes"]):
+        segment = flag.segment
+        line = lines.setdefault((flag.model, segment["key"], segment["value"]),
+                                {"model": flag.model, "segment": segment, "changes": []})
+        if all((c["judge"], c["measure"]) != (flag.judge, flag.measure) for c in line["changes"]):
             line["changes"].append(_change(flag))
     for (model, key, _), line in lines.items():
         line["others_steady"] = sum(1 for m, k, _ in lines if (m, k) == (model, key)) == 1
     return list(lines.values())
 
 
-def segment_report(groups: list[dict[str, Any]], policy: AlertPolicy, keys: list[str]) -> dict[str, Any]:
+def segment_report(groups: list[SegmentGroup], policy: AlertPolicy, keys: list[str]) -> Segments:
     """The segments' part of ``summary.json`` (see the module docstring) from their measured groups."""
-    monitored = [g for g in groups if g["status_counts"]["ok"] >= SEGMENT_MIN_ROWS]
-    too_few = [{"model": g["model"], "judge": g["judge"], "segment": g["segment"], "n_ok": g["status_counts"]["ok"],
-                "needed": SEGMENT_MIN_ROWS} for g in groups if g["status_counts"]["ok"] < SEGMENT_MIN_ROWS]
+    monitored = [g for g in groups if g.status_counts["ok"] >= SEGMENT_MIN_ROWS]
+    too_few = [{"model": g.model, "judge": g.judge, "segment": g.segment, "n_ok": g.status_counts["ok"],
+                "needed": SEGMENT_MIN_ROWS} for g in groups if g.status_counts["ok"] < SEGMENT_MIN_ROWS]
     # the groups go to the flag rule under a name that carries their segment (their measures are
-    # the same objects, so each comparison gets its adjusted p-value), then the name is split back
-    tagged = {SEP.join((g["model"], g["segment"]["key"], g["segment"]["value"])): g for g in monitored}
-    flags = decide_flags([{**g, "model": SEP.join((g["model"], g["segment"]["key"], g["segment"]["value"]))}
+    # the same objects: a shallow copy, so each comparison gets its adjusted p-value), then the
+    # name is split back
+    tagged = {SEP.join((g.model, g.segment["key"], g.segment["value"])): g for g in monitored}
+    flags = decide_flags([g.model_copy(update={"model": SEP.join((g.model, g.segment["key"], g.segment["value"]))})
                           for g in monitored], policy)
-    for flag in flags:  # every group of one tag has the same model and segment
-        group = tagged[flag["model"]]
-        flag["model"], flag["segment"] = group["model"], group["segment"]
-    return {"keys": keys, "min_rows": SEGMENT_MIN_ROWS, "groups": groups, "flags": flags,
-            "headline": _headline(flags), "too_few": too_few}
+    segment_flags = [SegmentFlag(**{**dict(flag), "model": tagged[flag.model].model,  # one tag, one model and segment
+                                    "segment": tagged[flag.model].segment}) for flag in flags]
+    return Segments(keys=keys, min_rows=SEGMENT_MIN_ROWS, groups=groups, flags=segment_flags,
+                    headline=_headline(segment_flags), too_few=too_few)

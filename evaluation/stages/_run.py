@@ -166,7 +166,7 @@ class DayResult(StageResult):
     reconciled: dict[str, int] = Field(default_factory=dict)
     cascade: dict[str, Any] | None = Field(
         default=None, description="With a cascade: each level's decided rows, calls and cost, and the judge model "
-        "alone's cost (see evaluation.stages.cascade.cascade_summary).")
+        "alone's cost (see evaluation.stages.cascade.summary.cascade_summary).")
     report: str | None = Field(default=None, description="The daily report's URI, once written.")
 
 

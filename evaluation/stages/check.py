@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from evaluation.calling import offline
 from evaluation.calling.batch import BatchUnsupported, require_batches
-from evaluation.calling.client import credential_variables, endpoint, judge_client
+from evaluation.calling.client import JudgeClient, credential_variables, endpoint, judge_client
 from evaluation.contract.calibration import CalibrationError
 from evaluation.contract.config import RunConfig
 from evaluation.stages._run import CheckResult, JudgeUnreachable, JudgeUnusable, Stores, fail_run, where
+from evaluation.stages.cascade.bands import level_bands
 from evaluation.stages.ingest import DayInput, missing_input
-from evaluation.stages.thresholds import level_bands, with_calibrated_thresholds
+from evaluation.stages.thresholds import with_calibrated_thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def refuse_unknown_offline_model(model: str, where: str) -> None:
 
 
 def probe_judge(
-    client: Any,
+    client: JudgeClient,
     where: str,
     *,
     timeout_s: float | None = None,

@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,8 @@ from evaluation.stages._run import (
     STAGED,
     DayResult,
     IngestCounts,
+    IngestRecord,
+    Manifest,
     RunFailed,
     StaleRun,
     Stores,
@@ -30,7 +33,7 @@ from evaluation.stages._run import (
     where,
     write_run_row,
 )
-from evaluation.stages.cascade import cascade_summary
+from evaluation.stages.cascade.summary import cascade_summary
 from evaluation.stages.thresholds import with_calibrated_thresholds
 from evaluation.storage import retention
 from evaluation.storage.ledger import compact
@@ -55,114 +58,165 @@ def score_and_land(
 ) -> DayResult:
     """Score every staged judgement (Polars), check the run-level rules, then land the day whole:
     its ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary``
-    under the run's own names (:func:`upload_day`), committed at once (:func:`commit_or_withdraw`);
-    then the run's ``runs`` row (with ``waited_s``, how long the run waited for its day to be
-    complete), and the superseded objects are deleted (:func:`delete_superseded`). A run whose
-    counts do not reconcile, or whose call errors exceed ``max_call_error_ratio``, lands nothing of
-    the day: see :func:`fail_run`. Once the day has landed, its ledger is compacted
-    (:func:`compact_ledger`)."""
+    are built on local disk (:func:`build_day`), checked (:func:`check_day`), written under the
+    run's own names (:func:`upload_day`) and committed at once (:func:`land_day`); then the run's
+    ``runs`` row (with ``waited_s``, how long the run waited for its day to be complete), and the
+    superseded objects are deleted (:func:`delete_superseded`). A run whose counts do not
+    reconcile, or whose call errors exceed ``max_call_error_ratio``, lands nothing of the day: see
+    :func:`fail_run`. Once the day has landed, its ledger is compacted (:func:`compact_ledger`)."""
     started = time.monotonic()
     cfg = with_calibrated_thresholds(cfg, stores.out)
     manifest = read_manifest(cfg, stores)
     if manifest.ingest is None or manifest.plan is None:
         raise RunFailed(f"{where(cfg)}: nothing ingested and planned under "
                         f"{stores.out.uri(storage.work_prefix(cfg.date, cfg.run_id))}")
-    counts = manifest.ingest.counts
-    chunk_count = manifest.plan.chunks
+    with tempfile.TemporaryDirectory(prefix="evaluation-land-") as folder:
+        day = build_day(cfg, stores, manifest.ingest, manifest.plan.chunks, Path(folder))
+        check_day(cfg, stores, day, started_at=started_at, waited_s=waited_s)
+        keys = upload_day(cfg, stores, day.tables)
+    land_day(cfg, stores, keys, day.result, manifest, started=started, started_at=started_at, waited_s=waited_s)
+    return day.result
+
+
+@dataclass
+class BuiltDay:
+    """A run's day complete on local disk, before anything is landed: its tables (name -> local
+    Parquet file), its result, and what :func:`reconcile` checks."""
+
+    tables: dict[str, Path]
+    result: DayResult
+    counts: IngestCounts
+    tally: DayTally
+    scored_paths: list[Path]
+    attempted: int  #: rows that needed a judge (not ``skipped``)
+    call_error_ratio: float  #: of them, the share whose call failed
+
+
+@dataclass
+class _Scored:
+    """The day's chunks scored batch by batch: the scored and call files, the summary and tally."""
+
+    folder: Path
+    summary: SummaryBuilder = field(default_factory=SummaryBuilder)
+    tally: DayTally = field(default_factory=lambda: DayTally())
+    scored_paths: list[Path] = field(default_factory=list)
+    call_paths: list[Path] = field(default_factory=list)
+
+
+def build_day(cfg: RunConfig, stores: Stores, ingest: IngestRecord, chunk_count: int, folder: Path) -> BuiltDay:
+    """Score the run's judged chunks and write every table of its day into ``folder``, with the
+    run's result (its counts, statuses, tokens and cost; a cascade's summary). Raises
+    :class:`RunFailed` when a chunk was not judged."""
     judged_keys = [storage.chunk_key(cfg.date, cfg.run_id, "judged", i) for i in range(chunk_count)]
-    call_keys = [storage.chunk_key(cfg.date, cfg.run_id, "calls", i) for i in range(chunk_count)]
     missing = [k for k in judged_keys if not stores.out.exists(k)]
     if missing:
         raise RunFailed(f"{where(cfg)}: {len(missing)} of {chunk_count} chunks were not judged "
                         f"(first missing: {stores.out.uri(missing[0])})")
-    with tempfile.TemporaryDirectory(prefix="evaluation-land-") as folder:
-        # Scoring is row-wise, so the day is scored in batches of chunks (at most LAND_BATCH_ROWS
-        # rows) and every day-level figure (summary, totals, reconciliation) is accumulated batch
-        # by batch; the landed tables are streamed from the scored files. Memory follows the batch,
-        # not the day.
-        summary_builder = SummaryBuilder()
-        tally = DayTally()
-        scored_paths: list[Path] = []
-        call_paths: list[Path] = []
-        batch: list[pl.DataFrame] = []
+    scored = _score_chunks(cfg, stores, judged_keys, folder)
+    tables = {name: folder / f"{name}.parquet" for name in ("evaluations", "judge_calls", "daily_summary")}
+    evaluations = (
+        pl.scan_parquet(scored.scored_paths) if scored.scored_paths
+        else pl.DataFrame(schema=evaluation_schema()).lazy()
+    )
+    evaluations.sink_parquet(tables["evaluations"], compression=storage.PARQUET_COMPRESSION)
+    calls = pl.scan_parquet(scored.call_paths) if scored.call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
+    calls.sink_parquet(tables["judge_calls"], compression=storage.PARQUET_COMPRESSION,
+                       row_group_size=CALLS_ROW_GROUP_ROWS)
+    summary = scored.summary.finish(cfg.run_id, day_segments(cfg, stores, ingest.valid_parts))
+    summary.write_parquet(tables["daily_summary"], compression=storage.PARQUET_COMPRESSION, statistics=True)
+    result, attempted, call_error_ratio = _day_result(cfg, stores, ingest.counts, summary, scored.tally)
+    if cfg.cascade:
+        result.cascade = cascade_summary(cfg, pl.scan_parquet(tables["evaluations"]),
+                                         pl.scan_parquet(tables["judge_calls"]))
+    return BuiltDay(tables, result, ingest.counts, scored.tally, scored.scored_paths, attempted, call_error_ratio)
 
-        def score_batch() -> None:
-            scored = (  # each judge's verdicts at its own thresholds (its calibration's, or the run's)
-                score_table(pl.concat(batch), cfg.thresholds, per_judge=cfg.thresholds_in_force)
-                .with_columns(run_id=pl.lit(cfg.run_id))
-                .select([pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"])
-            )
-            path = Path(folder) / f"scored-{len(scored_paths):05d}.parquet"
-            scored.write_parquet(path)
-            scored_paths.append(path)
-            summary_builder.add(pl.scan_parquet(path))  # the batch's own file: nothing written twice
-            tally.add_evaluations(scored)
-            batch.clear()
 
-        for index, (judged_key, call_key) in enumerate(zip(judged_keys, call_keys, strict=True)):
-            batch.append(storage.read_parquet(stores.out, judged_key))
-            if sum(frame.height for frame in batch) >= LAND_BATCH_ROWS:
-                score_batch()
-            call_path = Path(folder) / f"calls-{index:05d}.parquet"
-            stores.out.download_file(call_key, call_path)
-            call_paths.append(call_path)
-            tally.add_calls(pl.read_parquet(call_path, columns=["attempts", "cached"]))
-        if batch:
+def _score_chunks(cfg: RunConfig, stores: Stores, judged_keys: list[str], folder: Path) -> _Scored:
+    """Scoring is row-wise, so the day is scored in batches of chunks (at most
+    :data:`LAND_BATCH_ROWS` rows) and every day-level figure (summary, totals, reconciliation) is
+    accumulated batch by batch; the landed tables are streamed from the scored files. Memory
+    follows the batch, not the day."""
+    scored = _Scored(folder)
+    batch: list[pl.DataFrame] = []
+
+    def score_batch() -> None:
+        frame = (  # each judge's verdicts at its own thresholds (its calibration's, or the run's)
+            score_table(pl.concat(batch), cfg.thresholds, per_judge=cfg.thresholds_in_force)
+            .with_columns(run_id=pl.lit(cfg.run_id))
+            .select([pl.col(c) for c in EVALUATION_COLUMNS if c != "dt"])
+        )
+        path = folder / f"scored-{len(scored.scored_paths):05d}.parquet"
+        frame.write_parquet(path)
+        scored.scored_paths.append(path)
+        scored.summary.add(pl.scan_parquet(path))  # the batch's own file: nothing written twice
+        scored.tally.add_evaluations(frame)
+        batch.clear()
+
+    for index, judged_key in enumerate(judged_keys):
+        batch.append(storage.read_parquet(stores.out, judged_key))
+        if sum(frame.height for frame in batch) >= LAND_BATCH_ROWS:
             score_batch()
-        # Every table of the day is complete on local disk before anything is landed.
-        tables = {
-            "evaluations": Path(folder) / "evaluations.parquet",
-            "judge_calls": Path(folder) / "judge_calls.parquet",
-            "daily_summary": Path(folder) / "daily_summary.parquet",
-        }
-        evaluations = (
-            pl.scan_parquet(scored_paths) if scored_paths
-            else pl.DataFrame(schema=evaluation_schema()).lazy()
-        )
-        evaluations.sink_parquet(tables["evaluations"], compression=storage.PARQUET_COMPRESSION)
-        calls = pl.scan_parquet(call_paths) if call_paths else pl.DataFrame(schema=CALLS_SCHEMA).lazy()
-        calls.sink_parquet(tables["judge_calls"], compression=storage.PARQUET_COMPRESSION,
-                           row_group_size=CALLS_ROW_GROUP_ROWS)
-        summary = summary_builder.finish(cfg.run_id, day_segments(cfg, stores, manifest.ingest.valid_parts))
-        summary.write_parquet(tables["daily_summary"], compression=storage.PARQUET_COMPRESSION, statistics=True)
-        # The day's status counts, tokens and cost are the summary's, summed over its groups.
-        totals = summary.filter(pl.col("segment_key").is_null()).select(
-            *[pl.col(f"n_{s}").sum().alias(s) for s in JUDGE_STATUSES],
-            pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
-        ).row(0, named=True)
-        statuses: dict[str, int] = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
-        attempted = tally.rows - statuses["skipped"]
-        call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
-        result = DayResult(
-            run_id=cfg.run_id,
-            dt=cfg.date.isoformat(),
-            **counts.model_dump(),
-            judges=list(cfg.judges),
-            rows=tally.rows,
-            statuses=statuses,
-            verdicts=dict(tally.verdicts),
-            calls_made=tally.call_totals["made"],
-            calls_reused=tally.call_totals["reused"],
-            input_tokens=int(totals["input_tokens"] or 0),
-            output_tokens=int(totals["output_tokens"] or 0),
-            cost_usd=round(float(totals["cost_usd"] or 0.0), 6),
-            call_error_ratio=round(call_error_ratio, 4),
-            output_uri=stores.out.root,
-        )
-        if cfg.cascade:
-            result.cascade = cascade_summary(cfg, pl.scan_parquet(tables["evaluations"]),
-                                             pl.scan_parquet(tables["judge_calls"]))
-        evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
-        try:
-            result.reconciled = reconcile(cfg, counts, tally, scored_paths)
-            if call_error_ratio > cfg.max_call_error_ratio:
-                raise RunFailed(f"{where(cfg)}: {statuses['call_error']} of {attempted} judge calls failed "
-                                f"({call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}")
-        except RunFailed as exc:
-            raise fail_run(cfg, stores, f"{exc}; the day's landed tables were kept, this run's rows are at {evidence}",
-                           scored=tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s) from exc
+        call_path = folder / f"calls-{index:05d}.parquet"
+        stores.out.download_file(storage.chunk_key(cfg.date, cfg.run_id, "calls", index), call_path)
+        scored.call_paths.append(call_path)
+        scored.tally.add_calls(pl.read_parquet(call_path, columns=["attempts", "cached"]))
+    if batch:
+        score_batch()
+    return scored
 
-        keys = upload_day(cfg, stores, tables)
+
+def _day_result(cfg: RunConfig, stores: Stores, counts: IngestCounts, summary: pl.DataFrame,
+                tally: DayTally) -> tuple[DayResult, int, float]:
+    """The run's result, the rows that needed a judge and the share of them whose call failed. The day's status counts, tokens and cost
+    are the summary's, summed over its groups."""
+    totals = summary.filter(pl.col("segment_key").is_null()).select(
+        *[pl.col(f"n_{s}").sum().alias(s) for s in JUDGE_STATUSES],
+        pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("cost_usd").sum(),
+    ).row(0, named=True)
+    statuses: dict[str, int] = {s: int(totals[s] or 0) for s in JUDGE_STATUSES}
+    attempted = tally.rows - statuses["skipped"]
+    call_error_ratio = statuses["call_error"] / attempted if attempted else 0.0
+    result = DayResult(
+        run_id=cfg.run_id,
+        dt=cfg.date.isoformat(),
+        **counts.model_dump(),
+        judges=list(cfg.judges),
+        rows=tally.rows,
+        statuses=statuses,
+        verdicts=dict(tally.verdicts),
+        calls_made=tally.call_totals["made"],
+        calls_reused=tally.call_totals["reused"],
+        input_tokens=int(totals["input_tokens"] or 0),
+        output_tokens=int(totals["output_tokens"] or 0),
+        cost_usd=round(float(totals["cost_usd"] or 0.0), 6),
+        call_error_ratio=round(call_error_ratio, 4),
+        output_uri=stores.out.root,
+    )
+    return result, attempted, call_error_ratio
+
+
+def check_day(cfg: RunConfig, stores: Stores, day: BuiltDay, *, started_at: dt.datetime | None,
+              waited_s: float | None) -> None:
+    """The run-level rules over a built day: its counts reconcile (:func:`reconcile`, which sets
+    ``reconciled`` on its result) and its call errors are within ``max_call_error_ratio``; else the
+    run fails (:func:`fail_run`, its rows kept as evidence) and nothing of the day lands."""
+    result, statuses = day.result, day.result.statuses
+    evidence = stores.out.uri(storage.failed_prefix(cfg.date, cfg.run_id))
+    try:
+        result.reconciled = reconcile(cfg, day.counts, day.tally, day.scored_paths)
+        if day.call_error_ratio > cfg.max_call_error_ratio:
+            raise RunFailed(f"{where(cfg)}: {statuses['call_error']} of {day.attempted} judge calls failed "
+                            f"({day.call_error_ratio:.1%}), above max_call_error_ratio {cfg.max_call_error_ratio:.1%}")
+    except RunFailed as exc:
+        raise fail_run(cfg, stores, f"{exc}; the day's landed tables were kept, this run's rows are at {evidence}",
+                       scored=day.tables, result=result.model_dump(), started_at=started_at, waited_s=waited_s) from exc
+
+
+def land_day(cfg: RunConfig, stores: Stores, keys: dict[str, str], result: DayResult, manifest: Manifest, *,
+             started: float, started_at: dt.datetime | None, waited_s: float | None) -> None:
+    """Land the uploaded day: commit its objects (:func:`commit_or_withdraw`), write the run's
+    ``runs`` row, delete what the commit superseded and the run's work files, and compact the
+    day's ledger."""
     commit, replaced = commit_or_withdraw(cfg, stores, keys)
     timings = {**manifest.timings, "score_land_s": round(time.monotonic() - started, 3)}
     write_run_row(cfg, stores, result.model_dump(), manifest, timings, "success", None, started_at, waited_s=waited_s)
@@ -170,7 +224,6 @@ def score_and_land(
     stores.out.delete_prefix(storage.work_prefix(cfg.date, cfg.run_id))
     logger.info("%s landed: %s", where(cfg), result)
     compact_ledger(cfg, stores)
-    return result
 
 
 def day_segments(cfg: RunConfig, stores: Stores, parts: int) -> pl.DataFrame | None:

@@ -2,7 +2,7 @@
 
 :func:`plan_day` reads and validates the day and plans its chunks as a run would, but in a
 scratch folder (nothing is written under the output root, the day's claim is left alone), then
-asks, chunk by chunk, the judge stage's own :func:`~evaluation.stages.judge.prepare_chunk` which
+asks, chunk by chunk, the judge stage's own :func:`~evaluation.stages.chunk.prepare_chunk` which
 (record, judge) pairs need a call: sampled-out records, judges that do not apply, the rows the
 judge stage settles without a call, replies the day's ledger already holds and prompts repeated
 within a chunk are not calls. No judge is called. :func:`size_chunks` does the counting for
@@ -34,24 +34,21 @@ import logging
 import math
 import tempfile
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
 from pydantic import Field
 
 from evaluation import storage
 from evaluation.calling import offline
-from evaluation.calling.client import call_parameters, count_tokens, price_per_token
-from evaluation.calling.cost import mean_reply_tokens, reply_tokens, tokens_cost
-from evaluation.contract.config import JudgeName, RunConfig
-from evaluation.contract.schemas import PARSED_SCHEMA
-from evaluation.judges import score_table
+from evaluation.calling.client import count_tokens, price_per_token
+from evaluation.calling.cost import reply_tokens, tokens_cost
+from evaluation.contract.config import RunConfig
 from evaluation.stages._run import ChunkPlan, RunFailed, StageResult, Stores, read_manifest, where
-from evaluation.stages.cascade import escalated
+from evaluation.stages.cascade.estimate import LevelSize, size_cascade
+from evaluation.stages.chunk import prepare_chunk
 from evaluation.stages.ingest import ingest_and_validate
-from evaluation.stages.judge import judged_rows, prepare_chunk
 from evaluation.stages.plan import batch_cost, plan_chunks
-from evaluation.stages.thresholds import level_bands
 
 logger = logging.getLogger(__name__)
 
@@ -74,21 +71,6 @@ class JudgeSize(StageResult):
                                     "holds the reply), repeated (the same prompt is called once).")
     input_tokens: int = Field(description="Estimated prompt tokens of the calls.")
     output_tokens: int = Field(description="Estimated completion tokens of the calls.")
-
-
-class LevelSize(StageResult):
-    """One level of a cascade in the plan: the calls it is expected to make and their cost."""
-
-    judge_model: str
-    calls: int | None = Field(description="Calls expected (None: unknown, see ``calls_known``).")
-    calls_known: int = Field(description="Of them, calls of rows whose path to this level the ledger already "
-                             "decides (exact); the rest is estimated from the bands' calibration.")
-    share_sent_on: float | None = Field(description="Share of the rows reaching the level it is expected to send on "
-                                        "(its calibration's; None: a band given by hand, unknown before a run; "
-                                        "the judge model sends on nothing).")
-    input_tokens: int | None
-    output_tokens: int | None
-    cost_usd: float | None = Field(description="At the level's model's online prices; None when its calls are unknown.")
 
 
 class DaySize(StageResult):
@@ -144,18 +126,62 @@ def plan_day(cfg: RunConfig, stores: Stores, *, pool_slots: int = 1, latency_s: 
 def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledger_store: storage.Store | None = None,
                 pool_slots: int = 1, latency_s: float | None = None) -> DaySize:
     """Size the staged ``chunks`` of a planned run: each chunk's calls as the judge stage decides
-    them (:func:`prepare_chunk`, the ledger of ``ledger_store``, default the output store's)."""
+    them (:func:`prepare_chunk`, the ledger of ``ledger_store``, default the output store's), their
+    tokens, cost and judging time, and with a cascade each level's."""
 
     manifest = read_manifest(cfg, stores)
     if manifest.ingest is None or manifest.plan is None:
         raise RunFailed(f"{where(cfg)}: nothing ingested and planned to size")
     counts = manifest.ingest.counts
-    no_call: dict[str, Counter[str]] = {judge: Counter() for judge in cfg.judges}
-    calls: Counter[str] = Counter()
-    chars: Counter[str] = Counter()
-    sampled_chars: Counter[str] = Counter()
-    sampled_tokens: Counter[str] = Counter()
-    sampled_prompts: Counter[str] = Counter()
+    judges = _judge_sizes(cfg, count_calls(cfg, stores, chunks, ledger_store=ledger_store), counts.valid)
+    total_calls = sum(j.calls for j in judges)
+    input_tokens = sum(j.input_tokens for j in judges)
+    output_tokens = sum(j.output_tokens for j in judges)
+    input_price, output_price = price_per_token(cfg.judge_model)
+    cost = tokens_cost(input_tokens, output_tokens, (input_price, output_price))
+    at_batch_price = batch_cost(cfg.judge_model, input_tokens, output_tokens)
+    within_budget = calls_within_budget(cfg, total_calls, at_batch_price if cfg.batch and at_batch_price is not None
+                                        else cost)  # what the budget pays
+    latency = (0.0 if cfg.judge_model.startswith("offline/") else DEFAULT_LATENCY_S) if latency_s is None else latency_s
+    seconds, bound = judging_time(cfg, calls=within_budget if within_budget is not None else total_calls,
+                                  tokens=input_tokens + output_tokens, parallel=min(max(1, pool_slots), max(1, len(chunks))),
+                                  latency_s=latency)
+    cascade = (size_cascade(cfg, stores, chunks, token_sample=TOKEN_SAMPLE, ledger_store=ledger_store)
+               if cfg.cascade else None)
+    return DaySize(
+        cascade=cascade,
+        cascade_cost_usd=(round(sum(level.cost_usd or 0.0 for level in cascade), 6)
+                          if cascade and all(level.cost_usd is not None for level in cascade) else None),
+        dt=cfg.date.isoformat(), judge_model=cfg.judge_model,
+        records=counts.input, valid=counts.valid, rejected=counts.rejected, sampled=manifest.plan.sampled,
+        chunks=len(chunks), judges=judges, calls=total_calls, calls_within_budget=within_budget,
+        input_tokens=input_tokens, output_tokens=output_tokens,
+        token_method=(f"litellm token_counter for {cfg.judge_model} on up to {TOKEN_SAMPLE} prompts per judge, "
+                      "scaled by characters to all prompts"),
+        cost_usd=round(cost, 6), batch_cost_usd=at_batch_price, priced=(input_price, output_price) != (0.0, 0.0),
+        concurrency=cfg.concurrency, pool_slots=max(1, pool_slots), latency_s=latency,
+        judge_rpm=cfg.judge_rpm, judge_tpm=cfg.judge_tpm, seconds=round(seconds, 1), bound=bound,
+    )
+
+
+@dataclass
+class CallCounts:
+    """Per judge, over a day's chunks: the pairs settled without a call (by why), the calls, their
+    prompts' characters, and the characters and tokens of the prompts whose tokens were counted."""
+
+    no_call: dict[str, Counter[str]]
+    calls: Counter[str] = field(default_factory=Counter)
+    chars: Counter[str] = field(default_factory=Counter)
+    sampled_chars: Counter[str] = field(default_factory=Counter)
+    sampled_tokens: Counter[str] = field(default_factory=Counter)
+    sampled_prompts: Counter[str] = field(default_factory=Counter)
+
+
+def count_calls(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
+                ledger_store: storage.Store | None = None) -> CallCounts:
+    """Each chunk's calls as the judge stage decides them, and why the other pairs need none; the
+    tokens of up to :data:`TOKEN_SAMPLE` prompts per judge counted by the judge model's tokenizer."""
+    found = CallCounts(no_call={judge: Counter() for judge in cfg.judges})
     # A prompt of the chunk before (the same question and answer across a chunk boundary: chunks
     # are in content-key order) is in the ledger by the time the next chunk is judged in one
     # process; those before it cannot hold the same prompt.
@@ -165,162 +191,51 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
         for row in prepared.rows:
             clamps = row.get("clamps_applied")
             why = row.get("reason") or (clamps[0] if isinstance(clamps, list) and clamps else "no_call")
-            no_call[row["judge"]][str(why)] += 1
+            found.no_call[row["judge"]][str(why)] += 1
         to_call = {id(item) for item in prepared.to_call}
         for item in prepared.pending:
             if id(item) in to_call:
                 continue
-            no_call[item.judge]["cached" if item.request_hash in prepared.cached else "repeated"] += 1
+            found.no_call[item.judge]["cached" if item.request_hash in prepared.cached else "repeated"] += 1
         for item in prepared.to_call:
             judge, prompt = item.judge, item.prompt
             if item.request_hash in before:
-                no_call[judge]["repeated"] += 1
+                found.no_call[judge]["repeated"] += 1
                 continue
             size = len(prompt.system) + len(prompt.user)
-            calls[judge] += 1
-            chars[judge] += size
-            if sampled_prompts[judge] < TOKEN_SAMPLE:
-                sampled_prompts[judge] += 1
-                sampled_chars[judge] += size
-                sampled_tokens[judge] += count_tokens(cfg.judge_model, prompt)
+            found.calls[judge] += 1
+            found.chars[judge] += size
+            if found.sampled_prompts[judge] < TOKEN_SAMPLE:
+                found.sampled_prompts[judge] += 1
+                found.sampled_chars[judge] += size
+                found.sampled_tokens[judge] += count_tokens(cfg.judge_model, prompt)
         before = {item.request_hash for item in prepared.pending}
-    judges = []
-    for judge in cfg.judges:
-        ratio = sampled_tokens[judge] / sampled_chars[judge] if sampled_chars[judge] else 0.0
-        judges.append(JudgeSize(
-            judge=judge,
-            pairs=counts.valid,
-            calls=calls[judge],
-            no_call={k: v for k, v in sorted(no_call[judge].items())},
-            input_tokens=round(chars[judge] * ratio),
-            output_tokens=calls[judge] * reply_tokens(judge),
-        ))
-    total_calls = sum(j.calls for j in judges)
-    input_tokens = sum(j.input_tokens for j in judges)
-    output_tokens = sum(j.output_tokens for j in judges)
-    input_price, output_price = price_per_token(cfg.judge_model)
-    cost = tokens_cost(input_tokens, output_tokens, (input_price, output_price))
-    at_batch_price = batch_cost(cfg.judge_model, input_tokens, output_tokens)
-    paid = at_batch_price if cfg.batch and at_batch_price is not None else cost  # what the budget pays
-    within_budget = None
-    if cfg.budget_usd is not None:
-        within_budget = total_calls if paid <= cfg.budget_usd else math.floor(total_calls * cfg.budget_usd / paid)
-    latency = (0.0 if cfg.judge_model.startswith("offline/") else DEFAULT_LATENCY_S) if latency_s is None else latency_s
-    seconds, bound = judging_time(cfg, calls=within_budget if within_budget is not None else total_calls,
-                                  tokens=input_tokens + output_tokens, parallel=min(max(1, pool_slots), max(1, len(chunks))),
-                                  latency_s=latency)
-    cascade = size_cascade(cfg, stores, chunks, ledger_store=ledger_store) if cfg.cascade else None
-    return DaySize(
-        cascade=cascade,
-        cascade_cost_usd=(round(sum(level.cost_usd or 0.0 for level in cascade), 6)
-                          if cascade and all(level.cost_usd is not None for level in cascade) else None),
-        dt=cfg.date.isoformat(),
-        judge_model=cfg.judge_model,
-        records=counts.input,
-        valid=counts.valid,
-        rejected=counts.rejected,
-        sampled=manifest.plan.sampled,
-        chunks=len(chunks),
-        judges=judges,
-        calls=total_calls,
-        calls_within_budget=within_budget,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        token_method=(f"litellm token_counter for {cfg.judge_model} on up to {TOKEN_SAMPLE} prompts per judge, "
-                      "scaled by characters to all prompts"),
-        cost_usd=round(cost, 6),
-        batch_cost_usd=at_batch_price,
-        priced=(input_price, output_price) != (0.0, 0.0),
-        concurrency=cfg.concurrency,
-        pool_slots=max(1, pool_slots),
-        latency_s=latency,
-        judge_rpm=cfg.judge_rpm,
-        judge_tpm=cfg.judge_tpm,
-        seconds=round(seconds, 1),
-        bound=bound,
-    )
-
-
-def _shares_sent_on(cfg: RunConfig, store: storage.Store) -> list[dict[str, float | None]]:
-    """Per cascade level and judge, the share of the rows reaching it that its calibration sent on
-    (None for a band given by hand)."""
-    found: list[dict[str, float | None]] = []
-    for level in cfg.cascade:
-        shares: dict[str, float | None] = dict.fromkeys(cfg.judges)
-        key = storage.calibration_key(level.band_from or "", "cascade.parquet")
-        if level.band_from is not None and store.exists(key):
-            rows = storage.read_parquet(store, key).filter(pl.col("judge_model") == level.judge_model)
-            shares.update({row["judge"]: row["share_sent_on"] for row in rows.iter_rows(named=True)
-                           if row["judge"] in shares})
-        found.append(shares)
     return found
 
 
-def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
-                 ledger_store: storage.Store | None = None) -> list[LevelSize]:
-    """Each level's expected calls, tokens and cost. Level 0's calls are exact (every row that needs
-    a call, less the replies the ledger holds). A row whose reply at a level is in the ledger takes
-    a known path: its reply is scored and its band decides whether it reaches the next level (a
-    re-run of a judged day is exact at every level: no call). The other rows reaching a level are
-    sent on in the share its calibration measured (``share_sent_on``); without one (a band given
-    by hand) the calls of the levels after it are unknown."""
-    bands = level_bands(cfg, ledger_store or stores.out)
-    shares = _shares_sent_on(cfg, ledger_store or stores.out)
-    levels = len(cfg.cascade) + 1
-    known = [0] * levels
-    estimated: list[float | None] = [0.0] * levels
-    tokens: list[list[int]] = [[0, 0] for _ in range(levels)]  # sampled prompts' tokens and count, per level
-    for chunk in chunks:
-        open_pairs: set[tuple[str, JudgeName]] | None = None
-        extra: dict[str, float] | None = dict.fromkeys(cfg.judges, 0.0)  # rows estimated to reach the level
-        for level in range(levels):
-            level_cfg = cfg.level_config(level)
-            parameters = None if level == len(cfg.cascade) else call_parameters(level_cfg)
-            prepared = prepare_chunk(level_cfg, stores, chunk.index, ledger_store=ledger_store, parameters=parameters,
-                                     pairs=open_pairs)
-            known[level] += len(prepared.to_call)
-            so_far = estimated[level]
-            estimated[level] = None if extra is None or so_far is None else so_far + sum(extra.values())
-            for item in prepared.to_call[: max(0, TOKEN_SAMPLE - tokens[level][1])]:
-                tokens[level][0] += count_tokens(level_cfg.judge_model, item.prompt)
-                tokens[level][1] += 1
-            if level == len(cfg.cascade):
-                break
-            # a row whose reply is in the ledger takes a known path; the others go on in the calibration's share
-            prepared.rows = []  # settled without a call: never sent on
-            rows, _ = judged_rows(prepared, [None] * len(prepared.to_call))
-            rows = [row for row in rows if row["reason"] != "budget_exhausted"]
-            onward = (escalated(score_table(pl.DataFrame(rows, schema=PARSED_SCHEMA), cfg.thresholds),
-                                bands[level]).to_list() if rows else [])
-            open_pairs = {(row["record_id"], row["judge"]) for row, go in zip(rows, onward, strict=True) if go}
-            uncalled = Counter(p.judge for p in prepared.pending if p.request_hash not in prepared.cached)
-            reaching = None if extra is None else {j: uncalled[j] + extra[j] for j in cfg.judges}
-            if reaching is None or any(n and shares[level][j] is None for j, n in reaching.items()):
-                extra = None
-            else:
-                extra = {j: n * (shares[level][j] or 0.0) for j, n in reaching.items()}
-    sizes = []
-    for level in range(levels):
-        model = cfg.level_config(level).judge_model
-        extra_calls = estimated[level]
-        calls = None if extra_calls is None else known[level] + round(extra_calls)
-        per_call = tokens[level][0] / tokens[level][1] if tokens[level][1] else 0.0
-        reply = mean_reply_tokens(cfg.judges)
-        input_tokens = None if calls is None else round(calls * per_call)
-        output_tokens = None if calls is None else round(calls * reply)
-        price_in, price_out = price_per_token(model)
-        share = None if level == len(cfg.cascade) else _mean_share(shares[level])
-        sizes.append(LevelSize(
-            judge_model=model, calls=calls, calls_known=known[level], share_sent_on=share,
-            input_tokens=input_tokens, output_tokens=output_tokens,
-            cost_usd=None if input_tokens is None or output_tokens is None
-            else round(tokens_cost(input_tokens, output_tokens, (price_in, price_out)), 6)))
-    return sizes
+def _judge_sizes(cfg: RunConfig, counts: CallCounts, pairs: int) -> list[JudgeSize]:
+    """Each judge's share: its calls, why its other pairs need none, and its tokens (the input
+    scaled from the counted prompts by characters; the output at the judge's typical reply)."""
+    judges = []
+    for judge in cfg.judges:
+        sampled = counts.sampled_chars[judge]
+        ratio = counts.sampled_tokens[judge] / sampled if sampled else 0.0
+        judges.append(JudgeSize(
+            judge=judge,
+            pairs=pairs,
+            calls=counts.calls[judge],
+            no_call={k: v for k, v in sorted(counts.no_call[judge].items())},
+            input_tokens=round(counts.chars[judge] * ratio),
+            output_tokens=counts.calls[judge] * reply_tokens(judge),
+        ))
+    return judges
 
 
-def _mean_share(shares: dict[str, float | None]) -> float | None:
-    values = list(shares.values())
-    return None if not values or any(v is None for v in values) else round(sum(v or 0.0 for v in values) / len(values), 4)
+def calls_within_budget(cfg: RunConfig, calls: int, paid: float) -> int | None:
+    """The calls ``budget_usd`` is expected to allow of ``calls`` costing ``paid`` (None: no budget)."""
+    if cfg.budget_usd is None:
+        return None
+    return calls if paid <= cfg.budget_usd else math.floor(calls * cfg.budget_usd / paid)
 
 
 #: The provider's batch window: results within 24 hours (OpenAI's, Anthropic's).

@@ -1,7 +1,7 @@
 """What a run takes from a landed calibration, checked before anything is paid for: the thresholds
-of ``thresholds_from`` (read from the ``calibrations`` table, checked against the run's judges) and
-the bands of its cascade's levels with ``band_from`` (a calibration of a cascade's
-``cascade.parquet``)."""
+of ``thresholds_from`` (read from the ``calibrations`` table, checked against the run's judges).
+The bands of a cascade's levels with ``band_from`` are the cascade's
+(:mod:`evaluation.stages.cascade.bands`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ import polars as pl
 
 from evaluation import storage
 from evaluation.contract.calibration import CalibrationError
-from evaluation.contract.config import CascadeLevel, JudgeName, JudgeThresholds, RunConfig, Thresholds, cascade_name
+from evaluation.contract.config import JudgeName, JudgeThresholds, RunConfig, Thresholds, cascade_name
 from evaluation.judges import PROMPT_VERSIONS
+
+# re-exported: the calibration of a cascade takes a level's band from here
+from evaluation.stages.cascade.bands import Bands as Bands
+from evaluation.stages.cascade.bands import calibrated_bands as calibrated_bands
 
 logger = logging.getLogger(__name__)
 
@@ -108,37 +112,3 @@ def with_calibrated_thresholds(cfg: RunConfig, store: storage.Store) -> RunConfi
         logger.info("run %s: judge %s verdicts at pass %s / borderline %s from calibration %s", cfg.run_id, judge,
                     thresholds.pass_, thresholds.borderline, thresholds.source)
     return cfg.with_thresholds_in_force(calibrated)
-
-
-#: A band per judge: [low, high], both ends inside it.
-Bands = dict[JudgeName, tuple[float, float]]
-
-
-def calibrated_bands(store: storage.Store, level: CascadeLevel, judges: list[JudgeName]) -> Bands:
-    """The band a calibration of a cascade fitted for ``level``'s judge model, per judge (its
-    ``cascade.parquet``); :class:`CalibrationError` when it has none for one of ``judges``."""
-    calibration = level.band_from or ""
-    key = storage.calibration_key(calibration, "cascade.parquet")
-    if not store.exists(key):
-        raise CalibrationError(f"cascade level {level.describe()}: no calibration of a cascade at {store.uri(key)}")
-    rows = (storage.read_parquet(store, key)
-            .filter((pl.col("judge_model") == level.judge_model) & pl.col("band_low").is_not_null()))
-    bands: Bands = {row["judge"]: (row["band_low"], row["band_high"]) for row in rows.iter_rows(named=True)}
-    missing = [judge for judge in judges if judge not in bands]
-    if missing:
-        models = ", ".join(sorted(set(storage.read_parquet(store, key)["judge_model"]))) or "none"
-        raise CalibrationError(
-            f"cascade level {level.describe()}: calibration {calibration} fitted no band for {level.judge_model} "
-            f"and judge {missing[0]} (its models: {models})")
-    return {judge: bands[judge] for judge in judges}
-
-
-def level_bands(cfg: RunConfig, store: storage.Store) -> list[Bands]:
-    """Each cascade level's band per selected judge (the judge model, the last level, has none)."""
-    found: list[Bands] = []
-    for level in cfg.cascade:
-        if level.band is not None:
-            found.append({judge: level.band for judge in cfg.judges})
-        else:
-            found.append(calibrated_bands(store, level, list(cfg.judges)))
-    return found

@@ -45,7 +45,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import polars as pl
 
@@ -54,6 +54,22 @@ from evaluation.contract.schemas import LEDGER_SCHEMA
 from evaluation.judges import RenderedPrompt
 
 logger = logging.getLogger(__name__)
+
+
+class LedgerEntry(TypedDict):
+    """One stored reply: a row of ``LEDGER_SCHEMA``."""
+
+    request_hash: str
+    judge: str
+    judge_model: str
+    prompt_version: str
+    raw_response: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_ms: float
+    attempts: int
+    judged_at: dt.datetime | None
 
 
 def request_hash(judge_model: str, prompt: RenderedPrompt, parameters: dict[str, Any]) -> str:
@@ -75,12 +91,12 @@ def _later(a: dt.datetime | None, b: dt.datetime | None) -> bool:
     return a is not None and (b is None or a > b)
 
 
-def _merge_latest(found: dict[str, dict[str, Any]], frame: pl.DataFrame) -> None:
+def _merge_latest(found: dict[str, LedgerEntry], frame: pl.DataFrame) -> None:
     """Add ``frame``'s replies to ``found``, keeping the latest reply to each request hash."""
     for row in frame.iter_rows(named=True):
         known = found.get(row["request_hash"])
         if known is None or _later(row["judged_at"], known["judged_at"]):
-            found[row["request_hash"]] = row
+            found[row["request_hash"]] = cast(LedgerEntry, row)  # a row of LEDGER_SCHEMA
 
 
 #: A ledger object's name that carries its writer's content-key range.
@@ -112,21 +128,21 @@ class Ledger:
         self.writer = storage.safe_id(writer)
         self.flush_every = flush_every
         self.flush_seconds = flush_seconds
-        self._pending: list[dict[str, Any]] = []
+        self._pending: list[LedgerEntry] = []
         self._last_flush = time.monotonic()
         self._sequence = 0
         self._lock = threading.Lock()
         self._uploader: ThreadPoolExecutor | None = None
         self._uploads: list[Future[None]] = []
 
-    def lookup(self, hashes: set[str]) -> dict[str, dict[str, Any]]:
+    def lookup(self, hashes: set[str]) -> dict[str, LedgerEntry]:
         """Stored replies for the given hashes; of several replies to one hash the latest
         (``judged_at``) wins, so a reply judged again replaces the one before. An object that
         vanished since the listing (compacted meanwhile) makes the lookup list once more and read
         the objects that replaced it."""
         if not hashes:
             return {}
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, LedgerEntry] = {}
         seen: set[str] = set()
         read = skipped = 0
         wanted = list(hashes)
@@ -165,7 +181,7 @@ class Ledger:
         low, high = self.key_range
         return match["low"] <= high and low <= match["high"]
 
-    def record(self, entry: dict[str, Any]) -> None:
+    def record(self, entry: LedgerEntry) -> None:
         """Queue one successful reply; when a flush is due, a background thread uploads the queued
         replies, so the caller (an event loop) never waits for storage."""
         with self._lock:

@@ -20,6 +20,7 @@ from evaluation.cli.main import main as cli_main
 from evaluation.report import AlertPolicy, build_daily_report
 from evaluation.report.alerts import severity_key, two_sided_p
 from evaluation.report.monitor import Daily, compare_day, day_variance, reference_of
+from evaluation.report.summary import Flag
 from tests.unit.test_report import DAY, land_day, row
 
 WEEK = [DAY - dt.timedelta(days=i) for i in range(7, -1, -1)]
@@ -160,7 +161,7 @@ def test_flags_are_sorted_by_severity_and_the_worst_regression_leads(tmp_path: P
                       "d-better": [0.6] * 7 + [0.8]})
     page, summary = build_daily_report(store, DAY)
     flags = summary["flags"]
-    assert flags == sorted(flags, key=severity_key)
+    assert flags == sorted(flags, key=lambda flag: severity_key(Flag.model_validate(flag)))
     assert [f["p_adjusted"] for f in flags] == sorted(f["p_adjusted"] for f in flags)
     assert flags[0]["model"] == "b-large"
     statuses = [(line["model"], line["status"]) for line in summary["headline"]]

@@ -19,6 +19,7 @@ from evaluation_notifications import (
 
 from evaluation import storage
 from evaluation.report.alerts import build_headline
+from evaluation.report.summary import Flag
 
 DAY = "2026-10-07"
 REPORT = f"s3://out/reports/dt={DAY}/index.html"
@@ -107,10 +108,11 @@ def test_a_day_without_a_regressed_model_sends_nothing(lines) -> None:
 
 def test_the_headline_the_report_builds_drives_the_message() -> None:
     """Flags as the report decides them: an alerting flag regresses its model, a better one does not."""
-    def flag(model: str, measure: str, before: float, after: float, assessment: str, alerts: bool) -> dict:
-        return {"model": model, "judge": "rag", "measure": measure, "baseline": "previous", "baseline_value": before,
-                "value": after, "delta": after - before, "p_adjusted": 0.001, "min_effect": 0.05,
-                "assessment": assessment, "headline": True, "alerts": alerts}
+    def flag(model: str, measure: str, before: float, after: float, assessment: str, alerts: bool) -> Flag:
+        return Flag(model=model, judge="rag", measure=measure, baseline="previous", baseline_days=[],
+                    baseline_value=before, value=after, delta=after - before, delta_ci_low=None, delta_ci_high=None,
+                    ci_low=None, ci_high=None, p_value=0.001, p_adjusted=0.001, min_effect=0.05,
+                    direction="up" if after > before else "down", assessment=assessment, headline=True, alerts=alerts)
 
     flags = [flag("b", "pass_rate", 0.8, 0.5, "worse", True), flag("a", "pass_rate", 0.5, 0.8, "better", False)]
     message = regression_message({"dt": DAY, "headline": build_headline(["a", "b", "c"], flags)}, REPORT)

@@ -107,7 +107,7 @@ def fortnight(seed: int, regressed: tuple[str, str, str] | None = None) -> pl.Da
 def summary_of(history: pl.DataFrame, day: dt.date) -> dict[str, Any]:
     return compute_summary(ReportInputs(day=day, root="mem://", history_days=14, history=history.filter(pl.col("dt") <= day),
                                         evaluations=None, rejects=None, runs=None, summary_source="daily_summary"),
-                           policy=AlertPolicy())
+                           policy=AlertPolicy()).model_dump()
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
