@@ -616,7 +616,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     headline = build_headline(models, flags, states)
     day_segments = segmented.filter(pl.col("dt") == day) if not segmented.is_empty() else segmented
     segments = segment_report(_segment_groups(segmented, day, policy), policy,
-                              sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [])
+                              sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [], day)
     alerting = [line["model"] for line in headline if line["status"] == "regressed"]
     alerting += sorted({line["model"] for line in segments["headline"]} - set(alerting))
     thresholds = thresholds_in_force(_latest_run(inputs, info["run_ids"]), judges)
