@@ -131,8 +131,9 @@ def day_variance(days: Sequence[Daily], prior_sd: float, prior_days: float) -> t
 @dataclass(frozen=True)
 class Reference:
     """What a day is tested against: its days, their rows pooled, Σwᵢ² of the days' shares, the
-    day-to-day variance (shrunk, the days' own, degrees of freedom) and ``sampling``, the days'
-    mean sampling variance (``σ̄²``: what the spread of their values holds besides ``τ²``)."""
+    day-to-day variance (shrunk, the days' own, degrees of freedom), ``sampling``, the days' mean
+    sampling variance (``σ̄²``: what the spread of their values holds besides ``τ²``), and
+    ``tau2_var``, half the variance of the estimate ``τ̃²`` (:func:`tau2_uncertainty`)."""
 
     days: tuple[dt.date, ...]
     pooled: Daily
@@ -141,6 +142,21 @@ class Reference:
     own_tau2: float | None
     tau_df: float
     sampling: float = 0.0
+    tau2_var: float = 0.0
+
+
+def tau2_uncertainty(tau2: float, prior_days: float, own_df: int, sampling: float) -> float:
+    """Half the variance of ``τ̃² = (ν₀ τ₀² + (k − 1) τ̂²) / (ν₀ + k − 1)``, the Satterthwaite
+    term of the day-to-day part, at the estimate ``τ̃²``: the prior counts as ``ν₀`` degrees of
+    freedom of ``τ̃²``, the days' own ``τ̂²`` (their spread ``s²`` less ``σ̄²``) as ``k − 1`` of
+    ``τ̃² + σ̄²``, since ``s²`` estimates the day-to-day and the sampling variance together.
+    Counting them on ``τ̃²`` alone, beside a sampling part taken as known, made the degrees of
+    freedom grow with the sampling share (about 20 instead of 7 at 150 rows a day) and the
+    one-sided tails of rates several times their nominal level at ``alpha / m``."""
+    df = prior_days + own_df
+    if df <= 0:
+        return 0.0
+    return (prior_days * tau2**2 + own_df * (tau2 + sampling) ** 2) / (df * df)
 
 
 def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Reference | None:
@@ -152,7 +168,9 @@ def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Referenc
     tau2, own, df = day_variance(list(kept.values()), policy.prior_day_sd, policy.prior_days)
     weight = sum((v.n / pooled.n) ** 2 for v in kept.values())
     sampling = sum(v.variance / v.n for v in kept.values()) / len(kept)
-    return Reference(tuple(kept), pooled, weight, tau2, own, df, sampling)
+    own_df = len(kept) - 1 if own is not None else 0
+    uncertainty = tau2_uncertainty(tau2, policy.prior_days, own_df, sampling)
+    return Reference(tuple(kept), pooled, weight, tau2, own, df, sampling, uncertainty)
 
 
 @dataclass(frozen=True)
@@ -173,14 +191,8 @@ class Test:
 
 
 def _parts(kind: str, today: Daily, ref: Reference) -> tuple[float, float | None]:
-    """The variance of the difference and its Welch–Satterthwaite degrees of freedom.
-
-    ``τ̃²`` is not estimated on its own: it is the spread of the reference days' values (``τ² +
-    σ̄²``, shrunk towards ``τ₀² + σ̄²``) less their sampling variance, so the quantity whose
-    uncertainty its ``ν₀ + k − 1`` degrees of freedom describe is ``(τ̃² + σ̄²)(1 + Σwᵢ²)``, not
-    ``τ̃² (1 + Σwᵢ²)``. Giving the degrees of freedom to ``τ̃²`` alone, beside a sampling part
-    counted as known, made them grow with the sampling share (about 20 instead of 7 at 150 rows a
-    day) and the one-sided tails several times their nominal level at ``alpha / m``."""
+    """The variance of the difference and its Welch–Satterthwaite degrees of freedom (the
+    day-to-day part's uncertainty: :func:`tau2_uncertainty`)."""
     base = ref.pooled
     day_part = ref.tau2 * (1.0 + ref.weight)
     if kind == "rate":
@@ -192,8 +204,7 @@ def _parts(kind: str, today: Daily, ref: Reference) -> tuple[float, float | None
     # a mean of one value has no variance of its own to estimate (0 degrees of freedom): no term
     denominator = sum(v * v / f for v, f in parts if math.isfinite(f) and f > 0)
     if day_part > 0:
-        estimated = (ref.tau2 + ref.sampling) * (1.0 + ref.weight)
-        denominator += estimated * estimated / max(ref.tau_df, 1.0)
+        denominator += (1.0 + ref.weight) ** 2 * ref.tau2_var
     return variance, (variance * variance / denominator if denominator > 0 else None)
 
 
