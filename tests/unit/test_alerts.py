@@ -215,3 +215,17 @@ def test_report_command_takes_the_policy(tmp_path: Path, capsys: pytest.CaptureF
     assert summary["groups"][0]["metrics"]["score"]["reference"]["days"] == [WEEK[-2].isoformat()]
     assert cli_main([*base, "--accept-baseline", "m"]) == 2
     assert "--accept-baseline" in capsys.readouterr().err
+
+
+def test_report_command_takes_accept_baseline_from_the_run_options_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = storage.open_store(str(tmp_path / "out"))
+    land_week(store, {"m": [0.75] * 7 + [0.71], "n": [0.75] * 8}, n=200)
+    base = ["report", "--date", DAY.isoformat(), "--output", str(tmp_path / "out")]
+    monkeypatch.setenv("EVALUATION_ACCEPT_BASELINE", f"m={WEEK[-3].isoformat()}, n={WEEK[-2].isoformat()}")
+    assert cli_main(base) == 0
+    summary = storage.read_json(store, storage.report_key(DAY, "summary.json"))
+    assert summary["method"]["alerts"]["accept_baseline"] == {"m": WEEK[-3].isoformat(), "n": WEEK[-2].isoformat()}
+    assert cli_main([*base, "--accept-baseline", f"m={WEEK[-2].isoformat()}"]) == 0  # the flag wins over the variable
+    summary = storage.read_json(store, storage.report_key(DAY, "summary.json"))
+    assert summary["method"]["alerts"]["accept_baseline"] == {"m": WEEK[-2].isoformat()}
