@@ -18,7 +18,8 @@ last day, ``make bench`` every day of simulated windows. The rules:
 * **Test** of ``today − reference`` in the measure's worse direction (one-sided): variance =
   today's sampling variance + the reference's + ``τ̃² (1 + Σwᵢ²)`` (``wᵢ``: each reference day's
   share of its rows), referred to Student's t with Welch–Satterthwaite degrees of freedom (a
-  rate's sampling parts count as known; a mean's have ``n − 1``; the τ part has the df above). A
+  rate's sampling parts count as known; a mean's have ``n − 1``; the τ part's uncertainty is
+  :func:`tau2_uncertainty`: the reference days' spread estimates ``τ² + σ̄²``, not ``τ²``). A
   rate's p-value is the larger of that and an exact beta-binomial tail (today's count against the
   reference rate, over-dispersed by the same variance), so small counts and rates near 0 or 1
   keep their level.

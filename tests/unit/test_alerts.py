@@ -91,6 +91,25 @@ def test_a_rate_test_keeps_its_level_under_drift_with_few_days(history_days: int
     assert rejected / trials <= 0.065  # nominal 5%; the binomial sd of 1,500 trials is 0.6 pp
 
 
+def test_a_rate_tests_tail_keeps_its_level_under_5_pp_drift_at_150_records() -> None:
+    """A week of history at 150 records a day whose pass rate drifts by 5 pp: the one-sided test's
+    tail at 1% holds, with about 7 degrees of freedom (the days' spread estimates the drift and
+    their sampling noise together; counting the degrees of freedom on the drift alone gave about
+    20 and rejected at twice the level)."""
+    rng = random.Random("tail-150-5pp")
+    policy = AlertPolicy()
+    trials, rejected, dfs = 3000, 0, []
+    for _ in range(trials):
+        *past, today = _drifting_days(rng, 8, 150, 0.05, p=0.7)
+        ref = reference_of({DAY - dt.timedelta(days=i + 1): d for i, d in enumerate(reversed(past))}, policy)
+        test = compare_day("rate", "pass", today, ref)  # type: ignore[arg-type]
+        assert test is not None and test.p_worse is not None and test.df is not None
+        rejected += test.p_worse < 0.01
+        dfs.append(test.df)
+    assert rejected / trials <= 0.015  # nominal 1%; the binomial sd of 3,000 trials is 0.18 pp
+    assert 5.0 <= statistics.median(dfs) <= 10.0
+
+
 def test_small_counts_use_the_exact_tail() -> None:
     """20 records at a 97% pass rate: one failure more than usual is no evidence (the normal
     approximation would call 18 of 20 significant)."""
