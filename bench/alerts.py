@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -142,25 +143,39 @@ def drops(rng: np.random.Generator, volume: int, sd: float, size: float, judges:
 
 
 def _run_cell(task: tuple[int, str, tuple[Any, ...]]) -> dict[str, Any]:
-    """One cell with its own generator (seeded by the run's seed and the cell's index)."""
+    """One cell with its own generator (seeded by the run's seed and the cell's index), and the
+    seconds it took."""
     seed, kind, args = task
     rng = np.random.default_rng(seed)
-    return steady(rng, *args) if kind == "steady" else drops(rng, *args)
+    started, cpu = time.monotonic(), time.process_time()
+    out = steady(rng, *args) if kind == "steady" else drops(rng, *args)
+    out.update(seconds=round(time.monotonic() - started, 1), cpu_seconds=round(time.process_time() - cpu, 1))
+    print(f"alerts: {kind} {args}: {out['seconds']} s ({out['cpu_seconds']} s of CPU)", file=sys.stderr, flush=True)
+    return out
 
 
 def simulate(params: dict[str, Any]) -> dict[str, Any]:
-    """Steady and drop cells over volumes × day-to-day sds, on ``workers`` processes (2); see the
-    module docstring. Each cell has its own seed, so the figures do not depend on the workers."""
+    """Steady and drop cells over volumes × day-to-day sds, in this process or on ``workers``
+    processes (1: the machine is shared); see the module docstring. Each cell has its own seed, so
+    the figures do not depend on the workers."""
     seed = int(params.get("seed", 20261127))
     volumes, sds = [int(v) for v in params["volumes"]], [float(s) for s in params["sds"]]
     sizes = [float(s) for s in params["sizes"]]
-    cells: list[tuple[str, tuple[Any, ...]]] = [("steady", (v, sd, int(params["steady_windows"]))) for sd in sds for v in volumes]
+    # days without drift are far from the goal (the prior's day-to-day sd is then all excess):
+    # fewer windows decide them
+    quiet = int(params.get("steady_windows_no_drift", params["steady_windows"]))
+    cells: list[tuple[str, tuple[Any, ...]]] = [
+        ("steady", (v, sd, quiet if sd == 0 else int(params["steady_windows"]))) for sd in sds for v in volumes]
     cells += [("drop", (v, sd, size, judges, int(params["drop_windows"])))
               for sd in sds for v in volumes for size in sizes for judges in (tuple(JUDGE_SHARES), ("rag",))]
     started = time.monotonic()
     tasks = [(seed * 1000 + index, kind, args) for index, (kind, args) in enumerate(cells)]
-    with ProcessPoolExecutor(max_workers=int(params.get("workers", 2))) as pool:
-        done = list(pool.map(_run_cell, tasks))
+    workers = int(params.get("workers", 1))
+    if workers <= 1:
+        done = [_run_cell(task) for task in tasks]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(_run_cell, tasks))
     return {"steady": [c for c, (kind, _) in zip(done, cells, strict=True) if kind == "steady"],
             "drops": [c for c, (kind, _) in zip(done, cells, strict=True) if kind == "drop"],
             "history_days": HISTORY, "drop_days": DROP_DAYS, "models": len(MODELS), "seed": seed,

@@ -363,7 +363,8 @@ def print_table(rows: list[dict[str, Any]]) -> str:
 def alert_items(bench: Bench) -> None:
     quick = bench.args.quick
     params = {"volumes": [20, 150, 1000, 3000], "sds": [0.0, 0.03, 0.05], "sizes": [0.05, 0.1, 0.2],
-              "steady_windows": 40 if quick else 300, "drop_windows": 5 if quick else 30}
+              "steady_windows": 40 if quick else 600, "steady_windows_no_drift": 40 if quick else 300,
+              "drop_windows": 5 if quick else 20, "workers": 1}
     result = bench.child("alerts", "simulate", params, timeout_s=7200)
     bench.details["alerts"] = result
     from bench.alerts import table

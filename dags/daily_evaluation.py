@@ -34,7 +34,8 @@ Every day, evaluates the LLM assistants' conversation logs of the day before:
    run's row, with its status and cause. Once the day has landed, its ledger is compacted into a
    few objects (a failed compaction is logged, and the next landing compacts).
 6. **report** — the day's self-contained quality report (HTML with charts) and `summary.json`
-   under `{output_uri}/reports/dt=YYYY-MM-DD/`.
+   under `{output_uri}/reports/dt=YYYY-MM-DD/`; `accept_baseline` (`MODEL=YYYY-MM-DD`) takes a
+   model's days from that date on as its baseline, ending its regression.
 
 On success `score_land` emits an Asset event per landed table (`llm_evaluation.evaluations`,
 `...judge_calls`, `...rejects`, `...daily_summary`, `...runs`; `extra`: dt, run_id, uri), which
@@ -149,13 +150,13 @@ def daily_evaluation() -> None:
     def report(landed: dict[str, Any]) -> dict[str, str]:
 
         # Polars: DAG files must parse light
-        from evaluation.report import write_daily_report
+        from evaluation.report import AlertPolicy, write_daily_report
         from evaluation.storage import read_json, report_key
 
         context = get_current_context()
         cfg = glue.run_config(context)
         store = glue.stores(cfg).out
-        written = write_daily_report(store, cfg.date)
+        written = write_daily_report(store, cfg.date, policy=AlertPolicy(accept_baseline=cfg.accept_baseline))
         RegressionNotifier(read_json(store, report_key(cfg.date, "summary.json")), written["html"])(context)
         return written
 

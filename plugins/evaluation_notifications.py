@@ -207,9 +207,9 @@ def _fit(subject: str, lines: list[str], tail: list[str]) -> Message:
 def regression_message(summary: dict[str, Any], report_uri: str, base_url: str | None = None) -> Message | None:
     """The message of a day on which a model's headline line pages (``summary.json``'s
     ``headline``: newly regressed, or worse than when it last paged; a line without ``pages``
-    pages when regressed), or a model regressed in a segment (``segments.headline``) while not
-    regressed as a whole; None otherwise: a steady or improved day, or one whose regressions were
-    all paged before, sends nothing.
+    pages when regressed), or a model regressed in a segment (``segments.headline``, whose lines
+    page as a model's do) while not regressed as a whole; None otherwise: a steady or improved day,
+    or one whose regressions were all paged before, sends nothing.
 
     The subject names the paging models only; the body gives each one's largest changes (before →
     after, against which baseline), each segment that regressed with its changes, names the models
@@ -224,7 +224,8 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
     in_segments = (summary.get("segments") or {}).get("headline") or []
     paging = [line for line in regressed if line.get("pages", True)]
     models = [str(line["model"]) for line in paging]
-    models += sorted({str(line["model"]) for line in in_segments} - {str(line["model"]) for line in regressed})
+    models += sorted({str(line["model"]) for line in in_segments if line.get("pages", True)}
+                     - {str(line["model"]) for line in regressed})
     if not models:  # nothing new: a regression already paged stays on the report until it recovers
         return None
     names = [_cut(model, MAX_SUBJECT_NAME_CHARS) for model in models]
@@ -248,7 +249,12 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
     for line in in_segments:  # a regression confined to one segment of a model's traffic
         segment, changes = line["segment"], line.get("changes") or []
         where = f"{str(segment['key']).removeprefix('metadata.')}={segment['value']}"
-        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:")
+        state = "" if line.get("day") in (None, 1) else f" still regressed since {line['since']} (day {line['day']})"
+        if not line.get("pages", True):
+            lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}"
+                         " (paged before; not again today)")
+            continue
+        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}")
         lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
     link = report_link(day, report_uri, base_url)
     if link.startswith("https://"):  # a served page opens at the regressed models' failing records

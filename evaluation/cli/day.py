@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluation.contract.config import RunConfig
-from evaluation.report import write_daily_report
+from evaluation.report import AlertPolicy, write_daily_report
 from evaluation.stages import DayResult, Stores, read_manifest
 from evaluation.stages.check import check_run
 from evaluation.stages.ingest import ingest_and_validate
@@ -58,6 +58,6 @@ def run_day(
     started = time.monotonic()
     result = score_and_land(cfg, stores, started_at=started_at, waited_s=waited_s)
     stage("land", result.model_dump())
-    result.report = write_daily_report(stores.out, cfg.date)["html"]
+    result.report = write_daily_report(stores.out, cfg.date, policy=AlertPolicy(accept_baseline=cfg.accept_baseline))["html"]
     stage("report", {"html": result.report})
     return result

@@ -50,9 +50,18 @@ from evaluation.cli.support import (
     option_values,
     route_third_party_logs,
 )
+from evaluation.contract.adapters import MappingError
+from evaluation.contract.adapters import accepted_baselines as parse_accepted_baselines
 from evaluation.contract.comparison import ComparisonSpec
 from evaluation.contract.config import Retention
-from evaluation.contract.options import COMPARE_OPTIONS, RETENTION_OPTIONS, RUN_OPTIONS, build_config, read_options
+from evaluation.contract.options import (
+    COMPARE_OPTIONS,
+    RETENTION_OPTIONS,
+    RUN_OPTIONS,
+    build_config,
+    env_name,
+    read_options,
+)
 
 logger = logging.getLogger("evaluation")
 
@@ -328,20 +337,19 @@ def _report_parser(sub: Any) -> None:
     parser.add_argument("--useful-drop", type=float, default=0.20,
                         help="a model whose day cannot catch a pass-rate drop this large is 'too few records to monitor'")
     parser.add_argument("--accept-baseline", action="append", default=[], metavar="MODEL=YYYY-MM-DD",
-                        help="accept MODEL's level from that day on as its baseline (ends its regression); repeatable")
+                        help="accept MODEL's level from that day on as its baseline (ends its regression); repeatable "
+                        "or comma-separated (default $EVALUATION_ACCEPT_BASELINE, the run option's variable)")
 
 
 def accepted_baselines(items: list[str]) -> dict[str, dt.date]:
-    """``--accept-baseline MODEL=YYYY-MM-DD`` values as ``{model: day}``."""
-    accepted = {}
-    for item in items:
-        model, sep, day = item.rpartition("=")
-        if not sep or not model.strip():
-            raise CliError(f"accept_baseline: {item!r} is not MODEL=YYYY-MM-DD")
-        try:
-            accepted[model.strip()] = dt.date.fromisoformat(day.strip())
-        except ValueError:
-            raise CliError(f"accept_baseline: {day.strip()!r} of {model.strip()} is not a date (YYYY-MM-DD)") from None
+    """``--accept-baseline MODEL=YYYY-MM-DD`` values as ``{model: day}``; none given: the run
+    option's variable ``$EVALUATION_ACCEPT_BASELINE`` (:func:`evaluation.contract.options.env_name`)."""
+    text = ",".join(items) if items else os.environ.get(env_name("accept_baseline"), "")
+    try:
+        accepted = parse_accepted_baselines(text)
+    except MappingError as exc:
+        raise CliError(str(exc)) from None
+    assert isinstance(accepted, dict)
     return accepted
 
 

@@ -20,6 +20,9 @@ one in the contract's shape. Reasons of a rejected record name the field as the 
 (:meth:`InputAdapter.name_reasons`): ``request.messages[-1].content: missing or blank``, not
 ``question: missing or blank``.
 
+The report's option ``accept_baseline`` is read here too (:func:`accepted_baselines`), beside the
+other option texts.
+
 Light on purpose (standard library only): :mod:`evaluation.contract.config` validates the options with it
 when a run is configured, also at DAG-parse time.
 """
@@ -241,6 +244,27 @@ def parse_mapping(value: str | Mapping[str, str] | None) -> dict[str, str]:
             raise MappingError(f"input_mapping: malformed path {path!r} for {target}: {exc}") from None
         mapping[target] = path
     return mapping
+
+
+def accepted_baselines(value: object) -> object:
+    """``accept_baseline`` as ``{model: day}``: from ``MODEL=YYYY-MM-DD`` pairs separated by commas
+    or new lines (a form's, a flag's or a variable's text; the model is what precedes the last
+    ``=``), or a mapping, which is left to the field's own validation. A pair that is not one raises
+    :class:`MappingError`, one line naming it."""
+    if not isinstance(value, str):
+        return value
+    accepted: dict[str, dt.date] = {}
+    for item in (part.strip() for part in re.split(r"[,\n]", value)):
+        if not item:
+            continue
+        model, equals, day = item.rpartition("=")
+        if not equals or not model.strip():
+            raise MappingError(f"accept_baseline: {item!r} is not MODEL=YYYY-MM-DD")
+        try:
+            accepted[model.strip()] = dt.date.fromisoformat(day.strip())
+        except ValueError:
+            raise MappingError(f"accept_baseline: {day.strip()!r} of {model.strip()} is not a date (YYYY-MM-DD)") from None
+    return accepted
 
 
 def check_input_format(value: str) -> str:

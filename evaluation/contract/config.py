@@ -30,6 +30,7 @@ from pydantic import (
 from evaluation.contract.adapters import (
     INPUT_FORMATS,
     INPUT_LAYOUTS,
+    accepted_baselines,
     check_input_format,
     check_input_layout,
     check_options,
@@ -443,16 +444,13 @@ class RunConfig(JudgeSettings, _RunInput):
         description="<calibration id>/<judge>, comma-separated for several judges (cal-1/rag,cal-2/masis): "
         "that judge's verdicts use the thresholds the calibration fitted for it (its score row); every other judge "
         "keeps the two above. The runs row records each judge's thresholds and source.")
-    thresholds_in_force: dict[JudgeName, JudgeThresholds] = Field(
-        default_factory=dict,
-        description="Per selected judge, the thresholds its verdicts use and their source; filled when the run "
-        "reads its `thresholds_from` calibrations (empty before).",
-    )
+    thresholds_in_force: dict[JudgeName, JudgeThresholds] = Field(default_factory=dict, description=(
+        "Per selected judge, the thresholds its verdicts use and their source; filled when the run "
+        "reads its `thresholds_from` calibrations (empty before)."))
     max_reject_ratio: float = Field(default=0.05, ge=0.0, le=1.0, description=(
         "Fail the run (after landing rejects) when more input records than this share are rejected."))
     max_record_chars: int = Field(default=200_000, ge=1, description="Reject records whose texts exceed this.")
-    allow_empty: bool = Field(default=False, title="Allow empty day",
-                              description="Succeed when the day has no input objects.")
+    allow_empty: bool = Field(default=False, title="Allow empty day", description="Succeed when the day has no input objects.")
     completion_marker: str = Field(
         default="", title="Completion marker",
         description="Name of the object (e.g. _SUCCESS) under the day's prefix that says the day's export is "
@@ -507,6 +505,9 @@ class RunConfig(JudgeSettings, _RunInput):
         default="", validate_default=True, title="Segments",
         description="Metadata paths (comma-separated, e.g. metadata.locale,metadata.route) whose values the day's "
         "measures and flags are also computed by, per model: the most frequent values each, the rest as other.")
+    accept_baseline: Annotated[dict[str, dt.date], BeforeValidator(accepted_baselines), FormText] = Field(
+        default="", validate_default=True, description="MODEL=YYYY-MM-DD pairs, comma-separated: the report takes "
+        "each model's days from that day on as its baseline (its regression ends; docs/alerts.md).")
     dry_run: bool = Field(
         default=False, title="Dry run",
         description="Stop after planning: read and validate the day and estimate its calls, tokens, cost and time "

@@ -486,7 +486,7 @@ def _segments(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> Seg
     """The day's segments, tested and flagged as one family apart from the models."""
     day_segments = segmented.filter(pl.col("dt") == day) if not segmented.is_empty() else segmented
     return segment_report(_segment_groups(segmented, day, policy), policy,
-                          sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [])
+                          sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [], day)
 
 
 def _totals(groups: list[Group], facts: dict[str, Any] | None, rejected: int) -> dict[str, Any]:

@@ -35,7 +35,8 @@ def change_text(change: dict[str, Any]) -> str:
 
 def segment_headline_items(summary: dict[str, Any], shown: int = 4) -> dict[str, list[str]]:
     """By model, the headline's lines of its segments that regressed: ``assistant-v2 regressed in
-    locale=de: masis pass rate 81.0% → 52.0% (−29.0 pp); other locale values steady``."""
+    locale=de: masis pass rate 81.0% → 52.0% (−29.0 pp); other locale values steady``, and on
+    the days after ``still regressed in locale=de since D (day N) (paged before): …``."""
     items: dict[str, list[str]] = {}
     for line in (summary.get("segments") or {}).get("headline") or []:
         segment = line["segment"]
@@ -44,8 +45,12 @@ def segment_headline_items(summary: dict[str, Any], shown: int = 4) -> dict[str,
         if len(line["changes"]) > shown:
             text += f"; and {len(line['changes']) - shown} more"
         others = f"; other {esc(name)} values steady" if line.get("others_steady") else ""
-        items.setdefault(line["model"], []).append(f'<li><code>{esc(line["model"])}</code> <span class="flag worse">regressed in '
-                     f"{esc(name)}={esc(segment['value'])}</span>: {text}{others}</li>")
+        where = f"in {esc(name)}={esc(segment['value'])}"
+        state = (f"regressed {where}" if line.get("day") in (None, 1)
+                 else f"still regressed {where} since {esc(str(line['since']))} (day {line['day']})")
+        paged = "" if line.get("pages", True) else " (paged before)"
+        items.setdefault(line["model"], []).append(f'<li><code>{esc(line["model"])}</code> <span class="flag worse">'
+                                                   f"{state}</span>{paged}: {text}{others}</li>")
     return items
 
 

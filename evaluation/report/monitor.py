@@ -18,7 +18,8 @@ last day, ``make bench`` every day of simulated windows. The rules:
 * **Test** of ``today − reference`` in the measure's worse direction (one-sided): variance =
   today's sampling variance + the reference's + ``τ̃² (1 + Σwᵢ²)`` (``wᵢ``: each reference day's
   share of its rows), referred to Student's t with Welch–Satterthwaite degrees of freedom (a
-  rate's sampling parts count as known; a mean's have ``n − 1``; the τ part has the df above). A
+  rate's sampling parts count as known; a mean's have ``n − 1``; the τ part's uncertainty is
+  :func:`tau2_uncertainty`: the reference days' spread estimates ``τ² + σ̄²``, not ``τ²``). A
   rate's p-value is the larger of that and an exact beta-binomial tail (today's count against the
   reference rate, over-dispersed by the same variance), so small counts and rates near 0 or 1
   keep their level.
@@ -130,8 +131,10 @@ def day_variance(days: Sequence[Daily], prior_sd: float, prior_days: float) -> t
 
 @dataclass(frozen=True)
 class Reference:
-    """What a day is tested against: its days, their rows pooled, Σwᵢ² of the days' shares, and
-    the day-to-day variance (shrunk, the days' own, degrees of freedom)."""
+    """What a day is tested against: its days, their rows pooled, Σwᵢ² of the days' shares, the
+    day-to-day variance (shrunk, the days' own, degrees of freedom), ``sampling``, the days' mean
+    sampling variance (``σ̄²``: what the spread of their values holds besides ``τ²``), and
+    ``tau2_var``, half the variance of the estimate ``τ̃²`` (:func:`tau2_uncertainty`)."""
 
     days: tuple[dt.date, ...]
     pooled: Daily
@@ -139,6 +142,22 @@ class Reference:
     tau2: float
     own_tau2: float | None
     tau_df: float
+    sampling: float = 0.0
+    tau2_var: float = 0.0
+
+
+def tau2_uncertainty(tau2: float, prior_days: float, own_df: int, sampling: float) -> float:
+    """Half the variance of ``τ̃² = (ν₀ τ₀² + (k − 1) τ̂²) / (ν₀ + k − 1)``, the Satterthwaite
+    term of the day-to-day part, at the estimate ``τ̃²``: the prior counts as ``ν₀`` degrees of
+    freedom of ``τ̃²``, the days' own ``τ̂²`` (their spread ``s²`` less ``σ̄²``) as ``k − 1`` of
+    ``τ̃² + σ̄²``, since ``s²`` estimates the day-to-day and the sampling variance together.
+    Counting them on ``τ̃²`` alone, beside a sampling part taken as known, made the degrees of
+    freedom grow with the sampling share (about 20 instead of 7 at 150 rows a day) and the
+    one-sided tails of rates several times their nominal level at ``alpha / m``."""
+    df = prior_days + own_df
+    if df <= 0:
+        return 0.0
+    return (prior_days * tau2**2 + own_df * (tau2 + sampling) ** 2) / (df * df)
 
 
 def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Reference | None:
@@ -149,7 +168,10 @@ def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Referenc
         return None
     tau2, own, df = day_variance(list(kept.values()), policy.prior_day_sd, policy.prior_days)
     weight = sum((v.n / pooled.n) ** 2 for v in kept.values())
-    return Reference(tuple(kept), pooled, weight, tau2, own, df)
+    sampling = sum(v.variance / v.n for v in kept.values()) / len(kept)
+    own_df = len(kept) - 1 if own is not None else 0
+    uncertainty = tau2_uncertainty(tau2, policy.prior_days, own_df, sampling)
+    return Reference(tuple(kept), pooled, weight, tau2, own, df, sampling, uncertainty)
 
 
 @dataclass(frozen=True)
@@ -170,7 +192,8 @@ class Test:
 
 
 def _parts(kind: str, today: Daily, ref: Reference) -> tuple[float, float | None]:
-    """The variance of the difference and its Welch–Satterthwaite degrees of freedom."""
+    """The variance of the difference and its Welch–Satterthwaite degrees of freedom (the
+    day-to-day part's uncertainty: :func:`tau2_uncertainty`)."""
     base = ref.pooled
     day_part = ref.tau2 * (1.0 + ref.weight)
     if kind == "rate":
@@ -178,11 +201,11 @@ def _parts(kind: str, today: Daily, ref: Reference) -> tuple[float, float | None
         parts = [(p * (1 - p) * (1 / today.n + 1 / base.n), math.inf)]
     else:
         parts = [(today.variance / today.n, today.n - 1.0), (base.variance / base.n, base.n - 1.0)]
-    if day_part > 0:
-        parts.append((day_part, max(ref.tau_df, 1.0)))
-    variance = sum(v for v, _ in parts)
+    variance = sum(v for v, _ in parts) + max(day_part, 0.0)
     # a mean of one value has no variance of its own to estimate (0 degrees of freedom): no term
     denominator = sum(v * v / f for v, f in parts if math.isfinite(f) and f > 0)
+    if day_part > 0:
+        denominator += (1.0 + ref.weight) ** 2 * ref.tau2_var
     return variance, (variance * variance / denominator if denominator > 0 else None)
 
 

@@ -13,22 +13,31 @@ judge today is not tested (its tests would only dilute the family: at 30 rows a 
 must exceed about 25 pp to be seen even before the correction); it is listed as such, with the
 volume needed.
 
+**States.** A segment's regression follows the same states as a model's
+(:mod:`evaluation.report.monitor` replays the segment's days as it replays a model's, and
+:func:`evaluation.report.alerts.model_states` and :func:`~evaluation.report.alerts.build_headline`
+make its line): *regressed since D* against its level before the change, *still regressed since D
+(day N)* on the days after, paging on the day it regressed and again only when it gets worse, until
+it is back at that level (then it has no line). A line whose ``pages`` is false is shown, not sent.
+
 In ``summary.json``, ``segments``::
 
     {"keys": ["metadata.locale", ...], "min_rows": 30,
      "groups": [<a group of ``groups``, with "segment": {"key", "value"}, without trend>, ...],
      "flags": [<a flag, with "segment">, ...],           # most severe first
-     "headline": [{"model", "segment": {"key", "value"}, "changes": [...], "others_steady": bool}, ...],
+     "headline": [{"model", "segment": {"key", "value"}, "since", "day", "pages": bool, "text",
+                   "changes": [...], "others_steady": bool}, ...],          # the regressed segments
      "too_few": [{"model", "judge", "segment", "n_ok", "needed"}, ...]}
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import polars as pl
 
-from evaluation.report.alerts import AlertPolicy, decide_flags
+from evaluation.report.alerts import AlertPolicy, build_headline, decide_flags, model_states
 from evaluation.report.summary import SegmentFlag, SegmentGroup, Segments
 
 SEP = "\x1f"
@@ -55,41 +64,42 @@ def key_name(key: str) -> str:
     return key.removeprefix("metadata.")
 
 
-def _change(flag: SegmentFlag) -> dict[str, Any]:
-    return {"judge": flag.judge, "measure": flag.measure, "baseline": flag.baseline,
-            "before": flag.baseline_value, "after": flag.value, "delta": flag.delta,
-            "p_adjusted": flag.p_adjusted, "assessment": flag.assessment, "segment": flag.segment}
+def _unit(group: SegmentGroup) -> str:
+    """The name a (model, segment) is tested under: model, key and value joined by :data:`SEP`."""
+    return SEP.join((group.model, group.segment["key"], group.segment["value"]))
 
 
-def _headline(flags: list[SegmentFlag]) -> list[dict[str, Any]]:
-    """One line per (model, segment) with an alerting flag: its alerting changes, one per (judge,
-    measure), most severe first; ``others_steady`` when no other value of that key alerts for the model."""
-    lines: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for flag in flags:  # most severe first
-        if not flag.alerts:
+def _headline(lines: list[dict[str, Any]], tagged: dict[str, SegmentGroup]) -> list[dict[str, Any]]:
+    """The regressed (model, segment) units' headline lines (:func:`evaluation.report.alerts.build_headline`),
+    named by model and segment again; ``others_steady`` when no other value of that key is
+    regressed for the model."""
+    out = []
+    for line in lines:
+        if line["status"] != "regressed":
             continue
-        segment = flag.segment
-        line = lines.setdefault((flag.model, segment["key"], segment["value"]),
-                                {"model": flag.model, "segment": segment, "changes": []})
-        if all((c["judge"], c["measure"]) != (flag.judge, flag.measure) for c in line["changes"]):
-            line["changes"].append(_change(flag))
-    for (model, key, _), line in lines.items():
-        line["others_steady"] = sum(1 for m, k, _ in lines if (m, k) == (model, key)) == 1
-    return list(lines.values())
+        group = tagged[line["model"]]
+        out.append({**line, "model": group.model, "segment": group.segment,
+                    "changes": [{**c, "segment": group.segment} for c in line["changes"]]})
+    for line in out:
+        line["others_steady"] = sum(1 for other in out if (other["model"], other["segment"]["key"]) == (
+            line["model"], line["segment"]["key"])) == 1
+    return out
 
 
-def segment_report(groups: list[SegmentGroup], policy: AlertPolicy, keys: list[str]) -> Segments:
-    """The segments' part of ``summary.json`` (see the module docstring) from their measured groups."""
+def segment_report(groups: list[SegmentGroup], policy: AlertPolicy, keys: list[str], day: dt.date) -> Segments:
+    """The segments' part of ``summary.json`` (see the module docstring) from their measured groups
+    of ``day`` (their measures carry the replayed states: :func:`evaluation.report.compute.assess_days`)."""
     monitored = [g for g in groups if g.status_counts["ok"] >= SEGMENT_MIN_ROWS]
     too_few = [{"model": g.model, "judge": g.judge, "segment": g.segment, "n_ok": g.status_counts["ok"],
                 "needed": SEGMENT_MIN_ROWS} for g in groups if g.status_counts["ok"] < SEGMENT_MIN_ROWS]
-    # the groups go to the flag rule under a name that carries their segment (their measures are
-    # the same objects: a shallow copy, so each comparison gets its adjusted p-value), then the
-    # name is split back
-    tagged = {SEP.join((g.model, g.segment["key"], g.segment["value"])): g for g in monitored}
-    flags = decide_flags([g.model_copy(update={"model": SEP.join((g.model, g.segment["key"], g.segment["value"]))})
-                          for g in monitored], policy)
+    # the groups go to the flag rule and the model states under a name that carries their segment
+    # (a shallow copy: their measures are the same objects, so each comparison gets its adjusted
+    # p-value), then the name is split back
+    tagged = {_unit(g): g for g in monitored}
+    units = [g.model_copy(update={"model": _unit(g)}) for g in monitored]
+    flags = decide_flags(units, policy)
+    lines = build_headline(sorted(tagged), flags, model_states(day, units, policy))
     segment_flags = [SegmentFlag(**{**dict(flag), "model": tagged[flag.model].model,  # one tag, one model and segment
                                     "segment": tagged[flag.model].segment}) for flag in flags]
     return Segments(keys=keys, min_rows=SEGMENT_MIN_ROWS, groups=groups, flags=segment_flags,
-                    headline=_headline(segment_flags), too_few=too_few)
+                    headline=_headline(lines, tagged), too_few=too_few)

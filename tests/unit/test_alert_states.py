@@ -38,7 +38,7 @@ def line_of(summary: dict[str, Any], model: str) -> dict[str, Any]:
 
 def test_a_sustained_drop_stays_regressed_pages_once_and_recovers(tmp_path: Path) -> None:
     store = storage.open_store(str(tmp_path / "out"))
-    land(store, {"drops": [0.75] * 7 + [0.45] * 5 + [0.75] * 2, "steady": [0.75] * 14})
+    land(store, {"drops": [0.75] * 7 + [0.45] * 5 + [0.75] * 2, "steady": [0.75] * 14}, n={"drops": 150, "steady": 400})
     summaries = [build_daily_report(store, day(i))[1] for i in range(7, 14)]
     drops = [line_of(s, "drops") for s in summaries]
     assert [d["status"] for d in drops[:5]] == ["regressed"] * 5

@@ -92,6 +92,25 @@ def test_a_rate_test_keeps_its_level_under_drift_with_few_days(history_days: int
     assert rejected / trials <= 0.065  # nominal 5%; the binomial sd of 1,500 trials is 0.6 pp
 
 
+def test_a_rate_tests_tail_keeps_its_level_under_5_pp_drift_at_150_records() -> None:
+    """A week of history at 150 records a day whose pass rate drifts by 5 pp: the one-sided test's
+    tail at 1% holds, with about 7 degrees of freedom (the days' spread estimates the drift and
+    their sampling noise together; counting the degrees of freedom on the drift alone gave about
+    20 and rejected at twice the level)."""
+    rng = random.Random("tail-150-5pp")
+    policy = AlertPolicy()
+    trials, rejected, dfs = 3000, 0, []
+    for _ in range(trials):
+        *past, today = _drifting_days(rng, 8, 150, 0.05, p=0.7)
+        ref = reference_of({DAY - dt.timedelta(days=i + 1): d for i, d in enumerate(reversed(past))}, policy)
+        test = compare_day("rate", "pass", today, ref)  # type: ignore[arg-type]
+        assert test is not None and test.p_worse is not None and test.df is not None
+        rejected += test.p_worse < 0.01
+        dfs.append(test.df)
+    assert rejected / trials <= 0.015  # nominal 1%; the binomial sd of 3,000 trials is 0.18 pp
+    assert 5.0 <= statistics.median(dfs) <= 10.0
+
+
 def test_small_counts_use_the_exact_tail() -> None:
     """20 records at a 97% pass rate: one failure more than usual is no evidence (the normal
     approximation would call 18 of 20 significant)."""
@@ -158,15 +177,17 @@ def test_minimum_effect_and_headline_measures(tmp_path: Path) -> None:
 def test_flags_are_sorted_by_severity_and_the_worst_regression_leads(tmp_path: Path) -> None:
     store = storage.open_store(str(tmp_path / "out"))
     land_week(store, {"a-small": [0.75] * 7 + [0.67], "b-large": [0.75] * 7 + [0.45], "c-steady": [0.75] * 8,
-                      "d-better": [0.6] * 7 + [0.8]})
+                      "d-better": [0.6] * 7 + [0.72]})
     page, summary = build_daily_report(store, DAY)
     flags = summary["flags"]
     assert flags == sorted(flags, key=lambda flag: severity_key(Flag.model_validate(flag)))
     assert [f["p_adjusted"] for f in flags] == sorted(f["p_adjusted"] for f in flags)
     assert flags[0]["model"] == "b-large"
     statuses = [(line["model"], line["status"]) for line in summary["headline"]]
+    # 120 rows a day with a reference week of 7 days (7 degrees of freedom for the day-to-day
+    # variance) cannot catch a 20 pp drop at the family's level: too few, not steady
     assert statuses == [("b-large", "regressed"), ("a-small", "regressed"), ("d-better", "improved"),
-                        ("c-steady", "steady")]
+                        ("c-steady", "too_few")]
     assert summary["alerting"] == ["b-large", "a-small"]
     assert page.index("<code>b-large</code>") < page.index("<code>a-small</code>") < page.index("<code>c-steady</code>")
     assert "Holm" in summary["method"]["flag"] and "Holm" in page
@@ -214,3 +235,17 @@ def test_report_command_takes_the_policy(tmp_path: Path, capsys: pytest.CaptureF
     assert summary["groups"][0]["metrics"]["score"]["reference"]["days"] == [WEEK[-2].isoformat()]
     assert cli_main([*base, "--accept-baseline", "m"]) == 2
     assert "--accept-baseline" in capsys.readouterr().err
+
+
+def test_report_command_takes_accept_baseline_from_the_run_options_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = storage.open_store(str(tmp_path / "out"))
+    land_week(store, {"m": [0.75] * 7 + [0.71], "n": [0.75] * 8}, n=200)
+    base = ["report", "--date", DAY.isoformat(), "--output", str(tmp_path / "out")]
+    monkeypatch.setenv("EVALUATION_ACCEPT_BASELINE", f"m={WEEK[-3].isoformat()}, n={WEEK[-2].isoformat()}")
+    assert cli_main(base) == 0
+    summary = storage.read_json(store, storage.report_key(DAY, "summary.json"))
+    assert summary["method"]["alerts"]["accept_baseline"] == {"m": WEEK[-3].isoformat(), "n": WEEK[-2].isoformat()}
+    assert cli_main([*base, "--accept-baseline", f"m={WEEK[-2].isoformat()}"]) == 0  # the flag wins over the variable
+    summary = storage.read_json(store, storage.report_key(DAY, "summary.json"))
+    assert summary["method"]["alerts"]["accept_baseline"] == {"m": WEEK[-2].isoformat()}

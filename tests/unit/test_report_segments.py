@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from evaluation_notifications import regression_message
 
 from evaluation import storage
 from evaluation.cli.day import run_day
@@ -83,10 +84,12 @@ def _summary_row(day: dt.date, model: str, n: int, p: float, rng: np.random.Gene
             "segment_key": segment[0] if segment else None, "segment_value": segment[1] if segment else None}
 
 
-def fortnight(seed: int, regressed: tuple[str, str, str] | None = None) -> pl.DataFrame:
+def fortnight(seed: int, regressed: tuple[str, str, str] | None = None,
+              drops: dict[dt.date, float] | None = None) -> pl.DataFrame:
     """14 days of daily_summary rows of two models, whole and per value of three keys; each
     segment's pass rate drifts from day to day (its own level, plus a daily wobble); ``regressed``
-    (model, key, value) drops by 30 pp on the last day."""
+    (model, key, value) drops by ``drops[day]`` on those days (30 pp on the last day)."""
+    drops = {LAST: 0.3} if drops is None else drops
     rng = np.random.default_rng(seed)
     days = [LAST - dt.timedelta(days=i) for i in range(13, -1, -1)]
     level = {(m, k, v): rng.uniform(0.6, 0.85) for m in ("m1", "m2") for k, vs in KEYS.items() for v in vs}
@@ -97,8 +100,8 @@ def fortnight(seed: int, regressed: tuple[str, str, str] | None = None) -> pl.Da
             for key, values in KEYS.items():
                 for value in values:
                     p = level[(model, key, value)] + rng.normal(0, 0.02)
-                    if day == LAST and regressed == (model, key, value):
-                        p -= 0.3
+                    if regressed == (model, key, value):
+                        p -= drops.get(day, 0.0)
                     n = 25 if value == "account" else 120  # one value too small to monitor
                     rows.append(_summary_row(day, model, n, min(max(p, 0.01), 0.99), rng, (key, value)))
     return pl.DataFrame(rows)
@@ -133,6 +136,28 @@ def test_a_segment_regression_is_named_and_the_others_steady() -> None:
     page = render_html(summary)
     line = page.split("<code>m2</code>", 1)[1].split("</li>", 1)[0]
     assert "regressed in locale=de</span>: rag " in line and "rag pass rate" in line and "other locale values steady" in line
+
+
+def test_a_segment_regression_stays_regressed_pages_once_and_recovers() -> None:
+    days = [LAST - dt.timedelta(days=i) for i in range(6, -1, -1)]
+    drops = {days[1]: 0.3, days[2]: 0.3, days[3]: 0.3, days[4]: 0.6}  # worse on the fourth day, back on the fifth
+    history = fortnight(1, regressed=("m2", "metadata.locale", "de"), drops=drops)
+    summaries = [summary_of(history, day) for day in days]
+    lines = [summary["segments"]["headline"] for summary in summaries]
+    assert lines[0] == [] and lines[5] == [] and lines[6] == []  # before the drop; recovered
+    regressed = [found[0] for found in lines[1:5]]
+    assert all(len(found) == 1 and (found[0]["model"], found[0]["segment"]["value"]) == ("m2", "de") for found in lines[1:5])
+    assert [line["since"] for line in regressed] == [days[1].isoformat()] * 4 and [line["day"] for line in regressed] == [1, 2, 3, 4]
+    assert [line["pages"] for line in regressed] == [True, False, False, True]  # pages once, and again when worse
+    assert regressed[1]["text"] == f"still regressed since {days[1].isoformat()} (day 2)"
+    pass_rate = next(c for c in regressed[2]["changes"] if c["measure"] == "pass_rate")
+    assert pass_rate["baseline"] == "before_regression" and pass_rate["delta"] < -0.2  # against the level before, not the drop's days
+    assert all(s["alerting"] == ["m2"] for s in summaries[1:5]) and summaries[5]["alerting"] == []
+    messages = [regression_message(s, "file:///report.html") for s in summaries]
+    assert [m is not None for m in messages] == [False, True, False, False, True, False, False]
+    page = render_html(summaries[2])
+    line = page.split("<code>m2</code>", 1)[1].split("</li>", 1)[0]
+    assert f"still regressed in locale=de since {days[1].isoformat()} (day 2)</span> (paged before)" in line
 
 
 def test_segments_too_small_to_monitor_say_so() -> None:
