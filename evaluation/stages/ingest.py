@@ -109,8 +109,8 @@ def missing_input(store: storage.Store, day: dt.date, source: DayInput = DayInpu
 
 #: Objects up to this size are read into memory, several at a time; larger ones go through a file.
 SMALL_OBJECT_BYTES = 1 << 20
-#: Objects read at once from S3: botocore's connection pool holds 10 connections by default.
-READ_CONCURRENCY = 10
+#: Bytes of small objects held read ahead at most (beyond the one that crosses it).
+READ_AHEAD_BYTES = 64 << 20
 
 
 def _download(store: storage.Store, info: storage.ObjectInfo, path: Path) -> Path:
@@ -122,25 +122,31 @@ def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder:
                 concurrency: int | None = None) -> Iterator[tuple[str, bytes | Path]]:
     """Each raw object in key order: a directory store's own file, or an S3 object read while
     the objects before it are parsed. Up to ``concurrency`` reads are in flight and at most twice
-    as many objects are held read ahead: a small object (one LiteLLM call) as its bytes, a larger
-    one as a file downloaded when its turn comes and deleted after. Memory follows the window,
-    not the day. ``concurrency`` defaults to :data:`READ_CONCURRENCY`."""
-    concurrency = concurrency or READ_CONCURRENCY
+    as many objects, and :data:`READ_AHEAD_BYTES`, are held read ahead: a small object (one
+    LiteLLM call) as its bytes, a larger one as a file downloaded when its turn comes and deleted
+    after. Memory follows the window, not the day. ``concurrency`` defaults to the S3 client's
+    connections (:attr:`~evaluation.storage.S3Store.connections`, 64 unless configured): each read
+    in flight holds one."""
     if isinstance(store, storage.LocalStore):
         for info in objects:
             yield store.uri(info.key), store.path / info.key
         return
+    concurrency = concurrency or (store.connections if isinstance(store, storage.S3Store) else 1)
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="raw-read") as pool:
         window: collections.deque[tuple[storage.ObjectInfo, Future[bytes] | None]] = collections.deque()
         pending = iter(objects)
+        held = 0  # bytes of the small objects in the window
         while True:
-            while len(window) < 2 * concurrency and (ahead := next(pending, None)) is not None:
+            while (len(window) < 2 * concurrency and held < READ_AHEAD_BYTES
+                   and (ahead := next(pending, None)) is not None):
                 small = ahead.size <= SMALL_OBJECT_BYTES
+                held += ahead.size if small else 0
                 window.append((ahead, pool.submit(store.read_bytes, ahead.key) if small else None))
             if not window:
                 return
             info, future = window.popleft()
             if future is not None:
+                held -= info.size
                 yield store.uri(info.key), future.result()
                 continue
             path = _download(store, info, folder / "raw-object")

@@ -217,6 +217,12 @@ class S3Store:
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    @property
+    def connections(self) -> int:
+        """The connections its client keeps open (``max_pool_connections``): as many reads can be
+        in flight on their own connection (:data:`S3_MAX_POOL_CONNECTIONS` unless configured)."""
+        return int(self.client.meta.config.max_pool_connections)
+
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
@@ -354,6 +360,12 @@ S3_CONNECT_TIMEOUT_S = 10.0
 S3_READ_TIMEOUT_S = 60.0
 
 
+#: Connections the S3 client keeps open (botocore's default is 10). The ingest stage reads a day's
+#: small objects this many at a time (:attr:`S3Store.connections`): S3 answers a small GET in
+#: 100-200 ms, so reads in flight, not bandwidth, set the rate (docs/performance.md).
+S3_MAX_POOL_CONNECTIONS = 64
+
+
 DEFAULT_REGION = "us-east-1"
 
 
@@ -373,7 +385,7 @@ class S3Access:
 
 def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATTEMPTS,
               retry_mode: Literal["standard", "adaptive"] = "standard") -> Config:
-    """The S3 client's botocore configuration: retries and timeouts (below), with ``overrides``
+    """The S3 client's botocore configuration: retries, timeouts and its connection pool (below), with ``overrides
     (such as an Airflow connection's ``botocore_config``) taking precedence where they set a value.
 
     Botocore retries transient errors itself: throttling (503 SlowDown, 429), 500/502/503/504,
@@ -382,7 +394,8 @@ def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATT
     from botocore.config import Config  # boto3 is imported on the S3 path only
 
     defaults = Config(retries={"mode": retry_mode, "total_max_attempts": max_attempts},
-                      connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_READ_TIMEOUT_S)
+                      connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_READ_TIMEOUT_S,
+                      max_pool_connections=S3_MAX_POOL_CONNECTIONS)
     return defaults.merge(overrides) if overrides is not None else defaults
 
 

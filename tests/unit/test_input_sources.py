@@ -230,3 +230,98 @@ def test_chat_records_read_as_own_records_hint_at_the_format(tmp_path: Path) -> 
     assert rejects.height == 4
     hint = "messages: the record looks like the openai-chat format: read it with --input-format openai-chat"
     assert all(hint in reasons for reasons in rejects["reasons"].to_list())
+
+
+# --------------------------------------------------------------------------------------------
+# A day of many small objects (one per LiteLLM call): read by a bounded pool
+
+
+def _small_objects(local_s3: Any, connections: int | None, count: int) -> tuple[storage.S3Store, list[storage.ObjectInfo]]:
+    """``count`` one-call objects on the S3 server, through a client of ``connections`` connections."""
+    from botocore.config import Config
+
+    config = storage.s3_config(Config(max_pool_connections=connections) if connections else None)
+    access = storage.s3_access(local_s3.session(), endpoint_url=local_s3.endpoint_url, config=config)
+    raw = storage.S3Store(f"s3://llm-logs/small-{uuid.uuid4().hex[:8]}", access)
+    for index in range(count):
+        raw.write_bytes(f"{DAY}/call-{index:03d}.json", json.dumps({"id": f"call-{index:03d}"}).encode())
+    return raw, raw.list(f"{DAY}/")
+
+
+class _Reads:
+    """``store.read_bytes`` wrapped: the most reads in flight at once; each read waits at ``gate``."""
+
+    def __init__(self, store: storage.S3Store, gate: Any) -> None:
+        import threading
+
+        self.read, self.gate, self.lock = store.read_bytes, gate, threading.Lock()
+        self.in_flight = self.most = 0
+
+    def __call__(self, key: str) -> bytes:
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            self.gate.wait()  # every read waits until the pool's size of them are in flight
+            return self.read(key)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+def test_a_day_of_small_objects_is_read_with_one_read_in_flight_per_connection(local_s3: Any, tmp_path: Path) -> None:
+    """The pool defaults to the S3 client's connections: with 4, four reads are in flight at once
+    (each waits at a barrier of 4, which breaks if the pool holds fewer), never more; the objects
+    still come out in key order, each whole."""
+    import threading
+
+    from evaluation.stages.ingest import raw_sources
+
+    store, objects = _small_objects(local_s3, 4, 12)
+    assert store.connections == 4
+    reads = _Reads(store, threading.Barrier(4, timeout=60))
+    store.read_bytes = reads  # type: ignore[method-assign]
+    read = list(raw_sources(store, objects, tmp_path))
+    assert [uri for uri, _ in read] == [store.uri(o.key) for o in objects]
+    assert [json.loads(data)["id"] for _, data in read] == [f"call-{i:03d}" for i in range(12)]  # type: ignore[arg-type]
+    assert reads.most == 4
+
+
+def test_the_s3_client_keeps_a_connection_for_each_read_of_the_pool() -> None:
+    """botocore keeps 10 connections unless told; the client keeps S3_MAX_POOL_CONNECTIONS, so the
+    read pool's reads each have one, and a configuration (an Airflow connection's) can change it."""
+    from botocore.config import Config
+
+    from evaluation.storage.stores import S3_MAX_POOL_CONNECTIONS
+
+    assert Config().max_pool_connections == 10
+    assert storage.s3_config().max_pool_connections == S3_MAX_POOL_CONNECTIONS == 64
+    assert storage.s3_config(Config(max_pool_connections=16)).max_pool_connections == 16
+
+
+def test_what_is_read_ahead_of_the_parser_is_bounded_in_bytes(local_s3: Any, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many connections, no more than READ_AHEAD_BYTES (and the object that crosses it) of
+    objects are read ahead of the one the parser holds: reads handed to the pool, counted as the
+    pool is given them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evaluation.stages import ingest as ingest_stage
+
+    submitted = []
+
+    class Counted(ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            submitted.append(args)
+            return super().submit(fn, *args, **kwargs)
+
+    store, objects = _small_objects(local_s3, 8, 20)
+    monkeypatch.setattr(ingest_stage, "ThreadPoolExecutor", Counted)
+    monkeypatch.setattr(ingest_stage, "READ_AHEAD_BYTES", 3 * max(o.size for o in objects))
+    ahead = [len(submitted) - taken for taken, _ in enumerate(ingest_stage.raw_sources(store, objects, tmp_path), start=1)]
+    assert len(ahead) == 20 and len(submitted) == 20
+    assert max(ahead) == 2  # two read ahead: three objects' bytes, the parser's own among them
+    monkeypatch.setattr(ingest_stage, "READ_AHEAD_BYTES", 64 << 20)
+    submitted.clear()
+    ahead = [len(submitted) - taken for taken, _ in enumerate(ingest_stage.raw_sources(store, objects, tmp_path), start=1)]
+    assert max(ahead) == 15  # without the byte bound: twice the connections held, the parser's among them
