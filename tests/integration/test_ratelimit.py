@@ -253,16 +253,6 @@ def test_adaptive_limit_never_lets_more_than_its_limit_in_flight() -> None:
 # The server's enforced rate (on a clock that moves only when the test moves it)
 
 
-class _Clock:
-    """A monotonic clock standing still until ``now`` is moved."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_server_enforces_requests_per_minute_with_openai_headers() -> None:
     body = {"model": "mock-judge", "messages": [{"role": "user", "content": "hello"}]}
     clock = _Clock()
