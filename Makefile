@@ -56,12 +56,11 @@ tools:
 	$(call debian,chromium docker-compose,the browser test and compose's tests)
 
 # The suite in two parts: all but the deployed topology on TEST_WORKERS processes (pytest-xdist, one
-# test file to a process: a module's shared set-up runs once; more processes than cores, as most of
-# those tests wait on a server, a deferred trigger or a subprocess), while Label Studio's virtualenv
-# installs beside them; then the system tests on SYSTEM_WORKERS processes (the deployment, the Celery
-# worker's preload and Label Studio are independent of each other). Both parts run; the target fails
-# when either does.
-TEST_WORKERS ?= 4
+# test file to a process: a module's shared set-up runs once; a process per core, as each process
+# pays its own Airflow database and imports), while Label Studio's virtualenv installs beside them;
+# then the system tests on SYSTEM_WORKERS processes (the deployment, the Celery worker's preload and
+# Label Studio are independent of each other). Both parts run; the target fails when either does.
+TEST_WORKERS ?= 2
 SYSTEM_WORKERS ?= 3
 
 test: setup tools ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
