@@ -56,14 +56,19 @@ tools:
 	$(call debian,chromium docker-compose,the browser test and compose's tests)
 
 # The suite in two parts: all but the deployed topology on TEST_WORKERS processes (pytest-xdist, one
-# test file to a process), then the system tests alone, which measure the deployment's rates and
-# timings on the machine's cores. Both parts run; the target fails when either does.
+# test file to a process: a module's shared set-up runs once; a process per core, as each process
+# pays its own Airflow database and imports), while Label Studio's virtualenv installs beside them;
+# then the system tests on SYSTEM_WORKERS processes (the deployment, the Celery worker's preload and
+# Label Studio are independent of each other). Both parts run; the target fails when either does.
 TEST_WORKERS ?= 2
+SYSTEM_WORKERS ?= 3
 
-test: setup labelstudio tools ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
-	rc=0; \
+test: setup tools ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
+	@rc=0; \
+	make --no-print-directory labelstudio > $(VENV)/labelstudio.log 2>&1 & installing=$$!; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
-	$(PY) -m pytest -m system || rc=$$?; \
+	wait $$installing || { cat $(VENV)/labelstudio.log; rc=1; }; \
+	$(PY) -m pytest -n $(SYSTEM_WORKERS) --dist loadfile -m system || rc=$$?; \
 	exit $$rc
 
 lint: setup ## ruff and mypy

@@ -1,6 +1,6 @@
 """The parsed row, typed: one row of ``PARSED_SCHEMA`` (:mod:`evaluation.contract.schemas`) as the judges
 build it and the judge stage completes it. A TypedDict, not a model: a day holds millions of rows, and
-``tests/unit/test_parsed_rows.py`` keeps its keys and types those of the schema. No postponed
+``tests/unit/judges/test_parsed_rows.py`` keeps its keys and types those of the schema. No postponed
 annotations here: Python 3.11 reads ``NotRequired`` only from evaluated ones."""
 
 import datetime as dt

@@ -29,7 +29,7 @@ from evaluation import storage
 from evaluation.compare import run_comparison
 from evaluation.contract.comparison import ComparisonSpec
 from evaluation.report import write_daily_report
-from tests.unit.test_report import DAY, write_history
+from tests.unit.report.test_report import DAY, write_history
 
 pytestmark = pytest.mark.browser
 

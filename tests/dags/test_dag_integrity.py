@@ -85,26 +85,26 @@ def test_good_conf_validates(dagbag) -> None:
     assert params.validate()["judges"] == ["rag"]
 
 
-#: Seconds a DAG file may take to parse beyond Airflow's own import (about 0.1 s measured): the
-#: what keeps it small is what the file imports, which the heavy-module check pins down.
-PARSE_BUDGET_S = 1.0
-
-
-@pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
-def test_dag_file_parses_without_heavy_imports_within_its_budget(path: Path) -> None:
+def test_dag_files_parse_without_heavy_imports() -> None:
+    """What keeps a DAG file quick to parse is what it imports at parse time: none of the heavy
+    modules (its parse time, a figure of the machine's load, is not asserted here). Every file is
+    parsed in one fresh process, each blamed for the heavy modules that appear while it parses."""
     # airflow.sdk first: every DAG file imports it, and the DAG processor has it loaded already
     code = (
-        "import importlib.util, json, sys, time, airflow.sdk\n"
-        f"spec = importlib.util.spec_from_file_location('dagfile', {str(path)!r})\n"
-        "module = importlib.util.module_from_spec(spec)\n"
-        "t = time.perf_counter(); spec.loader.exec_module(module); took = time.perf_counter() - t\n"
-        "heavy = [m for m in ('litellm', 'polars', 'great_expectations', 'pandas', 'boto3') if m in sys.modules]\n"
-        "print(json.dumps({'heavy': heavy, 'took': took}))\n"
+        "import importlib.util, json, sys, airflow.sdk\n"
+        "HEAVY = ('litellm', 'polars', 'great_expectations', 'pandas', 'boto3')\n"
+        "found = {}\n"
+        f"for path in {[str(p) for p in DAG_FILES]!r}:\n"
+        "    before = {m for m in HEAVY if m in sys.modules}\n"
+        "    spec = importlib.util.spec_from_file_location('dagfile_' + str(len(found)), path)\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "    found[path] = sorted(m for m in HEAVY if m in sys.modules and m not in before)\n"
+        "print(json.dumps(found))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["heavy"] == [], f"{path.name} imports {report['heavy']} at parse time"
-    assert report["took"] < PARSE_BUDGET_S, f"{path.name} took {report['took']:.2f} s to parse"
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(found) == [str(p) for p in DAG_FILES]
+    assert {Path(path).name: heavy for path, heavy in found.items() if heavy} == {}, "imported at parse time"
 
 
 def test_library_never_imports_airflow() -> None:

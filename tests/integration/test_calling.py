@@ -57,7 +57,9 @@ def test_skipping_litellms_logging_changes_neither_the_request_nor_the_outcome(m
 
             async def logged_calls() -> tuple[CallOutcome, CallOutcome]:
                 outcomes = await client.call(PROMPT), await client.call(PROMPT)
-                await asyncio.sleep(0.5)  # litellm's logging worker runs on this loop
+                async with asyncio.timeout(60):  # litellm's logging worker runs on this loop: until it logs
+                    while not seen.successes:
+                        await asyncio.sleep(0.01)
                 return outcomes
 
             logged, logged_error = asyncio.run(logged_calls())

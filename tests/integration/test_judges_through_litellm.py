@@ -30,7 +30,7 @@ from evaluation.contract.schemas import PARSED_SCHEMA
 from evaluation.judges import call_error_row, not_applicable_row, parse_reply, render, score_table
 from evaluation.testing.openai_server import OpenAIServer, Reply, ScriptedResponder
 from tests.factories import make_record
-from tests.unit.judge_oracle import score_row
+from tests.unit.judges.judge_oracle import score_row
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -35,6 +35,7 @@ from evaluation.cli.day import run_day
 from evaluation.judges import RenderedPrompt
 from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer, count_prompt_tokens
+from evaluation.testing.ratelimit import EnforcedRate
 from evaluation.testing.replies import FaultPlan
 from tests.reliability.helpers import DAY, config, judge_reply
 
@@ -249,14 +250,16 @@ def test_adaptive_limit_never_lets_more_than_its_limit_in_flight() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# The server's enforced rate
+# The server's enforced rate (on a clock that moves only when the test moves it)
 
 
 def test_server_enforces_requests_per_minute_with_openai_headers() -> None:
     body = {"model": "mock-judge", "messages": [{"role": "user", "content": "hello"}]}
-    with OpenAIServer(rpm=600, rate_burst_s=0.5) as server:  # 10 a second, bursts of 5
-        answers = [_post(server.base_url, body) for _ in range(7)]
-        time.sleep(0.25)
+    clock = _Clock()
+    with OpenAIServer() as server:
+        server.rate_limits = EnforcedRate(600, burst_s=0.5, clock=clock)  # 10 a second, bursts of 5
+        answers = [_post(server.base_url, body) for _ in range(7)]  # at one instant: the burst, then refusals
+        clock.now += 0.25  # 2.5 requests' worth refilled
         later = _post(server.base_url, body)
         assert server.request_count == 6 and server.throttled_count == 2
         refused_at, admitted_at = server.throttled_times, [r.received_at for r in server.requests]
@@ -273,7 +276,8 @@ def test_server_enforces_requests_per_minute_with_openai_headers() -> None:
 def test_server_enforces_tokens_per_minute() -> None:
     body = {"model": "mock-judge", "messages": [{"role": "user", "content": "x" * 396}]}  # 100 tokens
     assert count_prompt_tokens(body) == 100
-    with OpenAIServer(tpm=60_000, rate_burst_s=0.25) as server:  # 1,000 tokens a second, 250 of burst
+    with OpenAIServer() as server:
+        server.rate_limits = EnforcedRate(tpm=60_000, burst_s=0.25, clock=_Clock())  # 1,000 tokens a second, 250 of burst
         statuses = [_post(server.base_url, body)[0] for _ in range(3)]
     assert statuses == [200, 200, 429]  # two prompts and their completions use the burst
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import importlib
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,23 +33,26 @@ def _trigger(prefix: DayPrefix, *, deadline_s: float, **kwargs: Any) -> DayCompl
     return DayCompleteTrigger(**values)
 
 
-class _Later(threading.Thread):
-    """``action`` run on a thread after ``delay`` seconds; ``at`` is when it began (UTC)."""
+class _OnLook:
+    """``action`` done by the trigger's ``look``-th look at the day's prefix, just before it lists
+    the prefix (so that look sees it, and none before it does); ``at`` is when (UTC). Events, not
+    delays, order the writes and the looks, whatever the machine's load."""
 
-    def __init__(self, delay: float, action: Any) -> None:
-        super().__init__(daemon=True)
-        self.delay, self.action = delay, action
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, look: int, action: Any) -> None:
+        import evaluation_wait
+
         self.at = dt.datetime.max.replace(tzinfo=dt.UTC)
-        self.start()
+        self.looks = 0
+        listing = evaluation_wait._day_objects
 
-    def run(self) -> None:
-        time.sleep(self.delay)
-        self.at = dt.datetime.now(dt.UTC)
-        self.action()
+        def looking(*args: Any) -> dict[str, float]:
+            self.looks += 1
+            if self.looks == look:
+                self.at = dt.datetime.now(dt.UTC)
+                action()
+            return listing(*args)
 
-
-def _later(delay: float, action: Any) -> _Later:
-    return _Later(delay, action)
+        monkeypatch.setattr(evaluation_wait, "_day_objects", looking)
 
 
 def _ended(event: dict[str, Any]) -> dt.datetime:
@@ -80,24 +81,23 @@ def test_it_serializes_to_an_importable_class_and_back(tmp_path: Path) -> None:
     assert again.serialize() == (classpath, kwargs)
 
 
-def test_a_directory_marker_fires_when_it_appears(tmp_path: Path) -> None:
+def test_a_directory_marker_fires_when_it_appears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = DayPrefix.of(str(tmp_path), DAY)
     Path(prefix.prefix).mkdir(parents=True)
-    thread = _later(1.0, lambda: (Path(prefix.prefix) / "_SUCCESS").write_bytes(b""))
+    write = _OnLook(monkeypatch, 3, lambda: (Path(prefix.prefix) / "_SUCCESS").write_bytes(b""))
     event = _first_event(_trigger(prefix, deadline_s=20, marker="_SUCCESS"))
-    thread.join()
-    assert event["status"] == "success" and _ended(event) >= thread.at  # not before the marker was written
+    assert event["status"] == "success" and write.looks == 3  # not before the marker was written
+    assert _ended(event) >= write.at
 
 
-def test_a_directory_quiet_period_restarts_with_each_new_file(tmp_path: Path) -> None:
+def test_a_directory_quiet_period_restarts_with_each_new_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = DayPrefix.of(str(tmp_path), DAY)
     Path(prefix.prefix).mkdir(parents=True)
     (Path(prefix.prefix) / "part-000.jsonl").write_text("{}\n")
-    thread = _later(1.0, lambda: (Path(prefix.prefix) / "part-001.jsonl").write_text("{}\n"))
+    write = _OnLook(monkeypatch, 2, lambda: (Path(prefix.prefix) / "part-001.jsonl").write_text("{}\n"))
     event = _first_event(_trigger(prefix, deadline_s=20, quiet_period_s=1.5))
-    thread.join()
     assert event["status"] == "success"
-    assert _ended(event) >= thread.at + dt.timedelta(seconds=1.5)  # 1.5 s quiet after the new file
+    assert _ended(event) >= write.at + dt.timedelta(seconds=1.5)  # 1.5 s quiet after the new file
 
 
 def test_the_deadline_is_an_event_of_its_own(tmp_path: Path) -> None:
@@ -107,23 +107,23 @@ def test_the_deadline_is_an_event_of_its_own(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["marker", "quiet"])
-def test_s3_marker_and_quiet_period_through_boto3(local_s3: Any, kind: str) -> None:
+def test_s3_marker_and_quiet_period_through_boto3(local_s3: Any, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from evaluation import storage
 
     prefix = DayPrefix.of(f"s3://llm-logs/trigger-{kind}", DAY)
     raw = storage.open_store(f"s3://llm-logs/trigger-{kind}", local_s3.access())
     raw.write_bytes(f"{storage.raw_prefix(DAY)}part-000.jsonl", b"{}\n")
     if kind == "marker":
-        thread = _later(1.0, lambda: raw.write_bytes(f"{storage.raw_prefix(DAY)}_SUCCESS", b""))
+        write = _OnLook(monkeypatch, 2, lambda: raw.write_bytes(f"{storage.raw_prefix(DAY)}_SUCCESS", b""))
         trigger = _trigger(prefix, deadline_s=20, marker="_SUCCESS")
     else:
-        thread = _later(1.0, lambda: raw.write_bytes(f"{storage.raw_prefix(DAY)}part-001.jsonl", b"{}\n"))
+        write = _OnLook(monkeypatch, 2, lambda: raw.write_bytes(f"{storage.raw_prefix(DAY)}part-001.jsonl", b"{}\n"))
         trigger = _trigger(prefix, deadline_s=20, quiet_period_s=2, known=[f"{prefix.prefix}part-000.jsonl"],
                            last_activity=dt.datetime.now(dt.UTC).isoformat())
     event = _first_event(trigger)
-    thread.join()
-    assert event["status"] == "success", event
-    assert _ended(event) >= thread.at + dt.timedelta(seconds=0.0 if kind == "marker" else 2.0)
+    monkeypatch.undo()  # the deadline below lists as it is
+    assert event["status"] == "success" and write.looks >= 2, event
+    assert _ended(event) >= write.at + dt.timedelta(seconds=0.0 if kind == "marker" else 2.0)
     # The deadline, on S3 too.
     late = _first_event(_trigger(DayPrefix.of("s3://llm-logs/trigger-none", DAY), deadline_s=1.0, marker="_SUCCESS"))
     assert late["status"] == "deadline"

@@ -436,12 +436,11 @@ def test_a_run_waits_deferred_on_the_triggerer_for_the_days_marker(deployment: L
         assert api.dag_run(DAILY, run_id)["state"] not in ("success", "failed"), api.diagnose(DAILY, run_id)
         assert time.monotonic() < deadline, api.diagnose(DAILY, run_id)
         time.sleep(0.3)
-    time.sleep(2.0)
     raw.write_bytes(f"{storage.raw_prefix(LATE_DAY)}_SUCCESS", b"")
     run = _wait(api, DAILY, run_id)
     _assert_succeeded(api, DAILY, run)
     waited = api.xcom(DAILY, run_id, "wait_for_day")
-    assert waited["complete_by"] == "marker" and waited["waited_s"] >= 2.0
+    assert waited["complete_by"] == "marker" and waited["waited_s"] > 0  # deferred before the marker was written
     row = _runs_row(deployment, LATE_DAY, run_id)
     assert row["waited_s"] == pytest.approx(waited["waited_s"]) and row["valid_records"] == 20
 

@@ -15,7 +15,7 @@ import pytest
 
 from evaluation.cli import main as cli
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "deploy.md").read_text(encoding="utf-8")
 BLOCK = re.compile(r"<!-- sizing: python -m evaluation (plan [^>]*?) -->\n(.*?)\n<!-- /sizing -->", re.S)
 
 
@@ -42,7 +42,7 @@ def test_the_month_backfill_covers_every_day_of_the_month() -> None:
     from airflow.serialization.serialized_objects import DagSerialization
 
     body = json.loads(re.search(r"backfills.*?-d '(\{.*?\})'", DOC, re.S).group(1))  # type: ignore[union-attr]
-    dags = Path(__file__).resolve().parents[2] / "dags"
+    dags = Path(__file__).resolve().parents[3] / "dags"
     dag = DagBag(dag_folder=str(dags / "daily_evaluation.py")).dags["daily_evaluation"]
     serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
     start, end = (dt.datetime.fromisoformat(body[k].replace("Z", "+00:00")) for k in ("from_date", "to_date"))

@@ -21,7 +21,7 @@ from evaluation.report import AlertPolicy, build_daily_report
 from evaluation.report.alerts import severity_key, two_sided_p
 from evaluation.report.monitor import Daily, compare_day, day_variance, reference_of
 from evaluation.report.summary import Flag
-from tests.unit.test_report import DAY, land_day, row
+from tests.unit.report.test_report import DAY, land_day, row
 
 WEEK = [DAY - dt.timedelta(days=i) for i in range(7, -1, -1)]
 

@@ -24,7 +24,7 @@ from evaluation.judges import (
     verdict,
 )
 from tests.factories import make_record
-from tests.unit.judge_oracle import score_row
+from tests.unit.judges.judge_oracle import score_row
 
 OMIT = object()
 RAG_METRICS = ("faithfulness", "context_relevance", "answer_relevance", "semantic_similarity")

@@ -535,28 +535,3 @@ def test_histogram_bins() -> None:
     assert pl.select(charts.bin_expr(pl.lit(values))).to_series().to_list() == [0, 1, 3, 7, 9, 9, 2, 0, 9]
     assert charts.nice_ticks(0, 1) == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert charts.nice_ticks(0.43, 0.91)[0] <= 0.43 and charts.nice_ticks(0.43, 0.91)[-1] >= 0.91
-
-
-# --------------------------------------------------------------------------------------------
-# With the real pipeline (once every stage is in place)
-
-
-def test_report_on_a_real_pipeline_run(tmp_path: Path) -> None:
-    pytest.importorskip("evaluation.storage.validation", reason="the validation stage is not in this tree yet")
-    from evaluation import stages
-    from evaluation.cli.day import run_day
-    from evaluation.contract.config import RunConfig
-    from evaluation.testing import synthetic
-
-    raw = storage.open_store(str(tmp_path / "raw"))
-    for day in (DAY - dt.timedelta(days=1), DAY):
-        synthetic.write_day(raw, day, 40, seed=day.day)
-        cfg = RunConfig(date=day, input_uri=str(tmp_path / "raw"), output_uri=str(tmp_path / "out"), run_id=f"t-{day}",
-                        max_reject_ratio=0.5)
-        run_day(cfg, stages.Stores.open(cfg))
-    out = storage.open_store(str(tmp_path / "out"))
-    page, summary = build_daily_report(out, DAY)
-    evaluations = storage.read_day(out, "evaluations", DAY)
-    assert summary["totals"]["rows"] == evaluations.height
-    assert summary["rejects"]["total"] == storage.read_day(out, "rejects", DAY).height
-    assert len(summary["source"]["days_with_summary"]) == 2 and "<script" not in page

@@ -17,7 +17,7 @@ from evaluation.calibration.golden import label_problems
 from evaluation.calling import offline
 from scripts import offline_figures as figures
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 Q2_HEADER = ["", "episode_idx", "round", "topic", "message", "response", "knowledge", "gold"]
 
 

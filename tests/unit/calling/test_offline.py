@@ -11,7 +11,7 @@ import pytest
 from evaluation.calling.offline import respond
 from evaluation.contract.config import InputRecord
 from evaluation.judges import parse_reply, render
-from tests.unit.judge_oracle import score_row
+from tests.unit.judges.judge_oracle import score_row
 
 CONTEXTS = [{"id": "ctx-1", "text": "The Eiffel Tower is 330 metres tall and stands in Paris, France."}]
 QUESTION = "How tall is the Eiffel Tower and where does it stand?"

@@ -13,7 +13,7 @@ from evaluation.calling.offline import context_relevance, is_open_request, respo
 from evaluation.contract.config import InputRecord
 from evaluation.judges import parse_reply, render
 from evaluation.testing import synthetic
-from tests.unit.judge_oracle import score_row
+from tests.unit.judges.judge_oracle import score_row
 
 
 @pytest.mark.parametrize(("question", "goal", "open_request"), [

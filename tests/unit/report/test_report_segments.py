@@ -1,7 +1,7 @@
 """Segments of the daily report: per-segment rows of ``daily_summary``, their own family of flags
 (steady days over a simulated fortnight raise none, however many segments), the headline line that
-names the segment that moved and the segments too small to monitor; and the failed latest run and
-the large non-significant changes the page now names."""
+names the segment that moved and the segments too small to monitor; and the large non-significant
+changes the page names (a failed latest run on the page: tests/integration/test_report_runs.py)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,10 @@ import polars as pl
 import pytest
 from evaluation_notifications import regression_message
 
-from evaluation import storage
-from evaluation.cli.day import run_day
-from evaluation.contract.config import RunConfig
-from evaluation.report import AlertPolicy, build_daily_report, compute_summary, render_html
+from evaluation.report import AlertPolicy, compute_summary, render_html
 from evaluation.report.compute import ReportInputs
 from evaluation.report.segments import SEGMENT_MIN_ROWS
-from evaluation.stages import RunFailed, Stores
 from evaluation.storage.summary import MISSING_SEGMENT, OTHER_SEGMENT, build_daily_summary, segment_values
-from evaluation.testing import synthetic
 
 LAST = dt.date(2026, 11, 20)
 
@@ -171,25 +166,6 @@ def test_segments_too_small_to_monitor_say_so() -> None:
 
 # --------------------------------------------------------------------------------------------
 # A failed latest run
-
-
-def test_a_failed_latest_run_is_on_the_page(tmp_path: Any) -> None:
-    raw_uri, out_uri = str(tmp_path / "raw"), str(tmp_path / "out")
-    synthetic.write_day(storage.open_store(raw_uri), LAST, 30)
-    landed = RunConfig(date=LAST, input_uri=raw_uri, output_uri=out_uri, run_id="landed", judge_model="offline/lexical",
-                       max_reject_ratio=0.5)
-    run_day(landed, Stores.open(landed))
-    failing = landed.model_copy(update={"run_id": "strict", "max_reject_ratio": 0.01})
-    with pytest.raises(RunFailed):
-        run_day(failing, Stores.open(failing))
-    page, summary = build_daily_report(storage.open_store(out_uri), LAST)
-    failed = summary["latest_run_failed"]
-    assert failed["run_id"] == "strict" and failed["status"] == "failed"
-    assert "max_reject_ratio" in failed["message"] and failed["evidence_uri"].endswith("run=strict")
-    banner = page.split('<section id="latest-run"', 1)[1].split("</section>", 1)[0]
-    assert "strict" in banner and "max_reject_ratio" in banner and failed["evidence_uri"] in banner
-    assert page.index('id="latest-run"') < page.index('id="headline"')
-    assert summary["run"]["run_ids"] == ["landed"]  # the tables are still the landed run's
 
 
 def test_a_large_change_that_is_not_significant_says_so() -> None:

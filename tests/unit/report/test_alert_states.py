@@ -13,7 +13,7 @@ from evaluation_notifications import regression_message
 
 from evaluation import storage
 from evaluation.report import AlertPolicy, build_daily_report
-from tests.unit.test_report import land_day, row
+from tests.unit.report.test_report import land_day, row
 
 START = dt.date(2026, 6, 1)
 

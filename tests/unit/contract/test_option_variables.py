@@ -1,10 +1,9 @@
 """Every run option falls back to its own variable, EVALUATION_<OPTION>, read where the run is
-configured (the CLI, or the task on the worker): shown in `--help` and in the daily DAG's form,
-and reaching what the option drives (the concurrency of a run's judge client)."""
+configured (the CLI, or the task on the worker): shown in `--help` and in the daily DAG's form
+(that a variable reaches what its option drives, a run's concurrency: tests/integration/test_concurrency_variable.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import subprocess
@@ -15,13 +14,8 @@ from typing import Any
 
 import pytest
 
-from evaluation import storage
-from evaluation.cli import main as cli
 from evaluation.contract.config import RUN_INTERNALS, RunConfig
 from evaluation.contract.options import RUN_OPTIONS, build_config
-from evaluation.testing import synthetic
-from evaluation.testing.openai_server import OpenAIServer
-from tests.reliability.helpers import judge_reply
 
 DAY = dt.date(2026, 11, 25)
 
@@ -49,7 +43,7 @@ def test_help_names_each_variable_and_the_default_behind_it() -> None:
 def test_the_daily_dags_form_leaves_each_option_empty_for_its_variable() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
-    dags = Path(__file__).resolve().parents[2] / "dags"
+    dags = Path(__file__).resolve().parents[3] / "dags"
     dag = DagBag(dag_folder=str(dags / "daily_evaluation.py")).dags["daily_evaluation"]
     for option in RUN_OPTIONS:
         param = dag.params.get_param(option.name)
@@ -101,35 +95,3 @@ def test_a_rate_limit_is_the_option_else_its_variable_else_the_connection(monkey
     assert cfg.judge_rpm == 42.0
 
 
-def test_evaluation_concurrency_reaches_the_runs_judge_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """EVALUATION_CONCURRENCY=24 and no --concurrency: 24 calls in flight at once, never more.
-    Each reply waits until 24 requests are in the server (or until a few seconds pass, should
-    fewer ever come): a run held to the default 8 cannot reach 24."""
-    synthetic.write_day(storage.LocalStore(tmp_path / "raw"), DAY, 60, bad=False)
-    state = {"in_flight": 0, "most": 0}
-    full: asyncio.Event | None = None
-
-    async def responder(body: dict[str, Any]) -> str:
-        nonlocal full
-        full = full or asyncio.Event()
-        state["in_flight"] += 1  # the responder runs on the server's single event loop
-        state["most"] = max(state["most"], state["in_flight"])
-        if state["in_flight"] >= 24:
-            full.set()
-        try:
-            await asyncio.wait_for(full.wait(), timeout=5.0)
-        except TimeoutError:
-            pass  # fewer than 24 came: the run goes on, and the figure says so
-        finally:
-            state["in_flight"] -= 1
-        return judge_reply(body)
-
-    with OpenAIServer(responder) as server:
-        for name, value in {"EVALUATION_CONCURRENCY": "24", "EVALUATION_JUDGE_MODEL": "openai/mock-judge",
-                            "EVALUATION_API_BASE": server.base_url, "EVALUATION_INPUT_URI": str(tmp_path / "raw"),
-                            "EVALUATION_OUTPUT_URI": str(tmp_path / "out"), "EVALUATION_QUIET_PERIOD_S": "0"}.items():
-            monkeypatch.setenv(name, value)
-        assert cli.main(["run", "--date", DAY.isoformat(), "--no-progress"]) == 0
-        calls = server.request_count
-    assert calls > 24
-    assert state["most"] == 24

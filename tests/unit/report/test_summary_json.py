@@ -12,8 +12,8 @@ from evaluation import storage
 from evaluation.report import compute_summary, write_daily_report
 from evaluation.report.compute import ReportInputs
 from evaluation.report.summary import DaySummary, Flag, Reference, SegmentFlag
-from tests.unit.test_report import DAY, write_history
-from tests.unit.test_report_segments import LAST, fortnight
+from tests.unit.report.test_report import DAY, write_history
+from tests.unit.report.test_report_segments import LAST, fortnight
 
 #: What ``build_daily_report`` adds to the computed summary from other tables.
 ADDED = ("calibration", "people")
