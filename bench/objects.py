@@ -34,7 +34,8 @@ BUCKET = "bench-logs"
 DAYS = {"big": dt.date(2026, 11, 25), "small": dt.date(2026, 11, 26), "sample": dt.date(2026, 11, 27),
         "warm": dt.date(2026, 11, 24)}
 #: The per-request latency put in front of the server for the latency-bound figures (seconds): the
-#: low end of the 100-200 ms AWS documents for small objects (docs/performance.md, Many small objects).
+#: low end of the 100-200 ms widely quoted for small objects on S3; AWS's whitepaper puts the median
+#: often in the tens of milliseconds (docs/performance.md, Many small objects, projects the ratio there).
 S3_LATENCY_S = 0.1
 #: Requests the server handles at once (a2wsgi's threads running moto).
 SERVER_THREADS = 128
