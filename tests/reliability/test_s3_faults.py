@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,7 +68,17 @@ def test_a_day_on_a_flaky_s3_lands_complete_and_identical(s3: LocalS3, tmp_path:
     clean = _run(tmp_path / "clean", clean_store.root, s3.access())
 
     plan = S3FaultPlan(slow_down=0.04, server_error=0.03, reset=0.03, seed=7, max_faults_per_request=2)
-    with FaultyProxy(s3.endpoint_url, plan) as proxy:
+    # the plan draws by each request's body too (the tables hold the run's times), so which PUTs it
+    # faults varies: the first PUT is also answered SlowDown once, so a write is always retried
+    first_put = threading.Event()
+
+    def slow_down_first_put(method: str, path: str) -> tuple[int, str, str] | None:
+        if method != "PUT" or first_put.is_set():
+            return None
+        first_put.set()
+        return 503, "SlowDown", "Please reduce your request rate."
+
+    with FaultyProxy(s3.endpoint_url, plan, fail=slow_down_first_put) as proxy:
         through_proxy = _access(proxy.endpoint_url)
         flaky_store = storage.open_store("s3://curated/flaky", through_proxy)
         flaky = _run(tmp_path / "flaky", flaky_store.root, through_proxy)
@@ -81,7 +92,7 @@ def test_a_day_on_a_flaky_s3_lands_complete_and_identical(s3: LocalS3, tmp_path:
     # Faults of every kind were injected, on about a tenth of the requests, and ridden out.
     assert all(faults[kind] > 0 for kind in ("slow_down", "server_error", "reset")), faults
     assert 0.04 < sum(faults.values()) / len(requests) < 0.2, (faults, len(requests))
-    assert any(r.method == "PUT" and r.outcome in ("slow_down", "server_error", "reset") for r in requests)
+    assert any(r.method == "PUT" and r.outcome in ("slow_down", "server_error", "reset", "refused") for r in requests)
     assert any(r.method == "GET" and r.outcome in ("slow_down", "server_error", "reset") for r in requests)
 
     # The day is complete (CONTRACT §4) and the same as on the healthy store.

@@ -19,7 +19,7 @@ from evaluation.contract.judge_settings import JUDGE_SETTINGS, JudgeEndpoint, Ju
 from evaluation.judges import RenderedPrompt, route
 from evaluation.storage.ledger import request_hash
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DAY = dt.date(2026, 11, 25)
 #: Where a judge is configured: the contract's models, the command line, the DAGs and their glue.
 CONFIGURING = [REPO / "evaluation" / "contract", REPO / "evaluation" / "cli", REPO / "dags", REPO / "plugins"]

@@ -21,7 +21,7 @@ from evaluation.contract.options import (
     env_name,
 )
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAGS = Path(__file__).resolve().parents[3] / "dags"
 #: The options whose variable is not derived from their name, and why (docs/deploy.md says so too).
 NOT_DERIVED = {
     ("compare", "judge_model"): "EVALUATION_COMPARE_JUDGE_MODEL",  # empty compares the landed scores
