@@ -55,7 +55,7 @@ from evaluation.calibration import metrics
 from evaluation.contract.calibration import CalibrationSpec
 from evaluation.contract.config import JudgeName
 from evaluation.contract.schemas import CASCADE_SCHEMA
-from evaluation.stages.thresholds import Bands
+from evaluation.stages.cascade.bands import Bands
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from evaluation.contract.calibration import CalibrationError, CalibrationSpec
 from evaluation.contract.config import EVALUATION_COLUMNS, JUDGE_STATUSES, CascadeLevel, RunConfig
 from evaluation.contract.schemas import CASCADE_SCHEMA, record_from_row
 from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route, score_table
-from evaluation.stages.thresholds import Bands, calibrated_bands
+from evaluation.stages.cascade.bands import Bands, calibrated_bands
 from evaluation.storage.ledger import Ledger, request_hash
 
 logger = logging.getLogger(__name__)

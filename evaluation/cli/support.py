@@ -207,6 +207,8 @@ def add_options(parser: argparse.ArgumentParser, found: Iterable[Option], title:
         action = group.add_argument(*option.flags, **kwargs)
         if isinstance(parser, Parser):
             parser.track(action)
+            if option.env is not None:
+                parser.variables[option.name] = option.env
 
 
 def option_values(args: argparse.Namespace, found: Iterable[Option]) -> dict[str, Any]:
@@ -224,6 +226,8 @@ class Parser(argparse.ArgumentParser):
             kwargs["description"] = plain(kwargs["description"])
         #: dest -> the flag people type (the first long option string)
         self.flags: dict[str, str] = {}
+        #: dest -> the environment variable an option left out takes (``EVALUATION_<OPTION>``)
+        self.variables: dict[str, str] = {}
         self.options: list[str] = []
         self.subcommands: argparse.Action | None = None
         super().__init__(*args, **kwargs)
@@ -347,6 +351,16 @@ def route_third_party_logs(verbose: bool) -> None:
             handler.addFilter(_ThirdPartyToInfo(threshold))
 
 
+def _named_as_given(parser: Parser, args: argparse.Namespace) -> dict[str, str]:
+    """Each option's name in an error: its flag, or the variable its value came from when the flag
+    was left out and the variable is set (``$EVALUATION_WORK_DAYS (--work-days)``)."""
+    named = dict(parser.flags)
+    for dest, variable in parser.variables.items():
+        if getattr(args, dest, None) is None and os.environ.get(variable):
+            named[dest] = f"${variable} ({parser.flags.get(dest, dest)})"
+    return named
+
+
 def _failure_line(exc: BaseException, flags: dict[str, str]) -> tuple[int, str]:
     """The exit code and the one line of an exception that ends a command: a usage error (a
     settings model refusing an option's value among them) exits 2 naming the option by its flag
@@ -381,7 +395,7 @@ def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args:
     except Exception as exc:
         if verbose:
             traceback.print_exc()
-        code, line = _failure_line(exc, sub.flags)
+        code, line = _failure_line(exc, _named_as_given(sub, args))
     print(f"{sub.prog}: error: {line}", file=sys.stderr)
     return code
 

@@ -16,8 +16,6 @@ from evaluation.contract.config import JudgeName, JudgeThresholds, RunConfig, Th
 from evaluation.judges import PROMPT_VERSIONS
 
 # re-exported: the calibration of a cascade takes a level's band from here
-from evaluation.stages.cascade.bands import Bands as Bands
-from evaluation.stages.cascade.bands import calibrated_bands as calibrated_bands
 
 logger = logging.getLogger(__name__)
 

@@ -95,3 +95,24 @@ def test_a_rate_limit_is_the_option_else_its_variable_else_the_connection(monkey
     assert cfg.judge_rpm == 42.0
 
 
+
+
+@pytest.mark.parametrize(("command", "variable", "value", "flag"), [
+    (["run", "--date", "2026-11-25", "--input", "unused", "--output", "unused"], "EVALUATION_CONCURRENCY", "abc",
+     "--concurrency"),
+    (["gc", "--output", "unused"], "EVALUATION_WORK_DAYS", "-1", "--work-days"),
+])
+def test_a_bad_value_of_a_variable_is_named_by_the_variable(command: list[str], variable: str, value: str,
+                                                            flag: str, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from evaluation.cli.main import main
+
+    monkeypatch.setenv(variable, value)
+    assert main(command) == 2
+    assert f"error: ${variable} ({flag}) '{value}':" in capsys.readouterr().err
+    monkeypatch.delenv(variable)
+    with pytest.raises(SystemExit) as given:  # given as the flag: argparse names it by the flag
+        main([*command, flag, value])
+    assert given.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and f"${variable}" not in err
