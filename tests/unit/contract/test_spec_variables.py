@@ -88,4 +88,4 @@ def test_an_empty_gc_option_takes_its_variable(tmp_path: Path, monkeypatch: pyte
     assert retention == {"work_days": 7, "failed_days": 30, "ledger_days": 40}  # a flag given wins
     monkeypatch.setenv("EVALUATION_WORK_DAYS", "-1")
     assert cli.main(["gc", "--output", str(tmp_path), "--json"]) == 2  # a bad variable is a usage error
-    assert "--work-days '-1'" in capsys.readouterr().err
+    assert "$EVALUATION_WORK_DAYS (--work-days) '-1'" in capsys.readouterr().err  # named by where it came from
