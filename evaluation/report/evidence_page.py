@@ -9,6 +9,7 @@ from typing import Any
 from evaluation.pages.charts import esc
 from evaluation.pages.html import table
 from evaluation.report.markup import bullets, cell, fmt, fmt_delta, fmt_mean, fmt_rate, note, row, section, th
+from evaluation.report.segments import key_name
 
 #: Large non-significant changes named in the headline (the rest are counted).
 NOT_SIGNIFICANT_SHOWN = 6
@@ -40,7 +41,7 @@ def segment_headline_items(summary: dict[str, Any], shown: int = 4) -> dict[str,
     items: dict[str, list[str]] = {}
     for line in (summary.get("segments") or {}).get("headline") or []:
         segment = line["segment"]
-        name = segment["key"].removeprefix("metadata.")
+        name = key_name(segment["key"])
         text = "; ".join(esc(change_text(c)) for c in line["changes"][:shown])
         if len(line["changes"]) > shown:
             text += f"; and {len(line['changes']) - shown} more"
@@ -67,7 +68,7 @@ def segments_section(summary: dict[str, Any]) -> str:
     flags = segments.get("flags") or []
     if flags:
         header = [th("Model"), th("Segment"), th("Change"), th("Baseline"), th("p (adj.)", True), th("Alerts")]
-        body = [row([cell(f"<code>{esc(f['model'])}</code>"), cell(esc(f"{f['segment']['key'].removeprefix('metadata.')}="
+        body = [row([cell(f"<code>{esc(f['model'])}</code>"), cell(esc(f"{key_name(f['segment']['key'])}="
                                                                        f"{f['segment']['value']}")),
                      cell(f'<span class="flag {esc(f["assessment"])}">{esc(change_text(_as_change(f)))}</span>'),
                      cell(esc(f["baseline"])), cell(esc(f"{f['p_adjusted']:.3g}"), num=True),
@@ -77,7 +78,7 @@ def segments_section(summary: dict[str, Any]) -> str:
         parts.append(note("No segment moved by more than sampling, day-to-day variation and the minimum effect allow."))
     too_few = segments.get("too_few") or []
     if too_few:
-        listed = "; ".join(f"{esc(t['model'])} {esc(t['judge'])} {esc(t['segment']['key'].removeprefix('metadata.'))}="
+        listed = "; ".join(f"{esc(t['model'])} {esc(t['judge'])} {esc(key_name(t['segment']['key']))}="
                            f"{esc(t['segment']['value'])} ({t['n_ok']})" for t in too_few[:12])
         more = f"; and {len(too_few) - 12} more" if len(too_few) > 12 else ""
         parts.append(note(f"Too few records to monitor (fewer than {segments.get('min_rows')} ok rows today, "
