@@ -361,8 +361,8 @@ S3_READ_TIMEOUT_S = 60.0
 
 
 #: Connections the S3 client keeps open (botocore's default is 10). The ingest stage reads a day's
-#: small objects this many at a time (:attr:`S3Store.connections`): S3 answers a small GET in
-#: 100-200 ms, so reads in flight, not bandwidth, set the rate (docs/performance.md).
+#: small objects this many at a time (:attr:`S3Store.connections`): a small GET waits tens of
+#: milliseconds or more on S3, so reads in flight, not bandwidth, set the rate (docs/performance.md).
 S3_MAX_POOL_CONNECTIONS = 64
 
 
@@ -385,8 +385,8 @@ class S3Access:
 
 def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATTEMPTS,
               retry_mode: Literal["standard", "adaptive"] = "standard") -> Config:
-    """The S3 client's botocore configuration: retries, timeouts and its connection pool (below), with ``overrides
-    (such as an Airflow connection's ``botocore_config``) taking precedence where they set a value.
+    """The S3 client's botocore configuration: retries, timeouts and its connection pool (below),
+    with ``overrides`` (such as an Airflow connection's ``botocore_config``) taking precedence where they set a value.
 
     Botocore retries transient errors itself: throttling (503 SlowDown, 429), 500/502/503/504,
     connection errors and timeouts, up to ``max_attempts`` attempts with exponential backoff and
