@@ -55,20 +55,25 @@ compose: ## install Debian's docker-compose, which validates docker-compose.yml 
 tools:
 	$(call debian,chromium docker-compose,the browser test and compose's tests)
 
-# The suite in two parts: all but the deployed topology on TEST_WORKERS processes (pytest-xdist, one
-# test file to a process: a module's shared set-up runs once; a process per core, as each process
-# pays its own Airflow database and imports), while Label Studio's virtualenv installs beside them;
-# then the system tests on SYSTEM_WORKERS processes (the deployment, the Celery worker's preload and
-# Label Studio are independent of each other). Both parts run; the target fails when either does.
+# The suite in two parts that run side by side. The system tests (the deployed topology, the
+# Celery worker's preload, Label Studio) mostly wait on the processes they start: they run on
+# SYSTEM_WORKERS processes (pytest-xdist, one test file to a process) once Label Studio's virtualenv
+# is installed, their output kept in $(VENV)/system-tests.log and printed after the rest. All the
+# other tests run meanwhile on TEST_WORKERS processes (one test file to a process: a module's shared
+# set-up runs once; a process per core, as each pays its own Airflow database and imports) at a
+# lower CPU priority (nice), so they take the CPU the system tests leave idle without slowing the
+# deployment those measure. The target fails when either part does.
 TEST_WORKERS ?= 2
 SYSTEM_WORKERS ?= 3
 
 test: setup tools ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
 	@rc=0; \
-	make --no-print-directory labelstudio > $(VENV)/labelstudio.log 2>&1 & installing=$$!; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
-	wait $$installing || { cat $(VENV)/labelstudio.log; rc=1; }; \
-	$(PY) -m pytest -n $(SYSTEM_WORKERS) --dist loadfile -m system || rc=$$?; \
+	{ make --no-print-directory labelstudio || exit 1; \
+	  $(PY) -m pytest -n $(SYSTEM_WORKERS) --dist loadfile -m system; } > $(VENV)/system-tests.log 2>&1 & system=$$!; \
+	nice -n 10 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
+	echo "--- the system tests, run beside the others ($(VENV)/system-tests.log):"; \
+	wait $$system || rc=1; \
+	cat $(VENV)/system-tests.log; \
 	exit $$rc
 
 lint: setup ## ruff and mypy
