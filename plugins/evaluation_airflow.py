@@ -64,6 +64,7 @@ def s3_access(conn_id: str | None = S3_CONN_ID) -> S3Access:
     from evaluation import storage
 
     hook = S3Hook(aws_conn_id=conn_id)
+    storage.share_models()  # before the hook makes its session
     return storage.s3_access(
         hook.get_session(region_name=hook.region_name),
         endpoint_url=hook.conn_config.get_service_endpoint_url("s3"),

@@ -6,8 +6,9 @@ and so connect :func:`preload` to Celery's ``worker_init`` signal. Only a starti
 that signal, once, in its main process before it forks its pool: the pool's processes, and the
 task processes forked from them, start with polars, Great Expectations and litellm (set up by
 :func:`evaluation.calling.client.configure`) already imported instead of importing them again (some 4 s
-per task). Everything else that builds the app (the scheduler, ``celery inspect ping`` in the
-worker's healthcheck) imports this module and nothing heavy.
+per task), and with botocore's S3 models parsed (:func:`evaluation.storage.parse_s3_models`).
+Everything else that builds the app (the scheduler, ``celery inspect ping`` in the worker's
+healthcheck) imports this module and nothing heavy.
 
 ``worker_process_init`` (once per pool process, after the fork) would not do: Celery kills a pool
 process that does not report ready within ``worker_proc_alive_timeout`` (4 s), less than the
@@ -46,12 +47,13 @@ def preload_modules() -> tuple[str, ...]:
 
 @worker_init.connect
 def preload(**_: Any) -> None:
-    """Import the pipeline's heavy modules and set litellm up, in the worker before its pool forks."""
+    """Import the pipeline's heavy modules, set litellm up and parse S3's models, in the worker before its pool forks."""
     started = time.monotonic()
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     modules = preload_modules()
     for module in modules:
         importlib.import_module(module)
     importlib.import_module("evaluation.calling.client").configure()
+    importlib.import_module("evaluation.storage").parse_s3_models()
     log.info("worker preload: imported %s in %.1f s (pid %d)",
                 ", ".join(modules), time.monotonic() - started, os.getpid())

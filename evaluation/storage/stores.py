@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from evaluation.contract.errors import (
     StorageError as StorageError,  # storage's own error, where its callers look for it
 )
+from evaluation.storage._botocore import share_models
 
 if TYPE_CHECKING:
     import boto3
@@ -413,6 +414,7 @@ def s3_access(
     from ``config``."""
     import boto3  # boto3 is imported on the S3 path only
 
+    share_models()  # before a session is made: boto3 takes its loader then
     if session is None:
         session = boto3.Session(profile_name=profile or None)
     client = session.client("s3", endpoint_url=endpoint_url or None, region_name=session.region_name or DEFAULT_REGION,

@@ -70,6 +70,9 @@ class LocalS3:
         # boto3: only once the local S3 is used
         import boto3
 
+        from evaluation.storage import share_models  # Polars: only once the local S3 is used
+
+        share_models()
         return boto3.Session(aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=REGION)
 
     def access(self, session: boto3.Session | None = None) -> S3Access:
