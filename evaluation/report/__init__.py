@@ -62,7 +62,7 @@ def build_daily_report(
     # people's labels: their count and age, agreement, and the headline rates they correct
     summary["people"] = people_summary(store, day)
     summary = _json_safe(summary)
-    return render_html(summary), summary
+    return render_html(computed, calibration=summary["calibration"], people=summary["people"]), summary
 
 
 def write_daily_report(
