@@ -28,11 +28,14 @@ import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bench.common import child_main
+
+if TYPE_CHECKING:
+    from evaluation.report.summary import HeadlineLine
 
 FIRST_DAY = dt.date(2026, 3, 1)
 HISTORY = 7
@@ -96,7 +99,7 @@ def _window(rng: np.random.Generator, days: int, volume: int, sd: float,
     return rows
 
 
-def _headlines(rows: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days: list[dt.date]) -> list[list[dict[str, Any]]]:
+def _headlines(rows: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days: list[dt.date]) -> list[list[HeadlineLine]]:
     """The report's headline of each of ``days`` (the project's own flag code)."""
     from evaluation.report.alerts import AlertPolicy, build_headline
     from evaluation.report.compute import assess_days
@@ -116,9 +119,9 @@ def steady(rng: np.random.Generator, volume: int, sd: float, windows: int) -> di
     test_day = FIRST_DAY + dt.timedelta(days=HISTORY)
     for _ in range(windows):
         (lines,) = _headlines(_window(rng, HISTORY + 1, volume, sd, None), [test_day])
-        paged += any(line["pages"] for line in lines)
-        shown += any(line["status"] == "regressed" for line in lines)
-        too_few += sum(line["status"] == "too_few" for line in lines)
+        paged += any(line.pages for line in lines)
+        shown += any(line.status == "regressed" for line in lines)
+        too_few += sum(line.status == "too_few" for line in lines)
     return {"volume": volume, "sd": sd, "paged": _cell(paged, windows), "shown_regressed": _cell(shown, windows),
             "too_few_share": too_few / (windows * len(MODELS))}
 
@@ -131,12 +134,12 @@ def drops(rng: np.random.Generator, volume: int, sd: float, size: float, judges:
     day1, day5, ever, pages, others = 0, 0, 0, 0, 0
     for _ in range(windows):
         per_day = _headlines(_window(rng, HISTORY + DROP_DAYS, volume, sd, (model, size, judges)), days)
-        status = [next(line for line in lines if line["model"] == model) for lines in per_day]
-        day1 += status[0]["status"] == "regressed"
-        day5 += status[-1]["status"] == "regressed"
-        ever += any(s["status"] == "regressed" for s in status)
-        pages += sum(s["pages"] for s in status)
-        others += any(line["pages"] for lines in per_day for line in lines if line["model"] != model)
+        status = [next(line for line in lines if line.model == model) for lines in per_day]
+        day1 += status[0].status == "regressed"
+        day5 += status[-1].status == "regressed"
+        ever += any(s.status == "regressed" for s in status)
+        pages += sum(s.pages for s in status)
+        others += any(line.pages for lines in per_day for line in lines if line.model != model)
     return {"volume": volume, "sd": sd, "size": size, "judges": "all" if len(judges) > 1 else judges[0],
             "day1": _cell(day1, windows), "day5": _cell(day5, windows), "caught_by_day5": _cell(ever, windows),
             "pages_per_window": pages / windows, "other_paged": _cell(others, windows)}

@@ -83,9 +83,10 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else esc(value))
 
 
-def calibration_section(summary: dict[str, Any]) -> str:
-    """The daily report's "Agreement with people" section (from ``summary["calibration"]``)."""
-    data = summary.get("calibration") or {"calibrations": [], "uncalibrated": []}
+def calibration_section(calibration: dict[str, Any] | None) -> str:
+    """The daily report's "Agreement with people" section (from ``summary.json``'s ``calibration``:
+    :func:`calibration_summary`)."""
+    data = calibration or {"calibrations": [], "uncalibrated": []}
     parts = ["<section id='agreement'><h2>Agreement with people</h2>"]
     rows = data["calibrations"]
     if rows:

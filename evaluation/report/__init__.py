@@ -58,11 +58,11 @@ def build_daily_report(
         policy=policy))
     summary = computed.model_dump()  # the JSON of summary.json: DaySummary's keys, in its fields' order
     # agreement with people: the latest calibration of the day's judge model and prompt versions
-    summary["calibration"] = calibration_summary(store, computed.run["judge_models"], computed.run["prompt_versions"])
+    summary["calibration"] = calibration_summary(store, computed.run.judge_models, computed.run.prompt_versions)
     # people's labels: their count and age, agreement, and the headline rates they correct
     summary["people"] = people_summary(store, day)
     summary = _json_safe(summary)
-    return render_html(summary), summary
+    return render_html(computed, calibration=summary["calibration"], people=summary["people"]), summary
 
 
 def write_daily_report(

@@ -18,32 +18,21 @@ test against the same reference, adjusted on its own: its flags (better, changed
 non-headline measures) are shown, never sent. The previous landed day is shown beside the day and
 not tested.
 
-**In ``summary.json``** (the structure notifications read):
+**In ``summary.json``** (the structure notifications read; the keys are those of
+:class:`~evaluation.report.summary.Flag` and :class:`~evaluation.report.summary.HeadlineLine`):
 
 * ``flags``: the flags, most severe first (adjusted p-value ascending, then ``|delta|`` in units
-  of the measure's minimum effect, descending). Each: ``model``, ``judge``, ``measure``
-  (``pass_rate``, ``score_mean``, …), ``baseline`` (``trailing_7d`` | ``before_regression``),
-  ``baseline_days``, ``value``, ``baseline_value``, ``delta``, ``delta_ci_low``/``delta_ci_high``
-  (95% interval of the difference, day variation included), ``ci_low``/``ci_high`` (today's
-  interval), ``p_value``, ``p_adjusted``, ``min_effect``, ``direction`` (up | down),
-  ``assessment`` (worse | better | changed), ``headline`` (bool), ``alerts`` (bool).
-* ``headline``: one entry per model of the day, in the order regressed, improved, too few records,
-  no baseline, steady::
-
-      {"model": "assistant-v2", "status": "regressed" | "improved" | "too_few" | "no_baseline" | "steady",
-       "text": "still regressed since 2026-11-03 (day 3)", "since": "2026-11-03", "day": 3,
-       "pages": false, "records": 1200, "detectable_drop": 0.071, "needs": {"0.2": 130, "0.1": 610},
-       "changes": [{"judge", "measure", "baseline", "before", "after", "delta", "p_adjusted",
-                    "assessment", "since", "pages"}, ...], "other_flags": 2}
-
-  A **regressed** model has a headline measure in regression (:mod:`evaluation.report.monitor`:
-  it stays so, against its level before the change, until it is back); ``changes`` are those
-  measures, most severe first; ``pages`` is true on the day it regressed and on a day a measure
-  regressed before got worse, never on the days it only stays regressed. An **improved** model
-  has ``better`` flags on headline measures (its ``changes``). **too_few**: its best judge's pass
-  rate cannot catch a drop of :attr:`AlertPolicy.useful_drop` at 80% power
-  (``detectable_drop``), and a day needs more rows than it had (``needs``: rows a day for a 20 pp
-  and a 10 pp drop, None when out of reach). **no_baseline**: no earlier day to compare with.
+  of the measure's minimum effect, descending), against ``trailing_7d`` or ``before_regression``.
+* ``headline``: one line per model of the day, in the order regressed, improved, too few records
+  (``too_few``), no baseline (``no_baseline``), steady. A **regressed** model has a headline
+  measure in regression (:mod:`evaluation.report.monitor`: it stays so, against its level before
+  the change, until it is back); ``changes`` are those measures, most severe first; ``pages`` is
+  true on the day it regressed and on a day a measure regressed before got worse, never on the
+  days it only stays regressed. An **improved** model has ``better`` flags on headline measures
+  (its ``changes``). **too_few**: its best judge's pass rate cannot catch a drop of
+  :attr:`AlertPolicy.useful_drop` at 80% power (``detectable_drop``), and a day needs more rows
+  than it had (``needs``: rows a day for a 20 pp and a 10 pp drop, None when out of reach).
+  **no_baseline**: no earlier day to compare with.
 * ``alerting``: the regressed models, in headline order; ``paging``: those whose line pages.
 * ``method["alerts"]``: the policy in force (:meth:`AlertPolicy.describe`).
 """
@@ -53,6 +42,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -60,7 +50,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
 from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
-from evaluation.report.summary import Flag, Group, Measure, Previous, Reference
+from evaluation.report.summary import (
+    Change,
+    Flag,
+    Group,
+    HeadlineLine,
+    Measure,
+    Monitoring,
+    Previous,
+    RateMeasure,
+    RateMonitoring,
+    Reference,
+    Regression,
+)
 
 #: Per judge, the metrics (besides the score) whose worse flags alert.
 HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
@@ -256,20 +258,20 @@ def reference_entry(result: Result, interval: tuple[float, float] | None, day: d
     )
 
 
-def monitoring_entry(kind: str, result: Result, level: float, policy: AlertPolicy) -> dict[str, Any] | None:
+def monitoring_entry(kind: str, result: Result, level: float, policy: AlertPolicy) -> Monitoring | None:
     """What the day's volume can catch on a headline measure (:func:`evaluation.report.monitor.detectable_drop`;
     a rate also says the rows a day needs for the useful drop and for 10 pp)."""
     ref = result.reference
     if ref is None or not result.headline or result.today.n < 2:
         return None
     effect = policy.min_effect(kind)
-    out: dict[str, Any] = {"detectable_drop": detectable_drop(kind, result.today, ref, level, effect),
-                           "power": POWER, "level": level}
-    if kind == "rate":
-        drops = sorted({policy.useful_drop, TEN_PP}, reverse=True)
-        out["needs"] = {f"{drop:g}": records_needed(ref, level, effect, drop, policy.prior_day_sd**2) for drop in drops}
-        out["needs_useful"] = out["needs"][f"{policy.useful_drop:g}"]
-    return out
+    caught = detectable_drop(kind, result.today, ref, level, effect)
+    if kind != "rate":
+        return Monitoring(detectable_drop=caught, power=POWER, level=level)
+    drops = sorted({policy.useful_drop, TEN_PP}, reverse=True)
+    needs = {f"{drop:g}": records_needed(ref, level, effect, drop, policy.prior_day_sd**2) for drop in drops}
+    return RateMonitoring(detectable_drop=caught, power=POWER, level=level, needs=needs,
+                          needs_useful=needs[f"{policy.useful_drop:g}"])
 
 
 def severity_key(flag: Flag) -> tuple[float, float, str, str, str, str]:
@@ -323,68 +325,81 @@ def decide_flags(groups: Sequence[Group], policy: AlertPolicy) -> list[Flag]:
     return sorted(flags, key=severity_key)
 
 
-def _change(judge: str, kind: str, name: str, comparison: Reference, after: float | None) -> dict[str, Any]:
+def _change(judge: str, kind: str, name: str, comparison: Reference, after: float | None) -> Regression:
     assert comparison.delta is not None  # a regressed measure was tested
     _, assessment = assess(kind, name, comparison.delta)
-    return {"judge": judge, "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-            "baseline": comparison.baseline, "before": comparison.value, "after": after,
-            "delta": comparison.delta, "p_adjusted": comparison.p_adjusted, "assessment": assessment,
-            "since": comparison.regressed_since, "pages": comparison.pages}
+    return Regression(judge=judge, measure=f"{name}_rate" if kind == "rate" else f"{name}_mean",
+                      baseline=comparison.baseline, before=comparison.value, after=after, delta=comparison.delta,
+                      p_adjusted=comparison.p_adjusted, assessment=assessment, since=comparison.regressed_since,
+                      pages=comparison.pages)
 
 
-def model_states(day: dt.date, groups: Sequence[Group], policy: AlertPolicy) -> dict[str, dict[str, Any]]:
+@dataclass
+class ModelState:
+    """A model's state on the day (:func:`model_states`): its regressed headline measures (most
+    severe first), since when and whether it pages, whether it has a baseline, and what its volume
+    can catch (its judges' pass rates: the most sensitive one's monitoring, the most rows)."""
+
+    changes: list[Regression] = field(default_factory=list)
+    baseline: bool = False
+    records: int = 0
+    monitoring: RateMonitoring | None = None
+    since: str | None = None
+    day: int | None = None
+    pages: bool = False
+    too_few: bool = False
+
+
+def model_states(day: dt.date, groups: Sequence[Group], policy: AlertPolicy) -> dict[str, ModelState]:
     """Per model: its regression (the headline measures regressed today, since when, whether it
     pages), whether it has a baseline, and what its volume can catch (the judges' smallest
     detectable pass-rate drop, and the rows a day needs for :attr:`AlertPolicy.useful_drop` and
     for 10 pp)."""
-    states: dict[str, dict[str, Any]] = {}
+    states: dict[str, ModelState] = {}
     for group, kind, name, measure in measures_of(groups):
-        state = states.setdefault(group.model, {"changes": [], "baseline": False, "records": 0, "monitoring": None})
+        state = states.setdefault(group.model, ModelState())
         comparison = measure.reference
-        state["baseline"] = state["baseline"] or comparison is not None
-        if kind == "rate" and name == "pass":
-            state["records"] = max(state["records"], measure.n)
-            seen, best = measure.monitoring, state["monitoring"]
-            if seen and (best is None or seen["detectable_drop"] < best["detectable_drop"]):
-                state["monitoring"] = {**seen, "judge": group.judge}
+        state.baseline = state.baseline or comparison is not None
+        if isinstance(measure, RateMeasure) and name == "pass":
+            state.records = max(state.records, measure.n)
+            seen, best = measure.monitoring, state.monitoring
+            if seen and (best is None or seen.detectable_drop < best.detectable_drop):
+                state.monitoring = seen
         if comparison and comparison.regressed_since and is_headline(group.judge, kind, name):
-            state["changes"].append(_change(group.judge, kind, name, comparison, measure.value))
+            state.changes.append(_change(group.judge, kind, name, comparison, measure.value))
     for state in states.values():
-        changes = sorted(state["changes"], key=lambda c: (c["p_adjusted"] if c["p_adjusted"] is not None else 1.0,
-                                                          -abs(c["delta"])))
-        state["changes"] = changes
-        state["since"] = min((c["since"] for c in changes), default=None)
-        state["day"] = (day - dt.date.fromisoformat(state["since"])).days + 1 if state["since"] else None
+        state.changes.sort(key=lambda c: (c.p_adjusted if c.p_adjusted is not None else 1.0, -abs(c.delta)))
+        state.since = min((c.since for c in state.changes if c.since is not None), default=None)
+        state.day = (day - dt.date.fromisoformat(state.since)).days + 1 if state.since else None
         # a model pages on the day it regresses; later only when a measure regressed before got worse
         today = day.isoformat()
-        state["pages"] = any(c["pages"] and (state["since"] == today or c["since"] < today) for c in changes)
-        watch = state["monitoring"]
-        state["too_few"] = bool(watch and watch["detectable_drop"] > policy.useful_drop
-                                and watch["needs_useful"] is not None and watch["needs_useful"] > state["records"])
+        state.pages = any(c.pages and (state.since == today or (c.since or "") < today) for c in state.changes)
+        watch = state.monitoring
+        state.too_few = bool(watch and watch.detectable_drop > policy.useful_drop
+                             and watch.needs_useful is not None and watch.needs_useful > state.records)
     return states
 
 
-def status_text(line: dict[str, Any], policy: AlertPolicy | None = None) -> str:
+def status_text(line: HeadlineLine) -> str:
     """The headline's words for a model's state: ``regressed since D``, ``still regressed since D
     (day N)``, ``too few records to monitor (N; needs ~M for a 20 pp drop, ~K for 10 pp)``, …"""
-    status = line["status"]
+    status = line.status
     if status == "regressed":
-        return f"regressed since {line['since']}" if line.get("day") in (None, 1) else (
-            f"still regressed since {line['since']} (day {line['day']})")
+        return f"regressed since {line.since}" if line.day in (None, 1) else (
+            f"still regressed since {line.since} (day {line.day})")
     if status == "too_few":
-        needs = line.get("needs") or {}
+        needs = line.needs or {}
         parts = [f"~{v:,} for a {float(k) * 100:g} pp drop" for k, v in needs.items() if v is not None]
         out = [f"needs {', '.join(parts)}"] if parts else []
         out += [f"{float(k) * 100:g} pp is out of reach at this day-to-day variation" for k, v in needs.items() if v is None]
-        return f"too few records to monitor ({line.get('records', 0):,}" + "".join(f"; {part}" for part in out) + ")"
+        return f"too few records to monitor ({line.records:,}" + "".join(f"; {part}" for part in out) + ")"
     return {"no_baseline": "no baseline", "improved": "improved", "steady": "steady"}[status]
 
 
 _STATUS_ORDER = {"regressed": 0, "improved": 1, "too_few": 2, "no_baseline": 3, "steady": 4}
 
 
-def build_headline(models: list[str], flags: list[Flag],
-                   states: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def build_headline(models: list[str], flags: list[Flag], states: dict[str, ModelState] | None = None) -> list[HeadlineLine]:
     """One line per model: regressed (its regressed headline measures; ``pages`` when it is new or
     got worse), improved (better flags on headline measures), too few records to monitor, no
     baseline, or steady; in that order, then by the most severe change, then by name. Without
@@ -392,37 +407,36 @@ def build_headline(models: list[str], flags: list[Flag],
     lines = []
     for model in models:
         mine = [f for f in flags if f.model == model]
-        state = (states or {}).get(model) or {}
-        regressed = state.get("changes") if states is not None else [
-            {**_flag_change(f), "since": None, "pages": True} for f in _one_per_measure([f for f in mine if f.alerts])]
+        state = (states or {}).get(model) or ModelState()
+        regressed = state.changes if states is not None else [
+            Regression(**dict(flag_change(f)), since=None, pages=True) for f in _one_per_measure([f for f in mine if f.alerts])]
         improving = _one_per_measure([f for f in mine if f.headline and f.assessment == "better"])
-        better = [_flag_change(f) for f in improving]
-        status = ("regressed" if regressed else "improved" if better
-                  else "too_few" if state.get("too_few") else "no_baseline" if states is not None and not state.get("baseline")
-                  else "steady")
-        listed = regressed if status == "regressed" else better if status == "improved" else []
-        watch = state.get("monitoring") or {}
-        line = {"model": model, "status": status, "since": state.get("since"), "day": state.get("day"),
-                "pages": bool(status == "regressed" and (state.get("pages") if states is not None else True)),
-                "changes": listed, "other_flags": len(mine) - sum(
-                    1 for f in mine if (f.alerts if status == "regressed" else status == "improved" and f in improving)),
-                "records": state.get("records", 0), "detectable_drop": watch.get("detectable_drop"),
-                "needs": watch.get("needs")}
-        line["text"] = status_text(line)
+        better = [flag_change(f) for f in improving]
+        status = ("regressed" if regressed else "improved" if better else "too_few" if state.too_few
+                  else "no_baseline" if states is not None and not state.baseline else "steady")
+        listed: list[Regression] | list[Change] = regressed if status == "regressed" else better if status == "improved" else []
+        watch = state.monitoring
+        line = HeadlineLine(
+            model=model, status=status, since=state.since, day=state.day,
+            pages=status == "regressed" and (state.pages if states is not None else True), changes=listed,
+            other_flags=len(mine) - sum(
+                1 for f in mine if (f.alerts if status == "regressed" else status == "improved" and f in improving)),
+            records=state.records, detectable_drop=watch.detectable_drop if watch else None,
+            needs=watch.needs if watch else None)
+        line.text = status_text(line)
         lines.append(line)
 
-    def order(line: dict[str, Any]) -> tuple[int, float, str]:
-        changes: list[dict[str, Any]] = line["changes"]
-        first = changes[0]["p_adjusted"] if changes and changes[0]["p_adjusted"] is not None else 1.0
-        return _STATUS_ORDER[line["status"]], first, line["model"]
+    def order(line: HeadlineLine) -> tuple[int, float, str]:
+        first = line.changes[0].p_adjusted if line.changes else None
+        return _STATUS_ORDER[line.status], first if first is not None else 1.0, line.model
 
     return sorted(lines, key=order)
 
 
-def _flag_change(flag: Flag) -> dict[str, Any]:
-    return {"judge": flag.judge, "measure": flag.measure, "baseline": flag.baseline,
-            "before": flag.baseline_value, "after": flag.value, "delta": flag.delta,
-            "p_adjusted": flag.p_adjusted, "assessment": flag.assessment}
+def flag_change(flag: Flag) -> Change:
+    """A flag as a headline line's change."""
+    return Change(judge=flag.judge, measure=flag.measure, baseline=flag.baseline, before=flag.baseline_value,
+                  after=flag.value, delta=flag.delta, p_adjusted=flag.p_adjusted, assessment=flag.assessment)
 
 
 def _one_per_measure(flags: list[Flag]) -> list[Flag]:

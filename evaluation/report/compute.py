@@ -40,6 +40,7 @@ from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.report.alerts import (
     Z_95,
     AlertPolicy,
+    ModelState,
     build_headline,
     decide_flags,
     is_headline,
@@ -59,7 +60,25 @@ from evaluation.report.records import EMPTY_IDS_SHOWN as EMPTY_IDS_SHOWN
 from evaluation.report.records import QUESTION_LIMIT as QUESTION_LIMIT
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
-from evaluation.report.summary import DaySummary, Flag, Group, MetricMeasure, RateMeasure, SegmentGroup, Segments
+from evaluation.report.summary import (
+    DaySummary,
+    Evidence,
+    Flag,
+    Group,
+    HeadlineLine,
+    Health,
+    Method,
+    MetricMeasure,
+    RateMeasure,
+    RunInfo,
+    SegmentGroup,
+    SegmentLine,
+    Segments,
+    Source,
+    Thresholds,
+    Totals,
+    TrendPoint,
+)
 from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
 from evaluation.storage.summary import build_daily_summary
 
@@ -257,69 +276,63 @@ def series_of(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]]
     return series, {key: is_headline(key[1], key[2], key[3]) for key in series}
 
 
-def _trend_point(row: dict[str, Any]) -> dict[str, Any]:
+def _trend_point(row: dict[str, Any]) -> TrendPoint:
     rate, rate_ci = _estimate("rate", "pass", row)
     score, score_ci = _estimate("metric", "score", row)
     rows = _int(row.get("rows"))
-    return {
-        "dt": row["dt"].isoformat(),
-        "rows": rows,
-        "n_ok": rate["n"],
-        "ok_rate": rate["n"] / rows if rows else None,
-        "pass_rate": rate["value"],
-        "pass_ci": list(rate_ci) if rate_ci else None,
-        "score_n": score["n"],
-        "score_mean": score["value"],
-        "score_ci": list(score_ci) if score_ci else None,
-    }
+    return TrendPoint(dt=row["dt"].isoformat(), rows=rows, n_ok=rate["n"], ok_rate=rate["n"] / rows if rows else None,
+                      pass_rate=rate["value"], pass_ci=list(rate_ci) if rate_ci else None, score_n=score["n"],
+                      score_mean=score["value"], score_ci=list(score_ci) if score_ci else None)
 
 
-def _health(row: dict[str, Any]) -> dict[str, Any]:
+def _health(row: dict[str, Any]) -> Health:
     rows = _int(row.get("rows"))
-    out: dict[str, Any] = {f"{s}_rate": (_int(row.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES if s != "ok"}
-    out.update(
-        input_tokens=_int(row.get("input_tokens")),
-        output_tokens=_int(row.get("output_tokens")),
-        cost_usd=_finite(row.get("cost_usd")) or 0.0,
-        n_cached=_int(row.get("n_cached")),
-        latency_p50_ms=_finite(row.get("latency_p50_ms")),
-        latency_p95_ms=_finite(row.get("latency_p95_ms")),
-    )
-    return out
+    return Health(**{f"{s}_rate": (_int(row.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES if s != "ok"},
+                  input_tokens=_int(row.get("input_tokens")), output_tokens=_int(row.get("output_tokens")),
+                  cost_usd=_finite(row.get("cost_usd")) or 0.0, n_cached=_int(row.get("n_cached")),
+                  latency_p50_ms=_finite(row.get("latency_p50_ms")), latency_p95_ms=_finite(row.get("latency_p95_ms")))
 
 
 _RUN_COLUMNS = {"run_ids": "run_id", "judge_models": "judge_model", "prompt_versions": "prompt_version",
                 "rules_versions": "rules_version"}
 
 
-def _evaluation_facts(evaluations: pl.LazyFrame) -> dict[str, Any]:
-    """Of the day's whole ``evaluations``, in one streaming pass: rows, records (the rows of the
-    judge with most: every valid record has a row per selected judge, CONTRACT §4), models, judges
-    with ok rows, and the distinct run ids and versions."""
+@dataclass
+class _Facts:
+    """Of the day's whole ``evaluations``: rows, records (the rows of the judge with most: every
+    valid record has a row per selected judge, CONTRACT §4), models, judges with ok rows, and the
+    distinct run ids and versions (by :class:`RunInfo` field, of the columns the table has)."""
+
+    rows: int
+    records: int
+    models: list[str]
+    judges: list[str]
+    versions: dict[str, list[str]]
+
+
+def _evaluation_facts(evaluations: pl.LazyFrame) -> _Facts:
+    """The day's :class:`_Facts`, in one streaming pass."""
     present = {key: c for key, c in _RUN_COLUMNS.items() if c in evaluations.collect_schema()}
     per_judge, models, *distinct = pl.collect_all([
         evaluations.group_by("judge").agg(pl.len().alias("rows"), (pl.col("judge_status") == "ok").any().alias("ok")),
         *[evaluations.select(pl.col(c).drop_nulls().unique().cast(pl.String)) for c in ("model", *present.values())],
     ], engine="streaming")
-    return {
-        "rows": per_judge["rows"].sum(),
-        "records": max(per_judge["rows"].to_list(), default=0),
-        "models": sorted(models.to_series().to_list()),
-        "judges": sorted(per_judge.filter("ok")["judge"].to_list(), key=judge_order),
-        **{key: sorted(frame.to_series().to_list()) for key, frame in zip(present, distinct, strict=True)},
-    }
+    return _Facts(rows=int(per_judge["rows"].sum()), records=max(per_judge["rows"].to_list(), default=0),
+                  models=sorted(models.to_series().to_list()),
+                  judges=sorted(per_judge.filter("ok")["judge"].to_list(), key=judge_order),
+                  versions={key: sorted(frame.to_series().to_list()) for key, frame in zip(present, distinct, strict=True)})
 
 
-def _run_info(inputs: ReportInputs, facts: dict[str, Any] | None) -> dict[str, Any]:
+def _run_info(inputs: ReportInputs, facts: _Facts | None) -> RunInfo:
     info: dict[str, Any] = {key: [] for key in _RUN_COLUMNS}
     if facts is not None:
-        info.update({key: facts[key] for key in _RUN_COLUMNS if key in facts})
+        info.update(facts.versions)
     elif "run_id" in inputs.history.columns:
         info["run_ids"] = sorted(str(v) for v in inputs.history.filter(pl.col("dt") == inputs.day)["run_id"].unique().to_list())
     latest = _latest_run(inputs, info["run_ids"])
     if latest is not None:
         info["run"] = {k: latest.get(k) for k in ("run_id", "trigger", "status", "input_records", "valid_records", "rejected_records") if k in latest}
-    return info
+    return RunInfo(**info)
 
 
 def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | None:
@@ -347,7 +360,7 @@ def cascade_of(run: dict[str, Any] | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("levels"), list) else None
 
 
-def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[str, dict[str, Any]]:
+def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[str, Thresholds]:
     """Per judge, the verdict thresholds the day's run applied and where they came from: the run
     config's ``thresholds_in_force`` when it has one; else (older runs) the run's ``thresholds``
     for every judge, from its ``thresholds_from`` calibration when it names one, else the options
@@ -361,8 +374,8 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
         config = parsed if isinstance(parsed, dict) else {}
     in_force = config.get("thresholds_in_force")
     if isinstance(in_force, dict) and in_force:
-        return {judge: {"pass": _finite(v.get("pass")), "borderline": _finite(v.get("borderline")),
-                        "source": str(v.get("source") or "options")}
+        return {judge: Thresholds(pass_=_finite(v.get("pass")), borderline=_finite(v.get("borderline")),
+                                  source=str(v.get("source") or "options"))
                 for judge, v in sorted(in_force.items(), key=lambda kv: judge_order(kv[0])) if isinstance(v, dict)}
     given = config.get("thresholds") if isinstance(config.get("thresholds"), dict) else {}
     pass_ = _finite(given.get("pass", given.get("pass_"))) if given else None
@@ -372,12 +385,12 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     if pass_ is None:
         pass_, borderline = 0.8, 0.6
     source = str((run or {}).get("thresholds_from") or config.get("thresholds_from") or "options")
-    return {judge: {"pass": pass_, "borderline": borderline, "source": source} for judge in judges}
+    return {judge: Thresholds(pass_=pass_, borderline=borderline, source=source) for judge in judges}
 
 
 def assess_days(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days: list[dt.date],
                 policy: AlertPolicy, *, trend_from: dt.date | None = None
-                ) -> dict[dt.date, tuple[list[Group], list[Flag], dict[str, dict[str, Any]]]]:
+                ) -> dict[dt.date, tuple[list[Group], list[Flag], dict[str, ModelState]]]:
     """The report's groups, flags and model states (:func:`evaluation.report.alerts.model_states`)
     of each of ``days``, from ``daily_summary`` rows by (model, judge) and day: the landed days up
     to the last of ``days`` are replayed in order (:func:`evaluation.report.monitor.monitor`), so a
@@ -391,7 +404,7 @@ def assess_days(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
 
 def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], day: dt.date,
                 results: dict[SeriesKey, Result], policy: AlertPolicy, window_start: dt.date
-                ) -> tuple[list[Group], list[Flag], dict[str, dict[str, Any]]]:
+                ) -> tuple[list[Group], list[Flag], dict[str, ModelState]]:
     level = policy.alpha / max(alerting_family_size(results), 1)
     groups: list[Group] = []
     today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
@@ -425,14 +438,14 @@ def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
     return groups, flags, model_states(day, groups, policy)
 
 
-def _evidence(inputs: ReportInputs, headline: list[dict[str, Any]], segment_lines: list[dict[str, Any]],
-              thresholds: dict[str, dict[str, Any]], facts: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _evidence(inputs: ReportInputs, headline: list[HeadlineLine], segment_lines: list[SegmentLine],
+              thresholds: dict[str, Thresholds], facts: _Facts | None) -> list[Evidence]:
     """Each regressed model's failing records behind each of its alerting changes, and behind each
     alerting change of a segment (:mod:`evaluation.report.evidence`)."""
-    if inputs.evaluations is None or not facts or not facts["rows"]:
+    if inputs.evaluations is None or not facts or not facts.rows:
         return []
-    lines = [line for line in headline if line["status"] == "regressed"] + segment_lines
-    borderline = {judge: t.get("borderline") or 0.6 for judge, t in thresholds.items()}
+    lines = [line for line in headline if line.status == "regressed"] + segment_lines
+    borderline = {judge: t.borderline or 0.6 for judge, t in thresholds.items()}
     return regressed_evidence(inputs.evaluations, inputs.judge_calls, inputs.baseline_evaluations,
                               inputs.baseline_calls, evidence_changes(lines), borderline)
 
@@ -489,47 +502,39 @@ def _segments(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> Seg
                           sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [], day)
 
 
-def _totals(groups: list[Group], facts: dict[str, Any] | None, rejected: int) -> dict[str, Any]:
+def _totals(groups: list[Group], facts: _Facts | None, rejected: int) -> Totals:
     """The day's rows, statuses, tokens and cost over the groups; its records and rejects."""
-    totals: dict[str, Any] = {"rows": sum(g.rows for g in groups)}
-    totals["status_counts"] = {s: sum(g.status_counts[s] for g in groups) for s in JUDGE_STATUSES}
-    for name in ("input_tokens", "output_tokens", "n_cached", "cost_usd"):
-        totals[name] = sum(g.health[name] for g in groups)
-    if facts is not None and facts["rows"]:
-        totals["records"] = facts["records"]
-    totals["rejected"] = rejected
-    return totals
+    records = {"records": facts.records} if facts is not None and facts.rows else {}
+    return Totals(rows=sum(g.rows for g in groups),
+                  status_counts={s: sum(g.status_counts[s] for g in groups) for s in JUDGE_STATUSES},
+                  input_tokens=sum(g.health.input_tokens for g in groups),
+                  output_tokens=sum(g.health.output_tokens for g in groups),
+                  n_cached=sum(g.health.n_cached for g in groups), cost_usd=sum(g.health.cost_usd for g in groups),
+                  **records, rejected=rejected)
 
 
-def _source(inputs: ReportInputs, latest: dict[str, Any] | None, window: _Window) -> dict[str, Any]:
+def _source(inputs: ReportInputs, latest: dict[str, Any] | None, window: _Window) -> Source:
     """Where the report read from, and which days its trends have."""
-    return {
-        "root": inputs.root,
-        "landed_root": landed_root(latest) or inputs.root,
-        "summary_from": inputs.summary_source,
-        "evaluations_landed": inputs.evaluations is not None,
-        "history_days": inputs.history_days,
-        "window_start": window.start.isoformat(),
-        "days_with_summary": [d.isoformat() for d in window.landed],
-        "missing_days": [d.isoformat() for d in window.missing],
-    }
+    return Source(root=inputs.root, landed_root=landed_root(latest) or inputs.root, summary_from=inputs.summary_source,
+                  evaluations_landed=inputs.evaluations is not None, history_days=inputs.history_days,
+                  window_start=window.start.isoformat(), days_with_summary=[d.isoformat() for d in window.landed],
+                  missing_days=[d.isoformat() for d in window.missing])
 
 
-def _method(policy: AlertPolicy) -> dict[str, Any]:
+def _method(policy: AlertPolicy) -> Method:
     """How the report's intervals, comparisons and flags are worked out, as the page says it."""
-    return {
-        "confidence": CONFIDENCE,
-        "rate_interval": "Wilson score interval over ok rows",
-        "mean_interval": "Student-t interval over ok rows (n >= 2)",
-        "previous": f"latest landed day within {BASELINE_DAYS} days before dt (shown beside today, not tested)",
-        "trailing_7d": (f"the reference: days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted); while a measure is "
-                        "regressed, the days before the regression"),
-        "flag": (f"alerting: {policy.adjustment_name()}-adjusted one-sided p-value below {policy.alpha:g} over the "
-                 f"day's headline-measure tests and a drop of at least {policy.min_rate_effect * 100:g} pp (rates) "
-                 f"or {policy.min_metric_effect:g} (means); shown only: the same over every measure's two-sided "
-                 "test"),
-        "alerts": policy.describe(),
-    }
+    return Method(
+        confidence=CONFIDENCE,
+        rate_interval="Wilson score interval over ok rows",
+        mean_interval="Student-t interval over ok rows (n >= 2)",
+        previous=f"latest landed day within {BASELINE_DAYS} days before dt (shown beside today, not tested)",
+        trailing_7d=(f"the reference: days dt-{BASELINE_DAYS} … dt-1 pooled (n-weighted); while a measure is "
+                     "regressed, the days before the regression"),
+        flag=(f"alerting: {policy.adjustment_name()}-adjusted one-sided p-value below {policy.alpha:g} over the "
+              f"day's headline-measure tests and a drop of at least {policy.min_rate_effect * 100:g} pp (rates) "
+              f"or {policy.min_metric_effect:g} (means); shown only: the same over every measure's two-sided test"),
+        alerts=policy.describe(),
+    )
 
 
 def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: AlertPolicy | None = None) -> DaySummary:
@@ -542,27 +547,27 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     window = _window(inputs, history)
     groups, flags, states = assess_days(_rows_by_day(history), [day], policy, trend_from=window.start)[day]
     facts = _evaluation_facts(inputs.evaluations) if inputs.evaluations is not None else None
-    judged = inputs.evaluations if inputs.evaluations is not None and facts and facts["rows"] else None
-    models = sorted({g.model for g in groups} | (set(facts["models"]) if judged is not None and facts else set()))
+    judged = inputs.evaluations if inputs.evaluations is not None and facts and facts.rows else None
+    models = sorted({g.model for g in groups} | (set(facts.models) if judged is not None and facts else set()))
     rejects = rejects_summary(inputs.rejects)
     info = _run_info(inputs, facts)
-    latest = _latest_run(inputs, info["run_ids"])
+    latest = _latest_run(inputs, info.run_ids)
     judges = sorted({g.judge for g in groups}, key=judge_order)
     headline = build_headline(models, flags, states)
     segments = _segments(segmented, day, policy)
-    alerting = [line["model"] for line in headline if line["status"] == "regressed"]
-    alerting += sorted({line["model"] for line in segments.headline} - set(alerting))
+    alerting = [line.model for line in headline if line.status == "regressed"]
+    alerting += sorted({line.model for line in segments.headline} - set(alerting))
     thresholds = thresholds_in_force(latest, judges)
-    worst, empty_answers = (worst_records(judged, inputs.judge_calls, facts["judges"], worst_per_judge)
+    worst, empty_answers = (worst_records(judged, inputs.judge_calls, facts.judges, worst_per_judge)
                             if judged is not None and facts else ([], []))
     return DaySummary(
         report_version=REPORT_VERSION, dt=day.isoformat(), source=_source(inputs, latest, window),
         method=_method(policy), run=info, thresholds=thresholds, cascade=cascade_of(latest),
         models=models, judges=judges, headline=headline, alerting=alerting,
-        paging=[line["model"] for line in headline if line["pages"]], segments=segments,
+        paging=[line.model for line in headline if line.pages], segments=segments,
         latest_run_failed=latest_failure(inputs.runs), not_significant=large_unflagged(groups, policy),
         evidence=_evidence(inputs, headline, segments.headline, thresholds, facts),
-        totals=_totals(groups, facts, rejects["total"]), groups=groups, flags=flags,
+        totals=_totals(groups, facts, rejects.total), groups=groups, flags=flags,
         distributions=distributions(judged, models) if judged is not None else [],
         worst_records=worst, empty_answers=empty_answers, rejects=rejects,
     )

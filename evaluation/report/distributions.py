@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
 from evaluation.contract.config import JUDGES
 from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.pages import charts
+from evaluation.report.summary import Distribution
 
 __all__ = ["HISTOGRAM_BINS", "distributions", "judge_order"]
 
@@ -22,7 +21,7 @@ def judge_order(judge: str) -> tuple[int, str]:
     return (order.index(judge) if judge in order else len(order), judge)
 
 
-def distributions(evaluations: pl.LazyFrame, models: list[str]) -> list[dict[str, Any]]:
+def distributions(evaluations: pl.LazyFrame, models: list[str]) -> list[Distribution]:
     """Per (judge, metric): each model's count of ok values per bin (one streaming aggregation)."""
     metrics = [m for m in METRICS if m in evaluations.collect_schema()]
     counts = (
@@ -41,11 +40,6 @@ def distributions(evaluations: pl.LazyFrame, models: list[str]) -> list[dict[str
             per_model = {model: [per_bin.get((judge, metric, model, b), 0) for b in range(HISTOGRAM_BINS)] for model in models}
             per_model = {model: bins for model, bins in per_model.items() if sum(bins)}
             if per_model:
-                out.append({
-                    "judge": judge,
-                    "metric": metric,
-                    "edges": [i / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1)],
-                    "counts": per_model,
-                    "n": {model: sum(bins) for model, bins in per_model.items()},
-                })
+                out.append(Distribution(judge=judge, metric=metric, edges=[i / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1)],
+                                        counts=per_model, n={model: sum(bins) for model, bins in per_model.items()}))
     return out

@@ -16,27 +16,32 @@ Texts come from the landed ``judge_calls`` prompts (the question, the answer and
 the judge saw them); the earlier answer is the same model's answer to the same ``question_key``
 on the latest baseline day (D-7 … D-1) that has one, with its score and verdict.
 
-In ``summary.json``, ``evidence`` is a list, one entry per (model, judge, set of failing rows:
-the verdict's, or a metric's), with the alerting measures it backs (a regressed model's own
-changes first, then its segments' changes the model's own do not cover; evaluations hold no
-metadata, so a segment's entry shows the model's failing records of every segment)::
-
-    {"model", "judge", "measure" (the first), "measures", "segment" (None, or {"key", "value"}), "failing" (rows),
-     "ok_rows", "reasons": [{"reason", "count", "share"}, ...],
-     "records": [{"record_id", "reason", "score", "verdict", "question", "answer", "contexts",
-                  "judge_reasons": [...], "clamps_applied": [...], "earlier": None |
-                  {"dt", "record_id", "score", "verdict", "answer"}}, ...]}
+In ``summary.json``, ``evidence`` is a list of :class:`~evaluation.report.summary.Evidence`, one
+entry per (model, judge, set of failing rows: the verdict's, or a metric's), with the alerting
+measures it backs (a regressed model's own changes first, then its segments' changes the model's
+own do not cover; evaluations hold no metadata, so a segment's entry shows the model's failing
+records of every segment).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from evaluation.judges import read_fenced_blocks
+from evaluation.report.summary import (
+    Earlier,
+    Evidence,
+    EvidenceRecord,
+    FailureReason,
+    HeadlineLine,
+    Segment,
+    SegmentLine,
+)
 
 #: Failure reasons shown per change (the most frequent), and records shown per change.
 REASONS_SHOWN = 3
@@ -144,13 +149,13 @@ def _judge_reasons(row: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def _representatives(failing: pl.DataFrame) -> tuple[list[dict[str, Any]], pl.DataFrame]:
+def _representatives(failing: pl.DataFrame) -> tuple[list[FailureReason], pl.DataFrame]:
     """The reasons by frequency (the top :data:`REASONS_SHOWN`), and the records shown: taken
     from those reasons in turn, lowest score first within each (Polars)."""
     counts = failing.group_by("failure_reason").len().sort(["len", "failure_reason"], descending=[True, False])
     top = counts.head(REASONS_SHOWN)
     total = failing.height
-    reasons = [{"reason": r, "count": int(n), "share": n / total} for r, n in top.iter_rows()]
+    reasons = [FailureReason(reason=r, count=int(n), share=n / total) for r, n in top.iter_rows()]
     ranked = (failing.join(top.with_row_index("reason_rank").select("failure_reason", "reason_rank"), on="failure_reason")
               .sort("reason_rank", "score", "record_id")
               .with_columns(turn=pl.int_range(pl.len()).over("failure_reason"))
@@ -169,28 +174,38 @@ def _earlier(baseline: pl.LazyFrame | None, model: str, judge: str, keys: list[s
             .collect())
 
 
+@dataclass
+class FailingSet:
+    """The failing rows to show of a model (and segment) and judge: those failing ``measure``, which
+    back each of ``measures``."""
+
+    model: str
+    judge: str
+    measure: str
+    measures: list[str]
+    segment: Segment | None = None
+
+
 def change_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.LazyFrame | None,
-                    baseline_calls: pl.LazyFrame | None, change: dict[str, Any], borderline: float) -> dict[str, Any]:
-    """The evidence of one alerting change (``model``, ``judge``, ``measure``, optional ``segment``):
-    see the module docstring. ``day`` is the day's evaluations (of the change's segment, when it has one)."""
+                    baseline_calls: pl.LazyFrame | None, change: FailingSet, borderline: float) -> Evidence:
+    """The evidence of one alerting change: see the module docstring. ``day`` is the day's
+    evaluations (of the change's segment, when it has one)."""
     schema = day.collect_schema()
-    mine = day.filter((pl.col("model") == change["model"]) & (pl.col("judge") == change["judge"])
+    mine = day.filter((pl.col("model") == change.model) & (pl.col("judge") == change.judge)
                       & (pl.col("judge_status") == "ok"))
-    strict, wider = _failing(change["measure"], borderline)
+    strict, wider = _failing(change.measure, borderline)
     columns = [c for c in _COLUMNS if c in schema]
     ok_rows, failing = pl.collect_all([mine.select(pl.len()), mine.filter(strict).select(
         *columns, failure_reason(schema).alias("failure_reason"))])
     if failing.is_empty() and wider is not None:
         failing = mine.filter(wider).select(*columns, failure_reason(schema).alias("failure_reason")).collect()
-    out: dict[str, Any] = {"model": change["model"], "judge": change["judge"], "measure": change["measure"],
-                           "measures": change.get("measures") or [change["measure"]],
-                           "segment": change.get("segment"), "failing": failing.height,
-                           "ok_rows": int(ok_rows.item()), "reasons": [], "records": []}
+    out = Evidence(model=change.model, judge=change.judge, measure=change.measure, measures=change.measures,
+                   segment=change.segment, failing=failing.height, ok_rows=int(ok_rows.item()), reasons=[], records=[])
     if failing.is_empty():
         return out
-    out["reasons"], shown = _representatives(failing)
+    out.reasons, shown = _representatives(failing)
     keys = [k for k in shown["question_key"].to_list() if k] if "question_key" in shown.columns else []
-    earlier = _earlier(baseline, change["model"], change["judge"], keys)
+    earlier = _earlier(baseline, change.model, change.judge, keys)
     texts = read_prompts(calls, shown.select("record_id"))
     before_texts = read_prompts(baseline_calls, earlier.select("dt", "record_id")) if earlier.height else {}
     by_key = {row["question_key"]: row for row in earlier.iter_rows(named=True)}
@@ -198,37 +213,35 @@ def change_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.
         blocks = texts.get((None, row["record_id"]))
         question, answer = asked(blocks)
         before = by_key.get(row.get("question_key"))
-        out["records"].append({
-            "record_id": row["record_id"], "reason": row["failure_reason"], "score": row["score"],
-            "verdict": row["verdict"], "question": shorten(question, QUESTION_LIMIT), "answer": shorten(answer),
-            "contexts": _contexts(blocks), "judge_reasons": _judge_reasons(row),
-            "clamps_applied": list(row.get("clamps_applied") or []),
-            "earlier": None if before is None else {
-                "dt": before["dt"].isoformat(), "record_id": before["record_id"], "score": before["score"],
-                "verdict": before["verdict"],
-                "answer": shorten(asked(before_texts.get((before["dt"], before["record_id"])))[1])},
-        })
+        out.records.append(EvidenceRecord(
+            record_id=row["record_id"], reason=row["failure_reason"], score=row["score"], verdict=row["verdict"],
+            question=shorten(question, QUESTION_LIMIT), answer=shorten(answer), contexts=_contexts(blocks),
+            judge_reasons=_judge_reasons(row), clamps_applied=list(row.get("clamps_applied") or []),
+            earlier=None if before is None else Earlier(
+                dt=before["dt"].isoformat(), record_id=before["record_id"], score=before["score"],
+                verdict=before["verdict"],
+                answer=shorten(asked(before_texts.get((before["dt"], before["record_id"])))[1]))))
     return out
 
 
 def regressed_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.LazyFrame | None,
-                       baseline_calls: pl.LazyFrame | None, changes: list[dict[str, Any]],
-                       borderline: dict[str, float]) -> list[dict[str, Any]]:
-    """:func:`change_evidence` of every alerting change (``changes``: dicts with model, judge,
-    measure); ``borderline`` the judges' borderline thresholds in force."""
-    return [change_evidence(day, calls, baseline, baseline_calls, change, borderline.get(change["judge"], 0.6))
+                       baseline_calls: pl.LazyFrame | None, changes: list[FailingSet],
+                       borderline: dict[str, float]) -> list[Evidence]:
+    """:func:`change_evidence` of every alerting change; ``borderline`` the judges' borderline
+    thresholds in force."""
+    return [change_evidence(day, calls, baseline, baseline_calls, change, borderline.get(change.judge, 0.6))
             for change in changes]
 
 
-def evidence_changes(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def evidence_changes(lines: Sequence[HeadlineLine]) -> list[FailingSet]:
     """The changes of regressed headline lines (a model's, or a segment's) whose failing records
     to show: one entry per set of failing rows, the measures it backs listed together."""
-    changes: dict[tuple[str, str, str], dict[str, Any]] = {}
+    changes: dict[tuple[str, str, str], FailingSet] = {}
     for line in lines:
-        for c in line["changes"]:
-            entry = changes.setdefault((line["model"], c["judge"], failing_rule(c["measure"])), {
-                "model": line["model"], "judge": c["judge"], "measure": c["measure"], "measures": [],
-                "segment": line.get("segment")})
-            if c["measure"] not in entry["measures"]:
-                entry["measures"].append(c["measure"])
+        segment = line.segment if isinstance(line, SegmentLine) else None
+        for c in line.changes:
+            entry = changes.setdefault((line.model, c.judge, failing_rule(c.measure)),
+                                       FailingSet(line.model, c.judge, c.measure, [], segment))
+            if c.measure not in entry.measures:
+                entry.measures.append(c.measure)
     return list(changes.values())

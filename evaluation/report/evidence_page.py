@@ -4,12 +4,23 @@ changes that were large but not significant, and each regressed model's own fail
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from evaluation.pages.charts import esc
 from evaluation.pages.html import table
+from evaluation.report.alerts import flag_change
 from evaluation.report.markup import bullets, cell, fmt, fmt_delta, fmt_mean, fmt_rate, note, row, section, th
 from evaluation.report.segments import key_name
+from evaluation.report.summary import (
+    Change,
+    DaySummary,
+    Evidence,
+    EvidenceRecord,
+    NotSignificant,
+    Segment,
+    SegmentLine,
+    Segments,
+)
 
 #: Large non-significant changes named in the headline (the rest are counted).
 NOT_SIGNIFICANT_SHOWN = 6
@@ -22,103 +33,93 @@ def measure_words(measure: str) -> tuple[str, str]:
     return ("rate", f"{name} rate") if suffix == "rate" else ("metric", name.replace("_", " "))
 
 
-def segment_words(segment: dict[str, Any] | None) -> str:
+def segment_words(segment: Segment | None) -> str:
     """`` in locale=de`` for a segment, nothing for a whole model."""
-    return "" if not segment else f" in {segment['key']}={segment['value']}"
+    return "" if not segment else f" in {segment.key}={segment.value}"
 
 
-def change_text(change: dict[str, Any]) -> str:
+def change_text(change: Change) -> str:
     """``rag pass rate 85.0% → 64.0% (−21.0 pp)``."""
-    kind, words = measure_words(change["measure"])
-    return (f"{change['judge']} {words} {fmt(kind, change['before'])} → {fmt(kind, change['after'])} "
-            f"({fmt_delta(kind, change['delta'])})")
+    kind, words = measure_words(change.measure)
+    return (f"{change.judge} {words} {fmt(kind, change.before)} → {fmt(kind, change.after)} "
+            f"({fmt_delta(kind, change.delta)})")
 
 
-def segment_headline_items(summary: dict[str, Any], shown: int = 4) -> dict[str, list[str]]:
+def segment_headline_items(lines: Sequence[SegmentLine], shown: int = 4) -> dict[str, list[str]]:
     """By model, the headline's lines of its segments that regressed: ``assistant-v2 regressed in
     locale=de: masis pass rate 81.0% → 52.0% (−29.0 pp); other locale values steady``, and on
     the days after ``still regressed in locale=de since D (day N) (paged before): …``."""
     items: dict[str, list[str]] = {}
-    for line in (summary.get("segments") or {}).get("headline") or []:
-        segment = line["segment"]
-        name = key_name(segment["key"])
-        text = "; ".join(esc(change_text(c)) for c in line["changes"][:shown])
-        if len(line["changes"]) > shown:
-            text += f"; and {len(line['changes']) - shown} more"
-        others = f"; other {esc(name)} values steady" if line.get("others_steady") else ""
-        where = f"in {esc(name)}={esc(segment['value'])}"
-        state = (f"regressed {where}" if line.get("day") in (None, 1)
-                 else f"still regressed {where} since {esc(str(line['since']))} (day {line['day']})")
-        paged = "" if line.get("pages", True) else " (paged before)"
-        items.setdefault(line["model"], []).append(f'<li><code>{esc(line["model"])}</code> <span class="flag worse">'
-                                                   f"{state}</span>{paged}: {text}{others}</li>")
+    for line in lines:
+        name = key_name(line.segment.key)
+        text = "; ".join(esc(change_text(c)) for c in line.changes[:shown])
+        if len(line.changes) > shown:
+            text += f"; and {len(line.changes) - shown} more"
+        others = f"; other {esc(name)} values steady" if line.others_steady else ""
+        where = f"in {esc(name)}={esc(line.segment.value)}"
+        state = (f"regressed {where}" if line.day in (None, 1)
+                 else f"still regressed {where} since {esc(str(line.since))} (day {line.day})")
+        paged = "" if line.pages else " (paged before)"
+        items.setdefault(line.model, []).append(f'<li><code>{esc(line.model)}</code> <span class="flag worse">'
+                                                f"{state}</span>{paged}: {text}{others}</li>")
     return items
 
 
-def segments_section(summary: dict[str, Any]) -> str:
+def segments_section(segments: Segments) -> str:
     """The segment flags (their own family of tests) and the segment values too small to monitor."""
-    segments = summary.get("segments") or {}
-    keys = segments.get("keys") or []
-    if not keys:
+    if not segments.keys:
         return ""
-    names = ", ".join(f"<code>{esc(k)}</code>" for k in keys)
+    names = ", ".join(f"<code>{esc(k)}</code>" for k in segments.keys)
     parts = [note(f"Measures per model, judge and value of {names} (the most frequent values; the rest as "
                   "<code>other</code>), flagged with the same rule; the segment tests are adjusted together, "
                   "as their own family, so more segments make each test stricter rather than add false alarms.")]
-    flags = segments.get("flags") or []
-    if flags:
+    if segments.flags:
         header = [th("Model"), th("Segment"), th("Change"), th("Baseline"), th("p (adj.)", True), th("Alerts")]
-        body = [row([cell(f"<code>{esc(f['model'])}</code>"), cell(esc(f"{key_name(f['segment']['key'])}="
-                                                                       f"{f['segment']['value']}")),
-                     cell(f'<span class="flag {esc(f["assessment"])}">{esc(change_text(_as_change(f)))}</span>'),
-                     cell(esc(f["baseline"])), cell(esc(f"{f['p_adjusted']:.3g}"), num=True),
-                     cell("yes" if f["alerts"] else '<span class="muted">no</span>')]) for f in flags]
+        body = [row([cell(f"<code>{esc(f.model)}</code>"), cell(esc(f"{key_name(f.segment.key)}={f.segment.value}")),
+                     cell(f'<span class="flag {esc(f.assessment)}">{esc(change_text(flag_change(f)))}</span>'),
+                     cell(esc(f.baseline)), cell(esc(f"{f.p_adjusted:.3g}"), num=True),
+                     cell("yes" if f.alerts else '<span class="muted">no</span>')]) for f in segments.flags]
         parts.append(table(header, body, compact=True))
     else:
         parts.append(note("No segment moved by more than sampling, day-to-day variation and the minimum effect allow."))
-    too_few = segments.get("too_few") or []
+    too_few = segments.too_few
     if too_few:
-        listed = "; ".join(f"{esc(t['model'])} {esc(t['judge'])} {esc(key_name(t['segment']['key']))}="
-                           f"{esc(t['segment']['value'])} ({t['n_ok']})" for t in too_few[:12])
+        listed = "; ".join(f"{esc(t.model)} {esc(t.judge)} {esc(key_name(t.segment.key))}={esc(t.segment.value)} "
+                           f"({t.n_ok})" for t in too_few[:12])
         more = f"; and {len(too_few) - 12} more" if len(too_few) > 12 else ""
-        parts.append(note(f"Too few records to monitor (fewer than {segments.get('min_rows')} ok rows today, "
+        parts.append(note(f"Too few records to monitor (fewer than {segments.min_rows} ok rows today, "
                           f"not tested): {listed}{more}."))
     return section("segments", "Segments", *parts)
 
 
-def _as_change(flag: dict[str, Any]) -> dict[str, Any]:
-    return {"judge": flag["judge"], "measure": flag["measure"], "before": flag["baseline_value"],
-            "after": flag["value"], "delta": flag["delta"]}
-
-
-def failed_run_banner(summary: dict[str, Any]) -> str:
+def failed_run_banner(summary: DaySummary) -> str:
     """The day's latest run failed: its cause and where its evidence is, above everything else."""
-    failed = summary.get("latest_run_failed")
+    failed = summary.latest_run_failed
     if not failed:
         return ""
     evidence = failed.get("evidence_uri")
     where = f" Its evidence: <code>{esc(evidence)}</code>." if evidence else ""
     return (f'<section id="latest-run" class="banner"><h2><span class="flag worse">The latest run of '
-            f'{esc(summary["dt"])} {esc(failed.get("status") or "failed")}</span></h2>'
+            f'{esc(summary.dt)} {esc(failed.get("status") or "failed")}</span></h2>'
             + note(f"Run <code>{esc(failed.get('run_id') or '–')}</code>: {esc(failed.get('message') or 'no cause recorded')}."
                    f"{where} The tables below are the last landed run's.")
             + "</section>")
 
 
-def not_significant_text(change: dict[str, Any]) -> str:
+def not_significant_text(change: NotSignificant) -> str:
     """``assistant-v1 prompt pass rate 45.3% → 25.0% (−20.3 pp), not significant at n = 92``."""
-    kind, words = measure_words(change["measure"])
-    return (f"{change['model']}{segment_words(change.get('segment'))} {change['judge']} {words} "
-            f"{fmt(kind, change['before'])} → {fmt(kind, change['after'])} ({fmt_delta(kind, change['delta'])}), "
-            f"not significant at n = {change['n']:,}")
+    kind, words = measure_words(change.measure)
+    return (f"{change.model}{segment_words(change.segment)} {change.judge} {words} "
+            f"{fmt(kind, change.before)} → {fmt(kind, change.after)} ({fmt_delta(kind, change.delta)}), "
+            f"not significant at n = {change.n:,}")
 
 
-def not_significant_note(summary: dict[str, Any]) -> str:
+def not_significant_note(found: list[NotSignificant]) -> str:
     """The large changes the flag rule did not reach, one per (model, segment, judge, measure)."""
-    seen: set[tuple[Any, ...]] = set()
+    seen: set[tuple[str, Segment | None, str, str]] = set()
     changes = []
-    for change in summary.get("not_significant") or []:
-        key = (change["model"], str(change.get("segment")), change["judge"], change["measure"])
+    for change in found:
+        key = (change.model, change.segment, change.judge, change.measure)
         if key not in seen:
             seen.add(key)
             changes.append(change)
@@ -130,42 +131,40 @@ def not_significant_note(summary: dict[str, Any]) -> str:
                 f"sampling and day-to-day variation explain after the adjustment): {shown}{more}.")
 
 
-def _answer_cell(record: dict[str, Any]) -> str:
-    question, answer = record.get("question"), record.get("answer")
+def _answer_cell(record: EvidenceRecord) -> str:
+    question, answer = record.question, record.answer
     if question is None and answer is None:
         return cell('<span class="muted">no judge call kept this record\'s prompt</span>', cls="text")
     answer_html = f"<q>{esc(answer)}</q>" if (answer or "").strip() else '<span class="flag worse">empty answer</span>'
-    contexts = record.get("contexts")
+    contexts = record.contexts
     context_html = f'<br><b>Contexts</b> <span class="muted">{esc(contexts)}</span>' if contexts else ""
     return cell(f"<b>Q</b> <q>{esc(question or '')}</q><br><b>A</b> {answer_html}{context_html}", cls="text")
 
 
-def _earlier_cell(record: dict[str, Any]) -> str:
-    earlier = record.get("earlier")
+def _earlier_cell(record: EvidenceRecord) -> str:
+    earlier = record.earlier
     if not earlier:
         return cell('<span class="muted">not asked of this model on a baseline day</span>', cls="text")
-    answer = earlier.get("answer")
-    text = f"<q>{esc(answer)}</q>" if answer else '<span class="muted">(no prompt kept)</span>'
-    return cell(f"{esc(earlier['dt'])}: {text}<br>score {esc(fmt_mean(earlier.get('score')))} "
-                f"({esc(earlier.get('verdict') or '–')})", cls="text")
+    text = f"<q>{esc(earlier.answer)}</q>" if earlier.answer else '<span class="muted">(no prompt kept)</span>'
+    return cell(f"{esc(earlier.dt)}: {text}<br>score {esc(fmt_mean(earlier.score))} "
+                f"({esc(earlier.verdict or '–')})", cls="text")
 
 
-def _evidence_table(item: dict[str, Any]) -> str:
+def _evidence_table(item: Evidence) -> str:
     header = [th("Record"), th("Failure reason"), th("Question, answer, contexts (cut)"), th("Score", True),
               th("Judge's reasons"), th("Clamps applied"), th("Earlier answer to the same question")]
     body = [row([
-        cell(f"<code>{esc(r['record_id'])}</code>", cls="text"), cell(esc(r["reason"]), cls="text"),
-        _answer_cell(r), cell(f"{esc(fmt_mean(r.get('score')))}<br>{esc(r.get('verdict') or '–')}", num=True),
-        cell(bullets(r.get("judge_reasons")), cls="text"), cell(bullets(r.get("clamps_applied")), cls="text"),
+        cell(f"<code>{esc(r.record_id)}</code>", cls="text"), cell(esc(r.reason), cls="text"),
+        _answer_cell(r), cell(f"{esc(fmt_mean(r.score))}<br>{esc(r.verdict or '–')}", num=True),
+        cell(bullets(r.judge_reasons), cls="text"), cell(bullets(r.clamps_applied), cls="text"),
         _earlier_cell(r),
-    ]) for r in item["records"]]
+    ]) for r in item.records]
     return table(header, body)
 
 
-def evidence_section(summary: dict[str, Any]) -> str:
+def evidence_section(items: list[Evidence]) -> str:
     """Per regressed model and alerting measure: how many of its ok rows fail the measure, the
     most frequent failure reasons, and records of those reasons with the earlier answer."""
-    items = summary.get("evidence") or []
     title = "Why: each regressed model's failing records"
     if not items:
         return section("evidence", title, note("No model regressed: no evidence to show."))
@@ -174,15 +173,15 @@ def evidence_section(summary: dict[str, Any]) -> str:
                   "what most failures are, not only the lowest scores. Beside each, the same model's answer "
                   "to the same question on the latest baseline day that has one.")]
     for item in items:
-        words = ", ".join(measure_words(m)[1] for m in item.get("measures") or [item["measure"]])
-        where = segment_words(item.get("segment"))
-        share = fmt_rate(item["failing"] / item["ok_rows"]) if item["ok_rows"] else "–"
-        reasons = "; ".join(f"{esc(r['reason'])} ({r['count']}, {fmt_rate(r['share'])})" for r in item["reasons"])
-        parts.append(f'<h3 id="evidence-{esc(item["model"])}-{esc(item["judge"])}-{esc(item["measure"])}">'
-                     f"<code>{esc(item['model'])}</code>{esc(where)} · <code>{esc(item['judge'])}</code> · {esc(words)}</h3>")
-        scope = " (of every segment: the evaluations hold no metadata)" if item.get("segment") else ""
-        parts.append(note(f"{item['failing']:,} of {item['ok_rows']:,} ok rows{scope} fail it ({share})"
+        words = ", ".join(measure_words(m)[1] for m in item.measures)
+        share = fmt_rate(item.failing / item.ok_rows) if item.ok_rows else "–"
+        reasons = "; ".join(f"{esc(r.reason)} ({r.count}, {fmt_rate(r.share)})" for r in item.reasons)
+        parts.append(f'<h3 id="evidence-{esc(item.model)}-{esc(item.judge)}-{esc(item.measure)}">'
+                     f"<code>{esc(item.model)}</code>{esc(segment_words(item.segment))} · <code>{esc(item.judge)}</code>"
+                     f" · {esc(words)}</h3>")
+        scope = " (of every segment: the evaluations hold no metadata)" if item.segment else ""
+        parts.append(note(f"{item.failing:,} of {item.ok_rows:,} ok rows{scope} fail it ({share})"
                           + (f"; most frequent reasons: {reasons}." if reasons else ".")))
-        if item["records"]:
+        if item.records:
             parts.append(_evidence_table(item))
     return section("evidence", title, *parts)

@@ -12,9 +12,8 @@ In ``summary.json``:
   built with (``source.root``, where it was read, is in the footer when it differs).
 * ``not_significant``: the changes of headline measures (pass and fail rate, score, the judge's
   headline metrics) at least the minimum practical effect of the flags whose adjusted p-value
-  kept them from flagging against either baseline (the larger change of the two kept): ``model``, ``judge``, ``segment`` (None, or ``{"key", "value"}``),
-  ``measure``, ``baseline``, ``before``, ``after``, ``delta``, ``n`` (today's rows), ``baseline_n``,
-  ``p_adjusted``, ``assessment`` (worse | better | changed); worse first, then by size.
+  kept them from flagging against either baseline (the larger change of the two kept, a
+  :class:`~evaluation.report.summary.NotSignificant`); worse first, then by size.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from evaluation.report.alerts import AlertPolicy, assess, is_headline, measures_of
-from evaluation.report.summary import Group, Previous, Reference, SegmentGroup
+from evaluation.report.summary import Group, NotSignificant, Previous, Reference, SegmentGroup
 
 
 def latest_failure(runs: pl.DataFrame | None) -> dict[str, Any] | None:
@@ -42,7 +41,7 @@ def latest_failure(runs: pl.DataFrame | None) -> dict[str, Any] | None:
     return {key: latest.get(key) for key in ("run_id", "status", "message", "evidence_uri", "started_at", "finished_at")}
 
 
-def large_unflagged(groups: Sequence[Group], policy: AlertPolicy) -> list[dict[str, Any]]:
+def large_unflagged(groups: Sequence[Group], policy: AlertPolicy) -> list[NotSignificant]:
     """Changes of headline measures at least the minimum practical effect that did not flag (not
     significant after the adjustment): the page marks them "not significant at n = …" rather than
     leaving them unmarked. Worse ones first, then by size."""
@@ -59,13 +58,12 @@ def large_unflagged(groups: Sequence[Group], policy: AlertPolicy) -> list[dict[s
         baseline, comparison = max(large, key=lambda bc: abs(bc[1].delta or 0.0))
         delta = comparison.delta
         assert delta is not None  # only comparisons with a difference are large
-        found.append({"model": group.model, "judge": group.judge,
-                      "segment": group.segment if isinstance(group, SegmentGroup) else None,
-                      "measure": f"{name}_rate" if kind == "rate" else f"{name}_mean",
-                      "baseline": baseline, "before": comparison.value, "after": measure.value,
-                      "delta": delta, "n": measure.n, "baseline_n": comparison.n,
-                      "p_adjusted": comparison.p_adjusted, "assessment": assess(kind, name, delta)[1]})
-    return sorted(found, key=lambda c: (c["assessment"] != "worse", -abs(c["delta"]), c["model"], c["judge"], c["measure"]))
+        found.append(NotSignificant(
+            model=group.model, judge=group.judge, segment=group.segment if isinstance(group, SegmentGroup) else None,
+            measure=f"{name}_rate" if kind == "rate" else f"{name}_mean", baseline=baseline, before=comparison.value,
+            after=measure.value, delta=delta, n=measure.n, baseline_n=comparison.n, p_adjusted=comparison.p_adjusted,
+            assessment=assess(kind, name, delta)[1]))
+    return sorted(found, key=lambda c: (c.assessment != "worse", -abs(c.delta), c.model, c.judge, c.measure))
 
 
 def landed_root(run: dict[str, Any] | None) -> str | None:

@@ -121,9 +121,9 @@ def _estimate_row(r: dict[str, Any]) -> str:
             f"<td class='num'>{r['bias'] * 100:+.1f} pts</td><td class='num'>{r['labels']} of {r['records']}</td></tr>")
 
 
-def people_section(summary: dict[str, Any]) -> str:
-    """The daily report's "People's labels" section (from ``summary["people"]``)."""
-    data = summary.get("people") or {}
+def people_section(people: dict[str, Any] | None) -> str:
+    """The daily report's "People's labels" section (from ``summary.json``'s ``people``: :func:`people_summary`)."""
+    data = people or {}
     window = data.get("window") or ["", ""]
     parts = ["<section id='people'><h2>People's labels</h2>"]
     if not data.get("labels"):

@@ -14,16 +14,10 @@ import polars as pl
 
 from evaluation.report.distributions import judge_order
 from evaluation.report.evidence import asked, read_prompts, shorten
+from evaluation.report.summary import EmptyAnswers, ReasonCount, Rejects, RejectSample, RuleCount, WorstRecord
 
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
-
-
-def _finite(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 _truncate = shorten
@@ -40,12 +34,8 @@ def _rule_of(reason: str) -> str:
     return head or reason.strip() or "(empty reason)"
 
 
-_WORST_COLUMNS = (
-    "record_id", "conversation_id", "model", "judge", "score", "verdict", "faithfulness", "relevance",
-    "completeness", "reasoning_quality", "context_relevance", "answer_relevance", "semantic_similarity",
-    "misses", "hits", "reasoning", "explanations", "reason", "invalid_citations", "clamps_applied",
-    "hallucination_detected", "uncited_claim_count", "improvement_suggestions",
-)
+#: The ``evaluations`` columns a worst record shows (those of the day's table): its fields but the texts asked.
+_WORST_COLUMNS = tuple(name for name in WorstRecord.model_fields if name not in ("question", "answer"))
 _WORST_ORDER = ["score", "model", "record_id"]
 #: The clamp an empty answer lands with (CONTRACT §2.5).
 EMPTY_ANSWER = "empty_answer"
@@ -76,7 +66,7 @@ def _asked(judge_calls: pl.LazyFrame | None, record_ids: list[str]) -> dict[str,
 
 
 def worst_records(evaluations: pl.LazyFrame, judge_calls: pl.LazyFrame | None, judges: list[str],
-                   per_judge: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                  per_judge: int) -> tuple[list[WorstRecord], list[EmptyAnswers]]:
     """The ``per_judge`` lowest-scored ok rows of each judge whose answer is not empty, each with
     the question and the answer it was judged on; and per judge the empty answers, counted once.
 
@@ -84,14 +74,33 @@ def worst_records(evaluations: pl.LazyFrame, judge_calls: pl.LazyFrame | None, j
     question and the answer as the judge saw them (redacted when the run redacted), and they are
     landed, and kept, with the day's other tables, unlike the staged records under ``_work/``
     (working data, deleted by the retention job). A record no judge was called for (an empty
-    answer, which no judge is sent) has no prompt: its question and answer are None.
+    answer, which no judge is sent) has no prompt: its question and answer are None."""
+    schema = evaluations.collect_schema()
+    ok = evaluations.filter((pl.col("judge_status") == "ok") & pl.col("score").is_not_null())
+    chosen, texts, empties = _lowest(ok, schema, judge_calls, judges, per_judge)
+    columns = [c for c in _WORST_COLUMNS if c in schema]
+    wanted = pl.DataFrame(chosen, schema={"judge": pl.String, "record_id": pl.String}, orient="row")
+    rows = ok.join(wanted.lazy(), on=["judge", "record_id"], how="semi").select(columns).collect() if chosen else None
+    out = []
+    for row in sorted(rows.iter_rows(named=True) if rows is not None else [],
+                      key=lambda r: (judge_order(r["judge"]), *(r[c] for c in _WORST_ORDER))):
+        question, answer = texts.get(row["record_id"], (None, None))
+        out.append(WorstRecord(**{name: _shown(name, row[name]) for name in columns},
+                               question=_truncate(question, QUESTION_LIMIT), answer=_truncate(answer)))
+    empty = [EmptyAnswers(judge=judge, count=len(ids), record_ids=ids[:EMPTY_IDS_SHOWN])
+             for judge, ids in sorted(empties.items(), key=lambda kv: judge_order(kv[0])) if ids]
+    return out, empty
+
+
+def _lowest(ok: pl.LazyFrame, schema: pl.Schema, judge_calls: pl.LazyFrame | None, judges: list[str], per_judge: int
+            ) -> tuple[list[tuple[str, str]], dict[str, tuple[str | None, str | None]], dict[str, list[str]]]:
+    """The (judge, record id) of each judge's ``per_judge`` lowest non-empty answers, the texts
+    read on the way, and each judge's empty answers.
 
     An empty answer is a row with the ``empty_answer`` clamp, or (days landed before that rule)
     one whose prompt holds a blank answer; the latter are found among the lowest rows read, so
     the bottom-k widens until ``per_judge`` non-empty rows are found or the judge's rows run out.
     A bottom-k over four narrow columns finds the rows; only those rows' texts are read."""
-    schema = evaluations.collect_schema()
-    ok = evaluations.filter((pl.col("judge_status") == "ok") & pl.col("score").is_not_null())
     clamped = pl.col("clamps_applied").list.contains(EMPTY_ANSWER) if "clamps_applied" in schema else pl.lit(False)
     empty_ids = (ok.filter(clamped).select("judge", *_WORST_ORDER).sort("judge", "model", "record_id")
                  .group_by("judge", maintain_order=True).agg(pl.col("record_id")).collect(engine="streaming"))
@@ -112,37 +121,25 @@ def worst_records(evaluations: pl.LazyFrame, judge_calls: pl.LazyFrame | None, j
             k *= 4
         chosen += [(judge, i) for i in kept[:per_judge]]
         empties[judge] = sorted(set(empties.get(judge, [])) | set(blank))
-    columns = [c for c in _WORST_COLUMNS if c in schema]
-    wanted = pl.DataFrame(chosen, schema={"judge": pl.String, "record_id": pl.String}, orient="row")
-    rows = ok.join(wanted.lazy(), on=["judge", "record_id"], how="semi").select(columns).collect() if chosen else None
-    out = []
-    for row in sorted(rows.iter_rows(named=True) if rows is not None else [],
-                      key=lambda r: (judge_order(r["judge"]), *(r[c] for c in _WORST_ORDER))):
-        record: dict[str, Any] = {}
-        for name in columns:
-            value = row[name]
-            if name == "explanations":
-                value = _explanations(value)
-            elif isinstance(value, list):
-                value = _texts(value)
-            elif isinstance(value, str):
-                value = _truncate(value)
-            elif isinstance(value, float):
-                value = _finite(value)
-            record[name] = value
-        question, answer = texts.get(row["record_id"], (None, None))
-        record["question"], record["answer"] = _truncate(question, QUESTION_LIMIT), _truncate(answer)
-        out.append(record)
-    empty = [{"judge": judge, "count": len(ids), "record_ids": ids[:EMPTY_IDS_SHOWN]}
-             for judge, ids in sorted(empties.items(), key=lambda kv: judge_order(kv[0])) if ids]
-    return out, empty
+    return chosen, texts, empties
 
 
-def rejects_summary(rejects: pl.LazyFrame | None) -> dict[str, Any]:
+def _shown(name: str, value: Any) -> Any:
+    """A worst record's value as shown: explanations parsed, texts cut, non-finite numbers None."""
+    if name == "explanations":
+        return _explanations(value)
+    if isinstance(value, list):
+        return _texts(value)
+    if isinstance(value, str):
+        return _truncate(value)
+    return (value if math.isfinite(value) else None) if isinstance(value, float) else value
+
+
+def rejects_summary(rejects: pl.LazyFrame | None) -> Rejects:
     """Rejects by rule and reason (their ``reasons`` column: rejects are bounded by the run's
     ``max_reject_ratio``) and the first few records in full."""
     if rejects is None:
-        return {"landed": False, "total": 0, "by_rule": [], "by_reason": [], "samples": []}
+        return Rejects(landed=False, total=0, by_rule=[], by_reason=[], samples=[])
     schema = rejects.collect_schema()
     lists = rejects.select("reasons").collect()["reasons"].to_list() if "reasons" in schema else []
     total = len(lists) if "reasons" in schema else int(rejects.select(pl.len()).collect().item())
@@ -154,18 +151,12 @@ def rejects_summary(rejects: pl.LazyFrame | None) -> dict[str, Any]:
             rules[rule] += 1  # records per rule (a record breaking a rule twice counts once)
     order = [c for c in ("source_uri", "line_no") if c in schema]
     first = rejects.sort(order, nulls_last=True, maintain_order=True) if order else rejects
-    samples = [{
-        "source_uri": row.get("source_uri"),
-        "line_no": row.get("line_no"),
-        "record_id": _truncate(row.get("record_id"), 120),
-        "reasons": _texts(row.get("reasons")),
-        "raw": _truncate(row.get("raw"), RAW_LIMIT),
-    } for row in first.head(REJECT_SAMPLES).collect().iter_rows(named=True)]
-    return {
-        "landed": True,
-        "total": total,
-        "by_rule": [{"rule": k, "records": v} for k, v in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))],
-        "by_reason": [{"reason": _truncate(k), "count": v} for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:50]],
-        "distinct_reasons": len(by_reason),
-        "samples": samples,
-    }
+    samples = [RejectSample(source_uri=row.get("source_uri"), line_no=row.get("line_no"),
+                            record_id=_truncate(row.get("record_id"), 120), reasons=_texts(row.get("reasons")),
+                            raw=_truncate(row.get("raw"), RAW_LIMIT))
+               for row in first.head(REJECT_SAMPLES).collect().iter_rows(named=True)]
+    return Rejects(
+        landed=True, total=total,
+        by_rule=[RuleCount(rule=k, records=v) for k, v in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))],
+        by_reason=[ReasonCount(reason=_truncate(k) or "", count=v) for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:50]],
+        distinct_reasons=len(by_reason), samples=samples)

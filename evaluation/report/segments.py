@@ -20,25 +20,29 @@ make its line): *regressed since D* against its level before the change, *still 
 (day N)* on the days after, paging on the day it regressed and again only when it gets worse, until
 it is back at that level (then it has no line). A line whose ``pages`` is false is shown, not sent.
 
-In ``summary.json``, ``segments``::
-
-    {"keys": ["metadata.locale", ...], "min_rows": 30,
-     "groups": [<a group of ``groups``, with "segment": {"key", "value"}, without trend>, ...],
-     "flags": [<a flag, with "segment">, ...],           # most severe first
-     "headline": [{"model", "segment": {"key", "value"}, "since", "day", "pages": bool, "text",
-                   "changes": [...], "others_steady": bool}, ...],          # the regressed segments
-     "too_few": [{"model", "judge", "segment", "n_ok", "needed"}, ...]}
+In ``summary.json``, ``segments`` is a :class:`~evaluation.report.summary.Segments`: the keys, the
+groups (a segment's, without trend), the flags (most severe first), the regressed segments'
+headline lines and the values too few to monitor.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from typing import Any
 
 import polars as pl
 
 from evaluation.report.alerts import AlertPolicy, build_headline, decide_flags, model_states
-from evaluation.report.summary import SegmentFlag, SegmentGroup, Segments
+from evaluation.report.summary import (
+    HeadlineLine,
+    SegmentFlag,
+    SegmentGroup,
+    SegmentLine,
+    SegmentRegression,
+    Segments,
+    TooFew,
+)
 
 SEP = "\x1f"
 #: ``ok`` rows a segment value needs today (per model and judge) to be tested.
@@ -66,32 +70,27 @@ def key_name(key: str) -> str:
 
 def _unit(group: SegmentGroup) -> str:
     """The name a (model, segment) is tested under: model, key and value joined by :data:`SEP`."""
-    return SEP.join((group.model, group.segment["key"], group.segment["value"]))
+    return SEP.join((group.model, group.segment.key, group.segment.value))
 
 
-def _headline(lines: list[dict[str, Any]], tagged: dict[str, SegmentGroup]) -> list[dict[str, Any]]:
+def _headline(lines: list[HeadlineLine], tagged: dict[str, SegmentGroup]) -> list[SegmentLine]:
     """The regressed (model, segment) units' headline lines (:func:`evaluation.report.alerts.build_headline`),
     named by model and segment again; ``others_steady`` when no other value of that key is
     regressed for the model."""
-    out = []
-    for line in lines:
-        if line["status"] != "regressed":
-            continue
-        group = tagged[line["model"]]
-        out.append({**line, "model": group.model, "segment": group.segment,
-                    "changes": [{**c, "segment": group.segment} for c in line["changes"]]})
-    for line in out:
-        line["others_steady"] = sum(1 for other in out if (other["model"], other["segment"]["key"]) == (
-            line["model"], line["segment"]["key"])) == 1
-    return out
+    regressed = [(line, tagged[line.model]) for line in lines if line.status == "regressed"]
+    per_key = Counter((group.model, group.segment.key) for _, group in regressed)
+    return [SegmentLine(**{**dict(line), "model": group.model, "segment": group.segment,
+                           "changes": [SegmentRegression(**dict(c), segment=group.segment) for c in line.changes],
+                           "others_steady": per_key[(group.model, group.segment.key)] == 1})
+            for line, group in regressed]
 
 
 def segment_report(groups: list[SegmentGroup], policy: AlertPolicy, keys: list[str], day: dt.date) -> Segments:
     """The segments' part of ``summary.json`` (see the module docstring) from their measured groups
     of ``day`` (their measures carry the replayed states: :func:`evaluation.report.compute.assess_days`)."""
     monitored = [g for g in groups if g.status_counts["ok"] >= SEGMENT_MIN_ROWS]
-    too_few = [{"model": g.model, "judge": g.judge, "segment": g.segment, "n_ok": g.status_counts["ok"],
-                "needed": SEGMENT_MIN_ROWS} for g in groups if g.status_counts["ok"] < SEGMENT_MIN_ROWS]
+    too_few = [TooFew(model=g.model, judge=g.judge, segment=g.segment, n_ok=g.status_counts["ok"], needed=SEGMENT_MIN_ROWS)
+               for g in groups if g.status_counts["ok"] < SEGMENT_MIN_ROWS]
     # the groups go to the flag rule and the model states under a name that carries their segment
     # (a shallow copy: their measures are the same objects, so each comparison gets its adjusted
     # p-value), then the name is split back

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from evaluation_notifications import (
     LANDED_ASSETS,
@@ -114,11 +116,14 @@ def test_the_headline_the_report_builds_drives_the_message() -> None:
                     ci_low=None, ci_high=None, p_value=0.001, p_adjusted=0.001, min_effect=0.05,
                     direction="up" if after > before else "down", assessment=assessment, headline=True, alerts=alerts)
 
+    def headline(models: list[str], flags: list[Flag]) -> list[dict[str, Any]]:  # as summary.json holds it
+        return [line.model_dump() for line in build_headline(models, flags)]
+
     flags = [flag("b", "pass_rate", 0.8, 0.5, "worse", True), flag("a", "pass_rate", 0.5, 0.8, "better", False)]
-    message = regression_message({"dt": DAY, "headline": build_headline(["a", "b", "c"], flags)}, REPORT)
+    message = regression_message({"dt": DAY, "headline": headline(["a", "b", "c"], flags)}, REPORT)
     assert message is not None and message.subject == f"LLM evaluation {DAY}: b regressed"
     assert "rag pass rate 80.0% → 50.0% (−30.0 pp vs the previous day)" in message.body
-    assert regression_message({"dt": DAY, "headline": build_headline(["a", "c"], flags[1:])}, REPORT) is None
+    assert regression_message({"dt": DAY, "headline": headline(["a", "c"], flags[1:])}, REPORT) is None
 
 
 def test_a_day_of_many_regressions_stays_within_the_limit_and_keeps_its_link() -> None:

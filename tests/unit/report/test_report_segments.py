@@ -17,6 +17,7 @@ from evaluation_notifications import regression_message
 from evaluation.report import AlertPolicy, compute_summary, render_html
 from evaluation.report.compute import ReportInputs
 from evaluation.report.segments import SEGMENT_MIN_ROWS
+from evaluation.report.summary import DaySummary
 from evaluation.storage.summary import MISSING_SEGMENT, OTHER_SEGMENT, build_daily_summary, segment_values
 
 LAST = dt.date(2026, 11, 20)
@@ -108,6 +109,11 @@ def summary_of(history: pl.DataFrame, day: dt.date) -> dict[str, Any]:
                            policy=AlertPolicy()).model_dump()
 
 
+def page_of(summary: dict[str, Any]) -> str:
+    """The page of a summary as ``summary.json`` holds it, read back as its model."""
+    return render_html(DaySummary.model_validate(summary))
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_steady_days_raise_no_segment_flag_over_a_fortnight(seed: int) -> None:
     history = fortnight(seed)
@@ -128,7 +134,7 @@ def test_a_segment_regression_is_named_and_the_others_steady() -> None:
     assert lines[0]["others_steady"] and {c["measure"] for c in lines[0]["changes"]} >= {"pass_rate"}
     assert summary["alerting"] == ["m2"]
     assert {(f["model"], f["segment"]["value"]) for f in summary["segments"]["flags"] if f["alerts"]} == {("m2", "de")}
-    page = render_html(summary)
+    page = page_of(summary)
     line = page.split("<code>m2</code>", 1)[1].split("</li>", 1)[0]
     assert "regressed in locale=de</span>: rag " in line and "rag pass rate" in line and "other locale values steady" in line
 
@@ -150,7 +156,7 @@ def test_a_segment_regression_stays_regressed_pages_once_and_recovers() -> None:
     assert all(s["alerting"] == ["m2"] for s in summaries[1:5]) and summaries[5]["alerting"] == []
     messages = [regression_message(s, "file:///report.html") for s in summaries]
     assert [m is not None for m in messages] == [False, True, False, False, True, False, False]
-    page = render_html(summaries[2])
+    page = page_of(summaries[2])
     line = page.split("<code>m2</code>", 1)[1].split("</li>", 1)[0]
     assert f"still regressed in locale=de since {days[1].isoformat()} (day 2)</span> (paged before)" in line
 
@@ -161,7 +167,7 @@ def test_segments_too_small_to_monitor_say_so() -> None:
     assert {(t["model"], t["segment"]["value"], t["n_ok"]) for t in too_few} == {("m1", "account", 25), ("m2", "account", 25)}
     assert all(t["needed"] == SEGMENT_MIN_ROWS for t in too_few)
     assert summary["segments"]["flags"] == []  # its drop is not tested at that volume
-    assert "Too few records to monitor" in render_html(summary)
+    assert "Too few records to monitor" in page_of(summary)
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,4 +185,4 @@ def test_a_large_change_that_is_not_significant_says_so() -> None:
     change = small[0]
     assert change["n"] == 40 and change["delta"] <= -0.05 and change["p_adjusted"] >= 0.05 and change["assessment"] == "worse"
     assert not [c for c in summary["not_significant"] if c["model"] == "large"]  # no large change: not listed
-    assert "pass rate" in render_html(summary).split("not significant at n = 40", 1)[0].rsplit("small rag", 1)[1]
+    assert "pass rate" in page_of(summary).split("not significant at n = 40", 1)[0].rsplit("small rag", 1)[1]

@@ -1,6 +1,6 @@
 """``summary.json`` is the typed day summary's ``model_dump()``: read back and validated as a
 :class:`~evaluation.report.summary.DaySummary`, it dumps to the very same JSON (the same keys in the
-same order), flags, segments and all."""
+same order), flags, segments and all, and draws the same page."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import storage
-from evaluation.report import compute_summary, write_daily_report
+from evaluation.report import compute_summary, render_html, write_daily_report
 from evaluation.report.compute import ReportInputs
 from evaluation.report.summary import DaySummary, Flag, Reference, SegmentFlag
 from tests.unit.report.test_report import DAY, write_history
@@ -36,6 +36,10 @@ def test_a_landed_summary_json_reads_back_as_the_model_and_dumps_to_the_same_jso
     assert again == written
     flag = Flag.model_validate(found["flags"][0])
     assert list(flag.model_dump()) == list(found["flags"][0])
+    # the page drawn from summary.json read back is the page landed beside it
+    page = store.read_bytes(storage.report_key(DAY, "index.html")).decode()
+    summary = DaySummary.model_validate({k: v for k, v in found.items() if k not in ADDED})
+    assert render_html(summary, calibration=found["calibration"], people=found["people"]) == page
 
 
 def test_segment_flags_and_adjusted_p_values_keep_their_keys() -> None:
