@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluation import storage
+from evaluation.calling import _compat
 from evaluation.calling.client import configure, count_tokens
 from evaluation.calling.cost import reply_tokens, tokens_cost
 from evaluation.calling.outcome import RETRYABLE, CallOutcome, status_error_class
@@ -98,11 +99,10 @@ def provider_of(model: str) -> str:
     """litellm's provider of a model string (``openai/gpt-4o-mini`` → ``openai``)."""
     if model.startswith("offline/"):
         return "offline"
-    try:
-        _, provider, _, _ = _litellm().get_llm_provider(model)
-    except Exception:
+    found = _compat.if_known(_litellm().get_llm_provider, model)
+    if found is None:  # a model litellm cannot place: its prefix
         return model.split("/", 1)[0] if "/" in model else "unknown"
-    return str(provider)
+    return str(found[1])
 
 
 def require_batches(model: str) -> str:
@@ -119,10 +119,8 @@ def require_batches(model: str) -> str:
 def batch_prices(model: str) -> tuple[float, float, bool]:
     """(input, output) USD per token of a batch request, and whether they are litellm's batch
     prices (True) or its online ones (False, when it has no batch price for the model)."""
-    litellm = _litellm()
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:
+    info = _compat.if_known(_litellm().get_model_info, model)
+    if info is None:
         return 0.0, 0.0, False
     batch_in, batch_out = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
     if batch_in is not None and batch_out is not None:
