@@ -90,16 +90,11 @@ class BatchUnsupported(ConfigurationError, ValueError):
     """The judge model's provider has no batch API."""
 
 
-def _litellm() -> Any:
-
-    return configure()
-
-
 def provider_of(model: str) -> str:
     """litellm's provider of a model string (``openai/gpt-4o-mini`` → ``openai``)."""
     if model.startswith("offline/"):
         return "offline"
-    found = _compat.if_known(_litellm().get_llm_provider, model)
+    found = _compat.if_known(configure().get_llm_provider, model)
     if found is None:  # a model litellm cannot place: its prefix
         return model.split("/", 1)[0] if "/" in model else "unknown"
     return str(found[1])
@@ -119,7 +114,7 @@ def require_batches(model: str) -> str:
 def batch_prices(model: str) -> tuple[float, float, bool]:
     """(input, output) USD per token of a batch request, and whether they are litellm's batch
     prices (True) or its online ones (False, when it has no batch price for the model)."""
-    info = _compat.if_known(_litellm().get_model_info, model)
+    info = _compat.if_known(configure().get_model_info, model)
     if info is None:
         return 0.0, 0.0, False
     batch_in, batch_out = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
@@ -205,23 +200,23 @@ class BatchApi:
 
     async def upload(self, name: str, data: bytes) -> str:
         """Upload a batch input file; returns its id."""
-        created = await _litellm().acreate_file(file=(name, data, "application/jsonl"), purpose="batch",
-                                                **self._kwargs)
+        created = await configure().acreate_file(file=(name, data, "application/jsonl"), purpose="batch",
+                                                 **self._kwargs)
         return str(created.id)
 
     async def create(self, input_file_id: str, metadata: dict[str, str]) -> dict[str, Any]:
         """Create a batch of the uploaded file."""
-        batch = await _litellm().acreate_batch(completion_window=COMPLETION_WINDOW, endpoint=ENDPOINT,
-                                               input_file_id=input_file_id, metadata=metadata, **self._kwargs)
+        batch = await configure().acreate_batch(completion_window=COMPLETION_WINDOW, endpoint=ENDPOINT,
+                                                input_file_id=input_file_id, metadata=metadata, **self._kwargs)
         return _as_dict(batch)
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         """The batch's current state."""
-        return _as_dict(await _litellm().aretrieve_batch(batch_id=batch_id, **self._kwargs))
+        return _as_dict(await configure().aretrieve_batch(batch_id=batch_id, **self._kwargs))
 
     async def content(self, file_id: str) -> bytes:
         """A file's bytes (a batch's output or error file)."""
-        response = await _litellm().afile_content(file_id=file_id, **self._kwargs)
+        response = await configure().afile_content(file_id=file_id, **self._kwargs)
         data = getattr(response, "content", response)
         return data if isinstance(data, bytes) else str(data).encode()
 

@@ -118,20 +118,19 @@ def _download(store: storage.Store, info: storage.ObjectInfo, path: Path) -> Pat
     return path
 
 
-def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path, *,
-                concurrency: int | None = None) -> Iterator[tuple[str, bytes | Path]]:
+def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo],
+                folder: Path) -> Iterator[tuple[str, bytes | Path]]:
     """Each raw object in key order: a directory store's own file, or an S3 object read while
-    the objects before it are parsed. Up to ``concurrency`` reads are in flight and at most twice
-    as many objects, and :data:`READ_AHEAD_BYTES`, are held read ahead: a small object (one
-    LiteLLM call) as its bytes, a larger one as a file downloaded when its turn comes and deleted
-    after. Memory follows the window, not the day. ``concurrency`` defaults to the S3 client's
-    connections (:attr:`~evaluation.storage.S3Store.connections`, 64 unless configured): each read
-    in flight holds one."""
+    the objects before it are parsed. As many reads are in flight as the S3 client has connections
+    (:attr:`~evaluation.storage.S3Store.connections`, 64 unless configured: each read in flight
+    holds one) and at most twice as many objects, and :data:`READ_AHEAD_BYTES`, are held read
+    ahead: a small object (one LiteLLM call) as its bytes, a larger one as a file downloaded when
+    its turn comes and deleted after. Memory follows the window, not the day."""
     if isinstance(store, storage.LocalStore):
         for info in objects:
             yield store.uri(info.key), store.path / info.key
         return
-    concurrency = concurrency or (store.connections if isinstance(store, storage.S3Store) else 1)
+    concurrency = store.connections if isinstance(store, storage.S3Store) else 1
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="raw-read") as pool:
         window: collections.deque[tuple[storage.ObjectInfo, Future[bytes] | None]] = collections.deque()
         pending = iter(objects)
