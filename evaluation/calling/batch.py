@@ -45,7 +45,7 @@ from typing import Any
 
 from evaluation import storage
 from evaluation.calling import _compat
-from evaluation.calling.client import configure, count_tokens
+from evaluation.calling.client import configure, count_tokens, price_per_token
 from evaluation.calling.cost import reply_tokens, tokens_cost
 from evaluation.calling.outcome import RETRYABLE, CallOutcome, status_error_class
 from evaluation.contract.config import RunConfig
@@ -114,13 +114,11 @@ def require_batches(model: str) -> str:
 def batch_prices(model: str) -> tuple[float, float, bool]:
     """(input, output) USD per token of a batch request, and whether they are litellm's batch
     prices (True) or its online ones (False, when it has no batch price for the model)."""
-    info = _compat.if_known(configure().get_model_info, model)
-    if info is None:
-        return 0.0, 0.0, False
+    info = _compat.if_known(configure().get_model_info, model) or {}  # an unknown model: no price
     batch_in, batch_out = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
     if batch_in is not None and batch_out is not None:
         return float(batch_in), float(batch_out), True
-    return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0), False
+    return *price_per_token(model), False
 
 
 def request_line(model: str, prompt: RenderedPrompt, custom_id: str, *, temperature: float,

@@ -284,9 +284,7 @@ def count_tokens(model: str, prompt: RenderedPrompt) -> int:
 def price_per_token(model: str) -> tuple[float, float]:
     """(input, output) USD per token from litellm's bundled price map; zeros when unknown."""
     configure()
-    info = _compat.if_known(litellm.get_model_info, model)
-    if info is None:
-        return 0.0, 0.0
+    info = _compat.if_known(litellm.get_model_info, model) or {}  # an unknown model: no price
     return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
 
 
