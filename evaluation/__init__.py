@@ -2,7 +2,7 @@
 
 The library behind the Airflow DAGs and ``python -m evaluation``; it never imports Airflow.
 
-This package re-exports only light names: the contract's models and the run options. A DAG file
+This package re-exports only a light name, the run's options (``RunConfig``). A DAG file
 imports ``evaluation.contract.options`` at parse time, which runs this module first, so it must import
 nothing heavy (Polars, Great Expectations, litellm). The jobs are imported from their modules:
 ``evaluation.cli.day.run_day``, ``evaluation.stages`` (each stage), ``evaluation.judges``,
@@ -12,8 +12,6 @@ nothing heavy (Polars, Great Expectations, litellm). The jobs are imported from 
 ``evaluation.storage.sql.run_sql``. docs/layout.md gives the layers they sit in.
 """
 
-from evaluation.contract.comparison import ComparisonSpec
-from evaluation.contract.config import InputRecord, RunConfig, Thresholds, question_key
-from evaluation.contract.options import build_config
+from evaluation.contract.config import RunConfig
 
-__all__ = ["ComparisonSpec", "InputRecord", "RunConfig", "Thresholds", "build_config", "question_key"]
+__all__ = ["RunConfig"]

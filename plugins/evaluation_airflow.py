@@ -73,10 +73,10 @@ def s3_access(conn_id: str | None = S3_CONN_ID) -> S3Access:
     )
 
 
-def judge_credentials(api_base: str | None = None, conn_id: str = JUDGE_CONN_ID) -> tuple[str | None, str | None]:
+def judge_credentials(api_base: str | None = None) -> tuple[str | None, str | None]:
     """(api_key, api_base) of the judge: the connection's password and host, else the environment
     (a placeholder key for a keyless OpenAI-compatible server at ``api_base``)."""
-    return credentials_of(connection(conn_id), api_base)
+    return credentials_of(connection(JUDGE_CONN_ID), api_base)
 
 
 def credentials_of(conn: Connection | None, api_base: str | None) -> tuple[str | None, str | None]:
@@ -88,9 +88,9 @@ def credentials_of(conn: Connection | None, api_base: str | None) -> tuple[str |
     return api_key_from_env(api_base), api_base
 
 
-def judge_key_hint(conn_id: str = JUDGE_CONN_ID) -> str:
+def judge_key_hint() -> str:
     """Where a task looks for the judge's key, as a message about missing credentials names it."""
-    return f"the password of the {conn_id} connection, or {KEY_HINT} in the workers' environment"
+    return f"the password of the {JUDGE_CONN_ID} connection, or {KEY_HINT} in the workers' environment"
 
 
 def judge_pool_slots() -> int:
@@ -111,17 +111,17 @@ def log_day_size(size: DaySize) -> None:
     logger.info("plan: %s", size.model_dump_json())
 
 
-def judge_rate_limits(conn_id: str = JUDGE_CONN_ID) -> dict[str, float]:
+def judge_rate_limits() -> dict[str, float]:
     """``judge_rpm`` / ``judge_tpm`` from the judge connection's extra ``rpm`` / ``tpm`` (the ones
     it sets to a positive number)."""
-    conn = connection(conn_id)
+    conn = connection(JUDGE_CONN_ID)
     extra = (conn.extra_dejson or {}) if conn is not None else {}
     limits: dict[str, float] = {}
     for option, key in (("judge_rpm", "rpm"), ("judge_tpm", "tpm")):
         try:
             value = float(extra.get(key) or 0)
         except (TypeError, ValueError):
-            logger.warning("connection %s: extra %s=%r is not a number: ignored", conn_id, key, extra.get(key))
+            logger.warning("connection %s: extra %s=%r is not a number: ignored", JUDGE_CONN_ID, key, extra.get(key))
             continue
         if value > 0:
             limits[option] = value

@@ -65,38 +65,38 @@ def _recipients(value: Any) -> list[str]:
     return [str(a) for a in value or []]
 
 
-def send_email(message: Message, conn_id: str = SMTP_CONN_ID) -> bool:
+def send_email(message: Message) -> bool:
     """Send through the SMTP provider's hook; False (and nothing sent) without the connection."""
-    conn = connection(conn_id)
+    conn = connection(SMTP_CONN_ID)
     if conn is None:
         return False
     to = _recipients((conn.extra_dejson or {}).get("to"))
     if not to:
-        logger.warning("connection %s has no extra.to: no e-mail sent", conn_id)
+        logger.warning("connection %s has no extra.to: no e-mail sent", SMTP_CONN_ID)
         return False
     # smtp provider: only when a mail is sent, not when DAG files parse
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
     html = "<pre>" + message.body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</pre>"
-    with SmtpHook(smtp_conn_id=conn_id) as hook:
+    with SmtpHook(smtp_conn_id=SMTP_CONN_ID) as hook:
         hook.send_email_smtp(to=to, subject=message.subject, html_content=html)
-    logger.info("e-mail %r sent to %d recipient(s) through %s", message.subject, len(to), conn_id)
+    logger.info("e-mail %r sent to %d recipient(s) through %s", message.subject, len(to), SMTP_CONN_ID)
     return True
 
 
-def send_webhook(message: Message, conn_id: str = WEBHOOK_CONN_ID) -> bool:
+def send_webhook(message: Message) -> bool:
     """Post ``{"text": ...}`` to a Slack-compatible incoming webhook; False without the connection."""
-    conn = connection(conn_id)
+    conn = connection(WEBHOOK_CONN_ID)
     if conn is None:
         return False
     # http provider: only when a webhook is called, not when DAG files parse
     from airflow.providers.http.hooks.http import HttpHook
 
     endpoint = (conn.extra_dejson or {}).get("endpoint")
-    hook = HttpHook(method="POST", http_conn_id=conn_id)
+    hook = HttpHook(method="POST", http_conn_id=WEBHOOK_CONN_ID)
     hook.run(endpoint=endpoint, json={"text": f"*{message.subject}*\n{message.body}"},
              headers={"Content-Type": "application/json"}, extra_options={"timeout": 30})
-    logger.info("webhook message %r posted through %s", message.subject, conn_id)
+    logger.info("webhook message %r posted through %s", message.subject, WEBHOOK_CONN_ID)
     return True
 
 
@@ -183,9 +183,9 @@ def change_line(change: dict[str, Any]) -> str:
             f"({_delta(measure, change.get('delta'))} vs {against})")
 
 
-def largest_changes(changes: list[dict[str, Any]], limit: int = MAX_CHANGES) -> list[dict[str, Any]]:
-    """The ``limit`` changes with the largest absolute change (rates and means are both on 0–1)."""
-    return sorted(changes, key=lambda c: -abs(c.get("delta") or 0.0))[:limit]
+def largest_changes(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The :data:`MAX_CHANGES` changes with the largest absolute change (rates and means are both on 0–1)."""
+    return sorted(changes, key=lambda c: -abs(c.get("delta") or 0.0))[:MAX_CHANGES]
 
 
 def _fit(subject: str, lines: list[str], tail: list[str]) -> Message:

@@ -38,14 +38,14 @@ def base_url(conn: Connection) -> str:
     return f"{host}:{conn.port}" if conn.port else host
 
 
-def label_studio(conn_id: str = LABEL_STUDIO_CONN_ID) -> LabelStudio | None:
+def label_studio() -> LabelStudio | None:
     """A Label Studio client from the connection; None when the connection does not exist."""
     # httpx and Polars: only in the task that talks to the server
     from evaluation.stages.labelstudio import LabelStudio
 
-    conn = connection(conn_id)
+    conn = connection(LABEL_STUDIO_CONN_ID)
     if conn is None:
         return None
     if not conn.password:
-        raise AirflowFailException(f"connection {conn_id} has no password: set a Label Studio personal access token")
+        raise AirflowFailException(f"connection {LABEL_STUDIO_CONN_ID} has no password: set a Label Studio personal access token")
     return LabelStudio(base_url(conn), conn.password)

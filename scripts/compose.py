@@ -134,10 +134,10 @@ def environment(service: Mapping[str, Any]) -> dict[str, str]:
     return {key: "" if value is None else str(value) for key, value in env.items()}
 
 
-def airflow_common_environment(variables: Mapping[str, str] | None = None) -> dict[str, str]:
+def airflow_common_environment() -> dict[str, str]:
     """The environment every Airflow service shares (the `x-airflow-common` anchor), interpolated
-    with `variables` over dev.env's (the file's secrets have no defaults)."""
-    return environment(load_compose({**dev_variables(), **(variables or {})})[AIRFLOW_COMMON])
+    with dev.env's variables (the file's secrets have no defaults)."""
+    return environment(load_compose(dev_variables())[AIRFLOW_COMMON])
 
 
 def command_text(service: Mapping[str, Any]) -> str:

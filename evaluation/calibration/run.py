@@ -19,7 +19,7 @@ import polars as pl
 from evaluation import stages, storage
 from evaluation.calibration.cascade import cascade_table, fit_bands, unit_costs
 from evaluation.calibration.compute import calibration_rows, forced_fail, roc_curves
-from evaluation.calibration.golden import read_golden_set
+from evaluation.calibration.golden import GoldenSet, read_golden_set
 from evaluation.calibration.render import render_page
 from evaluation.calling import client
 from evaluation.compare.compute import ProgressStart, judge_by_day, rounded_rows
@@ -85,6 +85,53 @@ def level_configs(spec: CalibrationSpec, *, date: dt.date, input_uri: str, outpu
     return [cfg.for_level(level) for level in spec.cascade] + [cfg]
 
 
+def _land_golden_set(store: storage.Store, golden: storage.Store, spec: CalibrationSpec, *, calibration: str,
+                     run_id: str) -> GoldenSet:
+    """The golden set read and validated, its labels, rejects and validation result landed;
+    :class:`CalibrationError` when it breaks a set-level rule."""
+    golden_set = read_golden_set(golden, spec, run_id=run_id)
+    storage.write_parquet(store, _key(calibration, "rejects.parquet"), golden_set.rejects)
+    storage.write_json(store, _key(calibration, "validation.json"), golden_set.validation)
+    storage.write_parquet(store, _key(calibration, "labels.parquet"), golden_set.labels)
+    if golden_set.failures:
+        logger.error("calibration %s: %s", calibration, "; ".join(golden_set.failures))
+        raise CalibrationError("; ".join(golden_set.failures))
+    return golden_set
+
+
+def _probe_models(store: storage.Store, spec: CalibrationSpec, level_cfgs: list[RunConfig],
+                  parameters_of: list[dict[str, Any]], records: pl.DataFrame, *, calibration: str,
+                  api_key: str | None) -> None:
+    """Probe each model the ledger leaves calls to pay for, before any is paid:
+    :class:`CalibrationError` when one cannot be used."""
+    for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
+        if _calls_to_make(store, spec, level_cfg.judge_model, records, parameters):
+            try:
+                stages.probe_judge(client.judge_client(level_cfg, api_key), f"calibration {calibration}",
+                                   timeout_s=level_cfg.probe_timeout_s)
+            except stages.JudgeUnusable as exc:
+                raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
+
+
+def _judge_models(level_cfgs: list[RunConfig], parameters_of: list[dict[str, Any]], stores: stages.Stores,
+                  dated: pl.DataFrame, spec: CalibrationSpec, name: str, *, run_id: str, api_key: str | None,
+                  progress: ProgressStart | None) -> tuple[list[pl.DataFrame], pl.DataFrame, int, int]:
+    """The set judged by each model through the daily stages: each model's rows (as
+    :func:`_judged_rows` lands them), all their calls, and the calls made and reused."""
+    levels: list[pl.DataFrame] = []
+    call_tables: list[pl.DataFrame] = []
+    made = reused = 0
+    for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
+        advance = None if progress is None else progress(
+            f"{name} with {level_cfg.judge_model}", dated.height * len(spec.judges))
+        parsed, call_table, level_made, level_reused = judge_by_day(
+            level_cfg, stores, dated, api_key=api_key, call_parameters=parameters, progress=advance)
+        levels.append(_judged_rows(parsed, spec, run_id))
+        call_tables.append(call_table)
+        made, reused = made + level_made, reused + level_reused
+    return levels, pl.concat(call_tables, how="vertical_relaxed"), made, reused
+
+
 def judge_golden_set(
     store: storage.Store,
     golden: storage.Store,
@@ -104,43 +151,20 @@ def judge_golden_set(
     when the ledger leaves calls to pay for."""
 
     run_id = f"calibration-{calibration}"  # what its judge chunks are staged and ledgered under
-    golden_set = read_golden_set(golden, spec, run_id=run_id)
-    storage.write_parquet(store, _key(calibration, "rejects.parquet"), golden_set.rejects)
-    storage.write_json(store, _key(calibration, "validation.json"), golden_set.validation)
-    storage.write_parquet(store, _key(calibration, "labels.parquet"), golden_set.labels)
-    if golden_set.failures:
-        logger.error("calibration %s: %s", calibration, "; ".join(golden_set.failures))
-        raise CalibrationError("; ".join(golden_set.failures))
+    golden_set = _land_golden_set(store, golden, spec, calibration=calibration, run_id=run_id)
     records = golden_set.records
     # every model of a cascade judges the whole set (its bands are fitted on it), the judge model last
     level_cfgs = level_configs(spec, date=records["timestamp"].min().date(),  # type: ignore[union-attr]
                                input_uri=golden.root, output_uri=store.root, run_id=run_id)
-    cfg = level_cfgs[-1]
     stores = stages.Stores(raw=golden, out=store)
     dated = records.with_columns(dt=pl.col("timestamp").dt.date())
     parameters_of = [client.call_parameters(level_cfg) for level_cfg in level_cfgs]
-    for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
-        if _calls_to_make(store, spec, level_cfg.judge_model, records, parameters):  # fail before paying
-            try:
-                stages.probe_judge(client.judge_client(level_cfg, api_key), f"calibration {calibration}",
-                                   timeout_s=level_cfg.probe_timeout_s)
-            except stages.JudgeUnusable as exc:
-                raise CalibrationError(f"calibration {calibration} ({spec.describe()}): {exc}") from exc
-    levels: list[pl.DataFrame] = []
-    call_tables: list[pl.DataFrame] = []
-    made = reused = 0
-    for level_cfg, parameters in zip(level_cfgs, parameters_of, strict=True):
-        advance = None if progress is None else progress(
-            f"{golden_set.name} with {level_cfg.judge_model}", records.height * len(spec.judges))
-        parsed, call_table, level_made, level_reused = judge_by_day(
-            level_cfg, stores, dated, api_key=api_key, call_parameters=parameters, progress=advance)
-        levels.append(_judged_rows(parsed, spec, run_id))
-        call_tables.append(call_table)
-        made, reused = made + level_made, reused + level_reused
-    call_table = pl.concat(call_tables, how="vertical_relaxed")
+    _probe_models(store, spec, level_cfgs, parameters_of, records, calibration=calibration, api_key=api_key)
+    levels, call_table, made, reused = _judge_models(level_cfgs, parameters_of, stores, dated, spec, golden_set.name,
+                                                     run_id=run_id, api_key=api_key, progress=progress)
     evaluations = levels[-1]
     if spec.cascade:
-        evaluations = _judge_cascade(store, stores, spec, cfg, dated, golden_set.labels, levels,
+        evaluations = _judge_cascade(store, stores, spec, level_cfgs[-1], dated, golden_set.labels, levels,
                                      calibration=calibration, api_key=api_key)
         storage.write_parquet(store, _key(calibration, "levels.parquet"), pl.concat(
             [rows.with_columns(level=pl.lit(k, dtype=pl.Int64)) for k, rows in enumerate(levels)]))

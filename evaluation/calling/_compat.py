@@ -3,16 +3,18 @@
 litellm (read in 1.110): the context flag litellm sets around its own nested calls, under which it
 skips its success logging (:func:`internal_call_flag`); the lists of registered callbacks, sync and
 async (:func:`has_callbacks`); and the cost litellm put on a response while building it
-(:func:`hidden_params`). :func:`check_litellm`, called when the client sets litellm up, fails with
-the version found and the range supported as soon as another litellm is installed, rather than let
-a renamed list drop a user's callbacks without a word.
+(:func:`hidden_params`); and the exceptions by which its lookups say that it does not know a model
+(:func:`if_known`). :func:`check_litellm`, called when the client sets litellm up, fails with the
+version found and the range supported as soon as another litellm is installed, rather than let a
+renamed list drop a user's callbacks without a word.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from evaluation.contract.errors import ConfigurationError
 
@@ -21,6 +23,9 @@ LITELLM_SUPPORTED = ((1, 110), (1, 111))
 #: litellm's callback lists: while all are empty, nothing reads what its success logging builds.
 CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
                   "_async_failure_callback", "input_callback", "service_callback")
+
+
+_T = TypeVar("_T")
 
 
 class UnsupportedVersion(ConfigurationError, RuntimeError):
@@ -65,3 +70,15 @@ def has_callbacks(litellm: Any) -> bool:
 def hidden_params(response: Any) -> Any:
     """What litellm attached to a response while building it (its cost, provider, model names)."""
     return getattr(response, "_hidden_params", None) or {}
+
+
+def if_known(ask: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
+    """``ask(*args, **kwargs)``, a litellm lookup of a model (its provider, its entry in the price
+    map, the cost of a response of it), or None when litellm does not know the model."""
+    # litellm: imported by the client's set-up before any lookup
+    from litellm.exceptions import BadRequestError, ModelNotMappedError
+
+    try:
+        return ask(*args, **kwargs)
+    except (BadRequestError, ModelNotMappedError):  # "LLM Provider NOT provided", "This model isn't mapped yet"
+        return None

@@ -44,7 +44,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluation import storage
-from evaluation.calling.client import configure, count_tokens
+from evaluation.calling import _compat
+from evaluation.calling.client import configure, count_tokens, price_per_token
 from evaluation.calling.cost import reply_tokens, tokens_cost
 from evaluation.calling.outcome import RETRYABLE, CallOutcome, status_error_class
 from evaluation.contract.config import RunConfig
@@ -89,20 +90,14 @@ class BatchUnsupported(ConfigurationError, ValueError):
     """The judge model's provider has no batch API."""
 
 
-def _litellm() -> Any:
-
-    return configure()
-
-
 def provider_of(model: str) -> str:
     """litellm's provider of a model string (``openai/gpt-4o-mini`` → ``openai``)."""
     if model.startswith("offline/"):
         return "offline"
-    try:
-        _, provider, _, _ = _litellm().get_llm_provider(model)
-    except Exception:
+    found = _compat.if_known(configure().get_llm_provider, model)
+    if found is None:  # a model litellm cannot place: its prefix
         return model.split("/", 1)[0] if "/" in model else "unknown"
-    return str(provider)
+    return str(found[1])
 
 
 def require_batches(model: str) -> str:
@@ -119,15 +114,11 @@ def require_batches(model: str) -> str:
 def batch_prices(model: str) -> tuple[float, float, bool]:
     """(input, output) USD per token of a batch request, and whether they are litellm's batch
     prices (True) or its online ones (False, when it has no batch price for the model)."""
-    litellm = _litellm()
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:
-        return 0.0, 0.0, False
+    info = _compat.if_known(configure().get_model_info, model) or {}  # an unknown model: no price
     batch_in, batch_out = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
     if batch_in is not None and batch_out is not None:
         return float(batch_in), float(batch_out), True
-    return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0), False
+    return *price_per_token(model), False
 
 
 def request_line(model: str, prompt: RenderedPrompt, custom_id: str, *, temperature: float,
@@ -207,23 +198,23 @@ class BatchApi:
 
     async def upload(self, name: str, data: bytes) -> str:
         """Upload a batch input file; returns its id."""
-        created = await _litellm().acreate_file(file=(name, data, "application/jsonl"), purpose="batch",
-                                                **self._kwargs)
+        created = await configure().acreate_file(file=(name, data, "application/jsonl"), purpose="batch",
+                                                 **self._kwargs)
         return str(created.id)
 
     async def create(self, input_file_id: str, metadata: dict[str, str]) -> dict[str, Any]:
         """Create a batch of the uploaded file."""
-        batch = await _litellm().acreate_batch(completion_window=COMPLETION_WINDOW, endpoint=ENDPOINT,
-                                               input_file_id=input_file_id, metadata=metadata, **self._kwargs)
+        batch = await configure().acreate_batch(completion_window=COMPLETION_WINDOW, endpoint=ENDPOINT,
+                                                input_file_id=input_file_id, metadata=metadata, **self._kwargs)
         return _as_dict(batch)
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         """The batch's current state."""
-        return _as_dict(await _litellm().aretrieve_batch(batch_id=batch_id, **self._kwargs))
+        return _as_dict(await configure().aretrieve_batch(batch_id=batch_id, **self._kwargs))
 
     async def content(self, file_id: str) -> bytes:
         """A file's bytes (a batch's output or error file)."""
-        response = await _litellm().afile_content(file_id=file_id, **self._kwargs)
+        response = await configure().afile_content(file_id=file_id, **self._kwargs)
         data = getattr(response, "content", response)
         return data if isinstance(data, bytes) else str(data).encode()
 

@@ -175,12 +175,10 @@ def supports_json_mode(model: str) -> bool:
     if model.startswith(f"{_OFFLINE_PROVIDER}/"):
         return True
     configure()
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model)
-        params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or []
-    except Exception:  # an unknown model: ask for JSON in the prompt only
+    provider = _compat.if_known(_provider, model)
+    if provider is None:  # an unknown model: ask for JSON in the prompt only
         return False
-    return "response_format" in params
+    return "response_format" in (litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or [])
 
 
 def supports_response_schema(model: str, structured_output: StructuredOutput = "auto") -> bool:
@@ -193,11 +191,15 @@ def supports_response_schema(model: str, structured_output: StructuredOutput = "
     if structured_output == "on":
         return True
     configure()
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model)
-    except Exception:  # an unknown model: JSON mode at most
+    provider = _compat.if_known(_provider, model)
+    if provider is None:  # an unknown model: JSON mode at most
         return False
     return bool(litellm.supports_response_schema(model=model, custom_llm_provider=provider))
+
+
+def _provider(model: str) -> str:
+    """litellm's provider of ``model``; raises for a model it cannot place (see :func:`_compat.if_known`)."""
+    return str(litellm.get_llm_provider(model)[1])
 
 
 def call_parameters(settings: JudgeSettings) -> dict[str, Any]:
@@ -222,14 +224,12 @@ def completion_cost(response: Any, model: str | None = None) -> float:
     key = _unpriced_key(response, hidden)
     if key is not None and key in _UNPRICED:
         return 0.0  # litellm could not price a response of this model: it would fail again
-    try:
-        return float(litellm.completion_cost(completion_response=response) or 0.0)
-    except Exception:
-        if key is not None:
-            _UNPRICED.add(key)
-            if model is not None:
-                _price_at_zero(model)
-        return 0.0
+    cost = _compat.if_known(litellm.completion_cost, completion_response=response)
+    if cost is None and key is not None:
+        _UNPRICED.add(key)
+        if model is not None:
+            _price_at_zero(model)
+    return float(cost or 0.0)
 
 
 #: Models registered at a zero price by :func:`_price_at_zero` (or found in the map there).
@@ -249,18 +249,11 @@ def _price_at_zero(model: str) -> None:
     if model in _ZERO_PRICED:
         return
     _ZERO_PRICED.add(model)
-    try:
-        litellm.get_model_info(model)
-    except Exception:  # not in the map: the only case registered
-        pass
-    else:
-        return
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model)
-        entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "litellm_provider": provider, "mode": "chat"}
-        litellm.register_model({model: entry}, custom_llm_provider=provider, add_to_provider_model_sets=False)
-    except Exception:  # pricing stays as it was: slower, same result
-        logger.debug("could not register %s at a zero price", model, exc_info=True)
+    provider = _compat.if_known(_provider, model)
+    if provider is None or _compat.if_known(litellm.get_model_info, model) is not None:
+        return  # only a model litellm places but whose price it does not know is registered
+    entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "litellm_provider": provider, "mode": "chat"}
+    litellm.register_model({model: entry}, custom_llm_provider=provider, add_to_provider_model_sets=False)
 
 
 #: Fingerprints of responses litellm's price map could not price (see :func:`_unpriced_key`).
@@ -285,19 +278,13 @@ def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
 def count_tokens(model: str, prompt: RenderedPrompt) -> int:
     """Prompt tokens of one rendered prompt by litellm's counter (a default tokenizer if unknown)."""
     configure()
-    try:
-        return int(litellm.token_counter(model=model, messages=prompt.messages))
-    except Exception:
-        return (len(prompt.system) + len(prompt.user)) // 4 + 1
+    return int(litellm.token_counter(model=model, messages=prompt.messages))
 
 
 def price_per_token(model: str) -> tuple[float, float]:
     """(input, output) USD per token from litellm's bundled price map; zeros when unknown."""
     configure()
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:
-        return 0.0, 0.0
+    info = _compat.if_known(litellm.get_model_info, model) or {}  # an unknown model: no price
     return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
 
 
@@ -307,24 +294,19 @@ def endpoint(model: str, api_base: str | None) -> str:
     if api_base:
         return api_base
     configure()
-    try:
-        found = litellm.get_api_base(model, {})
-        provider = litellm.get_llm_provider(model)[1]
-    except Exception:  # a model litellm cannot resolve: named as it was given
+    provider = _compat.if_known(_provider, model)
+    if provider is None:  # a model litellm cannot place: named as it was given
         return f"the default endpoint of {model}"
+    found = litellm.get_api_base(model, {})
     return str(found) if found else f"the {provider} provider's default endpoint"
 
 
 def credential_variables(model: str) -> list[str]:
     """The environment variables litellm reads the credentials of ``model``'s provider from, as
     its ``validate_environment`` names them when they are not set ([] when all are set, or the
-    provider needs none)."""
+    provider needs none; litellm finds none missing for a model it cannot place)."""
     configure()
-    try:
-        found = litellm.validate_environment(model)
-    except Exception:  # a model litellm cannot resolve has no provider to ask
-        return []
-    return [str(name) for name in found.get("missing_keys") or []]
+    return [str(name) for name in litellm.validate_environment(model).get("missing_keys") or []]
 
 
 # --------------------------------------------------------------------------------------------

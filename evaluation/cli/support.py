@@ -404,7 +404,7 @@ def dispatch(parser: Parser, command: Callable[[argparse.Namespace], int], args:
 COMPARISON_ROWS = 15
 
 
-def comparison_lines(result: dict[str, Any], limit: int = COMPARISON_ROWS) -> list[str]:
+def comparison_lines(result: dict[str, Any]) -> list[str]:
     """A comparison as a few lines for people: what was compared, its largest differences against
     the baseline (significant ones first, then by size), and where the report is."""
     deltas = sorted(result.get("deltas") or [], key=lambda d: (not d.get("significant"), -abs(d.get("delta") or 0.0)))
@@ -418,11 +418,11 @@ def comparison_lines(result: dict[str, Any], limit: int = COMPARISON_ROWS) -> li
     rows = [(str(d["judge"]), str(d["metric"]), str(d["model"]), f"{d.get('n') or 0:,}", _fixed(d.get("mean")),
              _fixed(d.get("delta"), signed=True), f"{_fixed(d.get('delta_ci_low'), signed=True)} .. "
              f"{_fixed(d.get('delta_ci_high'), signed=True)}", _fixed(d.get("p_adjusted")),
-             "significant" if d.get("significant") else "") for d in deltas[:limit]]
+             "significant" if d.get("significant") else "") for d in deltas[:COMPARISON_ROWS]]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
-    if len(deltas) > limit:
-        lines.append(f"  ... and {len(deltas) - limit} more in the report (all of them with --json)")
+    if len(deltas) > COMPARISON_ROWS:
+        lines.append(f"  ... and {len(deltas) - COMPARISON_ROWS} more in the report (all of them with --json)")
     lines.append(f"report: {result.get('report_uri')}")
     return lines
 

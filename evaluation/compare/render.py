@@ -116,18 +116,8 @@ def _permutations_line(tested: pl.DataFrame) -> str:
             f"0.05/{tested.height} (the threshold of the first adjusted test), so the floor cannot hide a difference.")
 
 
-def render_report(
-    comparison_id: str,
-    spec: ComparisonSpec,
-    source: str,
-    metrics: pl.DataFrame,
-    verdicts: pl.DataFrame,
-    records: dict[str, int],
-    statuses: dict[str, dict[str, dict[str, int]]],
-    paired_questions: int,
-) -> str:
-    """The comparison's self-contained HTML page."""
-    tested = metrics.filter(pl.col("p_adjusted").is_not_null())
+def _overview(spec: ComparisonSpec, tested: pl.DataFrame, records: dict[str, int], paired_questions: int) -> str:
+    """The overview section: the records per model, and how the intervals and tests are made."""
     method = tested["p_adjust_method"][0] if tested.height else None
     adjustment = esc(_ADJUSTMENT_NAMES.get(method or "", method or ""))
     controls = _ADJUSTMENT_CONTROLS.get(method or "")
@@ -138,11 +128,8 @@ def render_report(
     )
     paired_line = (f" Sampled by question: {paired_questions} questions were answered by every compared model "
                    "(paired); the rest of each model's records are unpaired.")
-    how = ("landed scores" if source == "landed"
-           else f"re-judged with {spec.judge_model}")
-    sample = "all records" if spec.sample_per_model is None else f"at most {spec.sample_per_model} records per model"
     records_line = ", ".join(f"{esc(m)}: {records.get(m, 0)}" for m in spec.models)
-    sections = [
+    return (
         f"<section id='overview'><h2>Overview</h2><p>Records per model: {records_line}.{esc(paired_line)}</p>"
         "<p class='note'>Means and verdict mixes use <code>ok</code> rows only; other statuses are counted at the end. "
         "Intervals are 95% percentile "
@@ -154,7 +141,27 @@ def render_report(
         "adjustment.</p><p class='note'>The delta is the difference of the two <i>tested means</i> beside it: for a "
         "paired test the means of the per-question means over the questions both models answered (so it can differ "
         "from the difference of the means over all rows), for an unpaired test the means over all rows.</p></section>"
+    )
+
+
+def _statuses(spec: ComparisonSpec, statuses: dict[str, dict[str, dict[str, int]]]) -> str:
+    """The section of the judge statuses' counts per model and judge."""
+    status_rows = [
+        f"<tr><td>{esc(model)}</td><td>{esc(judge)}</td>"
+        + "".join(f"<td class='num'>{statuses.get(model, {}).get(judge, {}).get(s, 0)}</td>" for s in JUDGE_STATUSES)
+        + "</tr>"
+        for model in spec.models for judge in spec.judges
     ]
+    status_head = "<th>model</th><th>judge</th>" + "".join(f"<th class='num'>{s}</th>" for s in JUDGE_STATUSES)
+    return f"<section id='statuses'><h2>Judge statuses</h2>{table([status_head], status_rows, compact=True)}</section>"
+
+
+def render_report(comparison_id: str, spec: ComparisonSpec, source: str, metrics: pl.DataFrame,
+                  verdicts: pl.DataFrame, records: dict[str, int], statuses: dict[str, dict[str, dict[str, int]]],
+                  paired_questions: int) -> str:
+    """The comparison's self-contained HTML page."""
+    tested = metrics.filter(pl.col("p_adjusted").is_not_null())
+    sections = [_overview(spec, tested, records, paired_questions)]
     for judge in spec.judges:
         judge_rows = metrics.filter(pl.col("judge") == judge).to_dicts()
         deltas = [r for r in judge_rows if not r["is_baseline"]]
@@ -166,14 +173,9 @@ def render_report(
             f"{_verdict_chart(judge, verdict_rows, spec.models)}{_verdict_table(verdict_rows, spec.models)}"
             f"<h3>Metrics</h3>{_metrics_table(judge_rows)}</section>"
         )
-    status_rows = [
-        f"<tr><td>{esc(model)}</td><td>{esc(judge)}</td>"
-        + "".join(f"<td class='num'>{statuses.get(model, {}).get(judge, {}).get(s, 0)}</td>" for s in JUDGE_STATUSES)
-        + "</tr>"
-        for model in spec.models for judge in spec.judges
-    ]
-    status_head = "<th>model</th><th>judge</th>" + "".join(f"<th class='num'>{s}</th>" for s in JUDGE_STATUSES)
-    sections.append(f"<section id='statuses'><h2>Judge statuses</h2>{table([status_head], status_rows, compact=True)}</section>")
+    sections.append(_statuses(spec, statuses))
+    how = "landed scores" if source == "landed" else f"re-judged with {spec.judge_model}"
+    sample = "all records" if spec.sample_per_model is None else f"at most {spec.sample_per_model} records per model"
     meta = [esc(comparison_id), f"{spec.start_date} to {spec.end_date}", f"baseline <b>{esc(spec.baseline_model)}</b>",
             esc(how), esc(sample), f"seed {spec.seed}"]
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in

@@ -162,8 +162,8 @@ ALPHA = 0.05
 FLOOR_MARGIN = 10
 
 
-def permutations_for(tests: int, alpha: float = ALPHA) -> int:
+def permutations_for(tests: int) -> int:
     """The fewest permutations whose p-value floor ``1 / (permutations + 1)`` is at most
-    ``alpha / tests / FLOOR_MARGIN``: below the threshold the first of ``tests`` adjusted tests
+    ``ALPHA / tests / FLOOR_MARGIN``: below the threshold the first of ``tests`` adjusted tests
     must meet, so that the floor cannot hide an effect however many deltas are compared."""
-    return max(1, math.ceil(FLOOR_MARGIN * max(tests, 1) / alpha) - 1)
+    return max(1, math.ceil(FLOOR_MARGIN * max(tests, 1) / ALPHA) - 1)

@@ -40,15 +40,15 @@ class Estimate(BaseModel):
     labels: int = Field(description="Labelled records used (n).")
 
 
-def judge_interval(judged: np.ndarray, z: float = Z_95) -> tuple[float, float]:
+def judge_interval(judged: np.ndarray) -> tuple[float, float]:
     """The judge-only rate's normal interval (what the judge-only figure claims)."""
     rate = float(judged.mean())
-    half = z * math.sqrt(rate * (1 - rate) / judged.size)
+    half = Z_95 * math.sqrt(rate * (1 - rate) / judged.size)
     return max(0.0, rate - half), min(1.0, rate + half)
 
 
 def ppi_rate(judged: np.ndarray, labelled_judge: np.ndarray, labelled_human: np.ndarray,
-             inclusion: np.ndarray | None = None, z: float = Z_95) -> Estimate:
+             inclusion: np.ndarray | None = None) -> Estimate:
     """The prediction-powered estimate of a rate: ``judged`` the judge's 0/1 on all records,
     ``labelled_judge`` and ``labelled_human`` the judge's and people's (a share when several
     people labelled a record) on the labelled ones, ``inclusion`` their inclusion probabilities
@@ -63,8 +63,8 @@ def ppi_rate(judged: np.ndarray, labelled_judge: np.ndarray, labelled_human: np.
     n = delta.size
     variance = float(judged.var(ddof=1)) / judged.size + n_eff_var * n / (n - 1)
     corrected = rate + rectifier
-    half = z * math.sqrt(variance)
-    low, high = judge_interval(judged, z)
+    half = Z_95 * math.sqrt(variance)
+    low, high = judge_interval(judged)
     return Estimate(judge_rate=rate, judge_low=low, judge_high=high, corrected=corrected,
                     low=max(0.0, corrected - half), high=min(1.0, corrected + half), bias=-rectifier,
                     records=int(judged.size), labels=n)

@@ -32,10 +32,9 @@ def _reason_kind() -> pl.Expr:
             .str.replace_all(r"\b(line|column|char|item|position) \d+", "$1 N"))
 
 
-def summarise_rejects(rejects: pl.LazyFrame | pl.DataFrame, *, top: int = TOP_REASONS,
-                      examples: int = EXAMPLES) -> list[ReasonCount]:
-    """The ``top`` commonest reasons among ``rejects`` (the ``rejects`` table's columns), each with
-    its count and ``examples`` examples in input order."""
+def summarise_rejects(rejects: pl.LazyFrame | pl.DataFrame) -> list[ReasonCount]:
+    """The :data:`TOP_REASONS` commonest reasons among ``rejects`` (the ``rejects`` table's columns),
+    each with its count and :data:`EXAMPLES` examples in input order."""
     example = (pl.coalesce(pl.col("record_id"), pl.lit("(no id)")) + " at "
                + pl.col("source_uri").str.split("/").list.last() + ":" + pl.col("line_no").cast(pl.String))
     frame = (
@@ -45,9 +44,9 @@ def summarise_rejects(rejects: pl.LazyFrame | pl.DataFrame, *, top: int = TOP_RE
         .drop_nulls("reasons")
         .with_columns(_reason_kind().alias("reason"))
         .group_by("reason", maintain_order=True)
-        .agg(pl.len().alias("count"), pl.col("example").head(examples).alias("examples"))
+        .agg(pl.len().alias("count"), pl.col("example").head(EXAMPLES).alias("examples"))
         .sort("count", "reason", descending=[True, False])
-        .head(top)
+        .head(TOP_REASONS)
         .collect()
     )
     return [ReasonCount.model_validate(row) for row in frame.iter_rows(named=True)]

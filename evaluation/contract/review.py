@@ -18,8 +18,6 @@ class ReviewError(RuntimeError):
 
 #: The targeted strata, in the order a record that belongs to several is counted in (the first).
 TARGETED_STRATA = ("flagged", "disagreement", "escalated", "borderline")
-#: Every stratum of a queued record: the uniform slice first, the records that filled the queue last.
-STRATA = ("uniform", *TARGETED_STRATA, "fill")
 #: The questions people answer about a record (the ``question`` column of ``human_labels``).
 QUESTIONS = ("supported", "answers", "verdict")
 

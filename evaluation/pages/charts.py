@@ -167,20 +167,6 @@ def nice_ticks(low: float, high: float, count: int = 5, *, integer: bool = False
 TITLE_H = 24.0
 
 
-def _open(width: float, height: float, title: str, description: str = "") -> list[str]:
-    """The ``<svg>`` start: accessible name and description, and the title shown on top."""
-    label = title if not description else f"{title}. {description}"
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" height="{_n(height)}"'
-        f' role="img" aria-label="{esc(label)}" font-family="{esc(FONT)}" font-size="11">',
-        f"<title>{esc(title)}</title>",
-    ]
-    if description:
-        parts.append(f"<desc>{esc(description)}</desc>")
-    parts.append(f'<text x="4" y="16" font-size="13" font-weight="600" fill="{TEXT}" aria-hidden="true">{esc(title)}</text>')
-    return parts
-
-
 def _key(kind: str, x: float, y: float, fill: str, pattern: str) -> str:
     """The mark of a legend entry whose row starts at ``y``: a (dashed) ``line``, a ``box``, an
     estimate with its ``whisker``, or a ``reference`` diamond (``flagged``: outside the interval)."""
@@ -228,6 +214,43 @@ def _y_title(x: int, middle: float, title: str) -> str:
             f' transform="rotate(-90 {x} {_n(middle)})">{esc(title)}</text>')
 
 
+def _x_grid(ticks: Sequence[float], px: Callable[[float], float], top: float, axis_y: float,
+            label: Formatter) -> list[str]:
+    """A grid line from ``top`` down to the x axis and a label under it at each x tick."""
+    parts = []
+    for t in ticks:
+        parts.append(_line(px(t), top, px(t), axis_y, GRID))
+        parts.append(_text(px(t), axis_y + 14, label(t), anchor="middle"))
+    return parts
+
+
+def _x_tick(x: float, axis_y: float, label: str | None) -> list[str]:
+    """A tick under the x axis at ``x``, labelled unless ``label`` is ``None``."""
+    parts = [_line(x, axis_y, x, axis_y + 4, AXIS)]
+    if label is not None:
+        parts.append(_text(x, axis_y + 16, label, anchor="middle"))
+    return parts
+
+
+def _axis(lo: float, hi: float, start: float, length: float) -> Callable[[float], float]:
+    """The position on an axis of a value, ``lo`` at ``start`` and ``hi`` at ``start + length``
+    (values outside are drawn at the nearer end)."""
+    span = (hi - lo) or 1.0
+    return lambda value: start + (min(max(value, lo), hi) - lo) / span * length
+
+
+def _svg(width: float, height: float, title: str, description: str, legend: list[str], marks: list[str]) -> str:
+    """The whole chart: its accessible name and description, the title shown on top, the legend
+    and the marks."""
+    return "".join([
+        f'<svg class="chart" viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" height="{_n(height)}"'
+        f' role="img" aria-label="{esc(f"{title}. {description}")}" font-family="{esc(FONT)}" font-size="11">',
+        f"<title>{esc(title)}</title><desc>{esc(description)}</desc>",
+        f'<text x="4" y="16" font-size="13" font-weight="600" fill="{TEXT}" aria-hidden="true">{esc(title)}</text>',
+        *legend, *marks, "</svg>",
+    ])
+
+
 # --------------------------------------------------------------------------------------------
 # Line chart (trends over days)
 
@@ -254,83 +277,78 @@ class LineSeries:
     colour: str | None = None
 
 
-def line_chart(
-    x_labels: Sequence[str],
-    series: Sequence[LineSeries],
-    *,
-    title: str,
-    y_label: str,
-    y_range: tuple[float, float] | None = (0.0, 1.0),
-    value_format: Formatter = fmt_decimal,
-    tick_format: Formatter | None = None,
-) -> str:
+def _line_ticks(series: Sequence[LineSeries], y_range: tuple[float, float] | None) -> tuple[list[float], float, float]:
+    """A line chart's y ticks and the ends of its y axis: ``y_range`` (the ticks outside it
+    dropped), or else the round values covering every value and band."""
+    if y_range is not None:
+        y_lo, y_hi = y_range
+        return [t for t in nice_ticks(y_lo, y_hi) if y_lo - 1e-9 <= t <= y_hi + 1e-9], y_lo, y_hi
+    values = [v for s in series for v in s.values if v is not None]
+    values += [b for s in series for pair in (s.band or []) if pair is not None for b in pair]
+    ticks = nice_ticks(*((min(values), max(values)) if values else (0.0, 1.0)))
+    return ticks, ticks[0], ticks[-1]
+
+
+def _line_marks(s: LineSeries, index: int, fill: str, x_labels: Sequence[str], px: Callable[[int], float],
+                py: Callable[[float], float], value_format: Formatter) -> list[str]:
+    """One series of a line chart: its band, its line broken at the gaps, and a dot per value."""
+    parts = []
+    band = [s.band[i] if s.band is not None and i < len(s.band) else None for i in range(len(x_labels))]
+    for run in _runs(band):  # one polygon per run of consecutive days with a band
+        points = [(px(i), low, high) for i, (low, high) in run]
+        if len(points) == 1:  # a lone day: a narrow box
+            x, low, high = points[0]
+            points = [(x - 3, low, high), (x + 3, low, high)]
+        upper = [f"{_n(x)},{_n(py(high))}" for x, _, high in points]
+        lower = [f"{_n(x)},{_n(py(low))}" for x, low, _ in reversed(points)]
+        parts.append(
+            f'<polygon points="{" ".join(upper + lower)}" fill="{fill}" fill-opacity="0.13" stroke="none">'
+            f"<title>{esc(s.name)}: 95% interval</title></polygon>"
+        )
+    for stretch in _runs(s.values):  # a path per run of consecutive days with a value, broken at the gaps
+        if len(stretch) > 1:
+            d = " ".join(("M" if k == 0 else "L") + f"{_n(px(i))},{_n(py(v))}" for k, (i, v) in enumerate(stretch))
+            parts.append(f'<path d="{d}" fill="none" stroke="{fill}" stroke-width="2"{_dash_attr(dash(index))}/>')
+    for i, v in enumerate(s.values):
+        if v is None:
+            continue
+        tip = f"{s.name} · {x_labels[i]}: {value_format(v)}"
+        if pair := band[i]:
+            tip += f" (95% interval {value_format(pair[0])} – {value_format(pair[1])})"
+        parts.append(
+            f'<circle cx="{_n(px(i))}" cy="{_n(py(v))}" r="3" fill="{fill}" stroke="#FFFFFF" stroke-width="1">'
+            f"<title>{esc(tip)}</title></circle>"
+        )
+    return parts
+
+
+def line_chart(x_labels: Sequence[str], series: Sequence[LineSeries], *, title: str, y_label: str,
+               y_range: tuple[float, float] | None = (0.0, 1.0), value_format: Formatter = fmt_decimal,
+               tick_format: Formatter | None = None) -> str:
     """Several series over shared x labels (days), with gaps at ``None`` and optional shaded bands
     (95% intervals)."""
-    tick_format = tick_format or value_format
     width, height = 560, 250 + TITLE_H
     fills = [s.colour or colour(i) for i, s in enumerate(series)]
     keys = [(s.name, "line", fills[i], dash(i)) for i, s in enumerate(series)]
     legend, legend_h = _legend(keys, 56, 8 + TITLE_H, width - 64)
     top, left, right, bottom = 14 + TITLE_H + legend_h, 56.0, 24.0, 40.0
     plot_w, plot_h = width - left - right, height - top - bottom
-    values = [v for s in series for v in s.values if v is not None]
-    values += [b for s in series for pair in (s.band or []) if pair is not None for b in pair]
-    if y_range is None:
-        lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-        ticks = nice_ticks(lo, hi)
-        y_lo, y_hi = ticks[0], ticks[-1]
-    else:
-        y_lo, y_hi = y_range
-        ticks = nice_ticks(y_lo, y_hi)
-        ticks = [t for t in ticks if y_lo - 1e-9 <= t <= y_hi + 1e-9]
-    span = (y_hi - y_lo) or 1.0
+    ticks, y_lo, y_hi = _line_ticks(series, y_range)
+    py = _axis(y_lo, y_hi, top + plot_h, -plot_h)
 
     def px(i: int) -> float:
         return left + (plot_w / 2 if len(x_labels) == 1 else i * plot_w / (len(x_labels) - 1))
 
-    def py(v: float) -> float:
-        return top + plot_h - (min(max(v, y_lo), y_hi) - y_lo) / span * plot_h
-
-    parts = _open(width, height, title, f"{y_label} by day for {len(series)} series")
-    parts += legend
-    parts += _y_grid(ticks, py, left, plot_w, tick_format)
+    marks = _y_grid(ticks, py, left, plot_w, tick_format or value_format)
     step = max(1, math.ceil(len(x_labels) / 8))
-    for i, label in enumerate(x_labels):  # x ticks, the last day always labelled
+    for i, label in enumerate(x_labels):  # the last day always labelled
         if (len(x_labels) - 1 - i) % step == 0:
-            parts.append(_line(px(i), top + plot_h, px(i), top + plot_h + 4, AXIS))
-            parts.append(_text(px(i), top + plot_h + 16, label, anchor="middle"))
-    parts.append(_line(left, top + plot_h, left + plot_w, top + plot_h, AXIS))
-    parts.append(_y_title(14, top + plot_h / 2, y_label))
+            marks += _x_tick(px(i), top + plot_h, label)
+    marks.append(_line(left, top + plot_h, left + plot_w, top + plot_h, AXIS))
+    marks.append(_y_title(14, top + plot_h / 2, y_label))
     for index, s in enumerate(series):
-        fill = fills[index]
-        band = [s.band[i] if s.band is not None and i < len(s.band) else None for i in range(len(x_labels))]
-        for run in _runs(band):  # one polygon per run of consecutive days with a band
-            points = [(px(i), low, high) for i, (low, high) in run]
-            if len(points) == 1:  # a lone day: a narrow box
-                x, low, high = points[0]
-                points = [(x - 3, low, high), (x + 3, low, high)]
-            upper = [f"{_n(x)},{_n(py(high))}" for x, _, high in points]
-            lower = [f"{_n(x)},{_n(py(low))}" for x, low, _ in reversed(points)]
-            parts.append(
-                f'<polygon points="{" ".join(upper + lower)}" fill="{fill}" fill-opacity="0.13" stroke="none">'
-                f"<title>{esc(s.name)}: 95% interval</title></polygon>"
-            )
-        for stretch in _runs(s.values):  # a path per run of consecutive days with a value, broken at the gaps
-            if len(stretch) > 1:
-                d = " ".join(("M" if k == 0 else "L") + f"{_n(px(i))},{_n(py(v))}" for k, (i, v) in enumerate(stretch))
-                parts.append(f'<path d="{d}" fill="none" stroke="{fill}" stroke-width="2"{_dash_attr(dash(index))}/>')
-        for i, v in enumerate(s.values):
-            if v is None:
-                continue
-            tip = f"{s.name} · {x_labels[i]}: {value_format(v)}"
-            if pair := band[i]:
-                tip += f" (95% interval {value_format(pair[0])} – {value_format(pair[1])})"
-            parts.append(
-                f'<circle cx="{_n(px(i))}" cy="{_n(py(v))}" r="3" fill="{fill}" stroke="#FFFFFF" stroke-width="1">'
-                f"<title>{esc(tip)}</title></circle>"
-            )
-    parts.append("</svg>")
-    return "".join(parts)
+        marks += _line_marks(s, index, fills[index], x_labels, px, py, value_format)
+    return _svg(width, height, title, f"{y_label} by day for {len(series)} series", legend, marks)
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,28 +375,31 @@ def _amount(value: float) -> str:
     return fmt_count(value) if float(value).is_integer() else fmt_decimal(value)
 
 
-def stacked_bar_chart(
-    rows: Sequence[BarRow],
-    segments: Sequence[Segment],
-    *,
-    title: str,
-    normalize: bool = True,
-    unit: str = "rows",
-    width: float = 760,
-    bar_height: float = 20,
-) -> str:
+def _bar_part(x: float, y: float, w: float, h: float, fill: str, tip: str, inner: str) -> list[str]:
+    """One segment of a bar, with ``inner`` printed on it where it fits."""
+    parts = [f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(h)}" fill="{fill}">'
+             f"<title>{esc(tip)}</title></rect>"]
+    if w >= _text_width(inner, 10) + 6:
+        parts.append(
+            f'<text x="{_n(x + w / 2)}" y="{_n(y + h / 2 + 3.5)}" text-anchor="middle" font-size="10"'
+            f' fill="{_ink(fill)}" pointer-events="none">{esc(inner)}</text>'
+        )
+    return parts
+
+
+def stacked_bar_chart(rows: Sequence[BarRow], segments: Sequence[Segment], *, title: str, normalize: bool = True,
+                      unit: str = "rows", width: float = 760, bar_height: float = 20) -> str:
     """Horizontal stacked bars, one per row; ``normalize`` shows shares of each row's total
     (with the total printed at the bar's end), otherwise raw values on a shared axis (one segment:
     plain bars, without a legend)."""
     show_legend = len(segments) > 1
     keys = [(s.name, "box", s.colour, "") for s in segments]
     legend, legend_h = _legend(keys, 8, 8 + TITLE_H, width - 16) if show_legend else ([], 0.0)
-    label_w = _label_room([r.label for r in rows], width)
     top = 14 + TITLE_H + legend_h
-    left, right = label_w, 64.0  # right: room for the total
+    left, right = _label_room([r.label for r in rows], width), 64.0  # right: room for the total
     plot_w = width - left - right
     gap = 8.0
-    height = top + len(rows) * (bar_height + gap) + 28
+    axis_y = top + len(rows) * (bar_height + gap)
     totals = [sum(r.values) for r in rows]
     if normalize:
         ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -386,17 +407,11 @@ def stacked_bar_chart(
         integer = all(float(v).is_integer() for r in rows for v in r.values)
         ticks = nice_ticks(0, max(totals, default=0) or 1.0, integer=integer)
     scale_max = ticks[-1] or 1.0
-    axis_y = top + len(rows) * (bar_height + gap)
-    description = f"{len(rows)} bars" + (f" split into {', '.join(s.name for s in segments)}" if show_legend else "")
-    parts = _open(width, height, title, description)
-    parts += legend
-    for t in ticks:
-        x = left + t / scale_max * plot_w
-        parts.append(_line(x, top - 4, x, axis_y, GRID))
-        parts.append(_text(x, axis_y + 14, fmt_percent(t) if normalize else _amount(t), anchor="middle"))
+    marks = _x_grid(ticks, lambda t: left + t / scale_max * plot_w, top - 4, axis_y,
+                    fmt_percent if normalize else _amount)
     for index, (row, total) in enumerate(zip(rows, totals, strict=True)):
         y = top + index * (bar_height + gap)
-        parts.append(_row_label(left - 8, y + bar_height / 2 + 4, row.label, left - 10))
+        marks.append(_row_label(left - 8, y + bar_height / 2 + 4, row.label, left - 10))
         x = left
         for segment, value in zip(segments, row.values, strict=True):
             if value <= 0:
@@ -406,22 +421,14 @@ def stacked_bar_chart(
             tip = f"{row.label} — {segment.name}: {_amount(value)} {unit}"
             if normalize or len(segments) > 1:
                 tip += f" ({fmt_percent(share)})"
-            parts.append(
-                f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(bar_height)}" fill="{segment.colour}">'
-                f"<title>{esc(tip)}</title></rect>"
-            )
             inner = fmt_percent(share) if normalize else _amount(value)
-            if w >= _text_width(inner, 10) + 6:
-                parts.append(
-                    f'<text x="{_n(x + w / 2)}" y="{_n(y + bar_height / 2 + 3.5)}" text-anchor="middle" font-size="10"'
-                    f' fill="{_ink(segment.colour)}" pointer-events="none">{esc(inner)}</text>'
-                )
+            marks += _bar_part(x, y, w, bar_height, segment.colour, tip, inner)
             x += w
         if normalize:
-            parts.append(_text(left + plot_w + 6, y + bar_height / 2 + 4, f"n={fmt_count(total)}"))
-    parts.append(_line(left, top - 4, left, axis_y, AXIS))
-    parts.append("</svg>")
-    return "".join(parts)
+            marks.append(_text(left + plot_w + 6, y + bar_height / 2 + 4, f"n={fmt_count(total)}"))
+    marks.append(_line(left, top - 4, left, axis_y, AXIS))
+    description = f"{len(rows)} bars" + (f" split into {', '.join(s.name for s in segments)}" if show_legend else "")
+    return _svg(width, axis_y + 28, title, description, legend, marks)
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,18 +449,49 @@ class Interval:
     colour: str | None = None
 
 
-def interval_chart(
-    rows: Sequence[Interval],
-    *,
-    title: str,
-    x_label: str,
-    value_format: Formatter = fmt_decimal,
-    x_range: tuple[float, float] | None = None,
-    reference_label: str = "trailing 7-day mean",
-    width: float = 460,
-) -> str:
+def _interval_ticks(rows: Sequence[Interval], x_range: tuple[float, float] | None) -> list[float]:
+    """An interval chart's x ticks: over ``x_range``, or else round values covering every value
+    with a margin (kept within [0, 1] when the values are)."""
+    if x_range is not None:
+        return nice_ticks(*x_range)
+    values = [v for r in rows for v in (r.value, r.low, r.high, r.reference) if v is not None]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    pad = max((hi - lo) * 0.1, 0.02)
+    return nice_ticks(max(lo - pad, 0.0) if lo >= 0 else lo - pad, min(hi + pad, 1.0) if hi <= 1 else hi + pad)
+
+
+def _interval_row(row: Interval, fill: str, left: float, y: float, px: Callable[[float], float],
+                  value_format: Formatter, reference_label: str) -> list[str]:
+    """One row of an interval chart centred on ``y``: its label, whisker, reference and dot."""
+    weight = ' font-weight="700"' if row.flagged else ""
+    parts = [_row_label(left - 8, y + 4, row.label, left - 10, weight)]
+    if row.value is None:
+        return [*parts, _text(left + 4, y + 4, "no data")]
+    tip = f"{row.label}: {value_format(row.value)}"
+    if row.low is not None and row.high is not None:
+        tip += f" (95% interval {value_format(row.low)} – {value_format(row.high)})"
+        x1, x2 = px(row.low), px(row.high)
+        parts.append(_line(x1, y, x2, y, fill, ' stroke-width="2"'))
+        for x in (x1, x2):
+            parts.append(_line(x, y - 5, x, y + 5, fill, ' stroke-width="2"'))
+    if row.reference is not None:
+        flag_note = ", outside the interval" if row.flagged else ""
+        parts.append(
+            f'<path d="{_diamond(px(row.reference), y, 5, 6)}" fill="#FFFFFF" fill-opacity="0.6"'
+            f"{_reference_stroke(row.flagged)}>"
+            f"<title>{esc(f'{row.label}: {reference_label} {value_format(row.reference)}{flag_note}')}</title></path>"
+        )
+    parts.append(
+        f'<circle cx="{_n(px(row.value))}" cy="{_n(y)}" r="4.5" fill="{fill}" stroke="#FFFFFF" stroke-width="1">'
+        f"<title>{esc(tip)}</title></circle>"
+    )
+    return parts
+
+
+def interval_chart(rows: Sequence[Interval], *, title: str, x_label: str, value_format: Formatter = fmt_decimal,
+                   x_range: tuple[float, float] | None = None, reference_label: str = "trailing 7-day mean",
+                   width: float = 460) -> str:
     """Dots with 95% whiskers per row; a hollow diamond marks each row's reference value."""
-    label_w = _label_room([r.label for r in rows], width)
     entries = [("estimate, 95% interval", "whisker", TEXT, "")]
     if any(r.reference is not None for r in rows):
         entries.append((reference_label, "reference", MUTED, ""))
@@ -461,59 +499,19 @@ def interval_chart(
         entries.append((f"{reference_label} outside the interval", "flagged", MUTED, ""))
     legend, legend_h = _legend(entries, 8, TITLE_H + 2, width - 16, lead=24, text_at=24, gap=16)
     top = 14 + TITLE_H + legend_h
-    left, right = label_w, 20.0
+    left, right = _label_room([r.label for r in rows], width), 20.0
     plot_w = width - left - right
     row_h = 24.0
-    height = top + len(rows) * row_h + 40
-    if x_range is None:
-        values = [v for r in rows for v in (r.value, r.low, r.high, r.reference) if v is not None]
-        lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-        pad = max((hi - lo) * 0.1, 0.02)
-        ticks = nice_ticks(max(lo - pad, 0.0) if lo >= 0 else lo - pad, min(hi + pad, 1.0) if hi <= 1 else hi + pad)
-    else:
-        ticks = nice_ticks(*x_range)
-    x_lo, x_hi = ticks[0], ticks[-1]
-    span = (x_hi - x_lo) or 1.0
-
-    def px(v: float) -> float:
-        return left + (min(max(v, x_lo), x_hi) - x_lo) / span * plot_w
-
     axis_y = top + len(rows) * row_h
-    parts = _open(width, height, title, f"{x_label} with 95% intervals for {len(rows)} rows")
-    parts += legend
-    for t in ticks:
-        parts.append(_line(px(t), top - 6, px(t), axis_y, GRID))
-        parts.append(_text(px(t), axis_y + 14, value_format(t), anchor="middle"))
-    parts.append(_text(left + plot_w / 2, axis_y + 32, x_label, anchor="middle"))
+    ticks = _interval_ticks(rows, x_range)
+    px = _axis(ticks[0], ticks[-1], left, plot_w)
+    marks = _x_grid(ticks, px, top - 6, axis_y, value_format)
+    marks.append(_text(left + plot_w / 2, axis_y + 32, x_label, anchor="middle"))
     for index, row in enumerate(rows):
-        y = top + index * row_h + row_h / 2
-        weight = ' font-weight="700"' if row.flagged else ""
-        parts.append(_row_label(left - 8, y + 4, row.label, left - 10, weight))
-        if row.value is None:
-            parts.append(_text(left + 4, y + 4, "no data"))
-            continue
-        fill = row.colour or colour(index)
-        tip = f"{row.label}: {value_format(row.value)}"
-        if row.low is not None and row.high is not None:
-            tip += f" (95% interval {value_format(row.low)} – {value_format(row.high)})"
-            x1, x2 = px(row.low), px(row.high)
-            parts.append(_line(x1, y, x2, y, fill, ' stroke-width="2"'))
-            for x in (x1, x2):
-                parts.append(_line(x, y - 5, x, y + 5, fill, ' stroke-width="2"'))
-        if row.reference is not None:
-            flag_note = ", outside the interval" if row.flagged else ""
-            parts.append(
-                f'<path d="{_diamond(px(row.reference), y, 5, 6)}" fill="#FFFFFF" fill-opacity="0.6"'
-                f"{_reference_stroke(row.flagged)}>"
-                f"<title>{esc(f'{row.label}: {reference_label} {value_format(row.reference)}{flag_note}')}</title></path>"
-            )
-        parts.append(
-            f'<circle cx="{_n(px(row.value))}" cy="{_n(y)}" r="4.5" fill="{fill}" stroke="#FFFFFF" stroke-width="1">'
-            f"<title>{esc(tip)}</title></circle>"
-        )
-    parts.append(_line(left, axis_y, left + plot_w, axis_y, AXIS))
-    parts.append("</svg>")
-    return "".join(parts)
+        marks += _interval_row(row, row.colour or colour(index), left, top + index * row_h + row_h / 2, px,
+                               value_format, reference_label)
+    marks.append(_line(left, axis_y, left + plot_w, axis_y, AXIS))
+    return _svg(width, axis_y + 40, title, f"{x_label} with 95% intervals for {len(rows)} rows", legend, marks)
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,10 +556,7 @@ def histogram(series: Sequence[HistogramSeries], *, title: str, x_label: str, wi
     edges = [i / bins for i in range(bins + 1)]
     bin_w = plot_w / bins
     bar_w = max((bin_w - 2) / max(len(series), 1), 1.0)
-    total = sum(sum(s.counts) for s in series)
-    parts = _open(width, height, title, f"distribution of {total} values in {bins} bins from 0 to 1")
-    parts += legend
-    parts += _y_grid(ticks, py, left, plot_w, fmt_percent)
+    parts = _y_grid(ticks, py, left, plot_w, fmt_percent)
     for b in range(bins):
         x0 = left + b * bin_w + 1
         closing = "]" if b == bins - 1 else ")"
@@ -578,15 +573,12 @@ def histogram(series: Sequence[HistogramSeries], *, title: str, x_label: str, wi
             )
     label_every = 2 if bins > 6 else 1
     for i, edge in enumerate(edges):
-        x = left + i * bin_w
-        parts.append(_line(x, top + plot_h, x, top + plot_h + 4, AXIS))
-        if i % label_every == 0 or i == bins:
-            parts.append(_text(x, top + plot_h + 16, fmt_decimal(edge), anchor="middle"))
+        parts += _x_tick(left + i * bin_w, top + plot_h, fmt_decimal(edge) if i % label_every == 0 or i == bins else None)
     parts.append(_line(left, top + plot_h, left + plot_w, top + plot_h, AXIS))
     parts.append(_text(left + plot_w / 2, height - 6, x_label, anchor="middle"))
     parts.append(_y_title(12, top + plot_h / 2, "share of rows"))
-    parts.append("</svg>")
-    return "".join(parts)
+    total = sum(sum(s.counts) for s in series)
+    return _svg(width, height, title, f"distribution of {total} values in {bins} bins from 0 to 1", legend, parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -611,12 +603,7 @@ def roc_chart(curves: Mapping[str, Sequence[tuple[float, float, float]]], *, tit
         return top + size - tpr * size
 
     ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
-    parts = _open(width, height, title, f"ROC curves of {', '.join(curves)}")
-    parts += legend
-    parts += _y_grid(ticks, py, left, size, fmt_decimal)
-    for t in ticks:
-        parts.append(_line(px(t), top, px(t), top + size, GRID))
-        parts.append(_text(px(t), top + size + 14, fmt_decimal(t), anchor="middle"))
+    parts = _y_grid(ticks, py, left, size, fmt_decimal) + _x_grid(ticks, px, top, top + size, fmt_decimal)
     parts.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(size)}" height="{_n(size)}" fill="none" stroke="{AXIS}"/>')
     parts.append(f'<line x1="{_n(px(0))}" y1="{_n(py(0))}" x2="{_n(px(1))}" y2="{_n(py(1))}" stroke="{AXIS}"'
                  ' stroke-dasharray="3 3"><title>chance (AUROC 0.5)</title></line>')
@@ -631,5 +618,4 @@ def roc_chart(curves: Mapping[str, Sequence[tuple[float, float, float]]], *, tit
             f'<circle cx="{_n(px(fpr))}" cy="{_n(py(tpr))}" r="5" fill="#FFFFFF" stroke="{TEXT}" stroke-width="2">'
             f"<title>{esc(name)}: false positive rate {fpr:.3f}, true positive rate {tpr:.3f}</title></circle>"
         )
-    parts.append("</svg>")
-    return "".join(parts)
+    return _svg(width, height, title, f"ROC curves of {', '.join(curves)}", legend, parts)

@@ -19,15 +19,10 @@ rule lands its evidence under ``_failed/`` (see :func:`~evaluation.storage.faile
 
 from evaluation.calling.client import judge_client
 from evaluation.stages._run import (
-    CheckResult,
-    ChunkPlan,
-    ChunkResult,
     CostEstimate,
     DayResult,
-    IngestCounts,
     JudgeUnreachable,
     JudgeUnusable,
-    Manifest,
     PlanRecord,
     RunFailed,
     StaleRun,
@@ -46,9 +41,8 @@ from evaluation.stages.plan import content_keys, in_key_order, key_range, plan_c
 from evaluation.stages.sizing import DaySize, plan_day, size_chunks, size_text
 
 __all__ = [
-    "CheckResult", "ChunkPlan", "ChunkResult", "CostEstimate", "DayResult", "DaySize", "IngestCounts",
-    "JudgeUnreachable", "JudgeUnusable", "Manifest", "PlanRecord", "RunFailed", "StaleRun", "Stores", "check_run",
-    "content_keys", "fail_run", "in_key_order", "ingest_and_validate", "judge_chunk", "judge_client", "key_range",
+    "CostEstimate", "DayResult", "DaySize", "JudgeUnreachable", "JudgeUnusable", "PlanRecord", "RunFailed", "StaleRun",
+    "Stores", "check_run", "content_keys", "fail_run", "in_key_order", "ingest_and_validate", "judge_chunk", "judge_client", "key_range",
     "plan_chunks", "plan_day", "probe_judge", "raw_objects", "read_manifest", "sample_mask", "score_and_land",
     "size_chunks", "size_text", "stage_chunks", "staged_key", "validated_batches", "where", "write_record",
 ]

@@ -118,20 +118,19 @@ def _download(store: storage.Store, info: storage.ObjectInfo, path: Path) -> Pat
     return path
 
 
-def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo], folder: Path, *,
-                concurrency: int | None = None) -> Iterator[tuple[str, bytes | Path]]:
+def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo],
+                folder: Path) -> Iterator[tuple[str, bytes | Path]]:
     """Each raw object in key order: a directory store's own file, or an S3 object read while
-    the objects before it are parsed. Up to ``concurrency`` reads are in flight and at most twice
-    as many objects, and :data:`READ_AHEAD_BYTES`, are held read ahead: a small object (one
-    LiteLLM call) as its bytes, a larger one as a file downloaded when its turn comes and deleted
-    after. Memory follows the window, not the day. ``concurrency`` defaults to the S3 client's
-    connections (:attr:`~evaluation.storage.S3Store.connections`, 64 unless configured): each read
-    in flight holds one."""
+    the objects before it are parsed. As many reads are in flight as the S3 client has connections
+    (:attr:`~evaluation.storage.S3Store.connections`, 64 unless configured: each read in flight
+    holds one) and at most twice as many objects, and :data:`READ_AHEAD_BYTES`, are held read
+    ahead: a small object (one LiteLLM call) as its bytes, a larger one as a file downloaded when
+    its turn comes and deleted after. Memory follows the window, not the day."""
     if isinstance(store, storage.LocalStore):
         for info in objects:
             yield store.uri(info.key), store.path / info.key
         return
-    concurrency = concurrency or (store.connections if isinstance(store, storage.S3Store) else 1)
+    concurrency = store.connections if isinstance(store, storage.S3Store) else 1
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="raw-read") as pool:
         window: collections.deque[tuple[storage.ObjectInfo, Future[bytes] | None]] = collections.deque()
         pending = iter(objects)
@@ -206,6 +205,30 @@ def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:
     return path
 
 
+def _stage_batches(cfg: RunConfig, stores: Stores, batches: Iterator[ValidatedBatch],
+                   folder: Path) -> tuple[list[Path], dict[str, int], int, int]:
+    """Stage each batch's valid rows as a part and write its rejects to local parts under ``folder``:
+    the reject parts (ingest rejects first, then row-rule rejects), the objects skipped by why, the
+    valid parts staged and their records."""
+    ingest_parts: list[Path] = []
+    rule_parts: list[Path] = []
+    skipped: dict[str, int] = {}
+    valid_parts = valid_records = 0
+    for index, batch in enumerate(batches):
+        for reason, count in batch.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + count
+        if batch.ingest_rejects:
+            ingest_parts.append(_write_rejects(cfg, batch.ingest_rejects, folder / f"ingest-{index:05d}.parquet"))
+        if batch.rule_rejects:
+            rule_parts.append(_write_rejects(cfg, batch.rule_rejects, folder / f"rules-{index:05d}.parquet"))
+        if batch.valid.height:
+            storage.write_parquet(stores.out, valid_part_key(cfg, valid_parts), batch.valid)
+            valid_parts += 1
+            valid_records += batch.valid.height
+        del batch
+    return [*ingest_parts, *rule_parts], skipped, valid_parts, valid_records
+
+
 def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BATCH_ROWS) -> IngestCounts:
     """Read the day's raw objects, validate them (Great Expectations), stage the valid records,
     the rejects and the validation result. Raises RunFailed on a table rule, with the evidence
@@ -232,29 +255,13 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
         allow_empty=cfg.allow_empty,
     )
     stores.out.delete_prefix(storage.work_key(cfg.date, cfg.run_id, "valid/"))
-    valid_parts = valid_records = 0
     with tempfile.TemporaryDirectory(prefix="evaluation-rejects-") as folder:
-        ingest_parts: list[Path] = []
-        rule_parts: list[Path] = []
         batches = validated_batches(stores.raw, objects, validator, batch_rows=batch_rows,
                                     adapter=adapter_for(cfg.input_format, cfg.input_mapping),
                                     assemble=assembler(cfg.input_format))
-        skipped: dict[str, int] = {}
-        for index, batch in enumerate(batches):
-            for reason, count in batch.skipped.items():
-                skipped[reason] = skipped.get(reason, 0) + count
-            if batch.ingest_rejects:
-                ingest_parts.append(_write_rejects(cfg, batch.ingest_rejects, Path(folder) / f"ingest-{index:05d}.parquet"))
-            if batch.rule_rejects:
-                rule_parts.append(_write_rejects(cfg, batch.rule_rejects, Path(folder) / f"rules-{index:05d}.parquet"))
-            if batch.valid.height:
-                storage.write_parquet(stores.out, valid_part_key(cfg, valid_parts), batch.valid)
-                valid_parts += 1
-                valid_records += batch.valid.height
-            del batch
+        parts, skipped, valid_parts, valid_records = _stage_batches(cfg, stores, batches, Path(folder))
         outcome = validator.finish(input_objects=len(objects),
                                    missing=None if objects else missing_input(stores.raw, cfg.date, source))
-        parts = [*ingest_parts, *rule_parts]
         rejects = pl.scan_parquet(parts) if parts else pl.DataFrame(schema=REJECT_SCHEMA).lazy()
         rejected = storage.sink_parquet(stores.out, staged_key(cfg, "rejects"), rejects)
         # why, when the rejects fail the day: counts by reason with examples, for the error and runs

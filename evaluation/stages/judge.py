@@ -4,7 +4,7 @@ A chunk is judged at the run's judge model (:mod:`evaluation.stages.chunk`: prom
 the calls, the rows), or with a ``cascade`` level by level (:mod:`evaluation.stages.cascade`);
 online through the judge client, or as provider batches (:mod:`evaluation.calling.batch`): waited
 for in this process (:func:`judge_chunk`, the CLI) or one step at a time by a task that defers
-(:func:`judge_batch_step`, the DAG)."""
+(:func:`judge_batch_level_step`, the DAG)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def judge_chunk(
     """Run the selected judges on one staged chunk; stage its parsed rows and judge calls.
 
     With ``cfg.batch`` the requests go to the provider as batches, waited for in this process
-    (the CLI; the DAG's judge task defers instead, see :func:`judge_batch_step`). With a
+    (the CLI; the DAG's judge task defers instead, see :func:`judge_batch_level_step`). With a
     ``cascade``, level by level (:func:`~evaluation.stages.cascade.levels.judge_cascade_chunk`)."""
     if cfg.cascade:
         return judge_cascade_chunk(cfg, stores, index, api_key=api_key, progress=progress)
@@ -56,21 +56,14 @@ def judge_chunk(
     return finish_chunk(stores, prepared, outcomes)
 
 
-def judge_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None
-                     ) -> tuple[ChunkResult | None, list[str]]:
+def judge_batch_level_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None
+                           ) -> tuple[ChunkResult | None, list[str], RunConfig]:
     """One step of a chunk judged in batch mode, for a task that waits by deferring: collects the
     batches that ended, submits what is still missing (each batch id is kept with the chunk before
     any wait), and returns the chunk's result once every request has an outcome, else the ids of
-    the batches to wait for."""
-    result, waiting, _ = judge_batch_level_step(cfg, stores, index, api_key=api_key)
-    return result, waiting
-
-
-def judge_batch_level_step(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | None = None
-                           ) -> tuple[ChunkResult | None, list[str], RunConfig]:
-    """:func:`judge_batch_step`, with the config of the level whose batches are waited for (its
-    judge model and API base, what to look at them with): the run's own, or with a cascade the
-    level's (:func:`~evaluation.stages.cascade.levels.judge_cascade_batch_step`)."""
+    the batches to wait for; with the config of the level whose batches are waited for (its judge
+    model and API base, what to look at them with): the run's own, or with a cascade the level's
+    (:func:`~evaluation.stages.cascade.levels.judge_cascade_batch_step`)."""
     if cfg.cascade:
         return judge_cascade_batch_step(cfg, stores, index, api_key=api_key)
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)

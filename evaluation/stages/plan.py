@@ -108,24 +108,11 @@ def key_range(frame: pl.DataFrame) -> tuple[str, str] | None:
     return (str(keys.min()), str(keys.max())) if keys.len() else None
 
 
-def key_ordered_chunks(
-    parts: Iterable[Path], total: int, sample: Sample | None, chunk_size: int, folder: Path
-) -> Iterator[pl.DataFrame]:
-    """The ``total`` valid records of ``parts`` (local Parquet files, in input order, each read
-    once) with their ``sampled`` flag (:func:`sample_mask` over the whole day), in content-key
-    order, ties in input order, cut into chunks of ``chunk_size`` records (the last may be shorter).
-
-    Ordering by content key gives every chunk its own narrow range of keys, the same range on
-    every run of the day: the ledger is looked up only in the objects of overlapping ranges
-    (:class:`~evaluation.storage.ledger.Ledger`), so a chunk reads what earlier attempts at its own
-    records stored, not the whole day's ledger. Records with the same question and answer sit
-    together (at most split by a chunk boundary), so a prompt repeated in the day is judged once.
-    The order is made with a bounded shuffle: each part is split by key into buckets of about
-    :data:`SHUFFLE_BUCKET_ROWS` records written as local files (LZ4-compressed Arrow, the day's
-    records once on local disk), then the buckets are read back in key order one at a time.
-    Memory follows a part and a bucket, not the day; a sample adds 12 bytes a record (each
-    record's model code and sample fraction, from which the sample is drawn before the buckets are
-    read back) and the flag, a bit a record."""
+def _bucket_files(parts: Iterable[Path], total: int, sample: Sample | None,
+                  folder: Path) -> tuple[dict[int, list[Path]], pl.Series | None]:
+    """The shuffle's first half (see :func:`key_ordered_chunks`): each part read once and split by
+    content key into bucket files under ``folder``; returns each bucket's files, in part order,
+    and the ``sampled`` flag of every record in input order (``None`` without a sample)."""
     buckets = max(1, math.ceil(total / SHUFFLE_BUCKET_ROWS))
     files: dict[int, list[Path]] = {}
     models: list[pl.Series] = []
@@ -148,8 +135,28 @@ def key_ordered_chunks(
             group.write_ipc(file, compression="lz4")
             files.setdefault(int(bucket), []).append(file)
         del part
-    sampled = _sampled(pl.concat(models), pl.concat(fractions), sample) if sample is not None and offset else None
-    del models, fractions
+    return files, _sampled(pl.concat(models), pl.concat(fractions), sample) if sample is not None and offset else None
+
+
+def key_ordered_chunks(
+    parts: Iterable[Path], total: int, sample: Sample | None, chunk_size: int, folder: Path
+) -> Iterator[pl.DataFrame]:
+    """The ``total`` valid records of ``parts`` (local Parquet files, in input order, each read
+    once) with their ``sampled`` flag (:func:`sample_mask` over the whole day), in content-key
+    order, ties in input order, cut into chunks of ``chunk_size`` records (the last may be shorter).
+
+    Ordering by content key gives every chunk its own narrow range of keys, the same range on
+    every run of the day: the ledger is looked up only in the objects of overlapping ranges
+    (:class:`~evaluation.storage.ledger.Ledger`), so a chunk reads what earlier attempts at its own
+    records stored, not the whole day's ledger. Records with the same question and answer sit
+    together (at most split by a chunk boundary), so a prompt repeated in the day is judged once.
+    The order is made with a bounded shuffle: each part is split by key into buckets of about
+    :data:`SHUFFLE_BUCKET_ROWS` records written as local files (LZ4-compressed Arrow, the day's
+    records once on local disk), then the buckets are read back in key order one at a time.
+    Memory follows a part and a bucket, not the day; a sample adds 12 bytes a record (each
+    record's model code and sample fraction, from which the sample is drawn before the buckets are
+    read back) and the flag, a bit a record."""
+    files, sampled = _bucket_files(parts, total, sample, folder)
     pending: list[pl.DataFrame] = []
     pending_rows = 0
     for bucket in sorted(files):

@@ -78,7 +78,8 @@ class ObjectInfo:
 
 
 class Store(Protocol):
-    """Object storage under one root URI; keys are relative to the root."""
+    """Object storage under one root URI; keys are relative to the root. A store subclasses it for
+    :meth:`delete_prefix`."""
 
     root: str
 
@@ -99,11 +100,16 @@ class Store(Protocol):
     def download_file(self, key: str, path: Path) -> None: ...
     def exists(self, key: str) -> bool: ...
     def copy(self, source: str, target: str) -> None: ...
-    def delete_prefix(self, prefix: str) -> int: ...
     def delete_keys(self, keys: Sequence[str]) -> None: ...
 
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under ``prefix``; returns how many there were."""
+        objects = self.list(prefix)
+        self.delete_keys([o.key for o in objects])
+        return len(objects)
 
-class LocalStore:
+
+class LocalStore(Store):
     """A directory as a store. Writes go to a temporary file renamed into place (atomic)."""
 
     def __init__(self, root: str | Path) -> None:
@@ -182,11 +188,6 @@ class LocalStore:
         """Copy an object within the store; the target appears whole (atomic)."""
         self.upload_file(target, self.path / source)
 
-    def delete_prefix(self, prefix: str) -> int:
-        objects = self.list(prefix)
-        self.delete_keys([o.key for o in objects])
-        return len(objects)
-
     def delete_keys(self, keys: Sequence[str]) -> None:
         """Delete these objects; one already gone is no error."""
         for key in keys:
@@ -202,7 +203,7 @@ class LocalStore:
                     folder.rmdir()
 
 
-class S3Store:
+class S3Store(Store):
     """``s3://bucket/prefix`` as a store, through the :class:`S3Access` passed in."""
 
     def __init__(self, root: str, s3: S3Access) -> None:
@@ -304,11 +305,6 @@ class S3Store:
         with _failing(f"cannot copy {self.uri(source)} to {self.uri(target)}",
                       f"{self.object_permission('s3:GetObject', source)} and s3:PutObject on the target"):
             self.client.copy({"Bucket": self.bucket, "Key": self._key(source)}, self.bucket, self._key(target))
-
-    def delete_prefix(self, prefix: str) -> int:
-        objects = self.list(prefix)
-        self.delete_keys([o.key for o in objects])
-        return len(objects)
 
     def delete_keys(self, keys: Sequence[str]) -> None:
         """Delete these objects, 1,000 a request (S3's limit); one already gone is no error."""

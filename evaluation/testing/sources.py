@@ -97,14 +97,14 @@ def litellm_payloads(records: Sequence[dict[str, Any]], *, failed: int = 0, embe
     return chats + [p for p in payloads if p not in chats]
 
 
-def litellm_key(payload: dict[str, Any], *, hourly: bool = False, s3_path: str = "") -> str:
+def litellm_key(payload: dict[str, Any], *, hourly: bool = False) -> str:
     """The key LiteLLM's S3 logger writes ``payload`` under (its own functions make it)."""
     import litellm  # test-only here
     from litellm.integrations.s3 import get_s3_object_key
 
     start = dt.datetime.fromtimestamp(payload["startTime"], dt.UTC).replace(tzinfo=None)
     name = litellm.utils.get_logging_id(start, payload) or ""
-    return str(get_s3_object_key(s3_path, "", start, name, "hour" if hourly else "day"))
+    return str(get_s3_object_key("", "", start, name, "hour" if hourly else "day"))
 
 
 def b64_ids_to_hex(request: dict[str, Any]) -> dict[str, Any]:

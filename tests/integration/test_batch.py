@@ -23,7 +23,7 @@ from evaluation.calling.cost import TYPICAL_REPLY_TOKENS
 from evaluation.cli import main as cli
 from evaluation.cli.day import run_day
 from evaluation.judges import RenderedPrompt
-from evaluation.stages.judge import judge_batch_step
+from evaluation.stages.judge import judge_batch_level_step
 from evaluation.testing import synthetic
 from evaluation.testing.openai_server import OpenAIServer
 from tests.reliability.helpers import DAY, PYTHON, REPO, cli_env, config, judge_reply, table
@@ -155,7 +155,7 @@ def test_a_batch_chunk_submits_only_what_its_share_of_the_budget_is_expected_to_
         assert len(stages.plan_chunks(cfg, stores)) == 2
         kept = []
         for index in (0, 1):
-            while judge_batch_step(cfg, stores, index, api_key="k")[0] is None:
+            while judge_batch_level_step(cfg, stores, index, api_key="k")[0] is None:
                 time.sleep(0.05)
             kept.append(storage.read_json(stores.out, state_key(cfg, index)))
         lines = list(server.batches.line_ids)
@@ -279,13 +279,13 @@ def test_a_chunk_interrupted_between_its_parts_resumes_them_without_submitting_a
         server.batches.delay_s = 3600
         server.batches.max_batches = 2  # the provider fails on the third part: the task dies there
         with pytest.raises(Exception, match="creating the batch"):
-            judge_batch_step(cfg, stores, 0, api_key="k")
+            judge_batch_level_step(cfg, stores, 0, api_key="k")
         kept = storage.read_json(stores.out, state_key(cfg, 0))["batches"]
         assert [b["id"] for b in kept] == list(server.batches.batches), "each part is kept as soon as it is created"
         assert len(kept) == 2
 
         server.batches.max_batches = None  # a retry of the task: the two parts are waited for, the rest submitted
-        result, waiting = judge_batch_step(cfg, stores, 0, api_key="k")
+        result, waiting, _ = judge_batch_level_step(cfg, stores, 0, api_key="k")
         assert result is None and waiting[:2] == [b["id"] for b in kept] and waiting == list(server.batches.batches)
         requests = {h for b in storage.read_json(stores.out, state_key(cfg, 0))["batches"] for h in b["hashes"]}
         assert len(waiting) == math.ceil(len(requests) / 7) > 2

@@ -8,7 +8,7 @@ import importlib.metadata
 
 import pytest
 
-from evaluation.calling import _compat
+from evaluation.calling import _compat, batch
 from evaluation.calling import client as client_module
 from evaluation.calling.client import JudgeClient
 from evaluation.judges import RenderedPrompt
@@ -47,3 +47,27 @@ def test_another_litellm_fails_the_client_set_up_loudly(found: str, monkeypatch:
     monkeypatch.setattr(client_module, "litellm", None)  # set up again, as a fresh process would
     with pytest.raises(_compat.UnsupportedVersion, match=rf"litellm {found} is installed.*>=1\.110,<1\.111"):
         JudgeClient("openai/mock-judge", api_base="http://127.0.0.1:9", api_key="k")
+
+
+def test_a_model_litellm_does_not_know_reads_as_none_and_any_other_failure_propagates() -> None:
+    litellm = client_module.configure()
+    assert _compat.if_known(litellm.get_llm_provider, "no-such-model") is None  # no provider to place it
+    assert _compat.if_known(litellm.get_model_info, "openai/no-such-model") is None  # not in the price map
+    assert _compat.if_known(litellm.get_llm_provider, "openai/gpt-4o-mini")[1] == "openai"
+    assert _compat.if_known(litellm.get_model_info, "openai/gpt-4o-mini")["input_cost_per_token"] > 0
+
+    def broken(model: str) -> None:
+        raise ValueError(f"a bug while looking {model} up")
+
+    with pytest.raises(ValueError, match="a bug while looking x up"):
+        _compat.if_known(broken, "x")
+
+
+def test_the_client_and_batches_answer_for_a_model_litellm_does_not_know() -> None:
+    assert client_module.supports_json_mode("no-such-model") is False
+    assert client_module.supports_response_schema("no-such-model") is False
+    assert client_module.price_per_token("openai/no-such-model") == (0.0, 0.0)
+    assert client_module.endpoint("no-such-model", None) == "the default endpoint of no-such-model"
+    assert client_module.credential_variables("no-such-model") == []
+    assert batch.provider_of("no-such-model") == "unknown" and batch.provider_of("nowhere/model") == "nowhere"
+    assert batch.batch_prices("openai/no-such-model") == (0.0, 0.0, False)
