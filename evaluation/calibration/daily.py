@@ -58,7 +58,7 @@ def stale_calibrations(store: storage.Store, judge_model: str, versions: dict[st
     frame = (storage.scan_parquet(store, keys, hive=False)
              .filter((pl.col("judge_model") == judge_model) & (pl.col("metric") == "score"))
              .select("calibration_id", "set_name", "judge", "prompt_version", "calibrated_at", "n").collect())
-    latest = frame.sort("calibrated_at").group_by("set_name", "judge").last()
+    latest = frame.sort("calibrated_at").group_by("set_name", "judge").last().sort("set_name", "judge")
     rows = [r for r in latest.to_dicts() if r["judge"] in versions and r["prompt_version"] != versions[r["judge"]]]
     return [{**r, "judge_model": judge_model, "current_prompt_version": versions[r["judge"]]} for r in rows]
 
