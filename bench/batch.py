@@ -12,12 +12,9 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bench.common import child_main
-
-if TYPE_CHECKING:
-    from bench.run import Bench
+from bench.common import Bench, child_main
 
 MODEL = "openai/gpt-4o-mini"
 

@@ -27,11 +27,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
-from bench.common import LoadProbe, child_main, cpu_seconds, judge_server, wait_for_quiet
+from bench.common import Bench, LoadProbe, child_main, cpu_seconds, judge_server, wait_for_quiet
 from bench.judge import GOOD_REPLY, _prepare, _warm_up
 
 if TYPE_CHECKING:
-    from bench.run import Bench
     from evaluation.contract.config import RunConfig
     from evaluation.judges import RenderedPrompt
     from evaluation.stages import Stores

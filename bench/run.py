@@ -74,49 +74,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.batch import batch_items
 from bench.calling import calling_items
-from bench.common import REPO, RESULTS, judge_server, load_average, run_child, wait_for_quiet
+from bench.common import REPO, RESULTS, Bench, judge_server, load_average, wait_for_quiet
 from bench.judge import GOOD_REPLY
 from evaluation.storage.ledger import COMPACT_MAX_BYTES
 
 GIB = 1024.0
-
-
-class Bench:
-    """Collects the table's rows and every measurement's details."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.rows: list[dict[str, Any]] = []
-        self.details: dict[str, Any] = {}
-        self.started = time.monotonic()
-        self.log = Path(tempfile.gettempdir()) / "llm-evaluation-bench.log"
-        self.log.write_text("")
-
-    def row(self, item: int, metric: str, value: str, target: str, holds: bool | None, **extra: Any) -> None:
-        self.rows.append({"item": item, "metric": metric, "value": value, "target": target,
-                          "holds": "n/a" if holds is None else ("yes" if holds else "no"), **extra})
-
-    def child(self, module: str, task: str, params: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        print(f"  [{self.elapsed():5.0f}s] {module}.{task} {json.dumps(params)[:110]}", flush=True)
-        return run_child(module, task, params, log=self.log, **kwargs)
-
-    def day(self, module: str, task: str, timeout_s: float, **kwargs: Any) -> tuple[int, dict[str, Any]]:
-        """(records, result) of a measurement on a generated day of 2,000 records (400 with
-        --quick), started once the machine is quiet; the result is kept as ``details[module]``."""
-        records = 400 if self.args.quick else 2000
-        wait_for_quiet()
-        result = self.child(module, task, {"records": records}, timeout_s=timeout_s, **kwargs)
-        self.details[module] = result
-        return records, result
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
 
 
 def _mib(value: float) -> str:

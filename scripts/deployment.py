@@ -407,7 +407,8 @@ class LocalDeployment:
             outcome = "did not finish in time" if code is None else f"exited with {code}"
             raise DeploymentError(f"`airflow {' '.join(component.argv)}` {outcome}; its log:\n{component.log_tail()}")
 
-    def _check_components(self) -> None:
+    def check_components(self) -> None:
+        """Raise :class:`DeploymentError` with its log's end when a component has exited."""
         for component in self.components.values():
             code = component.process.poll()
             if code is not None:
@@ -419,7 +420,7 @@ class LocalDeployment:
         """Poll `waiting_for` (what is not ready yet, '' once everything is) until it answers '';
         DeploymentError with the ends of the components' logs when one dies or at `deadline`."""
         while what := waiting_for():
-            self._check_components()
+            self.check_components()
             if time.monotonic() > deadline:
                 tails = "\n".join(f"--- {c.name}\n{c.log_tail(15)}" for c in self.components.values())
                 raise DeploymentError(f"not ready after {STARTUP_TIMEOUT_S:.0f}s: waiting for {what}\n{tails}")
@@ -689,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(1)
-                deployment._check_components()
+                deployment.check_components()
     return 0
 
 
