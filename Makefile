@@ -61,7 +61,7 @@ tools:
 # is installed, their output kept in $(VENV)/system-tests.log and printed after the rest. All the
 # other tests run meanwhile on TEST_WORKERS processes (one test file to a process: a module's shared
 # set-up runs once; a process per core, as each pays its own Airflow database and imports) at a
-# lower CPU priority (nice), so they take the CPU the system tests leave idle without slowing the
+# lower CPU priority (nice), so they take the CPU the system tests leave idle and hardly slow the
 # deployment those measure. The target fails when either part does.
 TEST_WORKERS ?= 2
 SYSTEM_WORKERS ?= 3
@@ -70,8 +70,9 @@ test: setup tools ## run the test suite (unit, DAG integrity, end to end, the de
 	@rc=0; \
 	{ make --no-print-directory labelstudio || exit 1; \
 	  $(PY) -m pytest -n $(SYSTEM_WORKERS) --dist loadfile -m system; } > $(VENV)/system-tests.log 2>&1 & system=$$!; \
+	echo "the system tests run beside these (their output, printed after: $(VENV)/system-tests.log)"; \
 	nice -n 10 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
-	echo "--- the system tests, run beside the others ($(VENV)/system-tests.log):"; \
+	echo "--- the system tests ($(VENV)/system-tests.log):"; \
 	wait $$system || rc=1; \
 	cat $(VENV)/system-tests.log; \
 	exit $$rc
