@@ -514,11 +514,16 @@ class JudgeClient:
         except (AttributeError, IndexError, TypeError):
             return self._failure("other", "other (not retried): the provider returned no choices", attempts, started)
         usage = getattr(response, "usage", None)
+        try:
+            cost = completion_cost(response, self.model)
+        except Exception as exc:  # the reply is paid for and kept; the failure is logged, its cost counted 0
+            logger.warning("judge model %s: litellm could not price a reply (counted at 0 USD): %s", self.model, exc)
+            cost = 0.0
         return CallOutcome(
             raw_text=text if isinstance(text, str) else "",
             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=completion_cost(response, self.model),
+            cost_usd=cost,
             latency_ms=round((time.monotonic() - started) * 1000.0, 1),
             attempts=attempts,
             judged_at=dt.datetime.now(dt.UTC),

@@ -71,3 +71,21 @@ def test_the_client_and_batches_answer_for_a_model_litellm_does_not_know() -> No
     assert client_module.credential_variables("no-such-model") == []
     assert batch.provider_of("no-such-model") == "unknown" and batch.provider_of("nowhere/model") == "nowhere"
     assert batch.batch_prices("openai/no-such-model") == (0.0, 0.0, False)
+
+
+def test_a_reply_litellm_cannot_price_is_kept_at_zero_cost_and_the_failure_logged(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A pricing failure that is not an unknown model (a bug in litellm's cost code) must not lose
+    a reply that was paid for: the call succeeds, counted at 0 USD, and the failure is logged."""
+    litellm = client_module.configure()
+
+    def broken(**_: object) -> float:
+        raise RuntimeError("cost map entry is malformed")
+
+    monkeypatch.setattr(litellm, "completion_cost", broken)
+    with OpenAIServer(lambda body: '{"score": 0.5}') as server:
+        # a model the price map does not know: litellm's own logging leaves no cost on the reply
+        client = JudgeClient("openai/mock-judge-unpriced", api_base=server.base_url, api_key="k", max_attempts=1)
+        outcome = asyncio.run(client.call(PROMPT))
+    assert outcome.ok and outcome.raw_text == '{"score": 0.5}' and outcome.cost_usd == 0.0
+    assert "could not price a reply" in caplog.text and "cost map entry is malformed" in caplog.text
