@@ -69,12 +69,10 @@ MAX_ACTIVE_RUNS = 4
 
 
 def _params() -> dict[str, Param]:
-    params = {
-        "date": Param("", type="string", title="Date override",
-                      description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
-                      pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
-    }
-    return {**params, **glue.form_params(RUN_OPTIONS)}
+    return {"date": Param("", type="string", title="Date override",
+                          description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
+                          pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
+            **glue.form_params(RUN_OPTIONS)}
 
 
 def _score_land(waited_s: float | None) -> dict[str, Any]:

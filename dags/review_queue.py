@@ -38,10 +38,9 @@ SPEC_OPTIONS = options(ReviewSpec)
 
 
 def _params() -> dict[str, Param]:
-    params = {"date": Param("", type="string", title="Day",
-                            description="The records' day (YYYY-MM-DD); empty: the day before the logical date.")}
-    params.update(glue.form_params(SPEC_OPTIONS))
-    return params
+    return {"date": Param("", type="string", title="Day",
+                          description="The records' day (YYYY-MM-DD); empty: the day before the logical date."),
+            **glue.form_params(SPEC_OPTIONS)}
 
 
 def _spec(params: dict[str, Any]) -> ReviewSpec:
