@@ -201,10 +201,8 @@ def print_summary(out: Store, day: dt.date) -> None:
     rejects = storage.read_day(out, "rejects", day)
     pl.Config.set_tbl_rows(60)
     pl.Config.set_tbl_hide_dataframe_shape(True)
-    counts = (
-        evaluations.group_by("model", "judge", "judge_status", "verdict").len("rows")
-        .sort("model", "judge", "judge_status", "verdict", nulls_last=True)
-    )
+    columns = ("model", "judge", "judge_status", "verdict")
+    counts = evaluations.group_by(*columns).len("rows").sort(*columns, nulls_last=True)
     print(f"\nevaluations for {day}: {evaluations.height} rows")
     print(counts)
     print(f"\nrejects: {rejects.height}")
