@@ -58,8 +58,7 @@ def raw_day(records: int, *, unique: bool = False, bad: bool = True) -> Path:
     folder.mkdir(parents=True)
     block = min(records, _BLOCK)
     base = synthetic.generate_day(DAY, block, bad=bad)
-    if unique:
-        base = _unique(base)
+    base = _unique(base) if unique else base
     lines = list(base)
     prefix = f'"record_id": "{DAY:%Y%m%d}-'
     for copy in range(1, (records + block - 1) // block):

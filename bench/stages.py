@@ -362,10 +362,7 @@ def prepare_tables(params: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    child_main({
-        "prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
-        "stage_judged": stage_judged, "score_land": score_land, "rerun_ledger": rerun_ledger,
-        "judge_lookup": judge_lookup,
-        "score_table": score_table,
-        "summary": summary, "prepare_tables": prepare_tables,
-    })
+    child_main({"prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
+                "stage_judged": stage_judged, "score_land": score_land, "rerun_ledger": rerun_ledger,
+                "judge_lookup": judge_lookup, "score_table": score_table, "summary": summary,
+                "prepare_tables": prepare_tables})

@@ -76,8 +76,7 @@ def _params() -> dict[str, Param]:
 
 
 def _score_land(waited_s: float | None) -> dict[str, Any]:
-    """score_land's work: scores and lands the day, then emits an Asset event per landed table, on
-    which downstream DAGs schedule."""
+    """score_land's work: lands the day, then an Asset event per landed table, for downstream DAGs."""
     from evaluation import stages  # Polars: DAG files must parse light
 
     context = get_current_context()

@@ -91,9 +91,8 @@ def run_last_day(day: dt.date) -> bool:
     conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, **RUN_CONF}
     print(f"running daily_evaluation for {day} with dag.test() ...")
     dag_run = airflow_local.run_dag("daily_evaluation", day, conf)
-    states = airflow_local.task_states(dag_run)
     print(f"DAG run {dag_run.run_id}: {dag_run.state}")
-    for task, state in sorted(states.items()):
+    for task, state in sorted(airflow_local.task_states(dag_run).items()):
         print(f"  {task:<24} {state}")
     if str(dag_run.state) == "success":
         return True
