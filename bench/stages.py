@@ -190,7 +190,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", index), judged)
         key_range = stages.key_range(records)
         ledger = Ledger(stores.out, cfg.date, f"{cfg.run_id}-chunk{index:05d}", key_range=key_range)
-        calls, picked, chunk_bytes = _staged_calls(cfg, ledger, records, plan.call_parameters, rng)
+        calls, picked = _staged_calls(cfg, ledger, records, plan.call_parameters, rng)
         ledger.flush()
         low, high = key_range or (None, None)
         rejudged.extend({"chunk": index, "low": low, "high": high, **pick} for pick in picked)
@@ -201,16 +201,16 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
                               pl.DataFrame(calls, schema=schemas.CALLS_SCHEMA))
         rows += judged.height
         calls_rows += len(calls)
-        prompt_bytes += chunk_bytes
+        prompt_bytes += sum(len(c["system_prompt"].encode()) + len(c["user_prompt"].encode()) for c in calls)
     pl.DataFrame(rejudged).write_parquet(os.path.join(params["work"], "rejudged.parquet"))
     return {"seconds": round(time.monotonic() - started, 3), "rows": rows, "calls": calls_rows,
             "prompt_bytes": prompt_bytes, "ledger": _ledger_summary(stores.out)}
 
 
 def _staged_calls(cfg: Any, ledger: Any, records: Any, parameters: dict[str, Any],
-                  rng: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+                  rng: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A chunk's ``judge_calls`` rows, one per prompt a judge renders for its records, each reply
-    recorded in ``ledger``; the ``REJUDGED_SHARE`` of them a re-run judges again; their prompts' bytes."""
+    recorded in ``ledger``, and the ``REJUDGED_SHARE`` of them a re-run judges again."""
     import datetime as dt
 
     from evaluation.contract.schemas import record_from_row
@@ -219,7 +219,7 @@ def _staged_calls(cfg: Any, ledger: Any, records: Any, parameters: dict[str, Any
     from evaluation.storage.ledger import LedgerEntry, request_hash
 
     when = dt.datetime(2026, 11, 21, 3, tzinfo=dt.UTC)
-    calls, picked, prompt_bytes = [], [], 0
+    calls, picked = [], []
     for row in records.iter_rows(named=True):
         record = record_from_row(row)
         record = record.model_copy(update={"question": f"{record.question} (ticket {record.record_id})"})
@@ -238,10 +238,9 @@ def _staged_calls(cfg: Any, ledger: Any, records: Any, parameters: dict[str, Any
             calls.append({**entry, "run_id": cfg.run_id, "record_id": record.record_id, "system_prompt": prompt.system,
                           "user_prompt": prompt.user, "error": None, "error_class": None, "cached": False,
                           "redactions": 0})
-            prompt_bytes += len(prompt.system.encode()) + len(prompt.user.encode())
             if rng.random() < REJUDGED_SHARE:
                 picked.append({"request_hash": digest, "judge": judge, "prompt_version": prompt.prompt_version})
-    return calls, picked, prompt_bytes
+    return calls, picked
 
 
 def score_land(params: dict[str, Any]) -> dict[str, Any]:

@@ -104,11 +104,10 @@ def print_week(out: Store, days: list[dt.date], target: Path) -> None:
     """What the week landed and its reports raised, its local copy, and the README's commands over it."""
     from evaluation import storage
 
+    *steady, summary = [storage.read_json(out, storage.report_key(day, "summary.json")) for day in days]
     print_summary(out, days[-1])
-    summary = storage.read_json(out, storage.report_key(days[-1], "summary.json"))
     print_trends(summary)
     print("\nsteady days (no model changed): what their reports raised")
-    steady = [storage.read_json(out, storage.report_key(day, "summary.json")) for day in days[:-1]]
     print("\n".join(steady_day_lines(steady)))
     alerting = summary.get("alerting", [])
     print(f"\n{summary['dt']} headline: {', '.join(alerting) + ' regressed' if alerting else 'no model regressed'}")
