@@ -58,8 +58,7 @@ def raw_day(records: int, *, unique: bool = False, bad: bool = True) -> Path:
     folder.mkdir(parents=True)
     block = min(records, _BLOCK)
     base = synthetic.generate_day(DAY, block, bad=bad)
-    if unique:
-        base = _unique(base)
+    base = _unique(base) if unique else base
     lines = list(base)
     prefix = f'"record_id": "{DAY:%Y%m%d}-'
     for copy in range(1, (records + block - 1) // block):
@@ -85,9 +84,7 @@ _REASONS = ("The answer states the figure given in the context and cites it.",
 def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = None) -> pl.DataFrame:
     """Judged rows (PARSED_SCHEMA). With ``record_ids`` (columns record_id, conversation_id,
     model), three rows per record (rag, masis, prompt) as a chunk of the pipeline would hold."""
-    from evaluation.contract.config import RULES_VERSION
     from evaluation.contract.schemas import PARSED_SCHEMA
-    from evaluation.judges import PROMPT_VERSIONS
 
     rng = np.random.default_rng(seed)
     judges = np.array(["rag", "masis", "prompt"])
@@ -103,22 +100,17 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
             "model": pl.Series(np.array(["assistant-v1", "assistant-v2", "assistant-lite"])[index // 3 % 3]),
             "judge": pl.Series(judges[index % 3]),
         })
-    judge = pl.col("judge")
-    roll = pl.Series(rng.random(rows))
-    status = (
-        pl.when(roll < 0.86).then(pl.lit("ok"))
-        .when(roll < 0.90).then(pl.lit("parse_error"))
-        .when(roll < 0.93).then(pl.lit("call_error"))
-        .when(roll < 0.95).then(pl.lit("judge_failed"))
-        .otherwise(pl.lit("skipped"))
-    )
+    roll = rng.random(rows)
+    # ok 86%, parse_error 4%, call_error 3%, judge_failed 2%, skipped 5%
+    status = np.array(["ok", "parse_error", "call_error", "judge_failed", "skipped"])[
+        np.searchsorted([0.86, 0.90, 0.93, 0.95], roll, side="right")]
 
     def metric(scale: float = 1.1) -> pl.Series:
         return pl.Series(np.round(rng.random(rows) * scale, 3))
 
     masis_scale = pl.Series(rng.random(rows) < 0.05)  # some replies on a 0-100 scale
     frame = frame.with_columns(
-        _roll=roll, judge_status=status, _m100=masis_scale,
+        _roll=pl.Series(roll), judge_status=pl.Series(status, dtype=pl.String), _m100=masis_scale,
         _f=metric(), _r=metric(), _c=metric(), _q=metric(), _cr=metric(), _ar=metric(), _ss=metric(), _s=metric(1.2),
         uncited_claim_count=pl.Series(rng.integers(0, 12, rows)),
         hallucination_detected=pl.Series(rng.random(rows) < 0.1),
@@ -132,9 +124,20 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
         latency_ms=pl.Series(rng.random(rows) * 400 + 150),
         _reason=pl.Series(np.array(_REASONS)[rng.integers(0, 3, rows)]),
     )
-    ok = pl.col("judge_status") == "ok"
-    scored_prompt = (judge == "prompt") & pl.col("judge_status").is_in(["ok", "parse_error"])
+    return _judged_columns(frame).select([pl.col(c).cast(t) for c, t in PARSED_SCHEMA.items()])
+
+
+def _judged_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """The judged rows' columns from their draws (the ``_``-prefixed columns): each judge's metrics
+    only where it reports them."""
+    from evaluation.contract.config import RULES_VERSION
+    from evaluation.judges import PROMPT_VERSIONS
+
+    judge, status = pl.col("judge"), pl.col("judge_status")
+    ok = status == "ok"
+    scored_prompt = (judge == "prompt") & status.is_in(["ok", "parse_error"])
     rubric_ok = (judge == "prompt") & ok & pl.col("rubric_mode")  # the parser keeps weights, not a score
+    rag_ok, masis_ok = ok & (judge == "rag"), ok & (judge == "masis")
 
     def when(cond: pl.Expr, value: pl.Expr) -> pl.Expr:
         return pl.when(cond).then(value).otherwise(pl.lit(None, dtype=pl.Float64))
@@ -143,7 +146,7 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
         return pl.when(pl.col("_m100")).then(pl.col(name) * 90).otherwise(pl.col(name))
 
     empty = pl.lit([], dtype=pl.List(pl.String))
-    frame = frame.with_columns(
+    return frame.with_columns(
         question_key=pl.col("record_id").str.slice(0, 16),
         judge_model=pl.lit("openai/judge-model"),
         prompt_version=judge.replace_strict(PROMPT_VERSIONS, default=None),
@@ -152,30 +155,29 @@ def parsed_rows(rows: int, *, seed: int = 0, record_ids: pl.DataFrame | None = N
         rubric_weight_satisfied=when(rubric_ok, (pl.col("_s").clip(0.0, 1.0) * 4).floor()),
         rubric_weight_total=when(rubric_ok, pl.lit(4.0)),
         faithfulness=when(ok & (judge != "prompt"), pl.when(judge == "masis").then(as_100("_f")).otherwise(pl.col("_f"))),
-        relevance=when(ok & (judge == "masis"), as_100("_r")),
-        completeness=when(ok & (judge == "masis"), as_100("_c")),
-        reasoning_quality=when(ok & (judge == "masis"), as_100("_q")),
-        context_relevance=when(ok & (judge == "rag"), pl.col("_cr")),
-        answer_relevance=when(ok & (judge == "rag"), pl.col("_ar")),
-        semantic_similarity=when(ok & (judge == "rag") & (pl.col("_roll") < 0.6), pl.col("_ss")),
+        relevance=when(masis_ok, as_100("_r")),
+        completeness=when(masis_ok, as_100("_c")),
+        reasoning_quality=when(masis_ok, as_100("_q")),
+        context_relevance=when(rag_ok, pl.col("_cr")),
+        answer_relevance=when(rag_ok, pl.col("_ar")),
+        semantic_similarity=when(rag_ok & (pl.col("_roll") < 0.6), pl.col("_ss")),
         evaluation_goal=pl.lit("balanced"),
         hits=pl.when(scored_prompt).then(pl.concat_list(pl.lit("[states-value] States the value: yes"))).otherwise(empty),
         misses=empty,
         reasoning=pl.when(ok).then(pl.col("_reason")),
-        explanations=pl.when(ok & (judge == "rag")).then(pl.lit('{"faithfulness": "supported by ctx-1"}')),
+        explanations=pl.when(rag_ok).then(pl.lit('{"faithfulness": "supported by ctx-1"}')),
         improvement_suggestions=empty,
         citations=pl.when(judge == "masis").then(pl.concat_list(pl.lit("ctx-1"))).otherwise(empty),
         invalid_citations=pl.when((judge == "masis") & pl.col("_inv")).then(pl.concat_list(pl.lit("ctx-7"))).otherwise(empty),
         reason=pl.when(~ok).then(pl.lit("a metric is not a number or null")),
-        error=pl.when(pl.col("judge_status") == "call_error").then(pl.lit("server_error (retries exhausted)")),
+        error=pl.when(status == "call_error").then(pl.lit("server_error (retries exhausted)")),
         cost_usd=pl.col("input_tokens") * 1.5e-7 + pl.col("output_tokens") * 6e-7,
-        attempts=pl.when(pl.col("judge_status") == "skipped").then(0).otherwise(1),
+        attempts=pl.when(status == "skipped").then(0).otherwise(1),
         cached=pl.lit(False),
         judged_at=pl.lit(dt.datetime(2026, 11, 21, 2, 30, tzinfo=dt.UTC)),
         decided_by=pl.lit(None, pl.String),  # no cascade: the judge model decided, no level's calls
         cascade_calls=pl.lit(None, pl.Int64),
     )
-    return frame.select([pl.col(c).cast(t) for c, t in PARSED_SCHEMA.items()])
 
 
 def _cached_parquet(name: str, columns: Iterable[str], make: Callable[[], pl.DataFrame]) -> Path:

@@ -166,7 +166,6 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     question made distinct, so no two records share a prompt) and a generated reply, and its
     replies in the ledger (an object per 200 replies, as a judge task flushes), written where
     judge_chunk writes them. Keeps ``REJUDGED_SHARE`` of the replies' hashes for ``rerun_ledger``."""
-    import datetime as dt
     import json
 
     import numpy as np
@@ -175,10 +174,7 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     from bench import data
     from evaluation import stages, storage
     from evaluation.contract import schemas
-    from evaluation.contract.schemas import record_from_row
-    from evaluation.judges import RenderedPrompt
-    from evaluation.judges.dispatch import route
-    from evaluation.storage.ledger import Ledger, request_hash
+    from evaluation.storage.ledger import Ledger
 
     cfg = _config(params)
     stores = stages.Stores.open(cfg)
@@ -186,44 +182,18 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
     assert plan is not None, "plan has not run"
     started = time.monotonic()
     rng = np.random.default_rng(7)
-    when = dt.datetime(2026, 11, 21, 3, tzinfo=dt.UTC)
     rows = calls_rows = prompt_bytes = 0
     rejudged: list[dict[str, Any]] = []
-    parameters = plan.call_parameters
     for index in range(plan.chunks):
         records = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", index))
         judged = data.parsed_rows(0, seed=index, record_ids=records)
         storage.write_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", index), judged)
         key_range = stages.key_range(records)
         ledger = Ledger(stores.out, cfg.date, f"{cfg.run_id}-chunk{index:05d}", key_range=key_range)
-        calls = []
-        for row in records.iter_rows(named=True):
-            record = record_from_row(row)
-            record = record.model_copy(update={"question": f"{record.question} (ticket {record.record_id})"})
-            for judge in cfg.judges:
-                prompt = route(judge, record)
-                if not isinstance(prompt, RenderedPrompt):  # not applicable: no call
-                    continue
-                digest = request_hash(cfg.judge_model, prompt, parameters)
-                reply = _reply(judge, rng, record.record_id)
-                spent = {"input_tokens": (len(prompt.system) + len(prompt.user)) // 4, "output_tokens": len(reply) // 4,
-                         "cost_usd": 1e-4, "latency_ms": float(rng.integers(300, 3000)), "attempts": 1}
-                calls.append({"run_id": cfg.run_id, "record_id": record.record_id, "judge": judge,
-                              "judge_model": cfg.judge_model, "prompt_version": prompt.prompt_version,
-                              "request_hash": digest, "system_prompt": prompt.system, "user_prompt": prompt.user,
-                              "raw_response": reply, "error": None, "error_class": None, **spent, "cached": False,
-                              "judged_at": when, "redactions": 0})
-                ledger.record({"request_hash": digest, "judge": judge, "judge_model": cfg.judge_model,
-                               "prompt_version": prompt.prompt_version, "raw_response": reply,
-                               "input_tokens": int(spent["input_tokens"]), "output_tokens": int(spent["output_tokens"]),
-                               "cost_usd": spent["cost_usd"], "latency_ms": spent["latency_ms"],
-                               "attempts": int(spent["attempts"]), "judged_at": when})
-                prompt_bytes += len(prompt.system.encode()) + len(prompt.user.encode())
-                if rng.random() < REJUDGED_SHARE:
-                    rejudged.append({"chunk": index, "low": key_range[0] if key_range else None,
-                                     "high": key_range[1] if key_range else None, "request_hash": digest,
-                                     "judge": judge, "prompt_version": prompt.prompt_version})
+        calls, picked = _staged_calls(cfg, ledger, records, plan.call_parameters, rng)
         ledger.flush()
+        low, high = key_range or (None, None)
+        rejudged.extend({"chunk": index, "low": low, "high": high, **pick} for pick in picked)
         if index == plan.chunks // 2:
             lookup = {"key_range": key_range, "hashes": [c["request_hash"] for c in calls]}
             (Path(params["work"]) / "lookup.json").write_text(json.dumps(lookup))
@@ -231,9 +201,46 @@ def stage_judged(params: dict[str, Any]) -> dict[str, Any]:
                               pl.DataFrame(calls, schema=schemas.CALLS_SCHEMA))
         rows += judged.height
         calls_rows += len(calls)
+        prompt_bytes += sum(len(c["system_prompt"].encode()) + len(c["user_prompt"].encode()) for c in calls)
     pl.DataFrame(rejudged).write_parquet(os.path.join(params["work"], "rejudged.parquet"))
     return {"seconds": round(time.monotonic() - started, 3), "rows": rows, "calls": calls_rows,
             "prompt_bytes": prompt_bytes, "ledger": _ledger_summary(stores.out)}
+
+
+def _staged_calls(cfg: Any, ledger: Any, records: Any, parameters: dict[str, Any],
+                  rng: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A chunk's ``judge_calls`` rows, one per prompt a judge renders for its records, each reply
+    recorded in ``ledger``, and the ``REJUDGED_SHARE`` of them a re-run judges again."""
+    import datetime as dt
+
+    from evaluation.contract.schemas import record_from_row
+    from evaluation.judges import RenderedPrompt
+    from evaluation.judges.dispatch import route
+    from evaluation.storage.ledger import LedgerEntry, request_hash
+
+    when = dt.datetime(2026, 11, 21, 3, tzinfo=dt.UTC)
+    calls, picked = [], []
+    for row in records.iter_rows(named=True):
+        record = record_from_row(row)
+        record = record.model_copy(update={"question": f"{record.question} (ticket {record.record_id})"})
+        for judge in cfg.judges:
+            prompt = route(judge, record)
+            if not isinstance(prompt, RenderedPrompt):  # not applicable: no call
+                continue
+            digest = request_hash(cfg.judge_model, prompt, parameters)
+            reply = _reply(judge, rng, record.record_id)
+            entry: LedgerEntry = {
+                "request_hash": digest, "judge": judge, "judge_model": cfg.judge_model,
+                "prompt_version": prompt.prompt_version, "raw_response": reply,
+                "input_tokens": (len(prompt.system) + len(prompt.user)) // 4, "output_tokens": len(reply) // 4,
+                "cost_usd": 1e-4, "latency_ms": float(rng.integers(300, 3000)), "attempts": 1, "judged_at": when}
+            ledger.record(entry)
+            calls.append({**entry, "run_id": cfg.run_id, "record_id": record.record_id, "system_prompt": prompt.system,
+                          "user_prompt": prompt.user, "error": None, "error_class": None, "cached": False,
+                          "redactions": 0})
+            if rng.random() < REJUDGED_SHARE:
+                picked.append({"request_hash": digest, "judge": judge, "prompt_version": prompt.prompt_version})
+    return calls, picked
 
 
 def score_land(params: dict[str, Any]) -> dict[str, Any]:
@@ -354,10 +361,7 @@ def prepare_tables(params: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    child_main({
-        "prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
-        "stage_judged": stage_judged, "score_land": score_land, "rerun_ledger": rerun_ledger,
-        "judge_lookup": judge_lookup,
-        "score_table": score_table,
-        "summary": summary, "prepare_tables": prepare_tables,
-    })
+    child_main({"prepare_raw": prepare_raw, "ingest_validate": ingest_validate, "plan": plan,
+                "stage_judged": stage_judged, "score_land": score_land, "rerun_ledger": rerun_ledger,
+                "judge_lookup": judge_lookup, "score_table": score_table, "summary": summary,
+                "prepare_tables": prepare_tables})

@@ -69,12 +69,39 @@ MAX_ACTIVE_RUNS = 4
 
 
 def _params() -> dict[str, Param]:
-    params = {
-        "date": Param("", type="string", title="Date override",
-                      description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
-                      pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
-    }
-    return {**params, **glue.form_params(RUN_OPTIONS)}
+    return {"date": Param("", type="string", title="Date override",
+                          description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
+                          pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
+            **glue.form_params(RUN_OPTIONS)}
+
+
+def _score_land(waited_s: float | None) -> dict[str, Any]:
+    """score_land's work: lands the day, then an Asset event per landed table, for downstream DAGs."""
+    from evaluation import stages  # Polars: DAG files must parse light
+
+    context = get_current_context()
+    cfg = glue.run_config(context)
+    with glue.fail_without_retry(stages.RunFailed):
+        landed = stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date,
+                                       waited_s=waited_s).model_dump(mode="json")
+    for asset in LANDED_ASSETS:
+        table = asset.name.rsplit(".", 1)[1]
+        context["outlet_events"][asset].extra = {"dt": cfg.date.isoformat(), "run_id": cfg.run_id,
+                                                 "uri": f"{cfg.output_uri.rstrip('/')}/{table}/"}
+    return landed
+
+
+def _report() -> dict[str, str]:
+    """report's work: writes the day's report, then sends a regression's notice."""
+    from evaluation.report import AlertPolicy, write_daily_report  # Polars: DAG files must parse light
+    from evaluation.storage import read_json, report_key
+
+    context = get_current_context()
+    cfg = glue.run_config(context)
+    store = glue.stores(cfg).out
+    written = write_daily_report(store, cfg.date, policy=AlertPolicy(accept_baseline=cfg.accept_baseline))
+    RegressionNotifier(read_json(store, report_key(cfg.date, "summary.json")), written["html"])(context)
+    return written
 
 
 @dag(
@@ -92,8 +119,7 @@ def _params() -> dict[str, Param]:
 def daily_evaluation() -> None:
     @task(retries=2)
     def check_run() -> dict[str, Any]:
-        # Polars: DAG files must parse light
-        from evaluation import stages
+        from evaluation import stages  # Polars: DAG files must parse light
         from evaluation.stages.wait import waits
 
         cfg = glue.run_config(get_current_context())
@@ -104,8 +130,7 @@ def daily_evaluation() -> None:
 
     @task(retries=2)
     def ingest_validate() -> dict[str, Any]:
-        # Polars: DAG files must parse light
-        from evaluation import stages
+        from evaluation import stages  # Polars: DAG files must parse light
 
         cfg = glue.run_config(get_current_context())
         with glue.fail_without_retry(stages.RunFailed):
@@ -113,8 +138,7 @@ def daily_evaluation() -> None:
 
     @task(retries=2)
     def plan(counts: dict[str, Any]) -> list[dict[str, Any]]:
-        # Polars: DAG files must parse light
-        from evaluation import stages, storage
+        from evaluation import stages, storage  # Polars: DAG files must parse light
 
         cfg = glue.run_config(get_current_context())
         stores = glue.stores(cfg)
@@ -132,33 +156,11 @@ def daily_evaluation() -> None:
 
     @task(retries=2, outlets=list(LANDED_ASSETS))
     def score_land(judged: list[dict[str, Any]], waited: dict[str, Any] | None = None) -> dict[str, Any]:
-        # Polars: DAG files must parse light
-        from evaluation import stages
-
-        context = get_current_context()
-        cfg = glue.run_config(context)
-        with glue.fail_without_retry(stages.RunFailed):
-            landed = stages.score_and_land(cfg, glue.stores(cfg), started_at=context["dag_run"].start_date,
-                                           waited_s=(waited or {}).get("waited_s")).model_dump(mode="json")
-        for asset in LANDED_ASSETS:  # an event per landed table: downstream DAGs schedule on them
-            table = asset.name.rsplit(".", 1)[1]
-            context["outlet_events"][asset].extra = {"dt": cfg.date.isoformat(), "run_id": cfg.run_id,
-                                                     "uri": f"{cfg.output_uri.rstrip('/')}/{table}/"}
-        return landed
+        return _score_land((waited or {}).get("waited_s"))
 
     @task(retries=2)
     def report(landed: dict[str, Any]) -> dict[str, str]:
-
-        # Polars: DAG files must parse light
-        from evaluation.report import AlertPolicy, write_daily_report
-        from evaluation.storage import read_json, report_key
-
-        context = get_current_context()
-        cfg = glue.run_config(context)
-        store = glue.stores(cfg).out
-        written = write_daily_report(store, cfg.date, policy=AlertPolicy(accept_baseline=cfg.accept_baseline))
-        RegressionNotifier(read_json(store, report_key(cfg.date, "summary.json")), written["html"])(context)
-        return written
+        return _report()
 
     # Deferred until the day is complete (marker or quiet period): no worker slot while it waits.
     wait = WaitForDayOperator(task_id="wait_for_day", retries=2)

@@ -38,10 +38,9 @@ SPEC_OPTIONS = options(ReviewSpec)
 
 
 def _params() -> dict[str, Param]:
-    params = {"date": Param("", type="string", title="Day",
-                            description="The records' day (YYYY-MM-DD); empty: the day before the logical date.")}
-    params.update(glue.form_params(SPEC_OPTIONS))
-    return params
+    return {"date": Param("", type="string", title="Day",
+                          description="The records' day (YYYY-MM-DD); empty: the day before the logical date."),
+            **glue.form_params(SPEC_OPTIONS)}
 
 
 def _spec(params: dict[str, Any]) -> ReviewSpec:
@@ -102,13 +101,10 @@ def review_queue() -> None:
 
         context = get_current_context()
         spec = _spec(dict(context["params"]))
-        day = glue.evaluation_day(context)
-        if not context["params"].get("date"):
-            day -= dt.timedelta(days=1)
+        day = glue.evaluation_day(context) - dt.timedelta(days=0 if context["params"].get("date") else 1)
         (store,) = glue.open_stores(spec.output_uri)
         with glue.fail_without_retry(ReviewError):
-            result = queue_day(spec, store, day, context["run_id"])
-        return result.model_dump(mode="json")
+            return queue_day(spec, store, day, context["run_id"]).model_dump(mode="json")
 
     @task
     def send(queued: dict[str, Any]) -> dict[str, Any]:
@@ -120,11 +116,9 @@ def review_queue() -> None:
             return {"sent": 0, "label_studio": False}
         store, raw = glue.open_stores(spec.output_uri, spec.input_uri)
         with glue.fail_without_retry(ReviewError):
-            sent = send_queue(spec, store, raw, studio, dt.date.fromisoformat(queued["day"]))
-        return sent.model_dump()
+            return send_queue(spec, store, raw, studio, dt.date.fromisoformat(queued["day"])).model_dump()
 
-    pulled = pull()
-    queued = queue()
+    pulled, queued = pull(), queue()
     pulled >> [calibrate(), queued]
     send(queued)  # type: ignore[arg-type]  # XComArgs: TaskFlow passes their values when the task runs
 

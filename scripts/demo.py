@@ -21,9 +21,12 @@ import datetime as dt
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scripts import airflow_local
+
+if TYPE_CHECKING:  # the project is imported after airflow_local.configure()
+    from evaluation.storage import Store
 
 INPUT_URI = "s3://llm-logs/raw"
 OUTPUT_URI = "s3://llm-evaluation/curated"
@@ -61,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         s3_access = s3.access()
         raw = storage.open_store(INPUT_URI, s3_access)
         for day in days:
-            regressed = day == args.date
-            synthetic.write_day(raw, day, args.records, behaviour=last_day_behaviour() if regressed else None)
+            synthetic.write_day(raw, day, args.records, behaviour=last_day_behaviour() if day == args.date else None)
             raw.write_bytes(f"{storage.raw_prefix(day)}{MARKER}", b"")
         print(f"wrote {args.records} generated records (+ planted bad ones) a day for {days[0]} to {days[-1]} "
               f"under {raw.uri('')}; on {args.date} {REGRESSING_MODEL}'s answers in locale={REGRESSING_LOCALE} lose "
@@ -72,40 +74,53 @@ def main(argv: list[str] | None = None) -> int:
             day_started = time.monotonic()
             cfg = RunConfig(date=day, input_uri=INPUT_URI, output_uri=OUTPUT_URI, run_id=f"demo-{day}", **RUN_CONF)
             result = run_day(cfg, Stores.open(cfg, s3_access))
-            print(f"evaluated {day} in-process: {result.valid} valid records, "
-                  f"{time.monotonic() - day_started:.0f}s")
+            print(f"evaluated {day} in-process: {result.valid} valid records, {time.monotonic() - day_started:.0f}s")
 
-        print("preparing Airflow (metadata DB in .airflow/) ...")
-        airflow_local.migrate()
-        airflow_local.ensure_pool()
-        conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, **RUN_CONF}
-        print(f"running daily_evaluation for {args.date} with dag.test() ...")
-        dag_run = airflow_local.run_dag("daily_evaluation", args.date, conf)
-        states = airflow_local.task_states(dag_run)
-        print(f"DAG run {dag_run.run_id}: {dag_run.state}")
-        for task, state in sorted(states.items()):
-            print(f"  {task:<24} {state}")
-        if str(dag_run.state) != "success":
-            print("the DAG run failed; see the task logs above", file=sys.stderr)
+        if not run_last_day(args.date):
             return 1
-
-        out = storage.open_store(OUTPUT_URI, s3_access)
-        print_summary(out, args.date)
-        summary = storage.read_json(out, storage.report_key(args.date, "summary.json"))
-        print_trends(summary)
-        print_steady_days([storage.read_json(out, storage.report_key(day, "summary.json")) for day in days[:-1]])
-        print_headline(summary)
-        print_flags(summary["flags"])
-        copied = copy_outputs(out, args.output)
-        print(f"\ncopied the week's {copied} landed objects ({days[0]} to {days[-1]}) to {args.output}/ "
-              "(what else is there is kept)")
-        report = args.output / storage.report_key(args.date)
-        print(f"daily quality report: {report} (landed at {out.uri(storage.report_key(args.date))})")
-        print("\ntry, over the demo's output:")
-        for command in next_steps(days, args.output):
-            print(f"  .venv/bin/{command}")
+        print_week(storage.open_store(OUTPUT_URI, s3_access), days, args.output)
     print(f"done in {time.monotonic() - started:.0f}s")
     return 0
+
+
+def run_last_day(day: dt.date) -> bool:
+    """The last day, evaluated by ``daily_evaluation`` under Airflow: whether its run succeeded."""
+    print("preparing Airflow (metadata DB in .airflow/) ...")
+    airflow_local.migrate()
+    airflow_local.ensure_pool()
+    conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, **RUN_CONF}
+    print(f"running daily_evaluation for {day} with dag.test() ...")
+    dag_run = airflow_local.run_dag("daily_evaluation", day, conf)
+    print(f"DAG run {dag_run.run_id}: {dag_run.state}")
+    for task, state in sorted(airflow_local.task_states(dag_run).items()):
+        print(f"  {task:<24} {state}")
+    if str(dag_run.state) == "success":
+        return True
+    print("the DAG run failed; see the task logs above", file=sys.stderr)
+    return False
+
+
+def print_week(out: Store, days: list[dt.date], target: Path) -> None:
+    """What the week landed and its reports raised, its local copy, and the README's commands over it."""
+    from evaluation import storage
+
+    *steady, summary = [storage.read_json(out, storage.report_key(day, "summary.json")) for day in days]
+    print_summary(out, days[-1])
+    print_trends(summary)
+    print("\nsteady days (no model changed): what their reports raised")
+    print("\n".join(steady_day_lines(steady)))
+    alerting = summary.get("alerting", [])
+    print(f"\n{summary['dt']} headline: {', '.join(alerting) + ' regressed' if alerting else 'no model regressed'}")
+    print("\n".join(headline_lines(summary)))
+    print_flags(summary["flags"])
+    copied = copy_outputs(out, target)
+    print(f"\ncopied the week's {copied} landed objects ({days[0]} to {days[-1]}) to {target}/ "
+          "(what else is there is kept)")
+    report = storage.report_key(days[-1])
+    print(f"daily quality report: {target / report} (landed at {out.uri(report)})")
+    print("\ntry, over the demo's output:")
+    for command in next_steps(days, target):
+        print(f"  .venv/bin/{command}")
 
 
 def last_day_behaviour() -> dict[str, tuple[float, float, float]]:
@@ -148,18 +163,6 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_steady_days(summaries: list[dict[str, Any]]) -> None:
-    """What the reports of the steady days (no model changed) raised."""
-    print("\nsteady days (no model changed): what their reports raised")
-    print("\n".join(steady_day_lines(summaries)))
-
-
-def print_headline(summary: dict[str, Any]) -> None:
-    alerting = summary.get("alerting", [])
-    print(f"\n{summary['dt']} headline: {', '.join(alerting) + ' regressed' if alerting else 'no model regressed'}")
-    print("\n".join(headline_lines(summary)))
-
-
 def print_flags(flags: list[dict[str, Any]], limit: int = 12) -> None:
     """The most severe flags, one line each: model, judge, measure, today against the baseline."""
     alerting = sum(1 for f in flags if f["alerts"])
@@ -186,20 +189,18 @@ def print_trends(summary: dict[str, Any]) -> None:
         print(f"  {group['model']:<15} {group['judge']:<7}{cells}")
 
 
-def print_summary(out: object, day: dt.date) -> None:
+def print_summary(out: Store, day: dt.date) -> None:
     """Counts per model, judge, status and verdict of the landed day."""
     import polars as pl
 
     from evaluation import storage
 
-    evaluations = storage.read_day(out, "evaluations", day)  # type: ignore[arg-type]
-    rejects = storage.read_day(out, "rejects", day)  # type: ignore[arg-type]
+    evaluations = storage.read_day(out, "evaluations", day)
+    rejects = storage.read_day(out, "rejects", day)
     pl.Config.set_tbl_rows(60)
     pl.Config.set_tbl_hide_dataframe_shape(True)
-    counts = (
-        evaluations.group_by("model", "judge", "judge_status", "verdict").len("rows")
-        .sort("model", "judge", "judge_status", "verdict", nulls_last=True)
-    )
+    columns = ("model", "judge", "judge_status", "verdict")
+    counts = evaluations.group_by(*columns).len("rows").sort(*columns, nulls_last=True)
     print(f"\nevaluations for {day}: {evaluations.height} rows")
     print(counts)
     print(f"\nrejects: {rejects.height}")
@@ -211,7 +212,7 @@ def print_summary(out: object, day: dt.date) -> None:
 WRITTEN_LIST = ".demo-files"
 
 
-def copy_outputs(out: object, target: Path) -> int:
+def copy_outputs(out: Store, target: Path) -> int:
     """Copy the landed objects of the demo's week (every table, validation results, reports, and
     the days' commit records under ``_landed/``, through which the commands read the days) to a
     local folder, replacing only what the previous demo wrote there (listed in
@@ -226,12 +227,12 @@ def copy_outputs(out: object, target: Path) -> int:
                     break
                 folder.rmdir()
     written = []
-    for info in out.list(""):  # type: ignore[attr-defined]
+    for info in out.list(""):
         if info.key.startswith("_") and not info.key.startswith("_landed/"):
             continue
         path = target / info.key
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(out.read_bytes(info.key))  # type: ignore[attr-defined]
+        path.write_bytes(out.read_bytes(info.key))
         written.append(info.key)
     listed.write_text("\n".join(written) + "\n", encoding="utf-8")
     return len(written)
