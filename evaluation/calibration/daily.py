@@ -35,7 +35,7 @@ def calibration_summary(store: storage.Store, judge_models: list[str], prompt_ve
         try:
             latest = latest_calibrations(store, judge_model, versions)
             stale += stale_calibrations(store, judge_model, versions)
-        except Exception as exc:  # the report must not fail on an unreadable calibration
+        except (storage.StorageError, pl.exceptions.PolarsError) as exc:  # the report must not fail on an unreadable calibration
             logger.warning("calibrations under %s could not be read: %s", store.uri("calibrations/"), exc)
             latest = None
         rows = [] if latest is None else latest.filter(pl.col("metric") == "score").select(SHOWN).to_dicts()

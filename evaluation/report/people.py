@@ -87,7 +87,7 @@ def people_summary(store: storage.Store, day: dt.date, *, window_days: int = _DE
     first, last = _window(day, window_days)
     try:
         labels = read_labels(store).filter(pl.col("record_dt").is_between(first, last))
-    except Exception as exc:  # the report must not fail on unreadable labels
+    except (storage.StorageError, pl.exceptions.PolarsError) as exc:  # the report must not fail on unreadable labels
         logger.warning("human_labels under %s could not be read: %s", store.uri("human_labels/"), exc)
         return {"window": [first.isoformat(), last.isoformat()], "labels": 0, "error": str(exc)}
     summary: dict[str, Any] = {"window": [first.isoformat(), last.isoformat()], "labels": labels.height,
