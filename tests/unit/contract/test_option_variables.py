@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,9 +28,8 @@ def test_each_run_option_has_its_own_variable_named_after_it() -> None:
             "EVALUATION_QUIET_PERIOD_S"} <= set(variables)
 
 
-def test_help_names_each_variable_and_the_default_behind_it() -> None:
-    out = subprocess.run([sys.executable, "-m", "evaluation", "run", "--help"], capture_output=True, text=True,
-                         check=True).stdout
+def test_help_names_each_variable_and_the_default_behind_it(cli_help) -> None:
+    out = cli_help("run")
     text = " ".join(out.split())
     for option in RUN_OPTIONS:
         assert f"${option.env}" in text, option.name

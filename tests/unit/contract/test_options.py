@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import subprocess
-import sys
 
 import jsonschema
 import pytest
@@ -30,10 +28,10 @@ def test_every_run_config_field_is_an_option_or_set_by_the_run() -> None:
     assert names[names.index("thresholds_from") - 2:][:2] == ["pass_threshold", "borderline_threshold"]
 
 
-def test_cli_takes_every_option() -> None:
-    out = subprocess.run([sys.executable, "-m", "evaluation", "run", "--help"], capture_output=True, text=True, check=True)
+def test_cli_takes_every_option(cli_help) -> None:
+    out = cli_help("run")
     for option in RUN_OPTIONS:
-        assert option.flags[0] in out.stdout, option.name
+        assert option.flags[0] in out, option.name
 
 
 def _cli(option_name: str, value: str) -> object:
@@ -133,14 +131,17 @@ def test_form_schemas_are_json_schema_and_take_their_defaults(found) -> None:
             jsonschema.validate(option.default, option.schema)
 
 
-def test_cli_bad_option_exits_2_with_a_message(tmp_path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "evaluation", "run", "--date", "2026-11-25", "--input", str(tmp_path),
-         "--output", str(tmp_path), "--judges", "rag,bogus"],
-        capture_output=True, text=True,
-    )
-    assert out.returncode == 2
-    assert "judges" in out.stderr and "Traceback" not in out.stderr
+def test_cli_bad_option_exits_2_with_a_message(tmp_path, capsys) -> None:
+    from evaluation.cli.main import main
+
+    try:
+        code = main(["run", "--date", "2026-11-25", "--input", str(tmp_path), "--output", str(tmp_path),
+                     "--judges", "rag,bogus"])
+    except SystemExit as exc:  # argparse ends there
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "judges" in err and "Traceback" not in err
 
 
 def test_cli_run_prints_a_line_per_stage_on_stderr_and_json_on_stdout(tmp_path, capsys) -> None:

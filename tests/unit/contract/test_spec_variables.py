@@ -5,8 +5,6 @@ same name is one setting wherever it is (one variable, one default)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -51,9 +49,8 @@ def test_an_option_of_the_same_name_is_one_setting() -> None:
 
 
 @pytest.mark.parametrize("command", list(SPECS))
-def test_help_names_each_variable(command: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "evaluation", command, "--help"], capture_output=True, text=True,
-                         check=True).stdout
+def test_help_names_each_variable(command: str, cli_help) -> None:
+    out = cli_help(command)
     text = " ".join(out.split())
     for option in SPECS[command]:
         if option.env is not None:
