@@ -7,7 +7,8 @@ comparison's stores, a scheduler's or worker's repeated S3 hooks) parsed them ag
 about 70 ms of CPU for each S3 client made from a new session, against about 9 ms with the models
 already parsed (measured on this project's 2-core machines). :func:`share_models` makes the
 sessions made from then on share one loader. What a loader caches is parsed, read-only data keyed
-by file and API version, the same for every session of a process (``AWS_DATA_PATH`` is read once).
+by file and API version, the same for every session of a process with the same data path (one loader
+for each value of ``AWS_DATA_PATH``).
 
 Read from botocore 1.44 and boto3 1.44: a session registers its loader lazily with the factory
 ``botocore.session.create_loader``, and a boto3 session adds boto3's own data folder to its
