@@ -5,10 +5,13 @@ stages' (:mod:`evaluation.stages.thresholds`)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from typing import Any
+import math
+from typing import Annotated, Any
 
 import polars as pl
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from evaluation import storage
 from evaluation.pages.charts import esc
@@ -20,17 +23,78 @@ SHOWN = ("judge", "prompt_version", "set_name", "calibration_id", "calibrated_at
          "auroc_ci_high", "spearman", "kappa", "f1", "suggested_borderline", "suggested_pass",
          "suggested_kappa_holdout", "current_kappa_holdout", "pass_threshold", "borderline_threshold")
 
+#: A figure as ``summary.json`` holds it: None where the calibration has none or a NaN.
+Figure = Annotated[float | None, AfterValidator(lambda v: v if v is None or math.isfinite(v) else None)]
 
-def calibration_summary(store: storage.Store, judge_models: list[str], prompt_versions: list[str]) -> dict[str, Any]:
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Calibrated(_Row):
+    """A judge's latest calibration on a golden set: the :data:`SHOWN` columns of its ``score`` row."""
+
+    judge: str
+    prompt_version: str
+    set_name: str
+    calibration_id: str
+    calibrated_at: dt.datetime
+    n: int
+    auroc: Figure
+    auroc_ci_low: Figure
+    auroc_ci_high: Figure
+    spearman: Figure
+    kappa: Figure
+    f1: Figure
+    suggested_borderline: Figure
+    suggested_pass: Figure
+    suggested_kappa_holdout: Figure
+    current_kappa_holdout: Figure
+    pass_threshold: Figure
+    borderline_threshold: Figure
+    judge_model: str
+    report_uri: str
+
+
+class Uncalibrated(_Row):
+    """A day's judge prompt version no calibration with the judge model covers."""
+
+    judge_model: str
+    judge: str
+    prompt_version: str
+
+
+class Stale(_Row):
+    """A judge's latest calibration on a set, made with another prompt version than the day's."""
+
+    set_name: str
+    judge: str
+    calibration_id: str
+    prompt_version: str
+    calibrated_at: dt.datetime
+    n: int
+    judge_model: str
+    current_prompt_version: str
+
+
+class Calibrations(_Row):
+    """The ``calibration`` part of ``summary.json`` (:func:`calibration_summary`)."""
+
+    calibrations: list[Calibrated]
+    uncalibrated: list[Uncalibrated]
+    stale: list[Stale]
+
+
+def calibration_summary(store: storage.Store, judge_models: list[str], prompt_versions: list[str]) -> Calibrations:
     """Per judge model of the day, the latest calibration (``score`` rows, every set) of each of the
     day's judge prompt versions (``judge@hash``), and the prompt versions no calibration covers."""
     versions: dict[str, str] = {}
     for version in prompt_versions:
         judge, _, _ = version.partition("@")
         versions.setdefault(judge, version)
-    found: list[dict[str, Any]] = []
-    missing: list[dict[str, str]] = []
-    stale: list[dict[str, Any]] = []
+    found: list[Calibrated] = []
+    missing: list[Uncalibrated] = []
+    stale: list[Stale] = []
     for judge_model in judge_models:
         try:
             latest = latest_calibrations(store, judge_model, versions)
@@ -39,17 +103,15 @@ def calibration_summary(store: storage.Store, judge_models: list[str], prompt_ve
             logger.warning("calibrations under %s could not be read: %s", store.uri("calibrations/"), exc)
             latest = None
         rows = [] if latest is None else latest.filter(pl.col("metric") == "score").select(SHOWN).to_dicts()
-        for row in rows:
-            row["judge_model"] = judge_model
-            row["report_uri"] = store.uri(storage.calibration_key(row["calibration_id"], "report.html"))
-        found += rows
+        found += [Calibrated(**row, judge_model=judge_model, report_uri=store.uri(
+            storage.calibration_key(row["calibration_id"], "report.html"))) for row in rows]
         covered = {r["judge"] for r in rows}
-        missing += [{"judge_model": judge_model, "judge": j, "prompt_version": v} for j, v in versions.items()
+        missing += [Uncalibrated(judge_model=judge_model, judge=j, prompt_version=v) for j, v in versions.items()
                     if j not in covered]
-    return {"calibrations": found, "uncalibrated": missing, "stale": stale}
+    return Calibrations(calibrations=found, uncalibrated=missing, stale=stale)
 
 
-def stale_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> list[dict[str, Any]]:
+def stale_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> list[Stale]:
     """The latest calibration of ``judge_model`` per (set, judge) made with another prompt version
     than the day's: it no longer applies (``thresholds_from`` refuses it)."""
     keys = [o.key for o in store.list("calibrations/") if o.key.endswith("/calibration.parquet")]
@@ -60,7 +122,7 @@ def stale_calibrations(store: storage.Store, judge_model: str, versions: dict[st
              .select("calibration_id", "set_name", "judge", "prompt_version", "calibrated_at", "n").collect())
     latest = frame.sort("calibrated_at").group_by("set_name", "judge").last().sort("set_name", "judge")
     rows = [r for r in latest.to_dicts() if r["judge"] in versions and r["prompt_version"] != versions[r["judge"]]]
-    return [{**r, "judge_model": judge_model, "current_prompt_version": versions[r["judge"]]} for r in rows]
+    return [Stale(**r, judge_model=judge_model, current_prompt_version=versions[r["judge"]]) for r in rows]
 
 
 def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[str, str]) -> pl.DataFrame | None:
@@ -83,12 +145,12 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else esc(value))
 
 
-def calibration_section(calibration: dict[str, Any] | None) -> str:
+def calibration_section(calibration: Calibrations | None) -> str:
     """The daily report's "Agreement with people" section (from ``summary.json``'s ``calibration``:
     :func:`calibration_summary`)."""
-    data = calibration or {"calibrations": [], "uncalibrated": []}
+    data = calibration or Calibrations(calibrations=[], uncalibrated=[], stale=[])
     parts = ["<section id='agreement'><h2>Agreement with people</h2>"]
-    rows = data["calibrations"]
+    rows = data.calibrations
     if rows:
         parts.append("<p class='note'>The latest calibration of the day's judge model and prompt versions on each "
                      "golden set (<code>python -m evaluation calibrate</code>, the <code>judge_calibration</code> DAG): "
@@ -100,30 +162,30 @@ def calibration_section(calibration: dict[str, Any] | None) -> str:
                 "<th>calibrated</th></tr>")
         body = []
         for r in rows:
-            ci = "" if r["auroc_ci_low"] is None else f" ({_fmt(r['auroc_ci_low'])} – {_fmt(r['auroc_ci_high'])})"
-            suggested = ("–" if r["suggested_borderline"] is None else
-                         f"{_fmt(r['suggested_borderline'])} / {_fmt(r['suggested_pass'])} "
-                         f"({_fmt(r['suggested_kappa_holdout'])} vs {_fmt(r['current_kappa_holdout'])} now)")
+            ci = "" if r.auroc_ci_low is None else f" ({_fmt(r.auroc_ci_low)} – {_fmt(r.auroc_ci_high)})"
+            suggested = ("–" if r.suggested_borderline is None else
+                         f"{_fmt(r.suggested_borderline)} / {_fmt(r.suggested_pass)} "
+                         f"({_fmt(r.suggested_kappa_holdout)} vs {_fmt(r.current_kappa_holdout)} now)")
             body.append(
-                f"<tr><td><code>{esc(r['judge'])}</code></td><td><code>{esc(r['judge_model'])}</code></td>"
-                f"<td>{esc(r['set_name'])}</td><td class='num'>{r['n']}</td><td class='num'>{_fmt(r['auroc'])}{ci}</td>"
-                f"<td class='num'>{_fmt(r['kappa'])}</td><td class='num'>{_fmt(r['f1'])}</td>"
-                f"<td class='num'>{_fmt(r['spearman'])}</td><td class='num'>{suggested}</td>"
-                f"<td class='text'>{esc(str(r['calibrated_at'])[:19])} · <code>{esc(r['calibration_id'])}</code><br>"
-                f"<code>{esc(r['report_uri'])}</code></td></tr>")
+                f"<tr><td><code>{esc(r.judge)}</code></td><td><code>{esc(r.judge_model)}</code></td>"
+                f"<td>{esc(r.set_name)}</td><td class='num'>{r.n}</td><td class='num'>{_fmt(r.auroc)}{ci}</td>"
+                f"<td class='num'>{_fmt(r.kappa)}</td><td class='num'>{_fmt(r.f1)}</td>"
+                f"<td class='num'>{_fmt(r.spearman)}</td><td class='num'>{suggested}</td>"
+                f"<td class='text'>{esc(r.calibrated_at.isoformat()[:19])} · <code>{esc(r.calibration_id)}</code><br>"
+                f"<code>{esc(r.report_uri)}</code></td></tr>")
         parts.append(f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{''.join(body)}"
                      "</tbody></table></div>")
-    for item in data["uncalibrated"]:
-        parts.append(f"<p class='note'>No calibration of <code>{esc(item['judge'])}</code> "
-                     f"(<code>{esc(item['prompt_version'])}</code>) with <code>{esc(item['judge_model'])}</code> "
+    for item in data.uncalibrated:
+        parts.append(f"<p class='note'>No calibration of <code>{esc(item.judge)}</code> "
+                     f"(<code>{esc(item.prompt_version)}</code>) with <code>{esc(item.judge_model)}</code> "
                      "exists: its verdicts' agreement with people is unmeasured.</p>")
-    for item in data.get("stale", []):
-        parts.append(f"<p class='note'><b>stale</b>: calibration <code>{esc(item['calibration_id'])}</code> of "
-                     f"<code>{esc(item['judge'])}</code> with <code>{esc(item['judge_model'])}</code> on "
-                     f"{esc(item['set_name'])} ({item['n']} records, {esc(str(item['calibrated_at'])[:10])}) was made "
-                     f"with prompt <code>{esc(item['prompt_version'])}</code>; the day ran "
-                     f"<code>{esc(item['current_prompt_version'])}</code>, so it no longer applies.</p>")
-    if not rows and not data["uncalibrated"]:
+    for stale in data.stale:
+        parts.append(f"<p class='note'><b>stale</b>: calibration <code>{esc(stale.calibration_id)}</code> of "
+                     f"<code>{esc(stale.judge)}</code> with <code>{esc(stale.judge_model)}</code> on "
+                     f"{esc(stale.set_name)} ({stale.n} records, {esc(stale.calibrated_at.isoformat()[:10])}) was made "
+                     f"with prompt <code>{esc(stale.prompt_version)}</code>; the day ran "
+                     f"<code>{esc(stale.current_prompt_version)}</code>, so it no longer applies.</p>")
+    if not rows and not data.uncalibrated:
         parts.append("<p class='note'>No judge ran this day: no calibration to show.</p>")
     parts.append("</section>")
     return "".join(parts)

@@ -56,13 +56,14 @@ def build_daily_report(
     computed = read_consistently(store, report_days(day, history_days), lambda landed: compute_summary(
         load_inputs(store, day, history_days=history_days, landed=landed), worst_per_judge=worst_per_judge,
         policy=policy))
-    summary = computed.model_dump()  # the JSON of summary.json: DaySummary's keys, in its fields' order
     # agreement with people: the latest calibration of the day's judge model and prompt versions
-    summary["calibration"] = calibration_summary(store, computed.run.judge_models, computed.run.prompt_versions)
+    calibration = calibration_summary(store, computed.run.judge_models, computed.run.prompt_versions)
     # people's labels: their count and age, agreement, and the headline rates they correct
-    summary["people"] = people_summary(store, day)
-    summary = _json_safe(summary)
-    return render_html(computed, calibration=summary["calibration"], people=summary["people"]), summary
+    people = people_summary(store, day)
+    # the JSON of summary.json: DaySummary's keys, in its fields' order, then the two parts
+    summary = _json_safe({**computed.model_dump(), "calibration": calibration.model_dump(),
+                          "people": people.model_dump()})
+    return render_html(computed, calibration=calibration, people=people), summary
 
 
 def write_daily_report(

@@ -20,6 +20,7 @@ from evaluation import storage
 from evaluation.contract.estimate import fleiss_kappa, ppi_rate
 from evaluation.contract.review import QUESTIONS, ReviewSpec
 from evaluation.pages.charts import esc
+from evaluation.report.summary import JudgeAgreement, LabelledRate, People
 from evaluation.storage.labels import read_labels
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def _human_verdicts(labels: pl.DataFrame) -> pl.DataFrame:
                  human=pl.col("label").mode().first(), inclusion_probability=pl.col("inclusion_probability").first()))
 
 
-def corrected_rates(judged: pl.DataFrame, humans: pl.DataFrame, min_labels: int) -> list[dict[str, Any]]:
+def corrected_rates(judged: pl.DataFrame, humans: pl.DataFrame, min_labels: int) -> list[LabelledRate]:
     """Per (model, judge) and headline rate: the judge-only and corrected figures, or the label
     count and why none is shown."""
     found = []
@@ -70,80 +71,76 @@ def corrected_rates(judged: pl.DataFrame, humans: pl.DataFrame, min_labels: int)
                                     labelled[f"human_{verdict}"].to_numpy(),
                                     labelled["inclusion_probability"].to_numpy())
                 row.update(estimate.model_dump())
-            found.append(row)
-    return sorted(found, key=lambda r: (r["model"], r["judge"], r["rate"]))
+            found.append(LabelledRate.model_validate(row))
+    return sorted(found, key=lambda r: (r.model, r.judge, r.rate))
 
 
-def _judge_agreement(judged: pl.DataFrame, humans: pl.DataFrame) -> list[dict[str, Any]]:
+def _judge_agreement(judged: pl.DataFrame, humans: pl.DataFrame) -> list[JudgeAgreement]:
     joined = judged.join(humans, left_on=["dt", "record_id"], right_on=["record_dt", "record_id"], how="inner")
-    return [{"judge": judge, "records": group.height,
-             "agreement": float(group.select((pl.col("verdict") == pl.col("human")).mean()).item() or 0.0)}
+    return [JudgeAgreement(judge=judge, records=group.height,
+                           agreement=float(group.select((pl.col("verdict") == pl.col("human")).mean()).item() or 0.0))
             for (judge,), group in joined.group_by(["judge"], maintain_order=True)]
 
 
 def people_summary(store: storage.Store, day: dt.date, *, window_days: int = _DEFAULTS.people_window_days,
-                   min_labels: int = _DEFAULTS.min_labels) -> dict[str, Any]:
+                   min_labels: int = _DEFAULTS.min_labels) -> People:
     """The ``people`` part of the day's ``summary.json`` (see the module's docstring)."""
     first, last = _window(day, window_days)
     try:
         labels = read_labels(store).filter(pl.col("record_dt").is_between(first, last))
     except (storage.StorageError, pl.exceptions.PolarsError) as exc:  # the report must not fail on unreadable labels
         logger.warning("human_labels under %s could not be read: %s", store.uri("human_labels/"), exc)
-        return {"window": [first.isoformat(), last.isoformat()], "labels": 0, "error": str(exc)}
-    summary: dict[str, Any] = {"window": [first.isoformat(), last.isoformat()], "labels": labels.height,
-                               "min_labels": min_labels}
+        return People(window=[first.isoformat(), last.isoformat()], labels=0, error=str(exc))
     if labels.is_empty():
-        return summary
+        return People(window=[first.isoformat(), last.isoformat()], labels=0, min_labels=min_labels)
     latest = labels["labelled_at"].max()
     assert isinstance(latest, dt.datetime)
-    summary.update(
+    judged = _judged(store, first, last)
+    humans = _human_verdicts(labels)
+    return People(
+        window=[first.isoformat(), last.isoformat()], labels=labels.height, min_labels=min_labels,
         records=labels.select("record_dt", "record_id").n_unique(), annotators=labels["annotator"].n_unique(),
         latest_label=latest.isoformat(), age_days=(day - latest.date()).days,
         annotator_kappa={q: fleiss_kappa(labels.filter(pl.col("question") == q).group_by("record_dt", "record_id")
-                                         .agg("label")["label"].to_list()) for q in QUESTIONS})
-    judged = _judged(store, first, last)
-    humans = _human_verdicts(labels)
-    summary["judge_agreement"] = _judge_agreement(judged, humans)
-    summary["estimates"] = corrected_rates(judged, humans, min_labels)
-    return summary
+                                         .agg("label")["label"].to_list()) for q in QUESTIONS},
+        judge_agreement=_judge_agreement(judged, humans), estimates=corrected_rates(judged, humans, min_labels))
 
 
 def _pct(value: float | None) -> str:
     return "–" if value is None or not np.isfinite(value) else f"{100 * value:.1f}%"
 
 
-def _estimate_row(r: dict[str, Any]) -> str:
-    head = f"<td>{esc(r['model'])}</td><td><code>{esc(r['judge'])}</code></td><td>{esc(r['rate'])}</td>"
-    if "corrected" not in r:
-        return f"{head}<td colspan='3' class='text'>{esc(r['note'])}</td><td class='num'>{r['labels']}</td></tr>"
-    return (f"{head}<td class='num'>{_pct(r['judge_rate'])} ({_pct(r['judge_low'])} – {_pct(r['judge_high'])})</td>"
-            f"<td class='num'><b>{_pct(r['corrected'])}</b> ({_pct(r['low'])} – {_pct(r['high'])})</td>"
-            f"<td class='num'>{r['bias'] * 100:+.1f} pts</td><td class='num'>{r['labels']} of {r['records']}</td></tr>")
+def _estimate_row(r: LabelledRate) -> str:
+    head = f"<td>{esc(r.model)}</td><td><code>{esc(r.judge)}</code></td><td>{esc(r.rate)}</td>"
+    if r.corrected is None or r.bias is None:
+        return f"{head}<td colspan='3' class='text'>{esc(r.note)}</td><td class='num'>{r.labels}</td></tr>"
+    return (f"{head}<td class='num'>{_pct(r.judge_rate)} ({_pct(r.judge_low)} – {_pct(r.judge_high)})</td>"
+            f"<td class='num'><b>{_pct(r.corrected)}</b> ({_pct(r.low)} – {_pct(r.high)})</td>"
+            f"<td class='num'>{r.bias * 100:+.1f} pts</td><td class='num'>{r.labels} of {r.records}</td></tr>")
 
 
-def people_section(people: dict[str, Any] | None) -> str:
+def people_section(data: People | None) -> str:
     """The daily report's "People's labels" section (from ``summary.json``'s ``people``: :func:`people_summary`)."""
-    data = people or {}
-    window = data.get("window") or ["", ""]
+    window = data.window if data is not None else ["", ""]
     parts = ["<section id='people'><h2>People's labels</h2>"]
-    if not data.get("labels"):
+    if data is None or not data.labels:
         parts.append(f"<p class='note'>No labels from people on the records of {esc(window[0])} – {esc(window[1])} "
                      "(the review queue: <code>python -m evaluation review</code>): every figure on this page is the "
                      "judges' alone.</p></section>")
         return "".join(parts)
-    kappas = ", ".join(f"{q} {'–' if k is None else f'{k:.2f}'}" for q, k in data["annotator_kappa"].items())
-    agreement = "; ".join(f"<code>{esc(a['judge'])}</code> {_pct(a['agreement'])} of {a['records']}"
-                          for a in data.get("judge_agreement", []))
-    parts.append(f"<p class='note'>{data['labels']} labels on {data['records']} records of {esc(window[0])} – "
-                 f"{esc(window[1])} by {data['annotators']} people; the latest labelled {esc(data['latest_label'][:10])} "
-                 f"({data['age_days']} days before this report). Agreement between annotators (Fleiss' κ): {kappas}. "
+    kappas = ", ".join(f"{q} {'–' if k is None else f'{k:.2f}'}" for q, k in (data.annotator_kappa or {}).items())
+    agreement = "; ".join(f"<code>{esc(a.judge)}</code> {_pct(a.agreement)} of {a.records}"
+                          for a in data.judge_agreement or [])
+    parts.append(f"<p class='note'>{data.labels} labels on {data.records} records of {esc(window[0])} – "
+                 f"{esc(window[1])} by {data.annotators} people; the latest labelled {esc((data.latest_label or '')[:10])} "
+                 f"({data.age_days} days before this report). Agreement between annotators (Fleiss' κ): {kappas}. "
                  f"Judges' verdicts equal to people's (uniform slice): {agreement or '–'}.</p>")
     parts.append("<p class='note'>Corrected: the judge's rate over all its records plus its error measured on the "
                  "uniform slice people labelled (prediction-powered inference); its 95% interval holds whatever "
                  "the judge's bias. The judge-only interval counts sampling error only. Bias: judge minus people.</p>")
     head = ("<tr><th>model</th><th>judge</th><th>rate</th><th class='num'>judge only (95%)</th>"
             "<th class='num'>corrected (95%)</th><th class='num'>judge bias</th><th class='num'>labels</th></tr>")
-    body = "".join(f"<tr>{_estimate_row(r)}" for r in data.get("estimates", []))
+    body = "".join(f"<tr>{_estimate_row(r)}" for r in data.estimates or [])
     parts.append(f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{body}</tbody>"
                  "</table></div></section>")
     return "".join(parts)

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from evaluation.calibration.daily import calibration_section
+from evaluation.calibration.daily import Calibrations, calibration_section
 from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.pages import charts
@@ -47,6 +47,7 @@ from evaluation.report.summary import (
     Distribution,
     Group,
     Measure,
+    People,
     Previous,
     Reference,
     WorstRecord,
@@ -514,8 +515,8 @@ def _overview(summary: DaySummary) -> str:
     return _section("overview", "Overview", f'<div class="cards">{body}</div>')
 
 
-def render_html(summary: DaySummary, *, calibration: dict[str, Any] | None = None,
-                people: dict[str, Any] | None = None) -> str:
+def render_html(summary: DaySummary, *, calibration: Calibrations | None = None,
+                people: People | None = None) -> str:
     """The page for a summary built by :func:`compute_summary`, with the day's ``calibration``
     (:func:`evaluation.calibration.daily.calibration_summary`) and ``people``
     (:func:`evaluation.report.people.people_summary`) parts of ``summary.json``."""

@@ -533,3 +533,49 @@ class DaySummary(_Entry):
     worst_records: list[WorstRecord]
     empty_answers: list[EmptyAnswers]
     rejects: Rejects
+
+
+class LabelledRate(_Sparse):
+    """A model's headline rate beside people's labels (:func:`evaluation.report.people.corrected_rates`):
+    the judge-only and corrected figures (:class:`evaluation.contract.estimate.Estimate`), or the
+    ``note`` saying why none is shown."""
+
+    model: str
+    judge: str
+    rate: str
+    labels: int
+    records: int
+    note: str | None = None
+    judge_rate: float | None = None
+    judge_low: float | None = None
+    judge_high: float | None = None
+    corrected: float | None = None
+    low: float | None = None
+    high: float | None = None
+    bias: float | None = None
+
+
+class JudgeAgreement(_Entry):
+    """A judge's verdicts equal to people's on the labelled records of the uniform slice."""
+
+    judge: str
+    records: int
+    agreement: float
+
+
+class People(_Sparse):
+    """The ``people`` part of ``summary.json`` (:func:`evaluation.report.people.people_summary`):
+    the window and its label count, then either the ``error`` reading them, ``min_labels`` alone
+    (no labels), or every figure."""
+
+    window: list[str]
+    labels: int
+    error: str | None = None
+    min_labels: int | None = None
+    records: int | None = None
+    annotators: int | None = None
+    latest_label: str | None = None
+    age_days: int | None = None
+    annotator_kappa: dict[str, float | None] | None = None
+    judge_agreement: list[JudgeAgreement] | None = None
+    estimates: list[LabelledRate] | None = None

@@ -79,8 +79,8 @@ def test_only_the_days_judge_model_and_prompt_versions_count(tmp_path: Path) -> 
     out = storage.LocalStore(tmp_path / "out")
     run_calibration(out, storage.LocalStore(golden), CalibrationSpec(golden_uri=str(golden), judges=["rag"]))
     found = calibration_summary(out, ["offline/lexical"], ["rag@0000000000"])
-    assert found["calibrations"] == [] and found["uncalibrated"][0]["prompt_version"] == "rag@0000000000"
-    assert calibration_summary(out, ["openai/gpt-4o"], [])["calibrations"] == []
+    assert found.calibrations == [] and found.uncalibrated[0].prompt_version == "rag@0000000000"
+    assert calibration_summary(out, ["openai/gpt-4o"], []).calibrations == []
 
 
 def test_a_run_with_thresholds_from_a_calibration_records_which(tmp_path: Path) -> None:

@@ -125,17 +125,17 @@ def test_the_report_shows_corrected_rates_once_enough_labels_exist(tmp_path: Pat
     assert not shown and withheld and all("30 needed" in e["note"] for e in withheld)
     assert "People's labels" in page and "30 needed" in page
     people = people_summary(out, DAY, min_labels=5)
-    fail_rates = [e for e in people["estimates"] if e["rate"] == "fail_rate"]
+    fail_rates = [e for e in people.estimates or [] if e.rate == "fail_rate"]
     assert len(fail_rates) == 2 * len(synthetic.MODELS)  # rag and masis per model
     for estimate in fail_rates:
         # every person said fail: the corrected rate is the judge's plus the share of the slice it did not fail
-        rows = judged_rows(out, estimate["model"], estimate["judge"])
+        rows = judged_rows(out, estimate.model, estimate.judge)
         sliced = rows.filter(pl.col("record_id").is_in(queue["record_id"].implode()))
-        assert estimate["labels"] == sliced.height >= 5
-        assert estimate["judge_rate"] == pytest.approx(float((rows["verdict"] == "fail").mean() or 0.0))
+        assert estimate.labels == sliced.height >= 5
+        assert estimate.judge_rate == pytest.approx(float((rows["verdict"] == "fail").mean() or 0.0))
         missed = float((sliced["verdict"] != "fail").mean() or 0.0)
-        assert estimate["corrected"] == pytest.approx(estimate["judge_rate"] + missed)
-        assert estimate["bias"] == pytest.approx(-missed)
+        assert estimate.corrected == pytest.approx((estimate.judge_rate or 0.0) + missed)
+        assert estimate.bias == pytest.approx(-missed)
 
 
 def judged_rows(store: storage.Store, model: str, judge: str) -> pl.DataFrame:

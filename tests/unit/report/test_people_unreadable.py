@@ -19,8 +19,8 @@ def test_a_damaged_labels_object_is_named_and_the_section_says_so(tmp_path: Path
     store = storage.open_store(str(tmp_path))
     store.write_bytes(f"human_labels/dt={DAY.isoformat()}/labels-damaged.parquet", b"PAR1 not a parquet file")
     section = people.people_summary(store, DAY)
-    assert section["labels"] == 0
-    assert section["error"].startswith(f"cannot read {tmp_path}/human_labels/dt={DAY.isoformat()}/labels-damaged.parquet")
+    assert section.labels == 0 and list(section.model_dump()) == ["window", "labels", "error"]
+    assert (section.error or "").startswith(f"cannot read {tmp_path}/human_labels/dt={DAY.isoformat()}/labels-damaged.parquet")
     assert "human_labels under" in caplog.text and "could not be read" in caplog.text
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import storage
+from evaluation.calibration.daily import Calibrations
 from evaluation.report import compute_summary, render_html, write_daily_report
 from evaluation.report.compute import ReportInputs
-from evaluation.report.summary import DaySummary, Flag, Reference, SegmentFlag
+from evaluation.report.summary import DaySummary, Flag, People, Reference, SegmentFlag
 from tests.unit.report.test_report import DAY, write_history
 from tests.unit.report.test_report_segments import LAST, fortnight
 
@@ -39,7 +40,9 @@ def test_a_landed_summary_json_reads_back_as_the_model_and_dumps_to_the_same_jso
     # the page drawn from summary.json read back is the page landed beside it
     page = store.read_bytes(storage.report_key(DAY, "index.html")).decode()
     summary = DaySummary.model_validate({k: v for k, v in found.items() if k not in ADDED})
-    assert render_html(summary, calibration=found["calibration"], people=found["people"]) == page
+    calibration, people = Calibrations.model_validate(found["calibration"]), People.model_validate(found["people"])
+    assert list(people.model_dump()) == list(found["people"])
+    assert render_html(summary, calibration=calibration, people=people) == page
 
 
 def test_segment_flags_and_adjusted_p_values_keep_their_keys() -> None:
