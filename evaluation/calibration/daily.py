@@ -39,7 +39,7 @@ class Calibrated(_Row):
     set_name: str
     calibration_id: str
     calibrated_at: dt.datetime
-    n: int
+    n: int | None
     auroc: Figure
     auroc_ci_low: Figure
     auroc_ci_high: Figure
@@ -72,7 +72,7 @@ class Stale(_Row):
     calibration_id: str
     prompt_version: str
     calibrated_at: dt.datetime
-    n: int
+    n: int | None
     judge_model: str
     current_prompt_version: str
 
