@@ -33,3 +33,17 @@ def test_sessions_share_one_loader_and_parse_each_model_once(monkeypatch) -> Non
     # boto3 adds its data folder for each session: the shared loader keeps it once
     paths = first._loader.search_paths
     assert len(paths) == len(set(paths))
+
+
+def test_parse_s3_models_leaves_a_new_sessions_s3_client_nothing_to_parse(monkeypatch) -> None:
+    """What the Celery worker's preload does before it forks: the task processes make S3 clients from parsed models."""
+    from evaluation.storage import parse_s3_models
+
+    parse_s3_models()
+    parsed: list[str] = []
+    load_file = botocore.loaders.JSONFileLoader.load_file
+    monkeypatch.setattr(botocore.loaders.JSONFileLoader, "load_file",
+                        lambda self, file_path: parsed.append(file_path) or load_file(self, file_path))
+    boto3.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
+                  region_name="ap-southeast-2").client("s3")
+    assert parsed == []
