@@ -39,29 +39,6 @@ from typing import Any, TypeAlias
 
 from evaluation.contract.errors import UsageError
 
-__all__ = [
-    "CHAT_CONTEXT_ROLES",
-    "FORMAT_LAYOUTS",
-    "FORMAT_SUFFIXES",
-    "INPUT_FIELDS",
-    "INPUT_FORMATS",
-    "INPUT_LAYOUTS",
-    "MAPPING_TARGETS",
-    "SKIP_KEY",
-    "InputAdapter",
-    "adapt_chat",
-    "adapt_litellm",
-    "adapter_for",
-    "check_input_format",
-    "check_input_layout",
-    "layout_of",
-    "litellm_skip",
-    "read_timestamp",
-    "parse_mapping",
-    "parse_path",
-    "type_name",
-]
-
 #: The record fields of CONTRACT §1, the targets of a mapping.
 INPUT_FIELDS: tuple[str, ...] = (
     "record_id", "conversation_id", "timestamp", "model", "question", "answer", "contexts", "reference",
@@ -116,19 +93,16 @@ class MappingError(UsageError, ValueError):
     """An ``input_format`` or ``input_mapping`` that cannot be used: one line naming the option."""
 
 
+#: JSON's name of each parsed type, in the order they are tried (a boolean is no number).
+_JSON_TYPES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (type(None), "null"), (bool, "boolean"), ((int, float), "number"), (str, "string"), (list, "array"),
+    (dict, "object"),
+)
+
+
 def type_name(value: Any) -> str:
     """The JSON name of a parsed value's type, for problem messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
+    return next((name for kinds, name in _JSON_TYPES if isinstance(value, kinds)), type(value).__name__)
 
 
 # --------------------------------------------------------------------------------------------
