@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from evaluation.contract.adapters import INPUT_FORMATS, check_input_format, parse_mapping
-from evaluation.contract.config import Cli, FormText
+from evaluation.contract.config import Cli, FormText, comma_list
 
 
 class ReviewError(RuntimeError):
@@ -20,12 +20,6 @@ class ReviewError(RuntimeError):
 TARGETED_STRATA = ("flagged", "disagreement", "escalated", "borderline")
 #: The questions people answer about a record (the ``question`` column of ``human_labels``).
 QUESTIONS = ("supported", "answers", "verdict")
-
-
-def _models(value: object) -> object:
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
 
 
 class ReviewSpec(BaseModel):
@@ -51,7 +45,7 @@ class ReviewSpec(BaseModel):
         default=0.5, ge=0.0, le=1.0, title="Uniform share",
         description="Share of the review size drawn uniformly at random from the day (what the corrected "
         "estimates use); the rest goes to the targeted strata, and what they cannot fill to the uniform slice.")
-    flagged_models: Annotated[list[str], BeforeValidator(_models), FormText] = Field(
+    flagged_models: Annotated[list[str], BeforeValidator(comma_list), FormText] = Field(
         default="", validate_default=True, title="Flagged models",
         description="Models whose records form the flagged stratum (comma-separated). Empty: the models the "
         "day's report says regressed (its summary.json's alerting), none before the report is built.")
