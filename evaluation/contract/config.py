@@ -174,14 +174,8 @@ class InputRecord(BaseModel):
 
     def untrusted_texts(self) -> list[str]:
         """Every piece of judged text that came from the logs (for the quote defence of §2.1)."""
-        texts = [self.question, self.answer]
-        texts.extend(c.text for c in self.contexts)
-        if self.reference is not None:
-            texts.append(self.reference)
-        if self.expected_outcome is not None:
-            texts.append(self.expected_outcome)
-        for rubric in self.rubrics or []:
-            texts.append(rubric.description)
+        texts = [self.question, self.answer, *(c.text for c in self.contexts), self.reference, self.expected_outcome,
+                 *(rubric.description for rubric in self.rubrics or [])]
         return [t for t in texts if t]
 
 
@@ -283,20 +277,6 @@ class Sample(BaseModel):
         if (self.fraction is None) == (self.max_per_model is None):
             raise ValueError("sample takes exactly one of fraction or max_per_model")
         return self
-
-    @classmethod
-    def parse(cls, value: str | float | int | None) -> Sample | None:
-        """A whole number (`100`, `"100"`) is a maximum per model; any other number a fraction."""
-        if value is None or (isinstance(value, str) and not value.strip()):
-            return None
-        if isinstance(value, bool):
-            raise ValueError("sample must be a number, not a boolean")
-        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
-            return cls(max_per_model=int(value))
-        try:
-            return cls(fraction=float(value))
-        except ValueError:
-            raise ValueError("sample is a fraction in (0, 1] (0.25) or a count per model (200)") from None
 
 
 def _band(value: object) -> object:
@@ -517,9 +497,17 @@ class RunConfig(JudgeSettings, _RunInput):
     @field_validator("sample", mode="before")
     @classmethod
     def _parse_sample(cls, value: object) -> object:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return Sample.parse(value)
-        return value
+        """A whole number (`100`, `"100"`) is a maximum per model; any other number a fraction; blank is none."""
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            return value
+        if isinstance(value, str) and not value.strip():
+            return None
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+            return Sample(max_per_model=int(value))
+        try:
+            return Sample(fraction=float(value))
+        except ValueError:
+            raise ValueError("sample is a fraction in (0, 1] (0.25) or a count per model (200)") from None
 
     @model_validator(mode="after")
     def _cascade(self) -> RunConfig:
