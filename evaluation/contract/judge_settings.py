@@ -2,18 +2,9 @@
 (:class:`JudgeEndpoint`), how its replies are asked for, how many calls are in flight, how long a call
 may take and how often it is tried, and the deployment's rate limits.
 
-A run (:class:`~evaluation.contract.config.RunConfig`), a comparison that re-judges
-(:class:`~evaluation.contract.config.ComparisonSpec`) and a calibration
-(:class:`~evaluation.contract.calibration.CalibrationSpec`) are built on :class:`JudgeSettings`, so
-their options keep the flat names (``judge_model``, ``concurrency``, ``judge_rpm``, ...) the CLI, the
-DAG forms and the ``EVALUATION_<OPTION>`` variables use; a cascade level
-(:class:`~evaluation.contract.config.CascadeLevel`) is a :class:`JudgeEndpoint`, and the settings a level
-is judged with are derived, validated, with :meth:`JudgeSettings.for_level`.
-
-The settings build the judge client (:meth:`JudgeSettings.client_kwargs`, the keyword arguments of
-:class:`evaluation.calling.client.JudgeClient`) and the parameters of a ledger request hash
-(:meth:`JudgeSettings.call_parameters`; :func:`evaluation.calling.client.call_parameters` adds what
-litellm knows of the provider). Light on purpose (pydantic only): a DAG file imports it at parse time.
+A run, a re-judging comparison and a calibration are built on :class:`JudgeSettings`, so their options
+keep the flat names (``judge_model``, ``concurrency``, ``judge_rpm``, ...) the CLI, the DAG forms and the
+``EVALUATION_<OPTION>`` variables use. Light on purpose (pydantic only): a DAG file imports it at parse time.
 """
 
 from __future__ import annotations

@@ -4,15 +4,11 @@
 flag spellings and environment variable), and :func:`build_config` turns their values into a
 :class:`RunConfig`.
 
-Every option of these four has a variable, named after it: ``EVALUATION_`` and the option's name in
-upper case (:func:`env_name`; ``concurrency`` is ``$EVALUATION_CONCURRENCY``), so a deployment sets
-any of them for its scheduled runs, comparisons, calibrations and clean-ups; an option of the same
-name is the same setting wherever it is (``EVALUATION_JUDGE_RPM`` limits runs, re-judging
-comparisons and calibrations alike). A field's :class:`~evaluation.contract.config.Cli` (or its
-spec's ``OPTION_CLI``) may name another variable or none: a comparison's ``judge_model`` is
-``EVALUATION_COMPARE_JUDGE_MODEL`` (empty compares the landed scores, so the runs' judge model must
-not re-judge every comparison), and what a comparison or a calibration is asked (its range and
-models, its golden set) has none.
+Every option of these four has a variable, ``EVALUATION_`` and its name in upper case
+(:func:`env_name`), so a deployment sets any of them for its scheduled runs, comparisons,
+calibrations and clean-ups; an option of the same name is the same setting wherever it is. A
+field's :class:`~evaluation.contract.config.Cli` (or its spec's ``OPTION_CLI``) may name another
+variable or none.
 
 This module is light on purpose (pydantic only): the DAG files import it at parse time. Nothing
 here reads the environment then: an option with an environment variable is empty in the form and
