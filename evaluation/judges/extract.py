@@ -67,21 +67,6 @@ Text = Annotated[str | None, PlainValidator(lambda value: value if isinstance(va
 Strings = Annotated[list[str], PlainValidator(strings)]
 
 
-def _decode_at(text: str, start: int) -> tuple[Any, int] | None:
-    try:
-        return _DECODER.raw_decode(text, start)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _qualifies(obj: object, key_fields: Sequence[str]) -> bool:
-    return isinstance(obj, dict) and any(key in obj for key in key_fields)
-
-
-def _is_quote(candidate: str, untrusted: Sequence[str]) -> bool:
-    return any(candidate in text for text in untrusted)
-
-
 def extract_json_object(
     text: str | None,
     key_fields: Iterable[str],
@@ -93,10 +78,13 @@ def extract_json_object(
     keys = tuple(key_fields)
     position = text.find("{")
     while position != -1:
-        decoded = _decode_at(text, position)
-        if decoded is not None:
-            obj, end = decoded
-            if _qualifies(obj, keys) and not _is_quote(text[position:end], untrusted):
+        try:
+            obj, end = _DECODER.raw_decode(text, position)
+        except (ValueError, RecursionError):
+            obj = None
+        # a candidate quoted from the record's own text is no verdict: the scan goes on
+        if isinstance(obj, dict) and any(key in obj for key in keys):
+            if not any(text[position:end] in quoted for quoted in untrusted):
                 return dict(obj)
         position = text.find("{", position + 1)
     return None
