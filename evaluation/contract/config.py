@@ -38,9 +38,7 @@ from evaluation.contract.adapters import (
     parse_mapping,
 )
 from evaluation.contract.judge_settings import OFFLINE_JUDGE_MODEL as OFFLINE_JUDGE_MODEL
-from evaluation.contract.judge_settings import STRUCTURED_OUTPUT as STRUCTURED_OUTPUT
 from evaluation.contract.judge_settings import JudgeEndpoint, JudgeSettings
-from evaluation.contract.judge_settings import OptionalText as OptionalText
 from evaluation.contract.judge_settings import StructuredOutput as StructuredOutput
 
 JudgeName = Literal["rag", "masis", "prompt"]

@@ -19,7 +19,6 @@ OFFLINE_JUDGE_MODEL = "offline/lexical"
 #: Whether judge calls send each judge's reply model as a JSON schema: ``auto`` where litellm says
 #: the provider enforces one, ``on`` always (an OpenAI-compatible server that does), ``off`` never.
 StructuredOutput = Literal["auto", "on", "off"]
-STRUCTURED_OUTPUT: tuple[StructuredOutput, ...] = ("auto", "on", "off")
 
 
 def _blank_is_none(value: object) -> object:
