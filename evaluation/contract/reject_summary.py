@@ -10,8 +10,6 @@ import json
 import polars as pl
 from pydantic import BaseModel, Field
 
-__all__ = ["ReasonCount", "reason_lines", "summarise_rejects"]
-
 #: Reasons listed, most frequent first; examples per reason.
 TOP_REASONS = 8
 EXAMPLES = 3
