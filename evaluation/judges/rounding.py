@@ -21,9 +21,8 @@ _NEGLIGIBLE = 2.0**-11
 
 
 def round_half_even_binary(values: np.ndarray, decimals: int) -> np.ndarray:
-    """``[round(v, decimals) for v in values]`` for a float64 array, vectorised; NaN stays NaN."""
-    if not 0 <= decimals <= _MAX_DECIMALS:
-        raise ValueError(f"decimals must be in [0, {_MAX_DECIMALS}], got {decimals}")
+    """``[round(v, decimals) for v in values]`` for a float64 array, vectorised; NaN stays NaN
+    (``decimals`` checked by :func:`round_like_python`, its one caller)."""
     x = np.asarray(values, dtype=np.float64)
     if np.any(x < 0) or np.any(x >= 2.0**52):
         raise ValueError("round_half_even_binary takes values in [0, 2**52)")
