@@ -91,17 +91,17 @@ def env_name(option: str, prefix: str = ENV_PREFIX) -> str:
 
 
 def _option(name: str, path: tuple[str, ...], info: FieldInfo, spec: dict[str, Any], *, required: bool,
-            env_prefix: str | None, override: Cli | None = None) -> Option:
+            env_prefix: str | None, override: Cli) -> Option:
     schema = {k: v for k, v in spec.items() if k not in ("title", "description", "default")}
     variants = schema.pop("anyOf", None)
     if variants:  # X | None as the type [X, "null"]
         (typed,) = [v for v in variants if v.get("type") != "null"]
         schema.update(typed, type=[typed["type"], "null"])
     cli = _cli(info)
-    named = override.env if override is not None and override.env is not None else cli.env
+    named = override.env if override.env is not None else cli.env
     env = (named if named is not None else None if env_prefix is None else env_name(name, env_prefix)) or None
     default = None if required else info.get_default(call_default_factory=True)
-    if override is not None and override.empty is not None:
+    if override.empty is not None:
         default = override.empty
     fallback = default
     if env is not None:  # left empty for the variable: "" for text, else null
@@ -110,8 +110,7 @@ def _option(name: str, path: tuple[str, ...], info: FieldInfo, spec: dict[str, A
         schema["type"] = "string" if "string" in kind else [*kind, "null"] if "null" not in kind else kind
         if "enum" in schema and default == "":  # a choice left empty
             schema["enum"] = ["", *schema["enum"]]
-    description = override.description if override is not None and override.description else \
-        spec.get("description", "")
+    description = override.description or spec.get("description", "")
     return Option(name=name, path=path, title=info.title or name.replace("_", " ").capitalize(),
                   description=description, schema=schema, default=default, required=required,
                   env=env, fallback=fallback, flags=cli.flags or ("--" + name.replace("_", "-"),))
@@ -134,7 +133,7 @@ def options(model: type[BaseModel], *, skip: Iterable[str] = (), env_prefix: str
             continue
         if "$ref" not in spec:
             found.append(_option(name, (name,), info, spec, required=name in required, env_prefix=env_prefix,
-                                 override=overrides.get(name)))
+                                 override=overrides.get(name, Cli())))
             continue
         nested = info.annotation
         if isinstance(nested, type) and issubclass(nested, BaseModel):
@@ -143,7 +142,7 @@ def options(model: type[BaseModel], *, skip: Iterable[str] = (), env_prefix: str
                 flat, key = _cli(inner_info).name, inner_info.alias or inner
                 if flat is not None:
                     found.append(_option(flat, (name, key), inner_info, properties[key], required=False,
-                                         env_prefix=env_prefix))
+                                         env_prefix=env_prefix, override=Cli()))
     return tuple(found)
 
 
