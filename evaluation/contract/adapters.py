@@ -527,7 +527,7 @@ def _litellm_names(obj: dict[str, Any]) -> dict[str, str]:
     names = _chat_names({"messages": obj.get("messages")})
     names.update(record_id="id", timestamp="startTime", conversation_id="session_id")
     reply, _ = resolve(obj, ("response", "choices", 0, "message", "content"))
-    if reply is not None or "answer" not in names or names["answer"].startswith("messages[role"):
+    if reply is not None or names["answer"].startswith("messages[role"):
         names["answer"] = "response.choices[0].message.content"
     return names
 
