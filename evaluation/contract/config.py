@@ -104,13 +104,9 @@ SegmentPaths = Annotated[list[str], BeforeValidator(_segment_paths), FormText]
 #: Version of the deterministic rules (parsing, clamps, scores, verdicts). Bump on any change.
 RULES_VERSION = "rules-2026.11.2"
 
-#: Reference strings that count as "missing" once trimmed and lowercased (CONTRACT §1).
-_MISSING_REFERENCES = {"", "none"}
-
-
 def reference_is_missing(reference: str | None) -> bool:
-    """True when a reference is null, blank, or the literal ``none`` after trim + lowercase."""
-    return reference is None or reference.strip().lower() in _MISSING_REFERENCES
+    """True when a reference is null, blank, or the literal ``none`` after trim + lowercase (CONTRACT §1)."""
+    return reference is None or reference.strip().lower() in ("", "none")
 
 
 class Context(BaseModel):

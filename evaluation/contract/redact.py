@@ -93,11 +93,8 @@ def redact_record(record: InputRecord) -> tuple[InputRecord, int]:
         return cleaned
 
     contexts = [c.model_copy(update={"text": clean(c.text)}) for c in record.contexts]
-    rubrics = (
-        [r.model_copy(update={"description": clean(r.description)}) for r in record.rubrics]
-        if record.rubrics is not None
-        else None
-    )
+    rubrics = None if record.rubrics is None else [
+        r.model_copy(update={"description": clean(r.description)}) for r in record.rubrics]
     redacted = record.model_copy(
         update={
             "question": clean(record.question),

@@ -98,18 +98,13 @@ RAG_WEIGHTS = (
 )
 PROMPT_VERSION = prompt_version("rag", _RAG_SYSTEM, _RAG_USER)
 
-_RECALL_GOALS = {"fact-checking", "legal", "medical", "safety-critical"}
+_GOALS = {**dict.fromkeys(("fact-checking", "legal", "medical", "safety-critical"), "recall"), "creative": "precision"}
 
 
 def normalise_goal(goal: str | None) -> str:
     """CONTRACT §2.2 (6): trimmed and lowercased, fact-checking, legal, medical and safety-critical
     read ``recall``, creative ``precision``, anything else or none ``balanced``."""
-    normalised = (goal or "").strip().lower()
-    if normalised in _RECALL_GOALS:
-        return "recall"
-    if normalised == "creative":
-        return "precision"
-    return "balanced"
+    return _GOALS.get((goal or "").strip().lower(), "balanced")
 
 
 def render(record: InputRecord) -> RenderedPrompt:
