@@ -31,10 +31,6 @@ logger = logging.getLogger(__name__)
 
 #: Prefix of the Redis keys holding the buckets (one hash per judge model).
 DEFAULT_PREFIX = "evaluation:rate"
-#: Variables read by :func:`rate_settings`.
-URL_VARIABLE = "EVALUATION_RATE_REDIS_URL"
-SHARE_VARIABLE = "EVALUATION_RATE_SHARE"
-POOL_SLOTS_VARIABLE = "LLM_JUDGE_POOL_SLOTS"
 #: Values of ``$EVALUATION_RATE_REDIS_URL`` that switch the shared budget off.
 _OFF = frozenset({"off", "none", "no", "false", "0"})
 
@@ -70,7 +66,7 @@ return tostring(wait)
 def rate_settings(environ: Any = None) -> tuple[str | None, float]:
     """(Redis URL or None, share) for the judge budget, from the environment: see the module."""
     env = os.environ if environ is None else environ
-    url = (env.get(URL_VARIABLE) or "").strip()
+    url = (env.get("EVALUATION_RATE_REDIS_URL") or "").strip()
     if url.lower() in _OFF:
         url = ""
     elif not url and "celery" in env.get("AIRFLOW__CORE__EXECUTOR", "").lower():
@@ -78,7 +74,7 @@ def rate_settings(environ: Any = None) -> tuple[str | None, float]:
         if broker.startswith(("redis://", "rediss://")):
             url = broker
     share = 1.0
-    for name in (SHARE_VARIABLE, POOL_SLOTS_VARIABLE):
+    for name in ("EVALUATION_RATE_SHARE", "LLM_JUDGE_POOL_SLOTS"):
         value = (env.get(name) or "").strip()
         if value:
             try:
@@ -155,7 +151,7 @@ class SharedBudget(RateBudget):
 
     def _degrade(self, exc: BaseException) -> RateBudget:
         if self.fallback is None:
-            self.fallback = RateBudget(self.rpm, self.tpm, burst_s=self.burst_s).share(self.fallback_share)
+            self.fallback = self.share(self.fallback_share)
             logger.warning("judge model %s: the shared rate budget in Redis failed (%s: %s); going on with this "
                            "task's share (%s)", self.model, type(exc).__name__, exc, self.fallback)
         return self.fallback

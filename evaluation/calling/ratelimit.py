@@ -1,22 +1,12 @@
-"""Rate-limit-aware calling: a requests/tokens-per-minute budget and an adaptive in-flight limit.
+"""Rate-limit-aware calling, for one event loop (a chunk's calls), no threads, no polling.
 
-Two pieces, both for one event loop (a chunk's calls), no threads, no polling:
-
-* :class:`RateBudget` — token buckets for requests per minute and tokens per minute. A call
-  reserves one request and its estimated tokens before it is sent and sleeps until the buckets
-  cover the reservation (a bucket may go into debt: reservations queue in arrival order without
-  waking each other); once the reply's usage is known the estimate is corrected. A bucket holds at
-  most ``burst_s`` seconds of its rate, so calls go out evenly instead of in bursts of a minute's
-  budget, which a provider that measures over shorter windows would refuse.
-* :class:`AdaptiveLimit` — calls in flight: a 429 about the caller's rate (:func:`is_callers_rate`)
-  shrinks the limit gently, at most once a round; time grows it back to the configured
-  concurrency within seconds once 429s stop. Other failures never shrink it, and a 429's
-  ``Retry-After`` delays only the request that got it.
-
-:class:`RateBudget` is one process's budget; :mod:`evaluation.calling.fleetrate` shares one over Redis
-between every judge task of a deployment.
-
-:func:`estimate_tokens` is the cheap estimate a reservation uses (about four characters a token).
+* :class:`RateBudget` — token buckets for requests and tokens per minute: a call reserves one
+  request and its estimated tokens (:func:`estimate_tokens`) before it is sent and sleeps until the
+  buckets cover them (a bucket may go into debt, so reservations queue in arrival order); the
+  reply's usage corrects the estimate. A bucket holds at most ``burst_s`` seconds of its rate, so
+  calls go out evenly. :mod:`evaluation.calling.fleetrate` shares one over Redis.
+* :class:`AdaptiveLimit` — calls in flight, shrunk gently by a 429 about the caller's rate
+  (:func:`is_callers_rate`) and grown back by time.
 """
 
 from __future__ import annotations
