@@ -3,11 +3,8 @@ limits, shared by every judge task of every worker.
 
 * With Redis (``$EVALUATION_RATE_REDIS_URL``, else the Celery broker's URL under the Celery
   executor) every task draws from one pair of token buckets kept in Redis under
-  ``evaluation:rate:<model>`` (:class:`SharedBudget`): a call reserves one request and its
-  estimated tokens with one atomic script (one round-trip), which answers how long to wait before
-  sending, and the tokens are corrected once the reply's usage is known — the same rules as
-  :class:`~evaluation.calling.ratelimit.RateBudget`, kept by Redis for the fleet. The buckets run on
-  Redis's clock, so workers' clocks need not agree.
+  ``evaluation:rate:<model>`` (:class:`SharedBudget`), with the rules of
+  :class:`~evaluation.calling.ratelimit.RateBudget` in one atomic script on Redis's clock.
 * Without Redis each task takes its share: the limits divided by the judge tasks that run at once
   (``$EVALUATION_RATE_SHARE``, else ``$LLM_JUDGE_POOL_SLOTS``, the ``llm_judge`` pool's slots the
   deployment creates; 1 without either, as for the CLI's single process).
@@ -25,7 +22,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from evaluation.calling.ratelimit import DEFAULT_BURST_S, RateBudget
+from evaluation.calling.ratelimit import RateBudget
 
 logger = logging.getLogger(__name__)
 
@@ -117,12 +114,11 @@ class SharedBudget(RateBudget):
     if Redis fails."""
 
     def __init__(self, url: str, model: str, rpm: float | None = None, tpm: float | None = None, *,
-                 prefix: str = DEFAULT_PREFIX, burst_s: float = DEFAULT_BURST_S, fallback_share: float = 1.0) -> None:
-        super().__init__(rpm, tpm, burst_s=burst_s)
+                 prefix: str = DEFAULT_PREFIX, fallback_share: float = 1.0) -> None:
+        super().__init__(rpm, tpm)
         self.requests = self.tokens = None  # the buckets are Redis's
         self.url = url
         self.model = model
-        self.prefix = prefix
         self.key = f"{prefix}:{model}"
         self.fallback_share = fallback_share
         self.fallback: RateBudget | None = None  #: the local share in use once Redis failed

@@ -115,14 +115,6 @@ class RateBudget:
             self.tokens.adjust(float(used - reserved))
 
 
-#: Factor a 429 about the caller's rate multiplies the in-flight limit by.
-DEFAULT_DECREASE = 0.75
-#: Seconds within which a second 429 does not shrink the limit again (one shrink per round).
-DEFAULT_ROUND_S = 1.0
-#: Seconds the limit takes to grow from 0 back to its maximum once 429s stop.
-DEFAULT_RECOVER_S = 4.0
-
-
 def is_callers_rate(remaining: Mapping[str, float], tokens: int) -> bool:
     """Whether a 429 is about the caller's own rate, from the ``x-ratelimit-remaining-*`` headers
     it carries (``remaining``: requests and/or tokens): yes when a stated remainder cannot cover
@@ -142,11 +134,10 @@ class AdaptiveLimit:
     ``round_s`` of the last shrink, nor for a call sent before it. From each shrink the limit grows
     back with time, ``maximum`` every ``recover_s`` seconds, so once 429s stop it is back at
     ``maximum`` within ``recover_s``; while they persist, shrinking wins. A 429's Retry-After is the
-    calling request's own wait (the client sleeps it before that request's next attempt, outside
-    its slot): nothing here pauses the other slots. ``clock`` is injectable for tests."""
+    calling request's own wait: nothing here pauses the other slots. ``clock`` is injectable for tests."""
 
-    def __init__(self, maximum: int, *, decrease: float = DEFAULT_DECREASE, round_s: float = DEFAULT_ROUND_S,
-                 recover_s: float = DEFAULT_RECOVER_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, maximum: int, *, decrease: float = 0.75, round_s: float = 1.0, recover_s: float = 4.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if not 0.0 < decrease < 1.0:
             raise ValueError("AdaptiveLimit: decrease must be between 0 and 1")
         if recover_s <= 0:
