@@ -117,42 +117,33 @@ def _unlogged() -> ContextVar[bool] | None:
 # The offline judge as a litellm provider
 
 
-def _offline_provider() -> Any:
-    """litellm custom provider ``offline``: answers with :func:`evaluation.calling.offline.respond`."""
-    # litellm: seconds to import, only once a judge client is set up
-    from litellm.llms.custom_llm import CustomLLM
-
-    def answer(kwargs: dict[str, Any]) -> Any:
-        messages = kwargs["messages"]
-        text = offline.respond(messages)
-        prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
-        response = kwargs.get("model_response") or litellm.ModelResponse()
-        response.choices = [litellm.Choices(index=0, finish_reason="stop", message=litellm.Message(content=text, role="assistant"))]
-        response.model = kwargs.get("model", "lexical")
-        response.usage = litellm.Usage(
-            prompt_tokens=prompt_chars // 4 + 1,
-            completion_tokens=len(text) // 4 + 1,
-            total_tokens=prompt_chars // 4 + len(text) // 4 + 2,
-        )
-        return response
-
-    class OfflineProvider(CustomLLM):  # type: ignore[misc]
-        def completion(self, *args: Any, **kwargs: Any) -> Any:
-            return answer(kwargs)
-
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            return answer(kwargs)
-
-    return OfflineProvider()
-
-
 _OFFLINE_PROVIDER = "offline"
 
 
 def _register_offline_provider() -> None:
-    """Make ``offline/<anything>`` a litellm model."""
+    """Make ``offline/<anything>`` a litellm model (a custom provider) that answers with
+    :func:`evaluation.calling.offline.respond`."""
+    # litellm: seconds to import, only once a judge client is set up
+    from litellm.llms.custom_llm import CustomLLM
+
+    class OfflineProvider(CustomLLM):  # type: ignore[misc]
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            messages = kwargs["messages"]
+            text = offline.respond(messages)
+            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+            response = kwargs.get("model_response") or litellm.ModelResponse()
+            response.choices = [litellm.Choices(index=0, finish_reason="stop",
+                                                message=litellm.Message(content=text, role="assistant"))]
+            response.model = kwargs.get("model", "lexical")
+            response.usage = litellm.Usage(prompt_tokens=prompt_chars // 4 + 1, completion_tokens=len(text) // 4 + 1,
+                                           total_tokens=prompt_chars // 4 + len(text) // 4 + 2)
+            return response
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return self.completion(*args, **kwargs)
+
     entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != _OFFLINE_PROVIDER]
-    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": _offline_provider()})
+    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": OfflineProvider()})
     litellm.custom_provider_map = entries
     if _OFFLINE_PROVIDER not in litellm.provider_list:
         litellm.provider_list.append(_OFFLINE_PROVIDER)  # type: ignore[arg-type]
