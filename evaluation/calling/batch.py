@@ -210,11 +210,8 @@ class ChunkBatch:
     """The batches of one judge chunk: submitted once, kept with the chunk, collected when they end.
 
     ``requests`` maps request hashes to the prompts still to be judged (what the ledger does not
-    hold). :meth:`advance` does one round (look at the live batches, collect the ended ones, submit
-    what is missing or failed for a transient reason, split within :attr:`limits`) and returns the
-    ids still to wait for; :meth:`wait` repeats it every ``batch_poll_s`` until none is left;
-    :meth:`outcomes` then gives one outcome per request. ``budget``: the chunk's share of
-    ``budget_usd`` (see the module docstring)."""
+    hold); ``budget`` is the chunk's share of ``budget_usd``. :meth:`advance` (or :meth:`wait`, until
+    nothing is left), then :meth:`outcomes`."""
 
     def __init__(self, cfg: RunConfig, stores: Any, index: int, requests: dict[str, RenderedPrompt], *,
                  api_key: str | None, parameters: dict[str, Any], level: int | None = None,

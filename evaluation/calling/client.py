@@ -247,14 +247,12 @@ def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
 
 def count_tokens(model: str, prompt: RenderedPrompt) -> int:
     """Prompt tokens of one rendered prompt by litellm's counter (a default tokenizer if unknown)."""
-    configure()
-    return int(litellm.token_counter(model=model, messages=prompt.messages))
+    return int(configure().token_counter(model=model, messages=prompt.messages))
 
 
 def price_per_token(model: str) -> tuple[float, float]:
     """(input, output) USD per token from litellm's bundled price map; zeros when unknown."""
-    configure()
-    info = _compat.if_known(litellm.get_model_info, model) or {}  # an unknown model: no price
+    info = _compat.if_known(configure().get_model_info, model) or {}  # an unknown model: no price
     return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
 
 
@@ -274,8 +272,7 @@ def credential_variables(model: str) -> list[str]:
     """The environment variables litellm reads the credentials of ``model``'s provider from, as
     its ``validate_environment`` names them when they are not set ([] when all are set, or the
     provider needs none; litellm finds none missing for a model it cannot place)."""
-    configure()
-    return [str(name) for name in litellm.validate_environment(model).get("missing_keys") or []]
+    return [str(name) for name in configure().validate_environment(model).get("missing_keys") or []]
 
 
 # --------------------------------------------------------------------------------------------

@@ -106,12 +106,8 @@ def _limits(rpm: float | None, tpm: float | None) -> str:
 
 class SharedBudget(RateBudget):
     """A :class:`~evaluation.calling.ratelimit.RateBudget` whose buckets are kept in Redis, shared by
-    every process that uses the same key. The output-token estimate stays per process (it only
-    shapes reservations, which usage corrects).
-
-    The Redis client is made for the running event loop on first use (a new loop gets its own
-    connections); ``fallback_share`` divides the limits for the local budget used
-    if Redis fails."""
+    every process that uses the same key (the output-token estimate stays per process), with a Redis
+    client per event loop; ``fallback_share`` divides the limits for the local budget used if Redis fails."""
 
     def __init__(self, url: str, model: str, rpm: float | None = None, tpm: float | None = None, *,
                  prefix: str = DEFAULT_PREFIX, fallback_share: float = 1.0) -> None:
