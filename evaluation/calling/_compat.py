@@ -1,12 +1,8 @@
 """Every use of a dependency's private API, in one module, each gated on the versions it was read from.
 
-litellm (read in 1.110): the context flag litellm sets around its own nested calls, under which it
-skips its success logging (:func:`internal_call_flag`); the lists of registered callbacks, sync and
-async (:func:`has_callbacks`); and the cost litellm put on a response while building it
-(:func:`hidden_params`); and the exceptions by which its lookups say that it does not know a model
-(:func:`if_known`). :func:`check_litellm`, called when the client sets litellm up, fails with the
-version found and the range supported as soon as another litellm is installed, rather than let a
-renamed list drop a user's callbacks without a word.
+litellm's (read in 1.110): :func:`check_litellm`, called when the client sets litellm up, fails as
+soon as another litellm is installed, rather than let a renamed private name drop a user's callbacks
+without a word.
 """
 
 from __future__ import annotations

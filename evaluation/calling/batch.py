@@ -1,34 +1,13 @@
 """Batch mode: a judge chunk's calls sent as provider batches (the OpenAI batch API, through litellm).
 
-A chunk in batch mode uploads JSONL files (a line per request the ledger does not hold:
-``custom_id`` is the ledger's request hash, ``body`` the chat-completions body an online call would
-send), creates a batch of each on ``/v1/chat/completions`` with a 24 h completion window, waits for
-them, and downloads their output and error files. The requests are split into as many provider
-batches (parts) as the provider's limits of one batch need (:data:`PROVIDER_LIMITS`, requests and
-input-file bytes; the ``batch_max_requests`` / ``batch_max_bytes`` options override them). Every
-result line becomes the same :class:`~evaluation.calling.outcome.CallOutcome` an online call would: a reply,
-or a failure with its error class. Lines not run (a batch that expired or was cancelled) and lines
-that failed for a transient reason (:data:`~evaluation.calling.outcome.RETRYABLE`: 5xx, 429, timeouts; each
-line run at most ``max_attempts`` times) are submitted again in a follow-up batch until
-``batch_deadline_h`` after the chunk's first batch; then they end as their last failure, or
-``timeout`` when they never ran. Permanent failures (400, auth) are final at once.
-
-Each part's batch id is kept with the chunk in the run's output store
-(``_work/.../batch/chunk-N.json``) as soon as the part is created, before the next part and any
-wait: a task that is retried, or a process that died, finds them, waits for the parts already paid
-for and submits only the requests no part holds.
-
-Costs are litellm's batch prices (``input_cost_per_token_batches`` / ``output_cost_per_token_batches``
-in its price map) where it has them, else its online prices (and a log line says so).
-
-A batch's cost is known only once it has run, so ``budget_usd`` is spent ahead: before its first
-batch, a chunk takes its requests in order while their expected cost fits its share of the budget
-(each request's prompt tokens by litellm's counter and a typical reply's tokens,
-:data:`~evaluation.calling.cost.TYPICAL_REPLY_TOKENS`, at those prices) and never submits the rest: they
-land ``skipped`` with reason ``budget_exhausted``, as an online run's calls after its budget is
-spent. The choice is kept with the chunk's batches, so a resumed chunk makes the same one.
-
-litellm is reached through :func:`evaluation.calling.client.configure` (the one place that imports it).
+A chunk uploads a JSONL file per batch (a line per request the ledger does not hold: ``custom_id``
+is the ledger's request hash, ``body`` the chat-completions body an online call would send), split
+within one batch's limits (:data:`PROVIDER_LIMITS`), keeps the batch ids with the chunk in the run's
+output store as soon as each is created (a retried task resumes them instead of paying again), and
+turns every result line into the :class:`~evaluation.calling.outcome.CallOutcome` an online call would
+give. Lines not run or failed for a transient reason go again in follow-up batches until
+``batch_deadline_h``; ``budget_usd`` is spent ahead, before the first batch. The rules, the prices and
+the budget: docs/batch.md. litellm is reached through :func:`evaluation.calling.client.configure`.
 """
 
 from __future__ import annotations
@@ -45,9 +24,9 @@ from typing import Any
 
 from evaluation import storage
 from evaluation.calling import _compat
-from evaluation.calling.client import configure, count_tokens, price_per_token
+from evaluation.calling.client import configure, count_tokens, litellm_provider, price_per_token
 from evaluation.calling.cost import reply_tokens, tokens_cost
-from evaluation.calling.outcome import RETRYABLE, CallOutcome, status_error_class
+from evaluation.calling.outcome import RETRYABLE, CallOutcome, failed, status_error_class
 from evaluation.contract.config import RunConfig
 from evaluation.contract.errors import ConfigurationError
 from evaluation.judges import RenderedPrompt
@@ -94,10 +73,10 @@ def provider_of(model: str) -> str:
     """litellm's provider of a model string (``openai/gpt-4o-mini`` → ``openai``)."""
     if model.startswith("offline/"):
         return "offline"
-    found = _compat.if_known(configure().get_llm_provider, model)
+    found = litellm_provider(model)
     if found is None:  # a model litellm cannot place: its prefix
         return model.split("/", 1)[0] if "/" in model else "unknown"
-    return str(found[1])
+    return found
 
 
 def require_batches(model: str) -> str:
@@ -231,11 +210,8 @@ class ChunkBatch:
     """The batches of one judge chunk: submitted once, kept with the chunk, collected when they end.
 
     ``requests`` maps request hashes to the prompts still to be judged (what the ledger does not
-    hold). :meth:`advance` does one round (look at the live batches, collect the ended ones, submit
-    what is missing or failed for a transient reason, split within :attr:`limits`) and returns the
-    ids still to wait for; :meth:`wait` repeats it every ``batch_poll_s`` until none is left;
-    :meth:`outcomes` then gives one outcome per request. ``budget``: the chunk's share of
-    ``budget_usd`` (see the module docstring)."""
+    hold); ``budget`` is the chunk's share of ``budget_usd``. :meth:`advance` (or :meth:`wait`, until
+    nothing is left), then :meth:`outcomes`."""
 
     def __init__(self, cfg: RunConfig, stores: Any, index: int, requests: dict[str, RenderedPrompt], *,
                  api_key: str | None, parameters: dict[str, Any], level: int | None = None,
@@ -347,7 +323,7 @@ class ChunkBatch:
         if missing:
             if self.state["batches"] and self._deadline_passed():
                 for digest in missing:
-                    self._results[digest] = self._transient.get(digest) or _failure(
+                    self._results[digest] = self._transient.get(digest) or failed(
                         "timeout", f"timeout (not retried): no batch result within batch_deadline_h="
                         f"{self.cfg.batch_deadline_h:g} of the chunk's first batch", 0.0)
             else:
@@ -398,7 +374,7 @@ class ChunkBatch:
                    for h in hashes]
         parts, too_large = split_parts([len(line) for line in encoded], self.limits)
         for position in too_large:
-            self._results[hashes[position]] = _failure(
+            self._results[hashes[position]] = failed(
                 "bad_request", f"bad_request (not retried): the request is {len(encoded[position])} bytes, more than "
                 f"one batch may hold (batch_max_bytes={self.limits.max_bytes})", 0.0)
         round_number = 1 + max((int(e.get("round", 1)) for e in self.state["batches"]), default=0)
@@ -455,7 +431,7 @@ class ChunkBatch:
                     self._results[digest] = outcome
         if entry["status"] == "failed":  # the whole batch was refused (e.g. its file did not validate)
             for digest in ours - set(self._results):
-                self._results[digest] = _failure("bad_request", f"bad_request (not retried): batch {entry['id']} "
+                self._results[digest] = failed("bad_request", f"bad_request (not retried): batch {entry['id']} "
                                                  f"failed: {entry.get('errors') or 'no reason given'}", latency_ms)
         self._collected.add(entry["id"])
 
@@ -470,7 +446,7 @@ class ChunkBatch:
             try:
                 text = body["choices"][0]["message"]["content"]
             except (KeyError, IndexError, TypeError):
-                return _failure("other", "other (not retried): the provider returned no choices", latency_ms)
+                return failed("other", "other (not retried): the provider returned no choices", latency_ms)
             usage = body.get("usage") or {}
             tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
             price_in, price_out, _ = self.prices
@@ -480,12 +456,7 @@ class ChunkBatch:
         detail = error or (body.get("error") if isinstance(body, dict) else None) or {}
         code, message = detail.get("code"), detail.get("message") or detail.get("type") or f"HTTP {status}"
         kind = error_class(status, code, message)
-        return _failure(kind, f"{kind} (batch line): {' '.join(str(message).split())[:300]}", latency_ms)
-
-
-def _failure(kind: str, message: str, latency_ms: float) -> CallOutcome:
-    return CallOutcome(raw_text=None, error=message, error_class=kind, latency_ms=latency_ms, attempts=1,
-                       judged_at=dt.datetime.now(dt.UTC))
+        return failed(kind, f"{kind} (batch line): {' '.join(str(message).split())[:300]}", latency_ms)
 
 
 def _counts(info: dict[str, Any]) -> dict[str, int]:

@@ -11,14 +11,9 @@ SDK's retries are switched off so that exactly one policy holds):
 * at most ``max_attempts`` attempts, and never past ``retry_budget_s`` for one call: a wait that
   would cross the budget is not started.
 
-Calls in flight adapt to the provider (:class:`~evaluation.calling.ratelimit.AdaptiveLimit`): a 429 about
-the caller's rate shrinks them gently (5xx, timeouts and malformed replies never do), time grows
-them back to ``concurrency`` within seconds once 429s stop, and a ``Retry-After`` delays only the
-request that got it. An optional budget of requests and tokens per minute (``rpm``, ``tpm``: the
-provider's limits for the whole deployment, see :mod:`evaluation.calling.fleetrate`) spaces the calls out
-before they are sent, so a provider's rate limit is met instead of answered with 429s; without
-one, a 429 that states the provider's limits (``x-ratelimit-limit-requests`` / ``-tokens``) sets
-the budget to them.
+Calls in flight adapt to 429s (:class:`~evaluation.calling.ratelimit.AdaptiveLimit`), and an optional
+budget of requests and tokens per minute (``rpm``, ``tpm``; :mod:`evaluation.calling.fleetrate`) spaces
+them out; without one, a 429 that states the provider's limits sets the budget to them.
 
 A failed call is an outcome, never an exception: a :class:`~evaluation.calling.outcome.CallOutcome` with
 the class of its error (see :mod:`evaluation.calling.outcome`).
@@ -52,8 +47,8 @@ from evaluation.calling.outcome import (
     CallOutcome,
     classify_error,
     error_message,
+    failed,
     rate_limit_headers,
-    rate_limit_remaining,
     retry_after_seconds,
 )
 from evaluation.calling.ratelimit import AdaptiveLimit, RateBudget, estimate_tokens, is_callers_rate
@@ -72,13 +67,10 @@ _UNLOGGED: ContextVar[bool] | None = None
 def configure() -> Any:
     """Import litellm and set it up for judge calls, once per process; returns the module.
 
-    Keeps litellm from fetching its price map (it downloads it at import otherwise), quiets its
-    loggers, registers the offline judge as a custom provider, and freezes the objects its import
-    left behind out of the garbage collector's work (some 380,000 long-lived objects: its price
-    map, provider tables) that every full collection would otherwise walk again, about 0.4 s per
-    full collection, one every ~1,000 judge calls. Fails with
-    :class:`~evaluation.calling._compat.UnsupportedVersion` when the installed litellm is not one whose
-    private parts :mod:`evaluation.calling._compat` was written for."""
+    Keeps litellm from fetching its price map, quiets its loggers, registers the offline judge, and
+    freezes the objects its import left (some 380,000: about 0.4 s of every full collection) out of
+    the garbage collector's work. Fails with :class:`~evaluation.calling._compat.UnsupportedVersion`
+    for a litellm whose private parts :mod:`evaluation.calling._compat` was not written for."""
     global litellm, _UNLOGGED
     if litellm is not None:
         return litellm
@@ -115,13 +107,9 @@ def callbacks_restored() -> Iterator[Any]:
 
 def _unlogged() -> ContextVar[bool] | None:
     """litellm's flag that skips its success logging for a call, when nothing would read that
-    logging (no callback of any kind registered); None otherwise.
-
-    With no callback litellm still builds a logging payload for every response, prices it
-    again and queues it for a logging worker and a thread pool: about a tenth of the CPU of a
-    judge call (measured: ``bench/calling.py``). The flag is the one litellm sets for its own
-    nested calls; the response, its usage, its cost and the error mapping are the same
-    (``tests/integration/test_calling.py``)."""
+    logging (no callback of any kind registered); None otherwise. That logging costs about a tenth
+    of a judge call's CPU (``bench/calling.py``) and changes nothing of the response, its usage, its
+    cost or the error mapping (``tests/integration/test_calling.py``)."""
     return None if _compat.has_callbacks(litellm) else _UNLOGGED
 
 
@@ -129,42 +117,33 @@ def _unlogged() -> ContextVar[bool] | None:
 # The offline judge as a litellm provider
 
 
-def _offline_provider() -> Any:
-    """litellm custom provider ``offline``: answers with :func:`evaluation.calling.offline.respond`."""
-    # litellm: seconds to import, only once a judge client is set up
-    from litellm.llms.custom_llm import CustomLLM
-
-    def answer(kwargs: dict[str, Any]) -> Any:
-        messages = kwargs["messages"]
-        text = offline.respond(messages)
-        prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
-        response = kwargs.get("model_response") or litellm.ModelResponse()
-        response.choices = [litellm.Choices(index=0, finish_reason="stop", message=litellm.Message(content=text, role="assistant"))]
-        response.model = kwargs.get("model", "lexical")
-        response.usage = litellm.Usage(
-            prompt_tokens=prompt_chars // 4 + 1,
-            completion_tokens=len(text) // 4 + 1,
-            total_tokens=prompt_chars // 4 + len(text) // 4 + 2,
-        )
-        return response
-
-    class OfflineProvider(CustomLLM):  # type: ignore[misc]
-        def completion(self, *args: Any, **kwargs: Any) -> Any:
-            return answer(kwargs)
-
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            return answer(kwargs)
-
-    return OfflineProvider()
-
-
 _OFFLINE_PROVIDER = "offline"
 
 
 def _register_offline_provider() -> None:
-    """Make ``offline/<anything>`` a litellm model."""
+    """Make ``offline/<anything>`` a litellm model (a custom provider) that answers with
+    :func:`evaluation.calling.offline.respond`."""
+    # litellm: seconds to import, only once a judge client is set up
+    from litellm.llms.custom_llm import CustomLLM
+
+    class OfflineProvider(CustomLLM):  # type: ignore[misc]
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            messages = kwargs["messages"]
+            text = offline.respond(messages)
+            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+            response = kwargs.get("model_response") or litellm.ModelResponse()
+            response.choices = [litellm.Choices(index=0, finish_reason="stop",
+                                                message=litellm.Message(content=text, role="assistant"))]
+            response.model = kwargs.get("model", "lexical")
+            response.usage = litellm.Usage(prompt_tokens=prompt_chars // 4 + 1, completion_tokens=len(text) // 4 + 1,
+                                           total_tokens=prompt_chars // 4 + len(text) // 4 + 2)
+            return response
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return self.completion(*args, **kwargs)
+
     entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != _OFFLINE_PROVIDER]
-    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": _offline_provider()})
+    entries.append({"provider": _OFFLINE_PROVIDER, "custom_handler": OfflineProvider()})
     litellm.custom_provider_map = entries
     if _OFFLINE_PROVIDER not in litellm.provider_list:
         litellm.provider_list.append(_OFFLINE_PROVIDER)  # type: ignore[arg-type]
@@ -174,8 +153,7 @@ def supports_json_mode(model: str) -> bool:
     """Whether the provider takes ``response_format={"type": "json_object"}``."""
     if model.startswith(f"{_OFFLINE_PROVIDER}/"):
         return True
-    configure()
-    provider = _compat.if_known(_provider, model)
+    provider = litellm_provider(model)
     if provider is None:  # an unknown model: ask for JSON in the prompt only
         return False
     return "response_format" in (litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or [])
@@ -190,16 +168,16 @@ def supports_response_schema(model: str, structured_output: StructuredOutput = "
         return False
     if structured_output == "on":
         return True
-    configure()
-    provider = _compat.if_known(_provider, model)
+    provider = litellm_provider(model)
     if provider is None:  # an unknown model: JSON mode at most
         return False
     return bool(litellm.supports_response_schema(model=model, custom_llm_provider=provider))
 
 
-def _provider(model: str) -> str:
-    """litellm's provider of ``model``; raises for a model it cannot place (see :func:`_compat.if_known`)."""
-    return str(litellm.get_llm_provider(model)[1])
+def litellm_provider(model: str) -> str | None:
+    """litellm's provider of ``model``; None for a model it cannot place."""
+    found = _compat.if_known(configure().get_llm_provider, model)
+    return None if found is None else str(found[1])
 
 
 def call_parameters(settings: JudgeSettings) -> dict[str, Any]:
@@ -212,11 +190,9 @@ def call_parameters(settings: JudgeSettings) -> dict[str, Any]:
 
 
 def completion_cost(response: Any, model: str | None = None) -> float:
-    """Cost from litellm's bundled price map; 0.0 when the model has no price. litellm has
-    already priced the response for its own logging: reuse that instead of pricing it twice.
-
-    ``model`` (the name the call was made with): when litellm cannot price a response of it and
-    the price map does not know it, it is registered at a zero price (see :func:`_price_at_zero`)."""
+    """Cost from litellm's bundled price map (the price litellm already put on the response, if
+    any); 0.0 when the model has no price, and then ``model`` (the name the call was made with) is
+    registered at a zero price (see :func:`_price_at_zero`)."""
     hidden = _compat.hidden_params(response)
     known = hidden.get("response_cost") if isinstance(hidden, dict) else getattr(hidden, "response_cost", None)
     if isinstance(known, (int, float)) and not isinstance(known, bool):
@@ -239,17 +215,13 @@ _ZERO_PRICED: set[str] = set()
 def _price_at_zero(model: str) -> None:
     """Register ``model`` in litellm's price map at zero cost per token, unless the map knows it.
 
-    Only called once litellm failed to price a response of the model, which this module then
-    counts as 0.0. litellm prices every response itself while building it (for its logging), and
-    for a model missing from the map that search walks every fallback name and generalization
-    (about 1.2 ms of CPU a call; most self-hosted models behind an OpenAI-compatible endpoint are
-    missing). With the zero entry it finds the price at once and stamps 0.0 on the response, the
-    value the failed search gave here: costs stay the same, the search is gone. A cost the provider
-    reports in its usage still takes precedence over the map in litellm."""
+    litellm prices every response while building it, and for a model missing from the map (most
+    self-hosted ones) that search walks every fallback name, about 1.2 ms of CPU a call. With the
+    zero entry it stamps 0.0 at once, the cost the failed search gave: costs stay the same."""
     if model in _ZERO_PRICED:
         return
     _ZERO_PRICED.add(model)
-    provider = _compat.if_known(_provider, model)
+    provider = litellm_provider(model)
     if provider is None or _compat.if_known(litellm.get_model_info, model) is not None:
         return  # only a model litellm places but whose price it does not know is registered
     entry = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "litellm_provider": provider, "mode": "chat"}
@@ -261,10 +233,8 @@ _UNPRICED: set[tuple[Any, ...]] = set()
 
 
 def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
-    """What decides whether litellm can price a response: the model names and provider it looks
-    up (response model, hidden params) and the price map itself (its size changes when a model is
-    registered). A response whose usage states its own cost is never skipped. Pricing a model that
-    is not in the map walks every fallback name (about 4 ms a call); a failure is remembered."""
+    """What decides whether litellm can price a response (the model names and provider it looks up,
+    the price map itself); None without litellm's params on it, or when its usage states its cost."""
     if not isinstance(hidden, dict):
         return None
     usage = getattr(response, "usage", None)
@@ -277,14 +247,12 @@ def _unpriced_key(response: Any, hidden: Any) -> tuple[Any, ...] | None:
 
 def count_tokens(model: str, prompt: RenderedPrompt) -> int:
     """Prompt tokens of one rendered prompt by litellm's counter (a default tokenizer if unknown)."""
-    configure()
-    return int(litellm.token_counter(model=model, messages=prompt.messages))
+    return int(configure().token_counter(model=model, messages=prompt.messages))
 
 
 def price_per_token(model: str) -> tuple[float, float]:
     """(input, output) USD per token from litellm's bundled price map; zeros when unknown."""
-    configure()
-    info = _compat.if_known(litellm.get_model_info, model) or {}  # an unknown model: no price
+    info = _compat.if_known(configure().get_model_info, model) or {}  # an unknown model: no price
     return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
 
 
@@ -293,8 +261,7 @@ def endpoint(model: str, api_base: str | None) -> str:
     knows it, else a description of it."""
     if api_base:
         return api_base
-    configure()
-    provider = _compat.if_known(_provider, model)
+    provider = litellm_provider(model)
     if provider is None:  # a model litellm cannot place: named as it was given
         return f"the default endpoint of {model}"
     found = litellm.get_api_base(model, {})
@@ -305,8 +272,7 @@ def credential_variables(model: str) -> list[str]:
     """The environment variables litellm reads the credentials of ``model``'s provider from, as
     its ``validate_environment`` names them when they are not set ([] when all are set, or the
     provider needs none; litellm finds none missing for a model it cannot place)."""
-    configure()
-    return [str(name) for name in litellm.validate_environment(model).get("missing_keys") or []]
+    return [str(name) for name in configure().validate_environment(model).get("missing_keys") or []]
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,7 +439,7 @@ class JudgeClient:
                 delay = retry_after_seconds(exc)
                 if error_class == "rate_limit":
                     tokens = prompt_tokens if prompt_tokens >= 0 else estimate_tokens(prompt.messages)
-                    limit.throttled(epoch, is_callers_rate(rate_limit_remaining(exc), tokens))
+                    limit.throttled(epoch, is_callers_rate(rate_limit_headers(exc, "remaining"), tokens))
                     if self.budget is None:
                         self._learn_budget(exc)
                 limit.release(False)
@@ -502,7 +468,7 @@ class JudgeClient:
     def _learn_budget(self, exc: BaseException) -> None:
         """Take the provider's limits from a 429's ``x-ratelimit-limit-*`` headers as this client's
         budget, when it has none."""
-        limits = rate_limit_headers(exc)
+        limits = {kind: value for kind, value in rate_limit_headers(exc).items() if value > 0}
         rpm, tpm = limits.get("requests"), limits.get("tokens")
         if rpm or tpm:
             logger.info("judge model %s: rate limits learned from a 429", self.model)
@@ -531,14 +497,7 @@ class JudgeClient:
 
     @staticmethod
     def _failure(error_class: str, error: str, attempts: int, started: float) -> CallOutcome:
-        return CallOutcome(
-            raw_text=None,
-            error=error,
-            error_class=error_class,
-            latency_ms=round((time.monotonic() - started) * 1000.0, 1),
-            attempts=attempts,
-            judged_at=dt.datetime.now(dt.UTC),
-        )
+        return failed(error_class, error, round((time.monotonic() - started) * 1000.0, 1), attempts)
 
     async def call_many(
         self,

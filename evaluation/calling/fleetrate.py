@@ -3,11 +3,8 @@ limits, shared by every judge task of every worker.
 
 * With Redis (``$EVALUATION_RATE_REDIS_URL``, else the Celery broker's URL under the Celery
   executor) every task draws from one pair of token buckets kept in Redis under
-  ``evaluation:rate:<model>`` (:class:`SharedBudget`): a call reserves one request and its
-  estimated tokens with one atomic script (one round-trip), which answers how long to wait before
-  sending, and the tokens are corrected once the reply's usage is known — the same rules as
-  :class:`~evaluation.calling.ratelimit.RateBudget`, kept by Redis for the fleet. The buckets run on
-  Redis's clock, so workers' clocks need not agree.
+  ``evaluation:rate:<model>`` (:class:`SharedBudget`), with the rules of
+  :class:`~evaluation.calling.ratelimit.RateBudget` in one atomic script on Redis's clock.
 * Without Redis each task takes its share: the limits divided by the judge tasks that run at once
   (``$EVALUATION_RATE_SHARE``, else ``$LLM_JUDGE_POOL_SLOTS``, the ``llm_judge`` pool's slots the
   deployment creates; 1 without either, as for the CLI's single process).
@@ -25,16 +22,12 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from evaluation.calling.ratelimit import DEFAULT_BURST_S, RateBudget
+from evaluation.calling.ratelimit import RateBudget
 
 logger = logging.getLogger(__name__)
 
 #: Prefix of the Redis keys holding the buckets (one hash per judge model).
 DEFAULT_PREFIX = "evaluation:rate"
-#: Variables read by :func:`rate_settings`.
-URL_VARIABLE = "EVALUATION_RATE_REDIS_URL"
-SHARE_VARIABLE = "EVALUATION_RATE_SHARE"
-POOL_SLOTS_VARIABLE = "LLM_JUDGE_POOL_SLOTS"
 #: Values of ``$EVALUATION_RATE_REDIS_URL`` that switch the shared budget off.
 _OFF = frozenset({"off", "none", "no", "false", "0"})
 
@@ -70,7 +63,7 @@ return tostring(wait)
 def rate_settings(environ: Any = None) -> tuple[str | None, float]:
     """(Redis URL or None, share) for the judge budget, from the environment: see the module."""
     env = os.environ if environ is None else environ
-    url = (env.get(URL_VARIABLE) or "").strip()
+    url = (env.get("EVALUATION_RATE_REDIS_URL") or "").strip()
     if url.lower() in _OFF:
         url = ""
     elif not url and "celery" in env.get("AIRFLOW__CORE__EXECUTOR", "").lower():
@@ -78,7 +71,7 @@ def rate_settings(environ: Any = None) -> tuple[str | None, float]:
         if broker.startswith(("redis://", "rediss://")):
             url = broker
     share = 1.0
-    for name in (SHARE_VARIABLE, POOL_SLOTS_VARIABLE):
+    for name in ("EVALUATION_RATE_SHARE", "LLM_JUDGE_POOL_SLOTS"):
         value = (env.get(name) or "").strip()
         if value:
             try:
@@ -113,20 +106,15 @@ def _limits(rpm: float | None, tpm: float | None) -> str:
 
 class SharedBudget(RateBudget):
     """A :class:`~evaluation.calling.ratelimit.RateBudget` whose buckets are kept in Redis, shared by
-    every process that uses the same key. The output-token estimate stays per process (it only
-    shapes reservations, which usage corrects).
-
-    The Redis client is made for the running event loop on first use (a new loop gets its own
-    connections); ``fallback_share`` divides the limits for the local budget used
-    if Redis fails."""
+    every process that uses the same key (the output-token estimate stays per process), with a Redis
+    client per event loop; ``fallback_share`` divides the limits for the local budget used if Redis fails."""
 
     def __init__(self, url: str, model: str, rpm: float | None = None, tpm: float | None = None, *,
-                 prefix: str = DEFAULT_PREFIX, burst_s: float = DEFAULT_BURST_S, fallback_share: float = 1.0) -> None:
-        super().__init__(rpm, tpm, burst_s=burst_s)
+                 prefix: str = DEFAULT_PREFIX, fallback_share: float = 1.0) -> None:
+        super().__init__(rpm, tpm)
         self.requests = self.tokens = None  # the buckets are Redis's
         self.url = url
         self.model = model
-        self.prefix = prefix
         self.key = f"{prefix}:{model}"
         self.fallback_share = fallback_share
         self.fallback: RateBudget | None = None  #: the local share in use once Redis failed
@@ -155,7 +143,7 @@ class SharedBudget(RateBudget):
 
     def _degrade(self, exc: BaseException) -> RateBudget:
         if self.fallback is None:
-            self.fallback = RateBudget(self.rpm, self.tpm, burst_s=self.burst_s).share(self.fallback_share)
+            self.fallback = self.share(self.fallback_share)
             logger.warning("judge model %s: the shared rate budget in Redis failed (%s: %s); going on with this "
                            "task's share (%s)", self.model, type(exc).__name__, exc, self.fallback)
         return self.fallback

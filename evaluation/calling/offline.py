@@ -1,55 +1,32 @@
 """The built-in offline judge: a deterministic *lexical baseline*, not an LLM.
 
 It reads the fenced data blocks of a rendered judge prompt and answers with a JSON object in that
-judge's exact output contract, computed from word overlap. Words are *content words*: lowercased,
-stop words and words under three letters dropped (numbers kept), ``'s`` cut off, and
-contractions (``they're``, ``haven't``) and discourse words (``yes``, ``yeah``, ``actually``)
-dropped. Its constants were fitted on its declared tuning set (:data:`TUNING_SETS`: HaluEval QA
-and BEGIN); its agreement with human labels there (in-sample) and on sets that played no part (out
-of sample, where plain word overlap does about as well) is in docs/calibration.md.
+judge's exact output contract, computed from the overlap of *content words* (:func:`content_words`).
+Its constants were fitted on its declared tuning set (:data:`TUNING_SETS`); its agreement with human
+labels there and on sets that played no part is in docs/calibration.md, which also describes it.
 
-* **Faithfulness** — how much of the answer the evidence holds: the share of the answer's content
-  words found in the contexts, multiplied by :data:`SUPPORT_DECAY` for each one that is not there
-  (one foreign word in a short answer is a new claim; in a long one, maybe a paraphrase). Below
-  :data:`UNSUPPORTED_BELOW` the answer reads as unsupported and scores 0.0 (seed 003's critical
-  hallucination: a lexical baseline cannot tell a contradiction from an unsupported claim), as
-  does a number the contexts do not hold. An answer that declines for lack of evidence is
-  faithful (1.0, as seed 003 asks); a bare yes or no to a yes/no question claims nothing beyond
-  the question (1.0); any other answer with no content word is supported by nothing (0.0).
-* **Answer relevance** — whether the answer addresses the question: 1.0 for a short, direct answer
-  (at most :data:`DIRECT_ANSWER_WORDS` content words) or a yes/no to a yes/no question, else the
-  share of its sentences that use a word of the question or of the evidence about the question
-  (the context sentences that share a word with it). A refusal scores 1.0 when the contexts do not
-  cover the question and 0.2 when they do.
-* **Context relevance** — whether the contexts hold what the question asks, whatever the answer:
-  the share of the question's content words found in them (recall), blended by the evaluation
-  goal with the share of context sentences that share a word with the question (precision).
-* **Open requests** (:func:`is_open_request`) — a request to summarise, rewrite, paraphrase,
-  translate, continue or list the contexts ("Summarize the document."), or one whose evaluation
-  goal is ``precision`` (what ``creative`` normalises to: the prompt carries only the normalised
-  goal, so a goal such as ``summarization``, which normalises to ``balanced``, is recognised by its
-  question alone). Its words ("summarize", "document") are not what the contexts should hold, so
-  context relevance is 1.0 when there are contexts with content words (the request is about them)
-  and 0.0 when there are none, and answer relevance is the share of the answer's sentences that
-  draw on the contexts. Faithfulness is measured as for any answer, so a summary that adds facts
-  the contexts do not hold still fails. A translation shares no words with its source: a lexical
-  judge cannot measure one.
+* **Faithfulness** — the share of the answer's content words the contexts hold, times
+  :data:`SUPPORT_DECAY` per word they do not; an unsupported answer (below
+  :data:`UNSUPPORTED_BELOW`) scores under :data:`UNSUPPORTED_CEILING`, and a number the contexts do
+  not hold scores 0.0. A refusal for lack of evidence is faithful, as is a yes or no to a yes/no question.
+* **Answer relevance** — 1.0 for a short, direct answer (:data:`DIRECT_ANSWER_WORDS`) or a yes/no
+  to a yes/no question, else the share of its sentences that use a word of the question or of the
+  evidence; a refusal scores 1.0 when the contexts do not cover the question, 0.2 when they do.
+* **Context relevance** — recall of the question's words in the contexts, blended by the goal with
+  the share of context sentences about it.
+* **Open requests** (:func:`is_open_request`: summarise, rewrite, translate, list the contexts, or a
+  ``precision`` goal) — context relevance is whether there are contexts, answer relevance how much
+  of the answer draws on them; faithfulness as for any answer.
 * **Semantic similarity** — token F1 between answer and reference (null without a reference).
-* **Explanations** — each is derived from the value returned beside it: the value, then the text
-  of its band (:func:`band`: high ≥ 0.8, partial ≥ 0.5, low, none at 0), so an explanation never
-  contradicts its number (no "addresses the question's terms" next to a relevance of 0.2).
-* **MASIS** — faithfulness as above; relevance is the answer relevance; completeness is the part
-  of the question answered with supported content (relevance × faithfulness); reasoning quality
-  is 0.4 for a coherent answer plus 0.6 × faithfulness (claims that follow from the evidence).
-* **prompt** — freeform: the share of the target's key terms (the reference, else the expected
-  outcome; words such as *answer*, *gives*, *states* describe the answer and are not terms) that
-  the answer holds, halved when it gives a number the target does not; rubric: an item is
-  satisfied when the answer holds every number of its description and at least half of its other
-  key terms.
+* **Explanations** — the value, then the text of its :func:`band`, so the two never disagree.
+* **MASIS** — faithfulness and relevance as above; completeness is relevance × faithfulness;
+  reasoning quality 0.4 for a coherent answer plus 0.6 × faithfulness.
+* **prompt** — freeform: the share of the target's key terms the answer holds, halved for a number
+  the target does not give; rubric: an item holds when the answer has every number of its
+  description and at least half of its other key terms.
 
 The same input always gives the same output. Scores land with ``judge_model = offline/lexical``
-so nobody mistakes them for an LLM's. Use it for wiring, demos and regression baselines, and read
-its calibration before reading its verdicts.
+so nobody mistakes them for an LLM's.
 """
 
 from __future__ import annotations

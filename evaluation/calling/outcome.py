@@ -36,6 +36,12 @@ class CallOutcome:
         return self.error_class is None
 
 
+def failed(error_class: str, error: str, latency_ms: float, attempts: int = 1) -> CallOutcome:
+    """The outcome of a call that failed with ``error_class`` (``error``: its one-line message)."""
+    return CallOutcome(raw_text=None, error=error, error_class=error_class, latency_ms=latency_ms,
+                       attempts=attempts, judged_at=dt.datetime.now(dt.UTC))
+
+
 def _causes(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     current: BaseException | None = exc
@@ -129,14 +135,13 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        if parsed is None:
-            return None
-        return max(0.0, (parsed - dt.datetime.now(dt.UTC)).total_seconds())
+        return max(0.0, (email.utils.parsedate_to_datetime(value) - dt.datetime.now(dt.UTC)).total_seconds())
 
 
-def _rate_limit_numbers(exc: BaseException, which: str) -> dict[str, float]:
-    """The numbers an error's ``x-ratelimit-{which}-requests`` / ``-tokens`` headers state."""
+def rate_limit_headers(exc: BaseException, which: str = "limit") -> dict[str, float]:
+    """The numbers an error's ``x-ratelimit-{which}-requests`` / ``-tokens`` headers state (OpenAI's,
+    also sent by vLLM and many proxies): ``limit``, the provider's limits per minute, or
+    ``remaining``, what is left of them."""
     headers: Any = _headers(exc) or {}
     numbers: dict[str, float] = {}
     for kind in ("requests", "tokens"):
@@ -145,18 +150,6 @@ def _rate_limit_numbers(exc: BaseException, which: str) -> dict[str, float]:
         except (KeyError, TypeError, ValueError):
             continue
     return numbers
-
-
-def rate_limit_headers(exc: BaseException) -> dict[str, float]:
-    """The provider's limits per minute stated by an error's ``x-ratelimit-limit-requests`` and
-    ``x-ratelimit-limit-tokens`` headers (OpenAI's, also sent by vLLM and many proxies)."""
-    return {kind: value for kind, value in _rate_limit_numbers(exc, "limit").items() if value > 0}
-
-
-def rate_limit_remaining(exc: BaseException) -> dict[str, float]:
-    """What an error's ``x-ratelimit-remaining-requests`` / ``-tokens`` headers say is left of the
-    provider's limits (the ones it states as numbers)."""
-    return _rate_limit_numbers(exc, "remaining")
 
 
 def error_message(exc: BaseException, secret: str | None) -> str:

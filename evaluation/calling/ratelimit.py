@@ -1,22 +1,12 @@
-"""Rate-limit-aware calling: a requests/tokens-per-minute budget and an adaptive in-flight limit.
+"""Rate-limit-aware calling, for one event loop (a chunk's calls), no threads, no polling.
 
-Two pieces, both for one event loop (a chunk's calls), no threads, no polling:
-
-* :class:`RateBudget` — token buckets for requests per minute and tokens per minute. A call
-  reserves one request and its estimated tokens before it is sent and sleeps until the buckets
-  cover the reservation (a bucket may go into debt: reservations queue in arrival order without
-  waking each other); once the reply's usage is known the estimate is corrected. A bucket holds at
-  most ``burst_s`` seconds of its rate, so calls go out evenly instead of in bursts of a minute's
-  budget, which a provider that measures over shorter windows would refuse.
-* :class:`AdaptiveLimit` — calls in flight: a 429 about the caller's rate (:func:`is_callers_rate`)
-  shrinks the limit gently, at most once a round; time grows it back to the configured
-  concurrency within seconds once 429s stop. Other failures never shrink it, and a 429's
-  ``Retry-After`` delays only the request that got it.
-
-:class:`RateBudget` is one process's budget; :mod:`evaluation.calling.fleetrate` shares one over Redis
-between every judge task of a deployment.
-
-:func:`estimate_tokens` is the cheap estimate a reservation uses (about four characters a token).
+* :class:`RateBudget` — token buckets for requests and tokens per minute: a call reserves one
+  request and its estimated tokens (:func:`estimate_tokens`) before it is sent and sleeps until the
+  buckets cover them (a bucket may go into debt, so reservations queue in arrival order); the
+  reply's usage corrects the estimate. A bucket holds at most ``burst_s`` seconds of its rate, so
+  calls go out evenly. :mod:`evaluation.calling.fleetrate` shares one over Redis.
+* :class:`AdaptiveLimit` — calls in flight, shrunk gently by a 429 about the caller's rate
+  (:func:`is_callers_rate`) and grown back by time.
 """
 
 from __future__ import annotations
@@ -125,14 +115,6 @@ class RateBudget:
             self.tokens.adjust(float(used - reserved))
 
 
-#: Factor a 429 about the caller's rate multiplies the in-flight limit by.
-DEFAULT_DECREASE = 0.75
-#: Seconds within which a second 429 does not shrink the limit again (one shrink per round).
-DEFAULT_ROUND_S = 1.0
-#: Seconds the limit takes to grow from 0 back to its maximum once 429s stop.
-DEFAULT_RECOVER_S = 4.0
-
-
 def is_callers_rate(remaining: Mapping[str, float], tokens: int) -> bool:
     """Whether a 429 is about the caller's own rate, from the ``x-ratelimit-remaining-*`` headers
     it carries (``remaining``: requests and/or tokens): yes when a stated remainder cannot cover
@@ -152,11 +134,10 @@ class AdaptiveLimit:
     ``round_s`` of the last shrink, nor for a call sent before it. From each shrink the limit grows
     back with time, ``maximum`` every ``recover_s`` seconds, so once 429s stop it is back at
     ``maximum`` within ``recover_s``; while they persist, shrinking wins. A 429's Retry-After is the
-    calling request's own wait (the client sleeps it before that request's next attempt, outside
-    its slot): nothing here pauses the other slots. ``clock`` is injectable for tests."""
+    calling request's own wait: nothing here pauses the other slots. ``clock`` is injectable for tests."""
 
-    def __init__(self, maximum: int, *, decrease: float = DEFAULT_DECREASE, round_s: float = DEFAULT_ROUND_S,
-                 recover_s: float = DEFAULT_RECOVER_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, maximum: int, *, decrease: float = 0.75, round_s: float = 1.0, recover_s: float = 4.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if not 0.0 < decrease < 1.0:
             raise ValueError("AdaptiveLimit: decrease must be between 0 and 1")
         if recover_s <= 0:

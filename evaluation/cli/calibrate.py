@@ -45,18 +45,13 @@ def _in_repository(uri: str) -> bool:
     return Path(uri).resolve().is_relative_to(REPOSITORY)
 
 
-def spec_from_args(args: argparse.Namespace) -> CalibrationSpec:
-    """The CalibrationSpec of the parsed flags (those not given from their EVALUATION_* variables)."""
-    return CalibrationSpec.model_validate(read_options(CALIBRATE_OPTIONS, option_values(args, CALIBRATE_OPTIONS)))
-
-
 def command(args: argparse.Namespace) -> int:
     """Run the calibration; print its JSON summary (exit 1 with a JSON error when it cannot run)."""
     # the job: Polars, Great Expectations and the stages, only when calibrating
     from evaluation import stages, storage
     from evaluation.calibration.run import run_calibration
 
-    spec = spec_from_args(args)
+    spec = CalibrationSpec.model_validate(read_options(CALIBRATE_OPTIONS, option_values(args, CALIBRATE_OPTIONS)))
     output_uri = args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI") or _parent(spec.golden_uri)
     if not (args.output_uri or os.environ.get("EVALUATION_OUTPUT_URI")) and _in_repository(output_uri):
         raise CliError(f"--output is required: the golden set's folder {output_uri} is inside the repository, where "

@@ -26,7 +26,6 @@ import argparse
 import datetime as dt
 import functools
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -62,9 +61,6 @@ from evaluation.contract.options import (
     env_name,
     read_options,
 )
-
-logger = logging.getLogger("evaluation")
-
 
 
 def _run_parser(sub: Any) -> None:

@@ -40,15 +40,6 @@ def add_parser(sub: Any) -> None:
     add_options(parser, REVIEW_OPTIONS)
 
 
-def spec_from_args(args: argparse.Namespace) -> ReviewSpec:
-    """The ReviewSpec of the parsed flags (empty ones from the environment)."""
-    values = fill_from_env(REVIEW_OPTIONS, option_values(args, REVIEW_OPTIONS))
-    spec = ReviewSpec.model_validate(model_input(REVIEW_OPTIONS, values))
-    if not spec.output_uri:
-        raise CliError("--output is required (or set EVALUATION_OUTPUT_URI)")
-    return spec
-
-
 def _needs(args: argparse.Namespace, *names: str) -> None:
     for name in names:
         if getattr(args, name) is None:
@@ -72,7 +63,10 @@ def command(args: argparse.Namespace) -> int:
     from evaluation.stages import labelstudio
     from evaluation.stages import review as job
 
-    spec = spec_from_args(args)
+    values = fill_from_env(REVIEW_OPTIONS, option_values(args, REVIEW_OPTIONS))
+    spec = ReviewSpec.model_validate(model_input(REVIEW_OPTIONS, values))
+    if not spec.output_uri:
+        raise CliError("--output is required (or set EVALUATION_OUTPUT_URI)")
     store, raw = storage.open_stores(spec.output_uri, spec.input_uri or None, make_access=args.s3_access)
     result: Any
     if args.action == "queue":

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluation import storage
-from evaluation.contract.adapters import FORMAT_LAYOUTS
 from evaluation.testing import synthetic
 
 __all__ = ["FORMATS", "PLANTED_SHARE", "day_objects", "planted_lines"]
@@ -142,8 +141,3 @@ def day_objects(day: dt.date, lines: Sequence[str], input_format: str) -> dict[s
     if input_format == "litellm":
         return dict([_litellm(day, i, line) for i, line in enumerate(lines)]) | _skipped_calls(day)
     return _otel(day, lines)
-
-
-def layout(input_format: str) -> str:
-    """The layout ``generate`` writes a format's day in: its source's."""
-    return FORMAT_LAYOUTS[input_format]

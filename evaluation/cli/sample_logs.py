@@ -16,6 +16,7 @@ from typing import Any
 from evaluation import storage
 from evaluation.cli import sample_formats
 from evaluation.cli.support import iso_date
+from evaluation.contract.adapters import FORMAT_LAYOUTS
 from evaluation.contract.config import comma_list
 from evaluation.contract.errors import UsageError
 from evaluation.testing import synthetic
@@ -62,7 +63,7 @@ def command(args: argparse.Namespace) -> int:
     objects = sample_formats.day_objects(args.date, [*lines, *planted], args.input_format)
     for key, data in objects.items():
         store.write_bytes(key, data)
-    marker = f"{storage.raw_prefix(args.date, sample_formats.layout(args.input_format))}{MARKER}"
+    marker = f"{storage.raw_prefix(args.date, FORMAT_LAYOUTS[args.input_format])}{MARKER}"
     store.write_bytes(marker, b"")
     root = args.output_uri.rstrip("/")
     run = f"python -m evaluation run --date {args.date} --input {root} --output {root}-curated"
