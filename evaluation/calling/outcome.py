@@ -119,7 +119,8 @@ def _headers(exc: BaseException) -> Any:
 
 def retry_after_seconds(exc: BaseException) -> float | None:
     """The server's ``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` first, as OpenAI
-    sends it), when the error carries one."""
+    sends it), when the error carries one it can read; None otherwise, so the call backs off as
+    after a 429 without one."""
     headers = _headers(exc)
     if not headers:
         return None
@@ -135,7 +136,11 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:  # an HTTP date; one without a zone, or anything else, states no wait
         return max(0.0, (email.utils.parsedate_to_datetime(value) - dt.datetime.now(dt.UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
 
 
 def rate_limit_headers(exc: BaseException, which: str = "limit") -> dict[str, float]:

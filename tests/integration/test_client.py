@@ -380,3 +380,16 @@ def test_offline_lexical_goes_through_litellm_and_returns_json(monkeypatch: pyte
         assert outcome.input_tokens > 0 and outcome.output_tokens > 0
         assert outcome.cost_usd == 0.0
     assert seen == ["offline/lexical"] * 3
+
+
+@pytest.mark.parametrize("retry_after", ["soon", "Sat, 28 Nov 2026 09:00:00"])
+def test_429_with_an_unreadable_retry_after_backs_off_as_without_one(retry_after: str) -> None:
+    """A ``Retry-After`` that is neither seconds nor a zoned HTTP date states no wait: the call
+    backs off as after a 429 without one, and never raises."""
+    garbled = Reply.error(429, "Rate limit reached for requests.", "rate_limit_error", "rate_limit_exceeded",
+                          headers={"Retry-After": retry_after})
+    sleeps = Sleeps(real=False)
+    with OpenAIServer(ScriptedResponder([garbled, OK_CONTENT])) as srv:
+        outcome = call(make_client(srv.base_url, sleep=sleeps))
+    assert outcome.ok and outcome.attempts == 2
+    assert len(sleeps.waits) == 1 and 0 < sleeps.waits[0] <= 0.05, sleeps.waits  # backoff_max_s is 0.05
