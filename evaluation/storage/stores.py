@@ -13,13 +13,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
-from evaluation.contract.errors import (
-    StorageError as StorageError,  # storage's own error, where its callers look for it
-)
+from evaluation.contract.errors import StorageError
 from evaluation.storage._botocore import share_models
 
 if TYPE_CHECKING:
@@ -380,17 +378,16 @@ class S3Access:
     client: Any  #: a boto3 S3 client made from ``session``
 
 
-def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATTEMPTS,
-              retry_mode: Literal["standard", "adaptive"] = "standard") -> Config:
+def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATTEMPTS) -> Config:
     """The S3 client's botocore configuration: retries, timeouts and its connection pool (below),
     with ``overrides`` (such as an Airflow connection's ``botocore_config``) taking precedence where they set a value.
 
     Botocore retries transient errors itself: throttling (503 SlowDown, 429), 500/502/503/504,
     connection errors and timeouts, up to ``max_attempts`` attempts with exponential backoff and
-    jitter (``adaptive`` also slows down while throttled). Everything else fails at once."""
+    jitter (an override's ``adaptive`` mode also slows down while throttled). Everything else fails at once."""
     from botocore.config import Config  # boto3 is imported on the S3 path only
 
-    defaults = Config(retries={"mode": retry_mode, "total_max_attempts": max_attempts},
+    defaults = Config(retries={"mode": "standard", "total_max_attempts": max_attempts},
                       connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_READ_TIMEOUT_S,
                       max_pool_connections=S3_MAX_POOL_CONNECTIONS)
     return defaults.merge(overrides) if overrides is not None else defaults

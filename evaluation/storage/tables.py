@@ -12,17 +12,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluation.contract.errors import (
-    StorageError as StorageError,  # storage's own error, where its callers look for it
-)
-
-if TYPE_CHECKING:
-    pass
+from evaluation.contract.errors import StorageError
 from evaluation.storage.keys import (
     DAY_OBJECTS,
     DAY_TABLES,
