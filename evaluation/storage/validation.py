@@ -149,15 +149,6 @@ class ValidationOutcome(DayOutcome):
 # --------------------------------------------------------------------------------------------
 
 
-def _gx() -> Any:
-    # GE logs hundreds of INFO lines on import when a root handler is configured (Airflow).
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    # great_expectations: seconds to import, only when a day is validated
-    import great_expectations as gx
-
-    return gx
-
-
 @dataclass(frozen=True)
 class _Batches:
     rows: BatchDefinition
@@ -167,8 +158,10 @@ class _Batches:
 @functools.cache
 def _batches() -> _Batches:
     """The ephemeral context and its two whole-dataframe batch definitions, built once."""
-    gx = _gx()
+    # GE logs hundreds of INFO lines on import when a root handler is configured (Airflow).
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     # great_expectations: seconds to import, only when a day is validated
+    import great_expectations as gx
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,
@@ -188,45 +181,37 @@ def _batches() -> _Batches:
     return _Batches(rows=rows, outcomes=outcomes)
 
 
+def _new_suite(name: str, meta: dict[str, Any] | None = None) -> tuple[ExpectationSuite, Any]:
+    """An empty suite, and GE's expectations to fill it with."""
+    _batches()  # GE builds suites only inside an active context
+    # great_expectations: seconds to import, only when a day is validated
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    return gx.ExpectationSuite(name=name, meta=meta), gxe
+
+
 def build_suite(day: dt.date, max_record_chars: int) -> ExpectationSuite:
     """The row rules of CONTRACT §1 for one day, one expectation per rule.
 
     Each expectation's ``meta["rule"]`` names the rule; :func:`_rejects` turns it into a reason.
     The batch must hold the normalised columns plus ``problem_count`` and ``is_repeat``.
     """
-    _batches()  # GE builds suites only inside an active context
-    gx = _gx()
-    # great_expectations: seconds to import, only when a day is validated
-    import great_expectations.expectations as gxe
-
-    suite = gx.ExpectationSuite(
-        name=SUITE_NAME,
-        meta={"day": day.isoformat(), "max_record_chars": max_record_chars},
-    )
-    for column in _PRESENT_RULES:
-        suite.add_expectation(
-            gxe.ExpectColumnValuesToNotBeNull(column=column, meta={"rule": "present", "column": column})
-        )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(
-            column="timestamp_day", value_set=[day.isoformat()], meta={"rule": "on_day"}
-        )
-    )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeBetween(
-            column="text_chars", min_value=0, max_value=max_record_chars, meta={"rule": "within_size"}
-        )
-    )
-    # problems hold the violations the flat columns cannot show (wrong types, broken contexts
-    # or rubrics): a row passes only with none.
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeBetween(
-            column=PROBLEM_COUNT_COLUMN, min_value=0, max_value=0, meta={"rule": "no_problems"}
-        )
-    )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(column=DUPLICATE_COLUMN, value_set=[False], meta={"rule": "unique"})
-    )
+    suite, gxe = _new_suite(SUITE_NAME, {"day": day.isoformat(), "max_record_chars": max_record_chars})
+    expectations = [gxe.ExpectColumnValuesToNotBeNull(column=column, meta={"rule": "present", "column": column})
+                    for column in _PRESENT_RULES]
+    expectations += [
+        gxe.ExpectColumnValuesToBeInSet(column="timestamp_day", value_set=[day.isoformat()], meta={"rule": "on_day"}),
+        gxe.ExpectColumnValuesToBeBetween(column="text_chars", min_value=0, max_value=max_record_chars,
+                                          meta={"rule": "within_size"}),
+        # problems hold the violations the flat columns cannot show (wrong types, broken contexts
+        # or rubrics): a row passes only with none.
+        gxe.ExpectColumnValuesToBeBetween(column=PROBLEM_COUNT_COLUMN, min_value=0, max_value=0,
+                                          meta={"rule": "no_problems"}),
+        gxe.ExpectColumnValuesToBeInSet(column=DUPLICATE_COLUMN, value_set=[False], meta={"rule": "unique"}),
+    ]
+    for expectation in expectations:
+        suite.add_expectation(expectation)
     return suite
 
 
@@ -237,20 +222,12 @@ def build_table_suite(*, max_reject_ratio: float, allow_empty: bool, has_records
     then, and an empty day is governed by the row-count rule alone (left out when empty days are
     allowed).
     """
-    _batches()  # GE builds suites only inside an active context
-    gx = _gx()
-    # great_expectations: seconds to import, only when a day is validated
-    import great_expectations.expectations as gxe
-
-    suite = gx.ExpectationSuite(name=TABLE_SUITE_NAME)
+    suite, gxe = _new_suite(TABLE_SUITE_NAME)
     if not allow_empty:
         suite.add_expectation(gxe.ExpectTableRowCountToBeBetween(min_value=1, meta={"rule": "not_empty"}))
     if has_records:
-        suite.add_expectation(
-            gxe.ExpectColumnMeanToBeBetween(
-                column=REJECTED_COLUMN, min_value=0, max_value=max_reject_ratio, meta={"rule": "reject_ratio"}
-            )
-        )
+        suite.add_expectation(gxe.ExpectColumnMeanToBeBetween(column=REJECTED_COLUMN, min_value=0,
+                                                              max_value=max_reject_ratio, meta={"rule": "reject_ratio"}))
     return suite
 
 
