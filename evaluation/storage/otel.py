@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evaluation.contract.adapters import SKIP_KEY, adapt_chat
-from evaluation.storage.ingest import ParsedRow, Reject, truncate_raw
+from evaluation.storage.ingest import ParsedRow, Reject
 
 __all__ = ["assemble_traces", "compact_span", "request_spans", "trace_records"]
 
@@ -289,8 +289,8 @@ def assemble_traces(items: Iterator[tuple[str, ParsedRow | Reject]]) -> Iterator
                     continue
                 line_no, obj, raw = item
                 if "resourceSpans" not in obj:
-                    yield source_uri, Reject(source_uri=source_uri, line_no=line_no, raw=truncate_raw(raw),
-                                             reasons=["not an OTLP JSON trace export (no resourceSpans)"])
+                    yield source_uri, Reject.of(source_uri, line_no, raw,
+                                                "not an OTLP JSON trace export (no resourceSpans)")
                     continue
                 for span in request_spans(obj):
                     compact = compact_span(span, source_uri, line_no)

@@ -296,7 +296,7 @@ def list_day_objects(store: Store, days: Iterable[dt.date] | None = None) -> lis
     (a report's 30 days are 5 listings, not 150)."""
     chosen = None if days is None else set(days)
     wanted = sorted(chosen or ())
-    found = []
+    found: list[ObjectInfo] = []
     for name in DAY_OBJECTS:
         if chosen is None:
             listed = store.list(f"{name}/")
@@ -309,10 +309,8 @@ def list_day_objects(store: Store, days: Iterable[dt.date] | None = None) -> lis
                                 end_before=f"{name}/{day_partition(wanted[-1] + dt.timedelta(days=1))}/")
         else:
             listed = []
-        for info in listed:
-            match = _DAY_OBJECT.fullmatch(info.key)
-            if match is not None and (chosen is None or dt.date.fromisoformat(match.group("day")) in chosen):
-                found.append(info)
+        found += [info for info in listed if (match := _DAY_OBJECT.fullmatch(info.key)) is not None
+                  and (chosen is None or dt.date.fromisoformat(match.group("day")) in chosen)]
     return found
 
 
@@ -320,12 +318,6 @@ def uncommitted(objects: Iterable[ObjectInfo], landed: Landed) -> list[ObjectInf
     """Those of ``objects`` (from :func:`list_day_objects`) that no commit of ``landed`` names: a
     superseded run's, and those of a landing that died before or after its commit. List the objects
     first and read ``landed`` after: a commit written in between then names its objects."""
-    found = []
-    for info in objects:
-        match = _DAY_OBJECT.fullmatch(info.key)
-        if match is None:
-            continue
-        commit = landed.commits.get(dt.date.fromisoformat(match.group("day")))
-        if commit is None or info.key not in commit.objects.values():
-            found.append(info)
-    return found
+    named = {(day, key) for day, commit in landed.commits.items() for key in commit.objects.values()}
+    return [info for info in objects if (match := _DAY_OBJECT.fullmatch(info.key)) is not None
+            and (dt.date.fromisoformat(match.group("day")), info.key) not in named]

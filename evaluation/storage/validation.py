@@ -30,7 +30,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.errors import InputError
-from evaluation.storage.ingest import ROW_SCHEMA, Reject, truncate_raw
+from evaluation.storage.ingest import ROW_SCHEMA, Reject
 
 if TYPE_CHECKING:
     from great_expectations.core import ExpectationSuite
@@ -376,16 +376,8 @@ def _rejects(
                 )
         else:
             raise ValidationError(f"{day}: no reason known for rule {rule!r}")
-    return [
-        Reject(
-            source_uri=column["source_uri"][pos],
-            line_no=column["line_no"][pos],
-            record_id=column["record_id"][pos],
-            raw=truncate_raw(column["raw"][pos]),
-            reasons=reasons[pos],
-        )
-        for pos in range(len(failed_ids))
-    ]
+    return [Reject.of(column["source_uri"][pos], column["line_no"][pos], column["raw"][pos], *reasons[pos],
+                      record_id=column["record_id"][pos]) for pos in range(len(failed_ids))]
 
 
 # --------------------------------------------------------------------------------------------
