@@ -317,7 +317,7 @@ class S3Store(Store):
     def storage_options(self) -> dict[str, Any]:
         """Polars' ``storage_options`` for this bucket, from the boto3 client: its endpoint (unless
         it is AWS's own), region and retry budget. The credentials are not among them: Polars gets
-        them from :meth:`credential_provider`, as they change."""
+        them from :func:`~evaluation.storage.credential_provider`, as they change."""
         meta = self.client.meta
         options: dict[str, Any] = {"aws_region": meta.region_name or DEFAULT_REGION}
         endpoint = meta.endpoint_url or ""
@@ -329,10 +329,6 @@ class S3Store(Store):
         attempts = (meta.config.retries or {}).get("total_max_attempts") or S3_MAX_ATTEMPTS
         options["max_retries"] = max(int(attempts) - 1, 0)
         return options
-
-    def credential_provider(self) -> SessionCredentials:
-        """Polars' ``credential_provider``: the session's credentials, current at each request."""
-        return SessionCredentials(self.s3.session)
 
 
 def _file_version(stat: os.stat_result) -> str:

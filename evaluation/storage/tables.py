@@ -80,8 +80,9 @@ def storage_options(store: Store) -> dict[str, Any] | None:
 
 
 def credential_provider(store: Store) -> SessionCredentials | None:
-    """Polars' ``credential_provider`` for the store's objects (None for a directory)."""
-    return store.credential_provider() if isinstance(store, S3Store) else None
+    """Polars' ``credential_provider`` for the store's objects (None for a directory): the S3
+    session's credentials, current at each request."""
+    return SessionCredentials(store.s3.session) if isinstance(store, S3Store) else None
 
 
 def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.LazyFrame:

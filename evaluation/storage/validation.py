@@ -614,10 +614,8 @@ class DayValidator:
             rejected_records=rejected,
         )
 
-    def _table_failures(
-        self, result: dict[str, Any], input_records: int, rejected: int, input_objects: int | None,
-        missing: str | None = None,
-    ) -> list[str]:
+    def _table_failures(self, result: dict[str, Any], input_records: int, rejected: int, input_objects: int | None,
+                        missing: str | None) -> list[str]:
         failures = []
         for item in result["results"]:
             if item["success"]:
