@@ -421,13 +421,10 @@ class _ObjectItems:
 
     def __init__(self, objects: Iterable[tuple[str, ObjectSource]]) -> None:
         self.opened = 0
-        self._items = self._iterate(objects)
+        self.objects = objects
 
     def __iter__(self) -> Iterator[tuple[str, ParsedRow | Reject]]:
-        return self._items
-
-    def _iterate(self, objects: Iterable[tuple[str, ObjectSource]]) -> Iterator[tuple[str, ParsedRow | Reject]]:
-        for source_uri, source in objects:
+        for source_uri, source in self.objects:
             self.opened += 1
             rows = rejects = 0
             for item in iter_object(source_uri, source):

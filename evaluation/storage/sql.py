@@ -25,11 +25,8 @@ and any predicate on ``dt`` that Polars can evaluate on the partition values (``
 ``dt=`` partitions' objects unopened. The SQL itself always filters, so pruning only ever saves
 reading.
 
-:func:`render` prints a result for people: a table with cells cut to a readable width (one block
-per row when the columns do not fit the terminal) and numbers rounded (4 decimals, 3 significant digits
-below 0.001), or CSV, JSON or Markdown at full precision (and Parquet through the command line). An
-unaliased expression of the ``SELECT`` list names its column as the SQL wrote it (``count(*)``,
-``avg(score)``), whatever name Polars gives it (:func:`with_sql_names`).
+:func:`render` prints a result for people (a table, CSV, JSON or Markdown); an unaliased expression
+of the ``SELECT`` list names its column as the SQL wrote it (:func:`with_sql_names`).
 """
 
 from __future__ import annotations
@@ -229,11 +226,8 @@ def _table(frame: pl.DataFrame, width: int) -> str:
 
 
 def _markdown(frame: pl.DataFrame) -> str:
-    def cell(value: Any) -> str:
-        return _cell(value, 10_000).replace("|", "\\|")
-
     lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    lines += ["| " + " | ".join(_cell(v, 10_000).replace("|", "\\|") for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join(lines)
 
 
