@@ -18,6 +18,7 @@ import functools
 import gc
 import gzip
 import io
+import itertools
 import json
 import logging
 import os
@@ -505,11 +506,10 @@ def _fill(items: _ObjectItems, records: Iterator[tuple[str, ParsedRow | Reject]]
     batch = _Batch()
     opened = items.opened
     size = 0
-    for source_uri, item in records:  # a shared iterator: the next batch goes on where this one stops
+    # a shared iterator: the next batch goes on where this one stops
+    for source_uri, item in itertools.islice(records, batch_rows):
         batch.add(source_uri, item, adapter)
         size += 1
-        if size >= batch_rows:
-            break
     if not size and items.opened == opened:
         return None
     return batch.result(items.opened - opened)

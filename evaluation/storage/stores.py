@@ -120,10 +120,8 @@ class LocalStore(Store):
     def list(self, prefix: str, start_after: str = "", end_before: str = "") -> list[ObjectInfo]:
         base = self.path / prefix
         folder = base if prefix.endswith("/") or base.is_dir() else base.parent
-        if not folder.exists():
-            return []
         found = []
-        for item in sorted(folder.rglob("*")):
+        for item in sorted(folder.rglob("*")):  # none in a folder that does not exist
             key = item.relative_to(self.path).as_posix()
             if not (key.startswith(prefix) and key > start_after and (not end_before or key < end_before)):
                 continue

@@ -254,8 +254,7 @@ def _run(
     result = batch_definition.get_batch(batch_parameters={"dataframe": batch_frame}).validate(
         suite, result_format=result_format
     )
-    failing: list[list[int]] = []
-    metas: list[dict[str, Any]] = []
+    failing: list[tuple[dict[str, Any], list[int]]] = []
     for item in result.results:
         config = item.expectation_config
         if config is None:
@@ -267,17 +266,17 @@ def _run(
                 f"{info.get('exception_message')}"
             )
         # exclude_unexpected_values gives [{"_row": [ids...]}], and the "partial" list holds every id as well.
-        failing.append([int(index) for index in _landed_ids(item.result)])
+        ids = [int(index) for index in _landed_ids(item.result)]
+        failing.append((dict(config.meta or {}), ids))
         for key in ("unexpected_index_list", "partial_unexpected_index_list", "unexpected_index_query"):
             item.result.pop(key, None)
-        metas.append(dict(config.meta or {}))
-        if not item.success and "unexpected_count" in item.result and not failing[-1]:
+        if not item.success and "unexpected_count" in item.result and not ids:
             raise ValidationError(f"{day}: {config.type} failed without naming its rows")
     result_json = result.to_json_dict()
-    for item_json, ids in zip(result_json["results"], failing, strict=True):
+    for item_json, (_, ids) in zip(result_json["results"], failing, strict=True):
         if "unexpected_count" in item_json["result"]:
             _set_landed_ids(item_json["result"], ids[:_LANDED_IDS])
-    return result_json, list(zip(metas, failing, strict=True))
+    return result_json, failing
 
 
 def _landed_ids(result: dict[str, Any]) -> list[int]:
