@@ -295,8 +295,8 @@ def assemble_traces(items: Iterator[tuple[str, ParsedRow | Reject]]) -> Iterator
                 for span in request_spans(obj):
                     compact = compact_span(span, source_uri, line_no)
                     if compact is not None:
-                        bucket = int(compact["trace"][-6:] or "0", 16) % BUCKETS if _HEX_ID.fullmatch(
-                            compact["trace"]) else hash(compact["trace"]) % BUCKETS
+                        trace = compact["trace"]
+                        bucket = (int(trace[-6:], 16) if _HEX_ID.fullmatch(trace) else hash(trace)) % BUCKETS
                         handle = files.get(bucket) or files.setdefault(
                             bucket, open(Path(folder) / f"{bucket:03d}.jsonl", "w", encoding="utf-8"))
                         handle.write(json.dumps(compact, ensure_ascii=False) + "\n")
