@@ -469,13 +469,11 @@ class DayValidator:
     Feed the day in input order: :meth:`add_ingest_rejects` for what ingest could not parse,
     :meth:`validate_batch` for each batch of normalised rows (:data:`evaluation.storage.ingest.ROW_SCHEMA`),
     then :meth:`finish`. Memory follows the batch, plus 8 bytes a record for the day's record ids
-    (:class:`SeenIds`: their hashes in memory, the ids spilled to local disk, to find a
-    ``record_id`` repeated in a later batch or object; the first occurrence is kept) and one
+    (:class:`SeenIds`, which finds a ``record_id`` repeated in a later batch or object) and one
     byte per input record for the table suite's flags, built by :meth:`finish`. The rows'
     ``_row`` index in the landed result is their position among the day's parsed rows, whatever
     the batching; the result keeps every count but at most :data:`_LANDED_IDS` failing ids per
-    expectation.
-    """
+    expectation."""
 
     def __init__(
         self,
