@@ -37,15 +37,11 @@ docs/tables.md gives the query that keeps the landed run's). ``dt`` lives in the
 hive partition); the files do not repeat it, as Hive, Athena and Trino expect.
 
 S3: every S3 store reaches S3 through an :class:`S3Access`, a boto3 session and the client made
-from it. The session's credentials are whatever the session resolved (keys, a session token, a
-profile, an assumed role, an instance or pod role), refreshed by botocore before they expire; in
-Airflow the session comes from the ``aws_default`` connection through the Amazon provider's hook.
+from it (in Airflow, from the ``aws_default`` connection).
 
 Reading: :func:`scan_table` gives a landed table as a Polars ``LazyFrame`` over its days' committed
-objects where they live (a directory, or S3 through Polars' own client with the boto3 client's
-endpoint and region, and the session's credentials asked for before each request, so a long scan outlives
-short-lived credentials): nothing is downloaded first, only the columns a query selects are read,
-and a filter on ``dt`` skips the other partitions' objects unopened.
+objects where they live (S3 through Polars' own client, with :class:`SessionCredentials`): nothing
+is downloaded first.
 
 Errors: every storage failure raises :class:`StorageError` naming the URI and the cause, and a
 refusal (403) the IAM permission it needs; "not found" is an answer only where it is one

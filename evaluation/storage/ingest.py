@@ -18,6 +18,7 @@ import functools
 import gc
 import gzip
 import io
+import itertools
 import json
 import logging
 import os
@@ -102,6 +103,12 @@ class Reject(BaseModel):
     )
     reasons: list[str] = Field(min_length=1, description="Every rule the record breaks.")
 
+    @classmethod
+    def of(cls, source_uri: str, line_no: int | None, raw: str, *reasons: str, record_id: Any = None) -> Reject:
+        """A reject of ``raw`` (cut by :func:`truncate_raw`); ``record_id`` kept when it is a string."""
+        return cls(source_uri=source_uri, line_no=line_no, record_id=record_id if isinstance(record_id, str) else None,
+                   raw=truncate_raw(raw), reasons=list(reasons))
+
 
 #: One parsed record: ``(line_no, object, raw text)``.
 ParsedRow: TypeAlias = tuple[int, dict[str, Any], str]
@@ -151,16 +158,6 @@ def truncate_raw(raw: str) -> str:
     if len(raw) <= MAX_RAW_CHARS:
         return raw
     return f"{raw[:MAX_RAW_CHARS]}…[truncated {len(raw) - MAX_RAW_CHARS} chars]"
-
-
-def _reject(source_uri: str, line_no: int | None, raw: str, *reasons: str, record_id: Any = None) -> Reject:
-    return Reject(
-        source_uri=source_uri,
-        line_no=line_no,
-        record_id=record_id if isinstance(record_id, str) else None,
-        raw=truncate_raw(raw),
-        reasons=list(reasons),
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,19 +220,14 @@ def _parse_line(source_uri: str, line_no: int, line: str, check_surrogates: bool
     try:
         obj = _decode(line)
     except RecursionError:
-        return _reject(source_uri, line_no, line, "not valid JSON: nesting too deep")
+        return Reject.of(source_uri, line_no, line, "not valid JSON: nesting too deep")
     except ValueError as exc:
-        return _reject(source_uri, line_no, line, f"not valid JSON: {_json_error(exc)}")
+        return Reject.of(source_uri, line_no, line, f"not valid JSON: {_json_error(exc)}")
     if type(obj) is not dict:
-        return _reject(source_uri, line_no, line, "not a JSON object")
+        return Reject.of(source_uri, line_no, line, "not a JSON object")
     if check_surrogates and _SURROGATE_ESCAPE.search(line) and _has_unpaired_surrogate(obj):
-        return _reject(
-            source_uri,
-            line_no,
-            line,
-            "invalid UTF-8: unpaired surrogate escape",
-            record_id=obj.get("record_id"),
-        )
+        return Reject.of(source_uri, line_no, line, "invalid UTF-8: unpaired surrogate escape",
+                         record_id=obj.get("record_id"))
     return (line_no, obj, line)
 
 
@@ -269,7 +261,7 @@ def _parse_lines_bytewise(
         except UnicodeDecodeError:
             line_no += 1
             text = item.decode("utf-8", errors="backslashreplace").removesuffix("\r")
-            yield _reject(source_uri, line_no, text, "invalid UTF-8")
+            yield Reject.of(source_uri, line_no, text, "invalid UTF-8")
             continue
         line_no = yield from _parse_block(source_uri, item, line_no)
     return line_no
@@ -299,7 +291,7 @@ def _iter_jsonl(source_uri: str, stream: BinaryIO, *, gzipped: bool) -> Iterator
                 # stays as evidence in the object's reject.
                 raw = b"".join(pending).decode("utf-8", errors="backslashreplace")
                 reason = _damage(source_uri, stream, line_no, len(raw.encode("utf-8", "surrogateescape")), exc)
-                yield _reject(source_uri, line_no + 1, raw, reason)
+                yield Reject.of(source_uri, line_no + 1, raw, reason)
                 logger.warning("%s", reason)
                 return
             if not chunk:
@@ -359,7 +351,7 @@ def _iter_parquet(source_uri: str, stream: BinaryIO) -> Iterator[ParsedRow | Rej
                 yield (index, row, json.dumps(row, ensure_ascii=False, default=str))
     except (Exception, pl.exceptions.PanicException) as exc:  # a Rust panic is a BaseException
         reason = "unreadable Parquet" if index == 0 else f"{DAMAGED}: unreadable Parquet after row {index}"
-        yield _reject(source_uri, None, "", f"{reason}: {str(exc)[:200]}")
+        yield Reject.of(source_uri, None, "", f"{reason}: {str(exc)[:200]}")
         logger.warning("%s: unreadable Parquet after row %d: %s", source_uri, index, exc)
 
 
@@ -378,7 +370,7 @@ def iter_object(source_uri: str, source: ObjectSource) -> Iterator[ParsedRow | R
     """
     name = source_uri.lower()
     if not name.endswith(READ_SUFFIXES):
-        yield _reject(source_uri, None, "", "unsupported object type")
+        yield Reject.of(source_uri, None, "", "unsupported object type")
         return
     with contextlib.ExitStack() as stack:
         if isinstance(source, (bytes, bytearray, memoryview)):
@@ -430,13 +422,10 @@ class _ObjectItems:
 
     def __init__(self, objects: Iterable[tuple[str, ObjectSource]]) -> None:
         self.opened = 0
-        self._items = self._iterate(objects)
+        self.objects = objects
 
     def __iter__(self) -> Iterator[tuple[str, ParsedRow | Reject]]:
-        return self._items
-
-    def _iterate(self, objects: Iterable[tuple[str, ObjectSource]]) -> Iterator[tuple[str, ParsedRow | Reject]]:
-        for source_uri, source in objects:
+        for source_uri, source in self.objects:
             self.opened += 1
             rows = rejects = 0
             for item in iter_object(source_uri, source):
@@ -517,11 +506,10 @@ def _fill(items: _ObjectItems, records: Iterator[tuple[str, ParsedRow | Reject]]
     batch = _Batch()
     opened = items.opened
     size = 0
-    for source_uri, item in records:  # a shared iterator: the next batch goes on where this one stops
+    # a shared iterator: the next batch goes on where this one stops
+    for source_uri, item in itertools.islice(records, batch_rows):
         batch.add(source_uri, item, adapter)
         size += 1
-        if size >= batch_rows:
-            break
     if not size and items.opened == opened:
         return None
     return batch.result(items.opened - opened)

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING, Literal
-
-from evaluation.contract.errors import (
-    StorageError as StorageError,  # storage's own error, where its callers look for it
-)
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Literal
 
 TABLES = ("evaluations", "judge_calls", "rejects", "daily_summary", "runs")
 

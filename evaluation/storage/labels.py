@@ -108,11 +108,9 @@ def label_rows(annotations: Sequence[Annotation], queue: pl.DataFrame) -> pl.Dat
                          "record_id": item.record_id, "question": question, "label": answer, "note": item.note,
                          "annotator": item.annotator, "labelled_at": labelled_at, "source": item.source,
                          "task_id": item.task_id, "annotation_id": item.key()})
-    asked = {k: v for k, v in HUMAN_LABELS_SCHEMA.items() if k not in ("run_id", "model", "queue_id", "stratum",
-                                                                       "inclusion_probability")}
-    frame = pl.DataFrame(rows, schema=asked)
-    queued = queue.select("record_dt", "record_id", "run_id", "model", "queue_id", "stratum",
-                          "inclusion_probability").unique(["record_dt", "record_id"], keep="first")
+    from_queue = ("run_id", "model", "queue_id", "stratum", "inclusion_probability")
+    frame = pl.DataFrame(rows, schema={k: v for k, v in HUMAN_LABELS_SCHEMA.items() if k not in from_queue})
+    queued = queue.select("record_dt", "record_id", *from_queue).unique(["record_dt", "record_id"], keep="first")
     joined = frame.join(queued, on=["record_dt", "record_id"], how="left")
     unknown = joined.filter(pl.col("queue_id").is_null())
     if unknown.height:

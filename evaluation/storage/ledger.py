@@ -173,13 +173,11 @@ class Ledger:
 
     def _may_hold(self, key: str) -> bool:
         """Whether a ledger object may hold replies for this chunk's key range."""
-        if self.key_range is None:
-            return True
-        match = _RANGED.match(key.rsplit("/", 1)[-1])
-        if match is None:
+        theirs = _key_range_of(key)
+        if self.key_range is None or theirs is None:
             return True
         low, high = self.key_range
-        return match["low"] <= high and low <= match["high"]
+        return theirs[0] <= high and low <= theirs[1]
 
     def record(self, entry: LedgerEntry) -> None:
         """Queue one successful reply; when a flush is due, a background thread uploads the queued

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evaluation.contract.adapters import SKIP_KEY, adapt_chat
-from evaluation.storage.ingest import ParsedRow, Reject, truncate_raw
+from evaluation.storage.ingest import ParsedRow, Reject
 
 __all__ = ["assemble_traces", "compact_span", "request_spans", "trace_records"]
 
@@ -249,14 +249,7 @@ def _reply(span: dict[str, Any]) -> dict[str, Any] | None:
                  and (m["content"].strip() or not m.get("tool_calls"))), None)
 
 
-def _answers(span: dict[str, Any]) -> bool:
-    """Whether an LLM span answers a user: a user turn in, a text reply out."""
-    return _reply(span) is not None and any(type(m) is dict and m.get("role") == "user" for m in span["input"])
-
-
-def _record(span: dict[str, Any], documents: list[dict[str, Any]]) -> dict[str, Any]:
-    reply = _reply(span)
-    assert reply is not None  # _answers said so
+def _record(span: dict[str, Any], reply: dict[str, Any], documents: list[dict[str, Any]]) -> dict[str, Any]:
     chat, problems = adapt_chat({"messages": [*span["input"], {"role": "assistant", "content": reply["content"]}]})
     contexts = chat["contexts"] if type(chat["contexts"]) is list else []
     metadata = {**(chat.get("metadata") or {}), "otel": {"trace_id": span["trace"], "span_id": span["span"],
@@ -274,18 +267,14 @@ def trace_records(spans: list[dict[str, Any]]) -> Iterator[tuple[str, ParsedRow]
         if span["kind"] == "retriever":
             documents.extend(span["documents"])
             continue
-        if _answers(span):
-            record = _record(span, documents)
+        reply = _reply(span)  # the span answers a user with it when a user turn is in
+        if reply is not None and any(type(m) is dict and m.get("role") == "user" for m in span["input"]):
+            record = _record(span, reply, documents)
             documents = []
         else:
             record = {SKIP_KEY: "LLM span without a user question or a text reply",
                       "record_id": f"{span['trace']}-{span['span']}"}
         yield span["uri"], (span["line"], record, json.dumps(record, ensure_ascii=False, default=str))
-
-
-def _not_otlp(source_uri: str, line_no: int, raw: str) -> tuple[str, Reject]:
-    return source_uri, Reject(source_uri=source_uri, line_no=line_no, raw=truncate_raw(raw),
-                              reasons=["not an OTLP JSON trace export (no resourceSpans)"])
 
 
 def assemble_traces(items: Iterator[tuple[str, ParsedRow | Reject]]) -> Iterator[tuple[str, ParsedRow | Reject]]:
@@ -300,13 +289,14 @@ def assemble_traces(items: Iterator[tuple[str, ParsedRow | Reject]]) -> Iterator
                     continue
                 line_no, obj, raw = item
                 if "resourceSpans" not in obj:
-                    yield _not_otlp(source_uri, line_no, raw)
+                    yield source_uri, Reject.of(source_uri, line_no, raw,
+                                                "not an OTLP JSON trace export (no resourceSpans)")
                     continue
                 for span in request_spans(obj):
                     compact = compact_span(span, source_uri, line_no)
                     if compact is not None:
-                        bucket = int(compact["trace"][-6:] or "0", 16) % BUCKETS if _HEX_ID.fullmatch(
-                            compact["trace"]) else hash(compact["trace"]) % BUCKETS
+                        trace = compact["trace"]
+                        bucket = (int(trace[-6:], 16) if _HEX_ID.fullmatch(trace) else hash(trace)) % BUCKETS
                         handle = files.get(bucket) or files.setdefault(
                             bucket, open(Path(folder) / f"{bucket:03d}.jsonl", "w", encoding="utf-8"))
                         handle.write(json.dumps(compact, ensure_ascii=False) + "\n")

@@ -120,17 +120,11 @@ def collect(store: storage.Store, retention: Retention, *, now: dt.datetime) -> 
             if age > days:
                 plan.groups.append(Group(area, prefix, tuple(objects), age))
     today = now.astimezone(dt.UTC).date()
-    for prefix, objects in sorted(_grouped(store.list("_ledger/"), _DAY_FOLDER).items()):
-        age = (today - dt.date.fromisoformat(prefix.split("dt=")[1].rstrip("/"))).days
-        if age > retention.ledger_days:
-            plan.groups.append(Group("_ledger", prefix, tuple(objects), float(age)))
-    for info in store.list("_claims/"):
-        match = _CLAIM.match(info.key)
-        if match is None:
-            continue
-        age = (today - dt.date.fromisoformat(match.group("day"))).days
-        if age > retention.ledger_days:
-            plan.groups.append(Group("_claims", info.key, (info,), float(age)))
+    for area, pattern in (("_ledger", _DAY_FOLDER), ("_claims", _CLAIM)):  # a day's ledger folder, its claim
+        for prefix, objects in sorted(_grouped(store.list(f"{area}/"), pattern).items()):
+            age = (today - dt.date.fromisoformat(prefix.split("dt=")[1][:10])).days
+            if age > retention.ledger_days:
+                plan.groups.append(Group(area, prefix, tuple(objects), float(age)))
     objects = storage.list_day_objects(store)
     landed = storage.read_landed(store)  # read after the listing: a commit written meanwhile names its objects
     for info in storage.uncommitted(objects, landed):

@@ -25,11 +25,8 @@ and any predicate on ``dt`` that Polars can evaluate on the partition values (``
 ``dt=`` partitions' objects unopened. The SQL itself always filters, so pruning only ever saves
 reading.
 
-:func:`render` prints a result for people: a table with cells cut to a readable width (one block
-per row when the columns do not fit the terminal) and numbers rounded (4 decimals, 3 significant digits
-below 0.001), or CSV, JSON or Markdown at full precision (and Parquet through the command line). An
-unaliased expression of the ``SELECT`` list names its column as the SQL wrote it (``count(*)``,
-``avg(score)``), whatever name Polars gives it (:func:`with_sql_names`).
+:func:`render` prints a result for people (a table, CSV, JSON or Markdown); an unaliased expression
+of the ``SELECT`` list names its column as the SQL wrote it (:func:`with_sql_names`).
 """
 
 from __future__ import annotations
@@ -84,25 +81,17 @@ def referenced_tables(query: str) -> list[str]:
 def scan(store: storage.Store, table: str, landed: storage.Landed | None = None) -> pl.LazyFrame:
     """One table of :data:`TABLES` as a LazyFrame over its objects, read in place; a day table
     through ``landed`` (else the commit records as they are now)."""
-    if table in COMPARISON_TABLES:
-        name = COMPARISON_TABLES[table]
-        keys = [o.key for o in store.list("comparisons/") if re.fullmatch(rf"comparisons/comparison_id=[^/]+/{name}", o.key)]
+    if table in COMPARISON_TABLES or table in CALIBRATION_TABLES:
+        kind = "comparison" if table in COMPARISON_TABLES else "calibration"
+        name = {**COMPARISON_TABLES, **CALIBRATION_TABLES}[table]
+        keys = [o.key for o in store.list(f"{kind}s/") if re.fullmatch(rf"{kind}s/{kind}_id=[^/]+/{name}", o.key)]
         frame = storage.scan_parquet(store, keys, hive=False) if keys else None
-        where = store.uri("comparisons/")
-    elif table in CALIBRATION_TABLES:
-        name = CALIBRATION_TABLES[table]
-        keys = [o.key for o in store.list("calibrations/")
-                if re.fullmatch(rf"calibrations/calibration_id=[^/]+/{name}", o.key)]
-        frame = storage.scan_parquet(store, keys, hive=False) if keys else None
-        where = store.uri("calibrations/")
+        where = store.uri(f"{kind}s/")
     elif table in FAILED_TABLES:
         frame = _scan_failed(store, FAILED_TABLES[table])
         where = store.uri("_failed/")
-    elif table in PEOPLE_TABLES:
-        frame = scan_labels(store) if table == "human_labels" else storage.scan_table(store, table)
-        where = store.uri(storage.table_prefix(table))
-    elif table in DAILY_TABLES:
-        frame = storage.scan_table(store, table, landed)
+    elif table in PEOPLE_TABLES or table in DAILY_TABLES:  # only a day table is read through ``landed``
+        frame = scan_labels(store) if table == "human_labels" else storage.scan_table(store, table, landed)
         where = store.uri(storage.table_prefix(table))
     else:
         raise SqlError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
@@ -237,11 +226,8 @@ def _table(frame: pl.DataFrame, width: int) -> str:
 
 
 def _markdown(frame: pl.DataFrame) -> str:
-    def cell(value: Any) -> str:
-        return _cell(value, 10_000).replace("|", "\\|")
-
     lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    lines += ["| " + " | ".join(_cell(v, 10_000).replace("|", "\\|") for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join(lines)
 
 

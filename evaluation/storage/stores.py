@@ -13,13 +13,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
-from evaluation.contract.errors import (
-    StorageError as StorageError,  # storage's own error, where its callers look for it
-)
+from evaluation.contract.errors import StorageError
 from evaluation.storage._botocore import share_models
 
 if TYPE_CHECKING:
@@ -122,10 +120,8 @@ class LocalStore(Store):
     def list(self, prefix: str, start_after: str = "", end_before: str = "") -> list[ObjectInfo]:
         base = self.path / prefix
         folder = base if prefix.endswith("/") or base.is_dir() else base.parent
-        if not folder.exists():
-            return []
         found = []
-        for item in sorted(folder.rglob("*")):
+        for item in sorted(folder.rglob("*")):  # none in a folder that does not exist
             key = item.relative_to(self.path).as_posix()
             if not (key.startswith(prefix) and key > start_after and (not end_before or key < end_before)):
                 continue
@@ -319,7 +315,7 @@ class S3Store(Store):
     def storage_options(self) -> dict[str, Any]:
         """Polars' ``storage_options`` for this bucket, from the boto3 client: its endpoint (unless
         it is AWS's own), region and retry budget. The credentials are not among them: Polars gets
-        them from :meth:`credential_provider`, as they change."""
+        them from :func:`~evaluation.storage.credential_provider`, as they change."""
         meta = self.client.meta
         options: dict[str, Any] = {"aws_region": meta.region_name or DEFAULT_REGION}
         endpoint = meta.endpoint_url or ""
@@ -331,10 +327,6 @@ class S3Store(Store):
         attempts = (meta.config.retries or {}).get("total_max_attempts") or S3_MAX_ATTEMPTS
         options["max_retries"] = max(int(attempts) - 1, 0)
         return options
-
-    def credential_provider(self) -> SessionCredentials:
-        """Polars' ``credential_provider``: the session's credentials, current at each request."""
-        return SessionCredentials(self.s3.session)
 
 
 def _file_version(stat: os.stat_result) -> str:
@@ -380,17 +372,16 @@ class S3Access:
     client: Any  #: a boto3 S3 client made from ``session``
 
 
-def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATTEMPTS,
-              retry_mode: Literal["standard", "adaptive"] = "standard") -> Config:
+def s3_config(overrides: Config | None = None, *, max_attempts: int = S3_MAX_ATTEMPTS) -> Config:
     """The S3 client's botocore configuration: retries, timeouts and its connection pool (below),
     with ``overrides`` (such as an Airflow connection's ``botocore_config``) taking precedence where they set a value.
 
     Botocore retries transient errors itself: throttling (503 SlowDown, 429), 500/502/503/504,
     connection errors and timeouts, up to ``max_attempts`` attempts with exponential backoff and
-    jitter (``adaptive`` also slows down while throttled). Everything else fails at once."""
+    jitter (an override's ``adaptive`` mode also slows down while throttled). Everything else fails at once."""
     from botocore.config import Config  # boto3 is imported on the S3 path only
 
-    defaults = Config(retries={"mode": retry_mode, "total_max_attempts": max_attempts},
+    defaults = Config(retries={"mode": "standard", "total_max_attempts": max_attempts},
                       connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_READ_TIMEOUT_S,
                       max_pool_connections=S3_MAX_POOL_CONNECTIONS)
     return defaults.merge(overrides) if overrides is not None else defaults

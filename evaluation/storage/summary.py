@@ -106,8 +106,7 @@ class SummaryBuilder:
         return pl.concat(self._parts, how="vertical")
 
     def finish(self, run_id: str, segments: pl.DataFrame | None = None) -> pl.DataFrame:
-        """One row per (model, judge), sorted, with the columns of ``daily_summary`` (no ``dt``),
-        then the segments' rows (``segments``: :func:`segment_values` of the day's records)."""
+        """:func:`summarise` of every row added (``segments``: :func:`segment_values` of the day's records)."""
         return summarise(self.rows(), run_id, segments)
 
     def close(self) -> None:
@@ -217,6 +216,5 @@ def segment_values(records: pl.LazyFrame, paths: list[str], top: int = SEGMENT_T
 
 def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, day: dt.date, run_id: str,
                         segments: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per (model, judge) of the day's ``evaluations`` (without the ``dt`` column), then
-    the rows of ``segments`` (:func:`segment_values`)."""
+    """:func:`summarise` of the day's ``evaluations``."""
     return summarise(evaluations.lazy(), run_id, segments)

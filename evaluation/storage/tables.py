@@ -12,17 +12,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluation.contract.errors import (
-    StorageError as StorageError,  # storage's own error, where its callers look for it
-)
-
-if TYPE_CHECKING:
-    pass
+from evaluation.contract.errors import StorageError
 from evaluation.storage.keys import (
     DAY_OBJECTS,
     DAY_TABLES,
@@ -85,8 +80,9 @@ def storage_options(store: Store) -> dict[str, Any] | None:
 
 
 def credential_provider(store: Store) -> SessionCredentials | None:
-    """Polars' ``credential_provider`` for the store's objects (None for a directory)."""
-    return store.credential_provider() if isinstance(store, S3Store) else None
+    """Polars' ``credential_provider`` for the store's objects (None for a directory): the S3
+    session's credentials, current at each request."""
+    return SessionCredentials(store.s3.session) if isinstance(store, S3Store) else None
 
 
 def scan_parquet(store: Store, keys: list[str], *, hive: bool = True) -> pl.LazyFrame:
@@ -301,7 +297,7 @@ def list_day_objects(store: Store, days: Iterable[dt.date] | None = None) -> lis
     (a report's 30 days are 5 listings, not 150)."""
     chosen = None if days is None else set(days)
     wanted = sorted(chosen or ())
-    found = []
+    found: list[ObjectInfo] = []
     for name in DAY_OBJECTS:
         if chosen is None:
             listed = store.list(f"{name}/")
@@ -314,10 +310,8 @@ def list_day_objects(store: Store, days: Iterable[dt.date] | None = None) -> lis
                                 end_before=f"{name}/{day_partition(wanted[-1] + dt.timedelta(days=1))}/")
         else:
             listed = []
-        for info in listed:
-            match = _DAY_OBJECT.fullmatch(info.key)
-            if match is not None and (chosen is None or dt.date.fromisoformat(match.group("day")) in chosen):
-                found.append(info)
+        found += [info for info in listed if (match := _DAY_OBJECT.fullmatch(info.key)) is not None
+                  and (chosen is None or dt.date.fromisoformat(match.group("day")) in chosen)]
     return found
 
 
@@ -325,12 +319,6 @@ def uncommitted(objects: Iterable[ObjectInfo], landed: Landed) -> list[ObjectInf
     """Those of ``objects`` (from :func:`list_day_objects`) that no commit of ``landed`` names: a
     superseded run's, and those of a landing that died before or after its commit. List the objects
     first and read ``landed`` after: a commit written in between then names its objects."""
-    found = []
-    for info in objects:
-        match = _DAY_OBJECT.fullmatch(info.key)
-        if match is None:
-            continue
-        commit = landed.commits.get(dt.date.fromisoformat(match.group("day")))
-        if commit is None or info.key not in commit.objects.values():
-            found.append(info)
-    return found
+    named = {(day, key) for day, commit in landed.commits.items() for key in commit.objects.values()}
+    return [info for info in objects if (match := _DAY_OBJECT.fullmatch(info.key)) is not None
+            and (dt.date.fromisoformat(match.group("day")), info.key) not in named]

@@ -30,7 +30,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.errors import InputError
-from evaluation.storage.ingest import ROW_SCHEMA, Reject, truncate_raw
+from evaluation.storage.ingest import ROW_SCHEMA, Reject
 
 if TYPE_CHECKING:
     from great_expectations.core import ExpectationSuite
@@ -149,15 +149,6 @@ class ValidationOutcome(DayOutcome):
 # --------------------------------------------------------------------------------------------
 
 
-def _gx() -> Any:
-    # GE logs hundreds of INFO lines on import when a root handler is configured (Airflow).
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    # great_expectations: seconds to import, only when a day is validated
-    import great_expectations as gx
-
-    return gx
-
-
 @dataclass(frozen=True)
 class _Batches:
     rows: BatchDefinition
@@ -167,8 +158,10 @@ class _Batches:
 @functools.cache
 def _batches() -> _Batches:
     """The ephemeral context and its two whole-dataframe batch definitions, built once."""
-    gx = _gx()
+    # GE logs hundreds of INFO lines on import when a root handler is configured (Airflow).
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     # great_expectations: seconds to import, only when a day is validated
+    import great_expectations as gx
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,
@@ -188,45 +181,37 @@ def _batches() -> _Batches:
     return _Batches(rows=rows, outcomes=outcomes)
 
 
+def _new_suite(name: str, meta: dict[str, Any] | None = None) -> tuple[ExpectationSuite, Any]:
+    """An empty suite, and GE's expectations to fill it with."""
+    _batches()  # GE builds suites only inside an active context
+    # great_expectations: seconds to import, only when a day is validated
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    return gx.ExpectationSuite(name=name, meta=meta), gxe
+
+
 def build_suite(day: dt.date, max_record_chars: int) -> ExpectationSuite:
     """The row rules of CONTRACT §1 for one day, one expectation per rule.
 
     Each expectation's ``meta["rule"]`` names the rule; :func:`_rejects` turns it into a reason.
     The batch must hold the normalised columns plus ``problem_count`` and ``is_repeat``.
     """
-    _batches()  # GE builds suites only inside an active context
-    gx = _gx()
-    # great_expectations: seconds to import, only when a day is validated
-    import great_expectations.expectations as gxe
-
-    suite = gx.ExpectationSuite(
-        name=SUITE_NAME,
-        meta={"day": day.isoformat(), "max_record_chars": max_record_chars},
-    )
-    for column in _PRESENT_RULES:
-        suite.add_expectation(
-            gxe.ExpectColumnValuesToNotBeNull(column=column, meta={"rule": "present", "column": column})
-        )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(
-            column="timestamp_day", value_set=[day.isoformat()], meta={"rule": "on_day"}
-        )
-    )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeBetween(
-            column="text_chars", min_value=0, max_value=max_record_chars, meta={"rule": "within_size"}
-        )
-    )
-    # problems hold the violations the flat columns cannot show (wrong types, broken contexts
-    # or rubrics): a row passes only with none.
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeBetween(
-            column=PROBLEM_COUNT_COLUMN, min_value=0, max_value=0, meta={"rule": "no_problems"}
-        )
-    )
-    suite.add_expectation(
-        gxe.ExpectColumnValuesToBeInSet(column=DUPLICATE_COLUMN, value_set=[False], meta={"rule": "unique"})
-    )
+    suite, gxe = _new_suite(SUITE_NAME, {"day": day.isoformat(), "max_record_chars": max_record_chars})
+    expectations = [gxe.ExpectColumnValuesToNotBeNull(column=column, meta={"rule": "present", "column": column})
+                    for column in _PRESENT_RULES]
+    expectations += [
+        gxe.ExpectColumnValuesToBeInSet(column="timestamp_day", value_set=[day.isoformat()], meta={"rule": "on_day"}),
+        gxe.ExpectColumnValuesToBeBetween(column="text_chars", min_value=0, max_value=max_record_chars,
+                                          meta={"rule": "within_size"}),
+        # problems hold the violations the flat columns cannot show (wrong types, broken contexts
+        # or rubrics): a row passes only with none.
+        gxe.ExpectColumnValuesToBeBetween(column=PROBLEM_COUNT_COLUMN, min_value=0, max_value=0,
+                                          meta={"rule": "no_problems"}),
+        gxe.ExpectColumnValuesToBeInSet(column=DUPLICATE_COLUMN, value_set=[False], meta={"rule": "unique"}),
+    ]
+    for expectation in expectations:
+        suite.add_expectation(expectation)
     return suite
 
 
@@ -237,20 +222,12 @@ def build_table_suite(*, max_reject_ratio: float, allow_empty: bool, has_records
     then, and an empty day is governed by the row-count rule alone (left out when empty days are
     allowed).
     """
-    _batches()  # GE builds suites only inside an active context
-    gx = _gx()
-    # great_expectations: seconds to import, only when a day is validated
-    import great_expectations.expectations as gxe
-
-    suite = gx.ExpectationSuite(name=TABLE_SUITE_NAME)
+    suite, gxe = _new_suite(TABLE_SUITE_NAME)
     if not allow_empty:
         suite.add_expectation(gxe.ExpectTableRowCountToBeBetween(min_value=1, meta={"rule": "not_empty"}))
     if has_records:
-        suite.add_expectation(
-            gxe.ExpectColumnMeanToBeBetween(
-                column=REJECTED_COLUMN, min_value=0, max_value=max_reject_ratio, meta={"rule": "reject_ratio"}
-            )
-        )
+        suite.add_expectation(gxe.ExpectColumnMeanToBeBetween(column=REJECTED_COLUMN, min_value=0,
+                                                              max_value=max_reject_ratio, meta={"rule": "reject_ratio"}))
     return suite
 
 
@@ -277,8 +254,7 @@ def _run(
     result = batch_definition.get_batch(batch_parameters={"dataframe": batch_frame}).validate(
         suite, result_format=result_format
     )
-    failing: list[list[int]] = []
-    metas: list[dict[str, Any]] = []
+    failing: list[tuple[dict[str, Any], list[int]]] = []
     for item in result.results:
         config = item.expectation_config
         if config is None:
@@ -290,17 +266,17 @@ def _run(
                 f"{info.get('exception_message')}"
             )
         # exclude_unexpected_values gives [{"_row": [ids...]}], and the "partial" list holds every id as well.
-        failing.append([int(index) for index in _landed_ids(item.result)])
+        ids = [int(index) for index in _landed_ids(item.result)]
+        failing.append((dict(config.meta or {}), ids))
         for key in ("unexpected_index_list", "partial_unexpected_index_list", "unexpected_index_query"):
             item.result.pop(key, None)
-        metas.append(dict(config.meta or {}))
-        if not item.success and "unexpected_count" in item.result and not failing[-1]:
+        if not item.success and "unexpected_count" in item.result and not ids:
             raise ValidationError(f"{day}: {config.type} failed without naming its rows")
     result_json = result.to_json_dict()
-    for item_json, ids in zip(result_json["results"], failing, strict=True):
+    for item_json, (_, ids) in zip(result_json["results"], failing, strict=True):
         if "unexpected_count" in item_json["result"]:
             _set_landed_ids(item_json["result"], ids[:_LANDED_IDS])
-    return result_json, list(zip(metas, failing, strict=True))
+    return result_json, failing
 
 
 def _landed_ids(result: dict[str, Any]) -> list[int]:
@@ -399,16 +375,8 @@ def _rejects(
                 )
         else:
             raise ValidationError(f"{day}: no reason known for rule {rule!r}")
-    return [
-        Reject(
-            source_uri=column["source_uri"][pos],
-            line_no=column["line_no"][pos],
-            record_id=column["record_id"][pos],
-            raw=truncate_raw(column["raw"][pos]),
-            reasons=reasons[pos],
-        )
-        for pos in range(len(failed_ids))
-    ]
+    return [Reject.of(column["source_uri"][pos], column["line_no"][pos], column["raw"][pos], *reasons[pos],
+                      record_id=column["record_id"][pos]) for pos in range(len(failed_ids))]
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,13 +469,11 @@ class DayValidator:
     Feed the day in input order: :meth:`add_ingest_rejects` for what ingest could not parse,
     :meth:`validate_batch` for each batch of normalised rows (:data:`evaluation.storage.ingest.ROW_SCHEMA`),
     then :meth:`finish`. Memory follows the batch, plus 8 bytes a record for the day's record ids
-    (:class:`SeenIds`: their hashes in memory, the ids spilled to local disk, to find a
-    ``record_id`` repeated in a later batch or object; the first occurrence is kept) and one
+    (:class:`SeenIds`, which finds a ``record_id`` repeated in a later batch or object) and one
     byte per input record for the table suite's flags, built by :meth:`finish`. The rows'
     ``_row`` index in the landed result is their position among the day's parsed rows, whatever
     the batching; the result keeps every count but at most :data:`_LANDED_IDS` failing ids per
-    expectation.
-    """
+    expectation."""
 
     def __init__(
         self,
@@ -645,10 +611,8 @@ class DayValidator:
             rejected_records=rejected,
         )
 
-    def _table_failures(
-        self, result: dict[str, Any], input_records: int, rejected: int, input_objects: int | None,
-        missing: str | None = None,
-    ) -> list[str]:
+    def _table_failures(self, result: dict[str, Any], input_records: int, rejected: int, input_objects: int | None,
+                        missing: str | None) -> list[str]:
         failures = []
         for item in result["results"]:
             if item["success"]:
