@@ -160,17 +160,12 @@ def report_link(day: str, report_uri: str, base_url: str | None) -> str:
     return f"{base_url}/{report_key(dt.date.fromisoformat(day), 'index.html')}"
 
 
-def _value(measure: str, value: float | None) -> str:
+def _value(measure: str, value: float | None, *, change: bool = False) -> str:
+    """A value of ``measure`` (``change``: a signed difference): a rate in % (pp), a mean to 3 places."""
     if value is None:
         return "n/a"
-    text = f"{value * 100:.1f}%" if measure.endswith("_rate") else f"{value:.3f}"
-    return text.replace("-", _MINUS)
-
-
-def _delta(measure: str, delta: float | None) -> str:
-    if delta is None:
-        return "n/a"
-    text = f"{delta * 100:+.1f} pp" if measure.endswith("_rate") else f"{delta:+.3f}"
+    sign = "+" if change else ""
+    text = f"{value * 100:{sign}.1f}{' pp' if change else '%'}" if measure.endswith("_rate") else f"{value:{sign}.3f}"
     return text.replace("-", _MINUS)
 
 
@@ -180,7 +175,7 @@ def change_line(change: dict[str, Any]) -> str:
     name = measure.rsplit("_", 1)[0].replace("_", " ") + (" rate" if measure.endswith("_rate") else "")
     against = _BASELINES.get(str(change.get("baseline")), str(change.get("baseline") or "the baseline"))
     return (f"{change['judge']} {name} {_value(measure, change.get('before'))} → {_value(measure, change.get('after'))} "
-            f"({_delta(measure, change.get('delta'))} vs {against})")
+            f"({_value(measure, change.get('delta'), change=True)} vs {against})")
 
 
 def largest_changes(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -250,12 +245,10 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
         segment, changes = line["segment"], line.get("changes") or []
         where = f"{str(segment['key']).removeprefix('metadata.')}={segment['value']}"
         state = "" if line.get("day") in (None, 1) else f" still regressed since {line['since']} (day {line['day']})"
-        if not line.get("pages", True):
-            lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}"
-                         " (paged before; not again today)")
-            continue
-        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}")
-        lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
+        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}"
+                     + ("" if line.get("pages", True) else " (paged before; not again today)"))
+        if line.get("pages", True):
+            lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
     link = report_link(day, report_uri, base_url)
     if link.startswith("https://"):  # a served page opens at the regressed models' failing records
         link += f"#{EVIDENCE_ANCHOR}"
