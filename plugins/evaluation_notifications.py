@@ -9,13 +9,9 @@ Two channels, each configured by a Connection and off when that Connection does 
   the whole URL (``https://hooks.slack.com/services/...``), or host, port and ``schema`` with
   ``extra.endpoint`` the path. The message is posted as ``{"text": ...}``.
 
-:class:`RegressionNotifier` sends a message only on a day when a model's headline line pages (the
-report's ``headline``, :mod:`evaluation.report.alerts`: a model that newly regressed, or whose
-regression got worse): the subject names those models alone, the body gives each one's few
-largest changes (before → after) and one link to the report, and names the models still
-regressed since an earlier page ("still regressed since D (day N)"); a steady day, or one whose
-regressions were all paged before, sends nothing. :class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. Every message
-stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
+:class:`RegressionNotifier` sends a message only on a day when a model's headline line pages
+(:func:`regression_message` says what it holds). :class:`RunFailureNotifier` is the DAG's
+``on_failure_callback``. Every message stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
 when that environment variable holds the HTTPS address the output root is served under (a CDN or
 a static site in front of the bucket), else the report's URI. A channel that cannot deliver is
 logged, never raised: a notification must not fail, or re-run, the evaluation.
