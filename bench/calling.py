@@ -214,8 +214,7 @@ def calling_items(bench: Bench) -> None:
         wait_for_quiet(20)
         rated_run = bench.child("calling", "rated", {
             "rpm": rpm, "latency": latency, "records": 300 if quick else 1000, "concurrency": 32, "budget": budget,
-        }, timeout_s=900)
-        bench.details[f"rated_{'budget' if budget else 'adaptive'}"] = rated_run
+        }, keep=f"rated_{'budget' if budget else 'adaptive'}", timeout_s=900)
         how = f"judge_rpm {rpm:.0f}" if budget else "no budget (adaptive concurrency)"
         holds = rated_run["rows_lost"] == 0 and (not budget or rated_run["achieved_share"] >= 0.9)
         bench.row(8, f"rate-limited day: {rated_run['calls_made']:,} calls, c=32, server enforcing {rpm:.0f} rpm, "
@@ -225,8 +224,8 @@ def calling_items(bench: Bench) -> None:
                   "≥ 0.9 of the rate, 0 lost" if budget else "0 rows lost", holds,
                   cores_others=rated_run["cores_others"])
     wait_for_quiet(20)
-    run = bench.child("calling", "faulty", {"latency": latency, "records": 400, "concurrency": 32}, timeout_s=900)
-    bench.details["faulty"] = run
+    run = bench.child("calling", "faulty", {"latency": latency, "records": 400, "concurrency": 32}, keep="faulty",
+                      timeout_s=900)
     bench.row(8, "400 records × 2 judges, c=32, 200 ms server, random 429s (20%, Retry-After 1 s) and 500s (5%): "
                  "adaptive client ÷ one that keeps its slots busy",
               f"{run['ratio']:.2f} ({run['adaptive']['seconds']:.1f} s against {run['busy']['seconds']:.1f} s, "

@@ -241,18 +241,21 @@ class Bench:
         self.rows.append({"item": item, "metric": metric, "value": value, "target": target,
                           "holds": "n/a" if holds is None else ("yes" if holds else "no"), **extra})
 
-    def child(self, module: str, task: str, params: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    def child(self, module: str, task: str, params: dict[str, Any], *, keep: str | None = None,
+              **kwargs: Any) -> dict[str, Any]:
+        """The result of a measurement child (:func:`run_child`), also kept as ``details[keep]``."""
         print(f"  [{self.elapsed():5.0f}s] {module}.{task} {json.dumps(params)[:110]}", flush=True)
-        return run_child(module, task, params, log=self.log, **kwargs)
+        result = run_child(module, task, params, log=self.log, **kwargs)
+        if keep is not None:
+            self.details[keep] = result
+        return result
 
     def day(self, module: str, task: str, timeout_s: float, **kwargs: Any) -> tuple[int, dict[str, Any]]:
         """(records, result) of a measurement on a generated day of 2,000 records (400 with
         --quick), started once the machine is quiet; the result is kept as ``details[module]``."""
         records = 400 if self.args.quick else 2000
         wait_for_quiet()
-        result = self.child(module, task, {"records": records}, timeout_s=timeout_s, **kwargs)
-        self.details[module] = result
-        return records, result
+        return records, self.child(module, task, {"records": records}, keep=module, timeout_s=timeout_s, **kwargs)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

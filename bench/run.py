@@ -209,8 +209,7 @@ def stage_items(bench: Bench) -> None:
     for task, label in (("score_table", f"score (clamps, verdicts) {table_rows:,} judgement rows"),
                         ("summary", f"build daily_summary from {table_rows:,} rows")):
         wait_for_quiet(20)
-        result = bench.child("stages", task, {"rows": table_rows})
-        bench.details[task] = result
+        result = bench.child("stages", task, {"rows": table_rows}, keep=task)
         bench.row(3, label, f"{result['seconds']:.2f} s, peak {_mib(result['peak_rss_mib'])}", "< 2 s",
                   result["seconds"] < 2, cores_others=result["load"]["cores_others"])
 
@@ -337,8 +336,7 @@ def alert_items(bench: Bench) -> None:
     params = {"volumes": [20, 150, 1000, 3000], "sds": [0.0, 0.03, 0.05], "sizes": [0.05, 0.1, 0.2],
               "steady_windows": 40 if quick else 600, "steady_windows_no_drift": 40 if quick else 300,
               "drop_windows": 5 if quick else 20, "workers": 1}
-    result = bench.child("alerts", "simulate", params, timeout_s=7200)
-    bench.details["alerts"] = result
+    result = bench.child("alerts", "simulate", params, keep="alerts", timeout_s=7200)
     from bench.alerts import table
 
     print(f"\nalert simulation ({result['seconds']:.0f} s):\n{table(result)}", flush=True)
@@ -357,8 +355,8 @@ def alert_items(bench: Bench) -> None:
 
 
 def structured_items(bench: Bench) -> None:
-    result = bench.child("structured", "rates", {"records": 50 if bench.args.quick else 200}, timeout_s=900)
-    bench.details["structured"] = result
+    result = bench.child("structured", "rates", {"records": 50 if bench.args.quick else 200}, keep="structured",
+                         timeout_s=900)
     calls, on, off = result["calls"], result["on"]["parse_errors"], result["off"]["parse_errors"]
     bench.row(10, f"parse errors, {calls} judge calls, server {result['malformed']:.0%} malformed and "
                   f"{result['prose']:.0%} prose-wrapped replies: JSON schema sent / JSON mode only",
@@ -368,8 +366,7 @@ def structured_items(bench: Bench) -> None:
 def cascade_items(bench: Bench) -> None:
     trials = 1 if bench.args.quick else 3
     result = bench.child("cascade", "measure", {"trials": trials, "per_set": 100 if bench.args.quick else None},
-                         timeout_s=3600)
-    bench.details["cascade"] = result
+                         keep="cascade", timeout_s=3600)
     records, judges = result["records"], result["judges"]
 
     def kappas(row: dict[str, Any]) -> str:
@@ -402,8 +399,7 @@ def guarantee_items(bench: Bench) -> None:
     ``guarantee``): per cell, the share of fits whose disagreement with the strong judge on new
     records exceeds band_loss, with its 95% interval, against 1 − band_confidence."""
     params = {"fits": 40, "population": 20_000, "fit_records": [300]} if bench.args.quick else {}
-    result = bench.child("cascade", "guarantee", params, timeout_s=3600)
-    bench.details["cascade_guarantee"] = result
+    result = bench.child("cascade", "guarantee", params, keep="cascade_guarantee", timeout_s=3600)
     allowed = 1 - result["band_confidence"]
     for cell in result["cells"]:
         low, high = cell["violation_interval"]
@@ -419,8 +415,7 @@ def guarantee_items(bench: Bench) -> None:
 
 def people_items(bench: Bench) -> None:
     params = {"labels": [50, 200, 1000], "false_pass": [0.1, 0.25, 0.4], "records": 5000, "days": 100 if bench.args.quick else 1000}
-    result = bench.child("people", "intervals", params, timeout_s=1800)
-    bench.details["people"] = result
+    result = bench.child("people", "intervals", params, keep="people", timeout_s=1800)
     for row in result["rows"]:
         bench.row(13, f"pass rate, judge bias {row['bias'] * 100:+.1f} pp, {row['labels']:,} labels of {result['records']:,} "
                       f"records: coverage (width) corrected / judge only, {row['days']} days",

@@ -28,10 +28,6 @@ from evaluation.testing.openai_server import FaultPlan, OpenAIServer
 MODEL = "openai/gpt-4o-mini"
 
 
-def _answer_as_offline_judge(body: dict[str, Any]) -> str:
-    return offline.respond(body.get("messages") or [])
-
-
 def _cases(records: int, seed: int) -> list[tuple[InputRecord, RenderedPrompt]]:
     cases = []
     for line in synthetic.generate_day(dt.date(2026, 3, 1), records, bad=False, seed=seed):
@@ -52,7 +48,8 @@ def parse_error_rates(records: int = 100, *, malformed: float = 0.15, prose: flo
     cases = _cases(records, seed)
     faults = FaultPlan(rate_limit=0.0, server_error=0.0, hang=0.0, malformed=malformed, prose=prose, seed=seed)
     result: dict[str, Any] = {"records": records, "calls": len(cases), "malformed": malformed, "prose": prose}
-    with OpenAIServer(_answer_as_offline_judge, faults=faults, models=("gpt-4o-mini",)) as server:
+    with OpenAIServer(lambda body: offline.respond(body.get("messages") or []), faults=faults,
+                      models=("gpt-4o-mini",)) as server:
         modes: tuple[StructuredOutput, ...] = ("on", "off")
         for mode in modes:
             client = JudgeClient(MODEL, api_base=server.base_url, api_key="bench-key", concurrency=16,

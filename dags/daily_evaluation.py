@@ -68,13 +68,6 @@ POOL = "llm_judge"
 MAX_ACTIVE_RUNS = 4
 
 
-def _params() -> dict[str, Param]:
-    return {"date": Param("", type="string", title="Date override",
-                          description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
-                          pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
-            **glue.form_params(RUN_OPTIONS)}
-
-
 def _score_land(waited_s: float | None) -> dict[str, Any]:
     """score_land's work: lands the day, then an Asset event per landed table, for downstream DAGs."""
     from evaluation import stages  # Polars: DAG files must parse light
@@ -112,7 +105,10 @@ def _report() -> dict[str, str]:
     max_active_runs=MAX_ACTIVE_RUNS,
     tags=["llm-evaluation", "daily"],
     doc_md=__doc__,
-    params=_params(),
+    params={"date": Param("", type="string", title="Date override",
+                          description="YYYY-MM-DD to evaluate instead of the logical date's day; empty for the schedule's day.",
+                          pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
+            **glue.form_params(RUN_OPTIONS)},
     default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=2)},
     on_failure_callback=RunFailureNotifier(),
 )

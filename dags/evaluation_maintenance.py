@@ -34,14 +34,6 @@ from evaluation.contract.options import RETENTION_OPTIONS, read_options
 logger = logging.getLogger(__name__)
 
 
-def _params() -> dict[str, Param]:
-    params = glue.form_params(RETENTION_OPTIONS)
-    params["output_uri"] = Param("", type="string", title="Output URI",
-                                 description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI.")
-    params["dry_run"] = Param(False, type="boolean", title="Dry run", description="List what would go; delete nothing.")
-    return params
-
-
 @dag(
     dag_id="evaluation_maintenance",
     schedule="@daily",
@@ -50,7 +42,10 @@ def _params() -> dict[str, Param]:
     max_active_runs=1,
     tags=["llm-evaluation", "maintenance"],
     doc_md=__doc__,
-    params=_params(),
+    params={**glue.form_params(RETENTION_OPTIONS),
+            "output_uri": Param("", type="string", title="Output URI",
+                                description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI."),
+            "dry_run": Param(False, type="boolean", title="Dry run", description="List what would go; delete nothing.")},
     default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=5)},
 )
 def evaluation_maintenance() -> None:

@@ -41,21 +41,6 @@ POOL = "llm_judge"
 SPEC_OPTIONS = tuple(o for o in CALIBRATE_OPTIONS if o.name not in ("golden_uri", "max_record_chars", "chunk_size"))
 
 
-def _params() -> dict[str, Param]:
-    params = {
-        "golden_set": Param(title="Golden set", description="The set's name: its folder under the golden root.",
-                            type="string", minLength=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
-        "golden_uri": Param("", type="string", title="Golden root",
-                            description="Where golden sets live (s3://bucket/prefix or a directory); empty: "
-                                        "$EVALUATION_GOLDEN_URI."),
-    }
-    params.update(glue.form_params(SPEC_OPTIONS))
-    params["output_uri"] = Param("", type="string", title="Output URI",
-                                 description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI. The "
-                                             "calibration lands under calibrations/.")
-    return params
-
-
 @dag(
     dag_id="judge_calibration",
     schedule=None,
@@ -64,7 +49,17 @@ def _params() -> dict[str, Param]:
     max_active_runs=1,
     tags=["llm-evaluation", "calibration"],
     doc_md=__doc__,
-    params=_params(),
+    params={
+        "golden_set": Param(title="Golden set", description="The set's name: its folder under the golden root.",
+                            type="string", minLength=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+        "golden_uri": Param("", type="string", title="Golden root",
+                            description="Where golden sets live (s3://bucket/prefix or a directory); empty: "
+                                        "$EVALUATION_GOLDEN_URI."),
+        **glue.form_params(SPEC_OPTIONS),
+        "output_uri": Param("", type="string", title="Output URI",
+                            description="Root of the landed tables; empty: $EVALUATION_OUTPUT_URI. The calibration "
+                                        "lands under calibrations/."),
+    },
     default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=1)},
 )
 def judge_calibration() -> None:

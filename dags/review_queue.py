@@ -31,20 +31,14 @@ import evaluation_airflow as glue
 import evaluation_review as review_glue
 from airflow.sdk import Param, dag, get_current_context, task
 
-from evaluation.contract.options import fill_from_env, model_input, options
+from evaluation.contract.options import options, read_options
 from evaluation.contract.review import ReviewError, ReviewSpec
 
 SPEC_OPTIONS = options(ReviewSpec)
 
 
-def _params() -> dict[str, Param]:
-    return {"date": Param("", type="string", title="Day",
-                          description="The records' day (YYYY-MM-DD); empty: the day before the logical date."),
-            **glue.form_params(SPEC_OPTIONS)}
-
-
 def _spec(params: dict[str, Any]) -> ReviewSpec:
-    values = model_input(SPEC_OPTIONS, fill_from_env(SPEC_OPTIONS, {k: v for k, v in params.items() if k != "date"}))
+    values = read_options(SPEC_OPTIONS, {k: v for k, v in params.items() if k != "date"})
     with glue.fail_without_retry(ValueError, prefix="invalid review options: "):
         spec = ReviewSpec.model_validate(values)
         if not spec.output_uri:
@@ -60,7 +54,9 @@ def _spec(params: dict[str, Any]) -> ReviewSpec:
     max_active_runs=1,
     tags=["llm-evaluation", "review"],
     doc_md=__doc__,
-    params=_params(),
+    params={"date": Param("", type="string", title="Day",
+                          description="The records' day (YYYY-MM-DD); empty: the day before the logical date."),
+            **glue.form_params(SPEC_OPTIONS)},
     default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=2)},
 )
 def review_queue() -> None:

@@ -170,9 +170,7 @@ def run_config(context: Context) -> RunConfig:
     _, api_base = judge_credentials()
     if api_base and not params.get("api_base"):
         params["api_base"] = api_base
-    for option, value in judge_rate_limits().items():
-        if not params.get(option):
-            params[option] = value
+    params.update({option: value for option, value in judge_rate_limits().items() if not params.get(option)})
     with fail_without_retry(ValueError, prefix="invalid run configuration: "):
         cfg = build_config(params, date=evaluation_day(context), run_id=dag_run.run_id, trigger=trigger(dag_run))
     refuse_local_output_when_distributed(cfg.output_uri, conf.get("core", "executor"))

@@ -9,13 +9,9 @@ Two channels, each configured by a Connection and off when that Connection does 
   the whole URL (``https://hooks.slack.com/services/...``), or host, port and ``schema`` with
   ``extra.endpoint`` the path. The message is posted as ``{"text": ...}``.
 
-:class:`RegressionNotifier` sends a message only on a day when a model's headline line pages (the
-report's ``headline``, :mod:`evaluation.report.alerts`: a model that newly regressed, or whose
-regression got worse): the subject names those models alone, the body gives each one's few
-largest changes (before → after) and one link to the report, and names the models still
-regressed since an earlier page ("still regressed since D (day N)"); a steady day, or one whose
-regressions were all paged before, sends nothing. :class:`RunFailureNotifier` is the DAG's ``on_failure_callback``. Every message
-stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
+:class:`RegressionNotifier` sends a message only on a day when a model's headline line pages
+(:func:`regression_message` says what it holds). :class:`RunFailureNotifier` is the DAG's
+``on_failure_callback``. Every message stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
 when that environment variable holds the HTTPS address the output root is served under (a CDN or
 a static site in front of the bucket), else the report's URI. A channel that cannot deliver is
 logged, never raised: a notification must not fail, or re-run, the evaluation.
@@ -160,17 +156,12 @@ def report_link(day: str, report_uri: str, base_url: str | None) -> str:
     return f"{base_url}/{report_key(dt.date.fromisoformat(day), 'index.html')}"
 
 
-def _value(measure: str, value: float | None) -> str:
+def _value(measure: str, value: float | None, *, change: bool = False) -> str:
+    """A value of ``measure`` (``change``: a signed difference): a rate in % (pp), a mean to 3 places."""
     if value is None:
         return "n/a"
-    text = f"{value * 100:.1f}%" if measure.endswith("_rate") else f"{value:.3f}"
-    return text.replace("-", _MINUS)
-
-
-def _delta(measure: str, delta: float | None) -> str:
-    if delta is None:
-        return "n/a"
-    text = f"{delta * 100:+.1f} pp" if measure.endswith("_rate") else f"{delta:+.3f}"
+    sign = "+" if change else ""
+    text = f"{value * 100:{sign}.1f}{' pp' if change else '%'}" if measure.endswith("_rate") else f"{value:{sign}.3f}"
     return text.replace("-", _MINUS)
 
 
@@ -180,7 +171,7 @@ def change_line(change: dict[str, Any]) -> str:
     name = measure.rsplit("_", 1)[0].replace("_", " ") + (" rate" if measure.endswith("_rate") else "")
     against = _BASELINES.get(str(change.get("baseline")), str(change.get("baseline") or "the baseline"))
     return (f"{change['judge']} {name} {_value(measure, change.get('before'))} → {_value(measure, change.get('after'))} "
-            f"({_delta(measure, change.get('delta'))} vs {against})")
+            f"({_value(measure, change.get('delta'), change=True)} vs {against})")
 
 
 def largest_changes(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -250,12 +241,10 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
         segment, changes = line["segment"], line.get("changes") or []
         where = f"{str(segment['key']).removeprefix('metadata.')}={segment['value']}"
         state = "" if line.get("day") in (None, 1) else f" still regressed since {line['since']} (day {line['day']})"
-        if not line.get("pages", True):
-            lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}"
-                         " (paged before; not again today)")
-            continue
-        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}")
-        lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
+        lines.append(f"{_cut(str(line['model']), MAX_NAME_CHARS)} in {_cut(where, MAX_NAME_CHARS)}:{state}"
+                     + ("" if line.get("pages", True) else " (paged before; not again today)"))
+        if line.get("pages", True):
+            lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
     link = report_link(day, report_uri, base_url)
     if link.startswith("https://"):  # a served page opens at the regressed models' failing records
         link += f"#{EVIDENCE_ANCHOR}"

@@ -81,6 +81,11 @@ def _day_objects(bucket: str | None, prefix: str, s3: S3Access | None = None) ->
     return {os.path.join(root, info.key): info.modified for info in storage.LocalStore(root).list(partition + "/")}
 
 
+def _object_key(bucket: str | None, prefix: str, name: str) -> str:
+    """``name`` under the day's prefix, as :func:`_day_objects` names objects."""
+    return prefix + name if bucket is not None else os.path.join(prefix, name)
+
+
 class DayCompleteTrigger(BaseTrigger):
     """Fires once the day is complete (its marker exists, or its prefix has been quiet for
     ``quiet_period_s``), or at ``deadline`` (ISO time) with ``status: deadline``. Every event
@@ -125,10 +130,6 @@ class DayCompleteTrigger(BaseTrigger):
         arguments = {name: getattr(self, name) for name in inspect.signature(type(self)).parameters}
         return f"{type(self).__module__}.{type(self).__qualname__}", arguments
 
-    def _marker_key(self) -> str:
-        """The marker as :func:`_day_objects` names objects."""
-        return self.prefix + self.marker if self.bucket is not None else os.path.join(self.prefix, self.marker)
-
     async def _until_complete(self) -> tuple[str, str]:
         """Look at the day's prefix every ``poke_interval`` until it is complete (``success``, and
         how), or still holds nothing at ``absent_deadline`` (``absent``)."""
@@ -148,8 +149,8 @@ class DayCompleteTrigger(BaseTrigger):
                 known, last = set(found), now
             absent = None if found else absent  # an object once seen: the day is late, not absent
             if self.marker:
-                if self._marker_key() in found:
-                    return "success", f"{self._marker_key()} exists"
+                if (marker := _object_key(self.bucket, self.prefix, self.marker)) in found:
+                    return "success", f"{marker} exists"
             elif len(found) >= self.min_objects and now - last >= self.quiet_period_s:
                 return "success", f"{len(found)} objects, none added or removed for {now - last:.0f}s"
             if absent is not None and dt.datetime.now(dt.UTC) >= absent:
@@ -190,8 +191,7 @@ class WaitForDayOperator(BaseOperator):
             self.log.info("no completion marker and no quiet period: %s is taken as it is", day.uri)
             return {"waited_s": None, "prefix": day.uri, "complete_by": None}
         objects = _day_objects(day.bucket, day.prefix, glue.s3_access() if day.bucket is not None else None)
-        marker_key = (day.prefix + cfg.completion_marker if day.bucket is not None
-                      else os.path.join(day.prefix, cfg.completion_marker))
+        marker_key = _object_key(day.bucket, day.prefix, cfg.completion_marker)
         now = time.time()
         newest = max(objects.values(), default=None)
         if is_complete(cfg, objects, marker_key, now if newest is None else newest, now):

@@ -264,7 +264,7 @@ class LocalDeployment:
         self._ensure_listening(REDIS_PORT, "Redis", self._start_redis)
         self._start_s3()
         self._create_database()
-        self._claim_redis_db()
+        self.redis_db = claim_redis_db()
         self.env = self._environment()
         self._write_passwords_file()
         self._mark(f"services: database {self.database}, Redis DB {self.redis_db}, S3 {self.s3_endpoint}")
@@ -571,18 +571,12 @@ class LocalDeployment:
                     conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(self.created_role)))
                 self.created_role = None
 
-    def _redis(self, db: int) -> Any:
-        import redis
-
-        return redis.Redis(host="127.0.0.1", port=REDIS_PORT, db=db, socket_timeout=10)
-
-    def _claim_redis_db(self) -> None:
-        self.redis_db = claim_redis_db()
-
     def _flush_redis(self) -> None:
         if self.redis_db is None:
             return
-        with self._redis(self.redis_db) as client:
+        import redis
+
+        with redis.Redis(host="127.0.0.1", port=REDIS_PORT, db=self.redis_db, socket_timeout=10) as client:
             client.flushdb()
         self.redis_db = None
 
@@ -669,9 +663,6 @@ class LocalDeployment:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({self.username: self.password}), encoding="utf-8")
         path.chmod(0o660)
-
-
-# --- REST API v2 ----------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,7 +86,8 @@ from evaluation.calibration.metrics import Detection, auroc, auroc_interval, bes
 from evaluation.calibration.run import run_calibration
 from evaluation.calling import offline
 from evaluation.contract.config import OFFLINE_JUDGE_MODEL, JudgeName
-from scripts.golden_sets import DEFAULT_SOURCE, TIMESTAMP, begin_records, halueval_records
+from scripts import golden_sets
+from scripts.golden_sets import DEFAULT_SOURCE, TIMESTAMP
 
 #: The judges measured (``prompt`` applies to none of the sets: no reference, no expected outcome).
 JUDGES: tuple[JudgeName, ...] = ("rag", "masis")
@@ -326,10 +327,8 @@ def read_attributionbench(root: Path) -> list[dict[str, Any]]:
 
 def read_tuning(public: Path) -> dict[str, list[dict[str, Any]]]:
     """The tuning sets, every record, as ``scripts/golden_sets.py`` converts them."""
-    def rows(name: str) -> list[dict[str, Any]]:
-        return _jsonl((public / name).read_text(encoding="utf-8"))
-    return {"halueval-qa": halueval_records(rows("halueval_qa_rag.jsonl"), 0, SEED),
-            "begin-wow": begin_records(rows("begin_wow_rag.jsonl"), 0, SEED)}
+    return {name: convert(_jsonl((public / golden_sets.SETS[name]["file"]).read_text(encoding="utf-8")), 0, SEED)
+            for name, convert in golden_sets.CONVERTERS.items()}
 
 
 def tuning_split(records: list[dict[str, Any]], seed: int = SEED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -544,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="folder for the golden sets and calibrations (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     args = parser.parse_args(argv)
-    for name in ("halueval_qa_rag.jsonl", "begin_wow_rag.jsonl"):
+    for name in (info["file"] for info in golden_sets.SETS.values()):
         if not (args.public / name).exists():
             print(f"{args.public / name} not found: give --public", file=sys.stderr)
             return 1

@@ -46,8 +46,7 @@ class _Capture:
             def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
                 capture.add(kwargs["standard_logging_object"])
 
-            def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-                capture.add(kwargs["standard_logging_object"])
+            log_failure_event = log_success_event
 
         self.logger = Logger()
 

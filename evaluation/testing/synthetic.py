@@ -265,34 +265,11 @@ def to_openai_chat(line: str) -> str:
     return json.dumps({**chat, "messages": messages, **record}, ensure_ascii=False)
 
 
-#: Shapes :func:`day_objects` can write, by the ``input_format`` that reads them.
-LINE_FORMATS = {"own": None, "openai-chat": to_openai_chat}
-
-
-def day_objects(
-    day: dt.date,
-    records: int = 300,
-    *,
-    seed: int = 7,
-    bad: bool = True,
-    behaviour: Behaviour | None = None,
-    models: Sequence[str] = MODELS,
-    input_format: str = "own",
-) -> dict[str, bytes]:
-    """The day as raw objects (key below the input root -> bytes): two JSONL files, one gzipped,
-    each line in ``input_format`` (a key of :data:`LINE_FORMATS`)."""
-    if input_format not in LINE_FORMATS:
-        raise UsageError(f"input_format: unknown format {input_format!r}; formats: {', '.join(LINE_FORMATS)}")
-    lines = generate_day(day, records, seed=seed, bad=bad, behaviour=behaviour, models=models)
-    return jsonl_objects(day, lines, input_format)
-
-
 def jsonl_objects(day: dt.date, lines: Sequence[str], input_format: str = "own") -> dict[str, bytes]:
     """Generated lines as a day's two JSONL objects (the second gzipped), each line in
-    ``input_format`` (a key of :data:`LINE_FORMATS`)."""
-    convert = LINE_FORMATS[input_format]
-    if convert is not None:
-        lines = [convert(line) for line in lines]
+    ``input_format`` (``own`` or ``openai-chat``)."""
+    if input_format == "openai-chat":
+        lines = [to_openai_chat(line) for line in lines]
     half = len(lines) // 2
     first = ("\n".join(lines[:half]) + "\n").encode()
     second = ("\n".join(lines[half:]) + "\n").encode()
@@ -303,19 +280,11 @@ def jsonl_objects(day: dt.date, lines: Sequence[str], input_format: str = "own")
 
 
 def write_day(
-    store: Any,
-    day: dt.date,
-    records: int = 300,
-    *,
-    seed: int = 7,
-    bad: bool = True,
-    behaviour: Behaviour | None = None,
-    models: Sequence[str] = MODELS,
-    input_format: str = "own",
+    store: Any, day: dt.date, records: int = 300, *, seed: int = 7, bad: bool = True, behaviour: Behaviour | None = None
 ) -> list[str]:
-    """Write a generated day into a store (see :mod:`evaluation.storage`); returns the keys."""
-    objects = day_objects(day, records, seed=seed, bad=bad, behaviour=behaviour, models=models,
-                          input_format=input_format)
+    """Write a generated day (:func:`generate_day`) into a store (see :mod:`evaluation.storage`) as
+    its two JSONL objects (:func:`jsonl_objects`); returns the keys."""
+    objects = jsonl_objects(day, generate_day(day, records, seed=seed, bad=bad, behaviour=behaviour))
     for key, data in objects.items():
         store.write_bytes(key, data)
     return list(objects)
