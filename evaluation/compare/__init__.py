@@ -62,18 +62,10 @@ from evaluation.compare.compute import (
     sample_records,
     sampled_valid_records,
 )
-from evaluation.compare.stats import (
-    ALPHA,
-    adjust_p_values,
-    benjamini_hochberg,
-    bootstrap_means,
-    holm,
-    paired_test,
-    rng_for,
-    unpaired_test,
-)
+from evaluation.compare.stats import ALPHA, bootstrap_means, paired_test, rng_for, unpaired_test
 from evaluation.contract.comparison import ComparisonError, ComparisonSpec
 from evaluation.contract.config import question_key
+from evaluation.contract.multiplicity import adjust_p_values, benjamini_hochberg, holm
 from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
 __all__ = ["ALPHA", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "adjust_p_values",

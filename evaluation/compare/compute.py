@@ -19,7 +19,6 @@ from evaluation.compare.render import render_report
 from evaluation.compare.stats import (
     ALPHA,
     TIE_TOLERANCE,
-    adjust_p_values,
     mean_interval,
     paired_test,
     permutations_for,
@@ -28,6 +27,7 @@ from evaluation.compare.stats import (
 )
 from evaluation.contract.comparison import ComparisonError, ComparisonSpec
 from evaluation.contract.config import EVALUATION_COLUMNS, VERDICTS, RunConfig, question_key
+from evaluation.contract.multiplicity import adjust_p_values
 from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks, score_table
 from evaluation.stages import CostEstimate, PlanRecord, write_record
