@@ -200,12 +200,8 @@ class Manifest(BaseModel):
     @property
     def timings(self) -> dict[str, float]:
         """Seconds per finished stage."""
-        found = {}
-        if self.ingest is not None:
-            found["ingest_validate_s"] = self.ingest.seconds
-        if self.plan is not None:
-            found["plan_s"] = self.plan.seconds
-        return found
+        stages = (("ingest_validate_s", self.ingest), ("plan_s", self.plan))
+        return {name: record.seconds for name, record in stages if record is not None}
 
 
 def _record_key(cfg: RunConfig, stage: str) -> str:

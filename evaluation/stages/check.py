@@ -57,17 +57,14 @@ def check_run(
     client = judge_client(cfg, api_key)
     # every level of a cascade is probed, cheapest first; the judge model, its last level, too
     levels = [judge_client(cfg.level_config(level), api_key) for level in range(len(cfg.cascade))] + [client]
-    if cfg.dry_run:  # a dry run calls no judge, not even the probe; a model that cannot exist still fails
-        try:
-            for level_client in levels:
-                refuse_unknown_offline_model(level_client.model, where(cfg))
-        except JudgeUnusable as exc:
-            raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
-        return CheckResult(judge_model=cfg.judge_model, probe_latency_ms=0.0, call_parameters=client.call_parameters())
+    latency_ms = 0.0
     try:
         for level_client in levels:
-            latency_ms = probe_judge(level_client, where(cfg), timeout_s=cfg.probe_timeout_s, key_hint=key_hint,
-                                     on_wait=on_wait, every_s=every_s)
+            if cfg.dry_run:  # a dry run calls no judge, not even the probe; a model that cannot exist still fails
+                refuse_unknown_offline_model(level_client.model, where(cfg))
+            else:
+                latency_ms = probe_judge(level_client, where(cfg), timeout_s=cfg.probe_timeout_s, key_hint=key_hint,
+                                         on_wait=on_wait, every_s=every_s)
     except JudgeUnusable as exc:
         raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
     except JudgeUnreachable as exc:
