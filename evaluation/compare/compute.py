@@ -31,6 +31,7 @@ from evaluation.contract.multiplicity import adjust_p_values
 from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks, score_table
 from evaluation.stages import CostEstimate, PlanRecord, write_record
+from evaluation.storage.ingest import BATCH_ROWS
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ def _landed_rows(store: storage.Store, spec: ComparisonSpec, landed: storage.Lan
 # Re-judging a sample
 
 
-def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | None = None) -> Iterator[pl.DataFrame]:
+def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int) -> Iterator[pl.DataFrame]:
     """The day's valid records as the daily ingest stages them (the same reading and row rules),
     one bounded batch at a time: objects are read one by one, never the whole day at once."""
     # pandas via validation (Great Expectations on use): only when a day is read
@@ -188,14 +189,12 @@ def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | Non
 
     validator = DayValidator(day, max_reject_ratio=1.0, allow_empty=True)
     objects = stages.raw_objects(raw_store, day)
-    batches = (stages.validated_batches(raw_store, objects, validator) if batch_rows is None
-               else stages.validated_batches(raw_store, objects, validator, batch_rows=batch_rows))
-    for batch in batches:
+    for batch in stages.validated_batches(raw_store, objects, validator, batch_rows=batch_rows):
         if batch.valid.height:
             yield batch.valid
 
 
-def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, batch_rows: int | None = None) -> pl.DataFrame:
+def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, batch_rows: int = BATCH_ROWS) -> pl.DataFrame:
     """The valid records of the spec's days and models that :func:`sample_records` picks, streamed
     day by day and batch by batch. With ``sample_per_model`` the days are read twice: first only
     the keys (day, record, model, question key) to draw the sample by question, then the sampled

@@ -40,9 +40,8 @@ def check_run(
     cause): a model that does not exist or an endpoint that refuses the call for good raises
     :class:`RunFailed`; an endpoint that cannot be reached or does not answer within
     ``probe_timeout_s`` raises :class:`JudgeUnreachable`, which a scheduler may retry (a later
-    attempt of the run replaces its row). ``key_hint`` names where the caller looks for the
-    judge's key, for the message of missing or refused credentials; ``on_wait`` receives a line
-    every ``every_s`` seconds while the probe waits for an answer."""
+    attempt of the run replaces its row). ``key_hint``, ``on_wait`` and ``every_s`` are
+    :func:`probe_judge`'s."""
 
     missing = missing_input(stores.raw, cfg.date, DayInput.of(cfg)) if input_ready and not cfg.allow_empty else None
     if missing:

@@ -197,11 +197,8 @@ def in_key_order(records: pl.DataFrame, chunk_size: int) -> Iterator[pl.DataFram
 
 def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
     """Sample, split the valid records into chunks (never more than ``max_map_length``), stage
-    each chunk and estimate the day's tokens and cost. Returns one small record per chunk.
-
-    The staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`),
-    one part at a time: memory follows a part and a bucket (plus 12 bytes a record with a sample),
-    local disk holds the day's records once, compressed."""
+    each chunk and estimate the day's tokens and cost. Returns one small record per chunk. The
+    staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`)."""
 
     started = time.monotonic()
     ingest = read_manifest(cfg, stores).ingest
