@@ -31,10 +31,8 @@ bootstrap over questions and the p-value a sign-flip permutation test. Otherwise
 *unpaired*: a bootstrap of each sample and a two-sample permutation test on the difference of
 means. Wins, ties and losses always count the shared questions.
 
-**Sampled by question.** With ``sample_per_model``, the sample is drawn by question, not by
-record (:func:`sample_records`): first one record of each question every compared model
-answered, in one seeded order for all models, then the other records; ``paired_questions`` in
-``spec.json`` and the page says how many were shared.
+**Sampled by question.** With ``sample_per_model``, the sample is drawn by question, so that the
+models' samples pair up (:func:`sample_records`); ``paired_questions`` says how many were shared.
 
 **Many tests, one family.** All deltas of a comparison (every judge, metric and model) are one
 family: their permutation p-values are adjusted with the spec's ``p_adjust`` method, Holm's

@@ -109,10 +109,9 @@ def _level_size(cfg: RunConfig, level: int, walk: _Walk, shares: list[dict[str, 
     reply = mean_reply_tokens(cfg.judges)
     input_tokens = None if calls is None else round(calls * per_call)
     output_tokens = None if calls is None else round(calls * reply)
-    price_in, price_out = price_per_token(model)
     share = None if level == len(cfg.cascade) else mean_share(shares[level])
     return LevelSize(
         judge_model=model, calls=calls, calls_known=walk.known[level], share_sent_on=share,
         input_tokens=input_tokens, output_tokens=output_tokens,
         cost_usd=None if input_tokens is None or output_tokens is None
-        else round(tokens_cost(input_tokens, output_tokens, (price_in, price_out)), 6))
+        else round(tokens_cost(input_tokens, output_tokens, price_per_token(model)), 6))
