@@ -111,11 +111,8 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
         for judge in cfg.judges:
             if pairs is not None and (record.record_id, judge) not in pairs:
                 continue
-            if not row["sampled"]:
-                rows.append(_finish(not_applicable_row(judge, record, "sampled_out"), cfg, PROMPT_VERSIONS[judge]))
-                continue
-            prompt = route(judge, judged_record)
-            if not isinstance(prompt, RenderedPrompt):  # not applicable, or an empty answer: no call
+            prompt = route(judge, judged_record) if row["sampled"] else not_applicable_row(judge, record, "sampled_out")
+            if not isinstance(prompt, RenderedPrompt):  # sampled out, not applicable, or an empty answer: no call
                 rows.append(_finish(prompt, cfg, PROMPT_VERSIONS[judge]))
                 continue
             digest = request_hash(cfg.judge_model, prompt, parameters)

@@ -220,12 +220,7 @@ def _stage_batches(cfg: RunConfig, stores: Stores, batches: Iterator[ValidatedBa
 def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BATCH_ROWS) -> IngestCounts:
     """Read the day's raw objects, validate them (Great Expectations), stage the valid records,
     the rejects and the validation result. Raises RunFailed on a table rule, with the evidence
-    under ``_failed/``.
-
-    The day streams through :func:`validated_batches`: each batch's valid rows are staged as one
-    part (``valid/part-NNNNN.parquet``, counted in the ingest record as ``valid_parts``), and its
-    rejects go to local parts streamed into the staged ``rejects`` at the end (ingest rejects
-    first, then row-rule rejects, each in input order)."""
+    under ``_failed/``. The day streams through in bounded batches (:func:`_stage_batches`)."""
     # pandas via validation (Great Expectations on use): only when a day is ingested
     from evaluation.storage.validation import DayValidator
 

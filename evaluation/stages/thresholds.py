@@ -15,8 +15,6 @@ from evaluation.contract.calibration import CalibrationError
 from evaluation.contract.config import JudgeName, JudgeThresholds, RunConfig, Thresholds, cascade_name
 from evaluation.judges import PROMPT_VERSIONS
 
-# re-exported: the calibration of a cascade takes a level's band from here
-
 logger = logging.getLogger(__name__)
 
 
