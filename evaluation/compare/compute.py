@@ -163,8 +163,7 @@ def _landed_rows(store: storage.Store, spec: ComparisonSpec, landed: storage.Lan
         .select(columns)
         .collect(engine="streaming")
     )
-    if "question_key" not in rows.columns:
-        rows = rows.with_columns(question_key=pl.lit(None, dtype=pl.String))
+    rows = _with_question_keys(rows)
     unkeyed = rows.filter(pl.col("question_key").is_null()).select("dt", "record_id").unique()
     if unkeyed.height:  # landed before evaluations had question_key
         found_keys = _landed_questions(store, unkeyed, landed).rename({"question_key": "_key"})
