@@ -37,13 +37,9 @@ models' samples pair up (:func:`sample_records`); ``paired_questions`` says how 
 **Many tests, one family.** All deltas of a comparison (every judge, metric and model) are one
 family: their permutation p-values are adjusted with the spec's ``p_adjust`` method, Holm's
 step-down (``holm``, the default: family-wise error rate, :func:`holm`) or Benjamini–Hochberg
-(``bh``: false discovery rate, :func:`benjamini_hochberg`), landed as ``p_adjusted`` beside the raw
-``p_value`` with the method in ``p_adjust_method``, and ``significant`` means ``p_adjusted < 0.05``. A
-permutation p-value is never below ``1 / (permutations + 1)``, so the permutations follow from the
-family's size (:func:`evaluation.compare.compute.permutation_count`): enough that this floor is a
-tenth of the first adjusted test's threshold, whatever ``bootstrap`` says. Each delta also gets an effect
-size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval, and the page shows it beside
-the two means it is the difference of (for a paired test, over the shared questions only).
+(``bh``: false discovery rate, :func:`benjamini_hochberg`), with enough permutations that the
+p-value's floor cannot hide a difference (:func:`evaluation.compare.compute.permutation_count`).
+Each delta also gets an effect size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval.
 
 :mod:`evaluation.compare.compute` works the numbers out (with the statistics of
 :mod:`evaluation.compare.stats`) and lands them; :mod:`evaluation.compare.render` draws the page.

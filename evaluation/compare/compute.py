@@ -556,9 +556,7 @@ def run_comparison(
 def days_covered(rows: pl.DataFrame, spec: ComparisonSpec) -> tuple[list[str], list[str]]:
     """The days of the spec's range that have rows, and those that have none (ISO dates)."""
     used = {d.isoformat() for d in rows["dt"].unique().to_list() if d is not None}
-    every = [(spec.start_date + dt.timedelta(days=n)).isoformat()
-             for n in range((spec.end_date - spec.start_date).days + 1)]
-    return sorted(used), [d for d in every if d not in used]
+    return sorted(used), [d.isoformat() for d in spec.days() if d.isoformat() not in used]
 
 
 #: The figures of a delta that :func:`run_comparison` returns (and the CLI prints).
