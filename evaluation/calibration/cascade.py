@@ -116,9 +116,7 @@ def disagreement_bound(disagreements: int, records: int, confidence: float) -> f
     """The one-sided Clopper–Pearson upper bound at ``confidence`` of a rate seen ``disagreements``
     times in ``records`` (1 for no records): exact for a binomial count, so the fixed sequence's
     tests are at their stated level on any number of records."""
-    if records <= 0:
-        return 1.0
-    if disagreements >= records:
+    if records <= 0 or disagreements >= records:
         return 1.0
     from scipy.stats import beta  # scipy's import is heavy: only the fit needs it
 
