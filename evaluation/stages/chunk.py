@@ -185,10 +185,8 @@ def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
         if progress is not None:
             progress(1)
 
-    def budget_spent() -> bool:
-        return budget is not None and spent >= budget
-
-    return asyncio.run(prepared.client.call_many([p.prompt for p in to_call], on_done=on_done, should_stop=budget_spent))
+    return asyncio.run(prepared.client.call_many([p.prompt for p in to_call], on_done=on_done,
+                                                 should_stop=lambda: budget is not None and spent >= budget))
 
 
 def chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None, *, level: int | None = None
