@@ -43,10 +43,6 @@ class _Walk:
     estimated: list[float | None]
     tokens: list[list[int]]
 
-    @classmethod
-    def of(cls, levels: int) -> _Walk:
-        return cls([0] * levels, [0.0] * levels, [[0, 0] for _ in range(levels)])
-
 
 def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, token_sample: int,
                  ledger_store: storage.Store | None = None) -> list[LevelSize]:
@@ -59,10 +55,11 @@ def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, tok
     counted on up to ``token_sample`` of its prompts."""
     bands = level_bands(cfg, ledger_store or stores.out)
     shares = shares_sent_on(cfg, ledger_store or stores.out)
-    walk = _Walk.of(len(cfg.cascade) + 1)
+    levels = len(cfg.cascade) + 1
+    walk = _Walk([0] * levels, [0.0] * levels, [[0, 0] for _ in range(levels)])
     for chunk in chunks:
         _walk_chunk(cfg, stores, chunk, bands, shares, walk, token_sample=token_sample, ledger_store=ledger_store)
-    return [_level_size(cfg, level, walk, shares) for level in range(len(cfg.cascade) + 1)]
+    return [_level_size(cfg, level, walk, shares) for level in range(levels)]
 
 
 def _walk_chunk(cfg: RunConfig, stores: Stores, chunk: ChunkPlan, bands: list[Bands],
