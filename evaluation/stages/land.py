@@ -313,8 +313,7 @@ def compact_ledger(cfg: RunConfig, stores: Stores) -> None:
         logger.warning("%s: the day's ledger was not compacted (the next landing tries again): %s", where(cfg), exc)
 
 
-#: The landing's pair hashes are kept in buckets by their top bits: the duplicate check sorts one
-#: bucket at a time.
+#: Top bits of a pair hash that pick its bucket (see :class:`DayTally`).
 _BUCKET_BITS = 4
 
 
