@@ -66,9 +66,11 @@ STEPS = 20
 
 class _Judged:
     """One judge's labelled records as every level judged them (numpy columns, aligned by record):
-    each level's ``ok``, score and fail verdict, the label (``bad``) and the split."""
+    each level's ``ok``, score and fail verdict, the label (``bad``) and the split. With ``split``,
+    only that split's records whose judge-model row is ``ok`` (those every κ is taken over)."""
 
-    def __init__(self, levels: list[pl.DataFrame], labels: pl.DataFrame, judge: str) -> None:
+    def __init__(self, levels: list[pl.DataFrame], labels: pl.DataFrame, judge: str,
+                 split: Literal["fit", "holdout"] | None = None) -> None:
         frame = labels.filter(pl.col("good").is_not_null()).select("record_id", "split", bad=~pl.col("good"))
         for k, rows in enumerate(levels):
             frame = frame.join(
@@ -77,6 +79,8 @@ class _Judged:
                     (pl.col("verdict") == "fail").fill_null(False).alias(f"fail_{k}")),
                 on="record_id", how="inner")
         frame = frame.sort("record_id")
+        if split is not None:
+            frame = frame.filter((pl.col("split") == split) & pl.col(f"ok_{len(levels) - 1}"))
         self.bad = frame["bad"].to_numpy().astype(bool)
         self.fit = (frame["split"] == "fit").to_numpy()
         self.holdout = (frame["split"] == "holdout").to_numpy()
@@ -85,19 +89,6 @@ class _Judged:
         self.fail = [frame[f"fail_{k}"].to_numpy().astype(bool) for k in range(len(levels))]
         #: the judge model's (the last level's) row is ok: the records every κ is taken over
         self.scored = frame[f"ok_{len(levels) - 1}"].to_numpy().astype(bool)
-
-    def subset(self, mask: np.ndarray) -> _Judged:
-        """The same records, ``mask``'s only."""
-        part = object.__new__(_Judged)
-        part.bad, part.fit, part.holdout, part.scored = self.bad[mask], self.fit[mask], self.holdout[mask], self.scored[mask]
-        part.score = [a[mask] for a in self.score]
-        part.ok = [a[mask] for a in self.ok]
-        part.fail = [a[mask] for a in self.fail]
-        return part
-
-    def part(self, split: Literal["fit", "holdout"]) -> _Judged:
-        """The records of ``split`` whose judge-model row is ``ok`` (those every κ is taken over)."""
-        return self.subset((self.fit if split == "fit" else self.holdout) & self.scored)
 
     def cascade(self, bands: list[tuple[float, float]]) -> tuple[np.ndarray, list[np.ndarray]]:
         """The fail verdict of the levels with ``bands`` (the first ``len(bands)`` levels), then the
@@ -125,9 +116,7 @@ def disagreement_bound(disagreements: int, records: int, confidence: float) -> f
     """The one-sided Clopper–Pearson upper bound at ``confidence`` of a rate seen ``disagreements``
     times in ``records`` (1 for no records): exact for a binomial count, so the fixed sequence's
     tests are at their stated level on any number of records."""
-    if records <= 0:
-        return 1.0
-    if disagreements >= records:
+    if records <= 0 or disagreements >= records:
         return 1.0
     from scipy.stats import beta  # scipy's import is heavy: only the fit needs it
 
@@ -200,7 +189,7 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
     costs = costs if costs is not None else _ordinal_costs(len(levels))
     fitted: list[Bands] = [{} for _ in given]
     for judge in judges:
-        usable = _Judged(levels, labels, judge).part("fit")
+        usable = _Judged(levels, labels, judge, "fit")
         sequence = candidate_sequence([known[judge] if known is not None else None for known in given], cut)
         passed = []
         for bands in sequence:
@@ -225,7 +214,7 @@ def split_figures(levels: list[pl.DataFrame], labels: pl.DataFrame, judge: str, 
     one judge: its κ of ``fail`` and the judge model's alone, the share of records where its verdict
     differs from the judge model's (the rate :func:`fit_bands` bounds), and its cost and the judge
     model's alone at ``costs`` per row (:func:`unit_costs`)."""
-    part = _Judged(levels, labels, judge).part(split)
+    part = _Judged(levels, labels, judge, split)
     verdict, decided = part.cascade(bands)
     return {"kappa": _kappa(verdict, part.bad), "kappa_alone": _kappa(part.fail[-1], part.bad),
             "disagreement": _rate(verdict != part.fail[-1]),

@@ -89,10 +89,8 @@ def metric_row(frame: pl.DataFrame, metric: str, spec: CalibrationSpec, rng: np.
     all_split = frame["split"].to_numpy()
     # the score's verdict is the landed one (forcing rules included); another metric is cut like a score
     all_forced = frame["forced_fail"].to_numpy() if metric == "score" else np.zeros(frame.height, bool)
-    if metric == "score":
-        all_verdicts = frame["verdict"].to_numpy().astype(object)
-    else:
-        all_verdicts = metrics.verdicts_at(all_values, thresholds.borderline, thresholds.pass_)
+    all_verdicts = (frame["verdict"].to_numpy().astype(object) if metric == "score"
+                    else metrics.verdicts_at(all_values, thresholds.borderline, thresholds.pass_))
 
     labelled = frame["good"].is_not_null().to_numpy()
     values, forced, verdicts = all_values[labelled], all_forced[labelled], all_verdicts[labelled]

@@ -18,11 +18,6 @@ from evaluation.pages.charts import esc
 
 logger = logging.getLogger(__name__)
 
-#: The columns of a calibration the daily report shows (the ``score`` row of each judge and set).
-SHOWN = ("judge", "prompt_version", "set_name", "calibration_id", "calibrated_at", "n", "auroc", "auroc_ci_low",
-         "auroc_ci_high", "spearman", "kappa", "f1", "suggested_borderline", "suggested_pass",
-         "suggested_kappa_holdout", "current_kappa_holdout", "pass_threshold", "borderline_threshold")
-
 #: A figure as ``summary.json`` holds it: None where the calibration has none or a NaN.
 Figure = Annotated[float | None, AfterValidator(lambda v: v if v is None or math.isfinite(v) else None)]
 
@@ -54,6 +49,10 @@ class Calibrated(_Row):
     borderline_threshold: Figure
     judge_model: str
     report_uri: str
+
+
+#: The columns of a calibration the daily report shows (the ``score`` row of each judge and set).
+SHOWN = tuple(name for name in Calibrated.model_fields if name not in ("judge_model", "report_uri"))
 
 
 class Uncalibrated(_Row):

@@ -69,21 +69,20 @@ def label_problems(value: Any) -> tuple[dict[str, Any] | None, list[str]]:
     if rating is not None and not (isinstance(rating, int) and not isinstance(rating, bool)):
         problems.append(f"labels.rating: not an integer (got {_kind(rating)} {rating!r})")
     kept_scores: dict[str, float] = {}
-    if scores is not None:
-        if not isinstance(scores, dict):
-            problems.append(f"labels.scores: not an object (got {_kind(scores)})")
-        else:
-            for metric, score in scores.items():
-                if score is None:
-                    continue
-                if metric not in SCORED_METRICS:
-                    problems.append(f"labels.scores: unknown metric {metric!r} (known: {', '.join(SCORED_METRICS)})")
-                elif not is_number(score):
-                    problems.append(f"labels.scores.{metric}: not a number (got {_kind(score)})")
-                elif not 0.0 <= score <= 1.0:
-                    problems.append(f"labels.scores.{metric}: {score} is outside [0, 1]")
-                else:
-                    kept_scores[metric] = float(score)
+    if scores is not None and not isinstance(scores, dict):
+        problems.append(f"labels.scores: not an object (got {_kind(scores)})")
+    elif scores is not None:
+        for metric, score in scores.items():
+            if score is None:
+                continue
+            if metric not in SCORED_METRICS:
+                problems.append(f"labels.scores: unknown metric {metric!r} (known: {', '.join(SCORED_METRICS)})")
+            elif not is_number(score):
+                problems.append(f"labels.scores.{metric}: not a number (got {_kind(score)})")
+            elif not 0.0 <= score <= 1.0:
+                problems.append(f"labels.scores.{metric}: {score} is outside [0, 1]")
+            else:
+                kept_scores[metric] = float(score)
     if verdict is not None and verdict not in VERDICTS:
         problems.append(f"labels.verdict: {verdict!r} is not one of {', '.join(VERDICTS)}")
     if source_label is not None and not isinstance(source_label, str):

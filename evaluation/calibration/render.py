@@ -39,10 +39,7 @@ def _cards(cards: list[tuple[str, str]]) -> str:
 def _operating_point(points: Curve, cut: float | None) -> tuple[float, float] | None:
     if cut is None or not points:
         return None
-    for threshold, fpr, tpr in points:
-        if threshold >= cut:
-            return fpr, tpr
-    return points[-1][1], points[-1][2]
+    return next(((fpr, tpr) for threshold, fpr, tpr in points if threshold >= cut), (points[-1][1], points[-1][2]))
 
 
 def _metrics_table(rows: list[dict[str, Any]]) -> str:

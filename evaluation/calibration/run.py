@@ -27,7 +27,7 @@ from evaluation.contract.calibration import CalibrationError, CalibrationSpec
 from evaluation.contract.config import EVALUATION_COLUMNS, JUDGE_STATUSES, CascadeLevel, RunConfig
 from evaluation.contract.schemas import CASCADE_SCHEMA, record_from_row
 from evaluation.judges import PROMPT_VERSIONS, RenderedPrompt, route, score_table
-from evaluation.stages.cascade.bands import Bands, calibrated_bands
+from evaluation.stages.cascade.bands import Bands, bands_of
 from evaluation.storage.ledger import Ledger, request_hash
 
 logger = logging.getLogger(__name__)
@@ -204,18 +204,9 @@ def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: Calibratio
     :func:`~evaluation.calibration.cascade.fit_bands`), kept in the calibration's ``cascade.parquet``,
     then the set judged through the cascade with them as a run judges a chunk (every reply is in the
     ledger by now: nothing is paid): the cascade's rows."""
-    given: list[Bands | None] = []
-    sources: list[str] = []
-    for level in spec.cascade:
-        if level.band is not None:
-            given.append({judge: level.band for judge in spec.judges})
-            sources.append("given")
-        elif level.band_from is not None:
-            given.append(calibrated_bands(store, level, list(spec.judges)))
-            sources.append(level.band_from)
-        else:
-            given.append(None)
-            sources.append("fitted")
+    given: list[Bands | None] = [None if level.band is None and level.band_from is None
+                                 else bands_of(store, level, list(spec.judges)) for level in spec.cascade]
+    sources = ["given" if level.band is not None else level.band_from or "fitted" for level in spec.cascade]
     costs = unit_costs(levels, [client.price_per_token(model) for model in spec.models])
     bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, cut=spec.thresholds.borderline,
                       confidence=spec.band_confidence, costs=costs)

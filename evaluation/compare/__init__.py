@@ -31,21 +31,15 @@ bootstrap over questions and the p-value a sign-flip permutation test. Otherwise
 *unpaired*: a bootstrap of each sample and a two-sample permutation test on the difference of
 means. Wins, ties and losses always count the shared questions.
 
-**Sampled by question.** With ``sample_per_model``, the sample is drawn by question, not by
-record (:func:`sample_records`): first one record of each question every compared model
-answered, in one seeded order for all models, then the other records; ``paired_questions`` in
-``spec.json`` and the page says how many were shared.
+**Sampled by question.** With ``sample_per_model``, the sample is drawn by question, so that the
+models' samples pair up (:func:`sample_records`); ``paired_questions`` says how many were shared.
 
 **Many tests, one family.** All deltas of a comparison (every judge, metric and model) are one
 family: their permutation p-values are adjusted with the spec's ``p_adjust`` method, Holm's
 step-down (``holm``, the default: family-wise error rate, :func:`holm`) or Benjamini–Hochberg
-(``bh``: false discovery rate, :func:`benjamini_hochberg`), landed as ``p_adjusted`` beside the raw
-``p_value`` with the method in ``p_adjust_method``, and ``significant`` means ``p_adjusted < 0.05``. A
-permutation p-value is never below ``1 / (permutations + 1)``, so the permutations follow from the
-family's size (:func:`evaluation.compare.compute.permutation_count`): enough that this floor is a
-tenth of the first adjusted test's threshold, whatever ``bootstrap`` says. Each delta also gets an effect
-size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval, and the page shows it beside
-the two means it is the difference of (for a paired test, over the shared questions only).
+(``bh``: false discovery rate, :func:`benjamini_hochberg`), with enough permutations that the
+p-value's floor cannot hide a difference (:func:`evaluation.compare.compute.permutation_count`).
+Each delta also gets an effect size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval.
 
 :mod:`evaluation.compare.compute` works the numbers out (with the statistics of
 :mod:`evaluation.compare.stats`) and lands them; :mod:`evaluation.compare.render` draws the page.
@@ -62,18 +56,10 @@ from evaluation.compare.compute import (
     sample_records,
     sampled_valid_records,
 )
-from evaluation.compare.stats import (
-    ALPHA,
-    adjust_p_values,
-    benjamini_hochberg,
-    bootstrap_means,
-    holm,
-    paired_test,
-    rng_for,
-    unpaired_test,
-)
+from evaluation.compare.stats import ALPHA, bootstrap_means, paired_test, rng_for, unpaired_test
 from evaluation.contract.comparison import ComparisonError, ComparisonSpec
 from evaluation.contract.config import question_key
+from evaluation.contract.multiplicity import adjust_p_values, benjamini_hochberg, holm
 from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 
 __all__ = ["ALPHA", "METRICS_SCHEMA", "VERDICTS_SCHEMA", "ComparisonError", "ComparisonSpec", "adjust_p_values",

@@ -19,7 +19,6 @@ from evaluation.compare.render import render_report
 from evaluation.compare.stats import (
     ALPHA,
     TIE_TOLERANCE,
-    adjust_p_values,
     mean_interval,
     paired_test,
     permutations_for,
@@ -28,9 +27,11 @@ from evaluation.compare.stats import (
 )
 from evaluation.contract.comparison import ComparisonError, ComparisonSpec
 from evaluation.contract.config import EVALUATION_COLUMNS, VERDICTS, RunConfig, question_key
+from evaluation.contract.multiplicity import adjust_p_values
 from evaluation.contract.schemas import METRICS_SCHEMA, VERDICTS_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, read_fenced_blocks, score_table
 from evaluation.stages import CostEstimate, PlanRecord, write_record
+from evaluation.storage.ingest import BATCH_ROWS
 
 logger = logging.getLogger(__name__)
 
@@ -162,8 +163,7 @@ def _landed_rows(store: storage.Store, spec: ComparisonSpec, landed: storage.Lan
         .select(columns)
         .collect(engine="streaming")
     )
-    if "question_key" not in rows.columns:
-        rows = rows.with_columns(question_key=pl.lit(None, dtype=pl.String))
+    rows = _with_question_keys(rows)
     unkeyed = rows.filter(pl.col("question_key").is_null()).select("dt", "record_id").unique()
     if unkeyed.height:  # landed before evaluations had question_key
         found_keys = _landed_questions(store, unkeyed, landed).rename({"question_key": "_key"})
@@ -180,7 +180,7 @@ def _landed_rows(store: storage.Store, spec: ComparisonSpec, landed: storage.Lan
 # Re-judging a sample
 
 
-def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | None = None) -> Iterator[pl.DataFrame]:
+def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int) -> Iterator[pl.DataFrame]:
     """The day's valid records as the daily ingest stages them (the same reading and row rules),
     one bounded batch at a time: objects are read one by one, never the whole day at once."""
     # pandas via validation (Great Expectations on use): only when a day is read
@@ -188,14 +188,12 @@ def _valid_batches(raw_store: storage.Store, day: dt.date, batch_rows: int | Non
 
     validator = DayValidator(day, max_reject_ratio=1.0, allow_empty=True)
     objects = stages.raw_objects(raw_store, day)
-    batches = (stages.validated_batches(raw_store, objects, validator) if batch_rows is None
-               else stages.validated_batches(raw_store, objects, validator, batch_rows=batch_rows))
-    for batch in batches:
+    for batch in stages.validated_batches(raw_store, objects, validator, batch_rows=batch_rows):
         if batch.valid.height:
             yield batch.valid
 
 
-def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, batch_rows: int | None = None) -> pl.DataFrame:
+def sampled_valid_records(raw_store: storage.Store, spec: ComparisonSpec, *, batch_rows: int = BATCH_ROWS) -> pl.DataFrame:
     """The valid records of the spec's days and models that :func:`sample_records` picks, streamed
     day by day and batch by batch. With ``sample_per_model`` the days are read twice: first only
     the keys (day, record, model, question key) to draw the sample by question, then the sampled
@@ -558,9 +556,7 @@ def run_comparison(
 def days_covered(rows: pl.DataFrame, spec: ComparisonSpec) -> tuple[list[str], list[str]]:
     """The days of the spec's range that have rows, and those that have none (ISO dates)."""
     used = {d.isoformat() for d in rows["dt"].unique().to_list() if d is not None}
-    every = [(spec.start_date + dt.timedelta(days=n)).isoformat()
-             for n in range((spec.end_date - spec.start_date).days + 1)]
-    return sorted(used), [d for d in every if d not in used]
+    return sorted(used), [d.isoformat() for d in spec.days() if d.isoformat() not in used]
 
 
 #: The figures of a delta that :func:`run_comparison` returns (and the CLI prints).

@@ -1,6 +1,5 @@
 """Model comparisons, the statistics: pure functions over numpy arrays (seeded generators, the
-bootstrap, the paired and unpaired tests, the multiplicity adjustments); the judge calibration
-draws its bootstrap with them too."""
+bootstrap, the paired and unpaired tests); the judge calibration draws its bootstrap with them too."""
 
 from __future__ import annotations
 
@@ -11,14 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-# The multiplicity adjustments live in a module of their own (the daily report's flags use them
-# too); they are part of this module's interface as before.
-from evaluation.contract.multiplicity import P_ADJUST as P_ADJUST
-from evaluation.contract.multiplicity import P_ADJUSTMENTS as P_ADJUSTMENTS
-from evaluation.contract.multiplicity import adjust_p_values as adjust_p_values
-from evaluation.contract.multiplicity import benjamini_hochberg as benjamini_hochberg
-from evaluation.contract.multiplicity import holm as holm
 
 #: Differences smaller than this count as a tie.
 TIE_TOLERANCE = 1e-9

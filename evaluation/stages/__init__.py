@@ -10,11 +10,9 @@ small typed result (what the DAG passes through XCom, as JSON). Every stage is i
 run: a retried stage rewrites the same keys. Run-level problems raise :class:`RunFailed` naming
 the run, the day and the cause; per-record problems are rows with a status.
 
-Nothing replaces the day's landed tables before every run-level rule has passed: ingest stages
-the rejects and the validation result with the run, and :func:`score_and_land` lands every table
-of the day only after the counts reconcile and the call-error ceiling holds. A run that breaks a
-rule lands its evidence under ``_failed/`` (see :func:`~evaluation.storage.failed_prefix`) and its
-``runs`` row with status ``failed`` and the cause; the day's tables and report stay as they were.
+Nothing replaces the day's landed tables before every run-level rule has passed
+(:func:`score_and_land`); a run that breaks a rule lands its evidence under ``_failed/`` and its
+``runs`` row with status ``failed`` and the cause (:func:`fail_run`).
 """
 
 from evaluation.calling.client import judge_client

@@ -200,12 +200,8 @@ class Manifest(BaseModel):
     @property
     def timings(self) -> dict[str, float]:
         """Seconds per finished stage."""
-        found = {}
-        if self.ingest is not None:
-            found["ingest_validate_s"] = self.ingest.seconds
-        if self.plan is not None:
-            found["plan_s"] = self.plan.seconds
-        return found
+        stages = (("ingest_validate_s", self.ingest), ("plan_s", self.plan))
+        return {name: record.seconds for name, record in stages if record is not None}
 
 
 def _record_key(cfg: RunConfig, stage: str) -> str:
@@ -219,12 +215,9 @@ def write_record(cfg: RunConfig, stores: Stores, stage: str, record: BaseModel) 
 
 def read_manifest(cfg: RunConfig, stores: Stores) -> Manifest:
     """Every stage record the run has staged so far."""
-    found: dict[str, Any] = {}
-    for stage in ("ingest", "plan"):
-        key = _record_key(cfg, stage)
-        if stores.out.exists(key):
-            found[stage] = storage.read_json(stores.out, key)
-    return Manifest.model_validate(found)
+    keys = {stage: _record_key(cfg, stage) for stage in ("ingest", "plan")}
+    return Manifest.model_validate({stage: storage.read_json(stores.out, key) for stage, key in keys.items()
+                                    if stores.out.exists(key)})
 
 
 #: What ingest stages for the landing: the day's rejects and its validation result.

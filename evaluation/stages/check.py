@@ -40,9 +40,8 @@ def check_run(
     cause): a model that does not exist or an endpoint that refuses the call for good raises
     :class:`RunFailed`; an endpoint that cannot be reached or does not answer within
     ``probe_timeout_s`` raises :class:`JudgeUnreachable`, which a scheduler may retry (a later
-    attempt of the run replaces its row). ``key_hint`` names where the caller looks for the
-    judge's key, for the message of missing or refused credentials; ``on_wait`` receives a line
-    every ``every_s`` seconds while the probe waits for an answer."""
+    attempt of the run replaces its row). ``key_hint``, ``on_wait`` and ``every_s`` are
+    :func:`probe_judge`'s."""
 
     missing = missing_input(stores.raw, cfg.date, DayInput.of(cfg)) if input_ready and not cfg.allow_empty else None
     if missing:
@@ -57,17 +56,14 @@ def check_run(
     client = judge_client(cfg, api_key)
     # every level of a cascade is probed, cheapest first; the judge model, its last level, too
     levels = [judge_client(cfg.level_config(level), api_key) for level in range(len(cfg.cascade))] + [client]
-    if cfg.dry_run:  # a dry run calls no judge, not even the probe; a model that cannot exist still fails
-        try:
-            for level_client in levels:
-                refuse_unknown_offline_model(level_client.model, where(cfg))
-        except JudgeUnusable as exc:
-            raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
-        return CheckResult(judge_model=cfg.judge_model, probe_latency_ms=0.0, call_parameters=client.call_parameters())
+    latency_ms = 0.0
     try:
         for level_client in levels:
-            latency_ms = probe_judge(level_client, where(cfg), timeout_s=cfg.probe_timeout_s, key_hint=key_hint,
-                                     on_wait=on_wait, every_s=every_s)
+            if cfg.dry_run:  # a dry run calls no judge, not even the probe; a model that cannot exist still fails
+                refuse_unknown_offline_model(level_client.model, where(cfg))
+            else:
+                latency_ms = probe_judge(level_client, where(cfg), timeout_s=cfg.probe_timeout_s, key_hint=key_hint,
+                                         on_wait=on_wait, every_s=every_s)
     except JudgeUnusable as exc:
         raise fail_run(cfg, stores, f"{exc}; nothing was ingested or judged") from exc
     except JudgeUnreachable as exc:

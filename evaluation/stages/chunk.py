@@ -111,11 +111,8 @@ def prepare_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | 
         for judge in cfg.judges:
             if pairs is not None and (record.record_id, judge) not in pairs:
                 continue
-            if not row["sampled"]:
-                rows.append(_finish(not_applicable_row(judge, record, "sampled_out"), cfg, PROMPT_VERSIONS[judge]))
-                continue
-            prompt = route(judge, judged_record)
-            if not isinstance(prompt, RenderedPrompt):  # not applicable, or an empty answer: no call
+            prompt = route(judge, judged_record) if row["sampled"] else not_applicable_row(judge, record, "sampled_out")
+            if not isinstance(prompt, RenderedPrompt):  # sampled out, not applicable, or an empty answer: no call
                 rows.append(_finish(prompt, cfg, PROMPT_VERSIONS[judge]))
                 continue
             digest = request_hash(cfg.judge_model, prompt, parameters)
@@ -188,10 +185,8 @@ def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
         if progress is not None:
             progress(1)
 
-    def budget_spent() -> bool:
-        return budget is not None and spent >= budget
-
-    return asyncio.run(prepared.client.call_many([p.prompt for p in to_call], on_done=on_done, should_stop=budget_spent))
+    return asyncio.run(prepared.client.call_many([p.prompt for p in to_call], on_done=on_done,
+                                                 should_stop=lambda: budget is not None and spent >= budget))
 
 
 def chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None, *, level: int | None = None

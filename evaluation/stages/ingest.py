@@ -89,9 +89,7 @@ def missing_input(store: storage.Store, day: dt.date, source: DayInput = DayInpu
         return None
     logs = ", ".join(source.suffixes)
     if found:
-        kinds: dict[str, int] = {}
-        for info in found:
-            kinds[_kind(info.key)] = kinds.get(_kind(info.key), 0) + 1
+        kinds = collections.Counter(_kind(info.key) for info in found)
         listed = ", ".join(f"{kind} ×{n}" if n > 1 else kind for kind, n in sorted(kinds.items()))
         return f"no input objects: {uri} holds {len(found)} object(s), none of them logs ({logs}): found {listed}"
     if isinstance(store, storage.LocalStore) and (store.path / prefix).is_dir():
@@ -111,11 +109,6 @@ def missing_input(store: storage.Store, day: dt.date, source: DayInput = DayInpu
 SMALL_OBJECT_BYTES = 1 << 20
 #: Bytes of small objects held read ahead at most (beyond the one that crosses it).
 READ_AHEAD_BYTES = 64 << 20
-
-
-def _download(store: storage.Store, info: storage.ObjectInfo, path: Path) -> Path:
-    store.download_file(info.key, path)
-    return path
 
 
 def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo],
@@ -148,7 +141,8 @@ def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo],
                 held -= info.size
                 yield store.uri(info.key), future.result()
                 continue
-            path = _download(store, info, folder / "raw-object")
+            path = folder / "raw-object"
+            store.download_file(info.key, path)
             try:
                 yield store.uri(info.key), path
             finally:
@@ -195,28 +189,22 @@ def validated_batches(
             yield ValidatedBatch(valid, batch.rejects, rejects, batch.skipped)
 
 
-def assembler(input_format: str) -> Assembler | None:
-    """What turns a format's parsed objects into records, when they are not one each."""
-    return assemble_traces if input_format == "otel" else None
-
-
 def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:
     pl.DataFrame([{"run_id": cfg.run_id, **r.model_dump()} for r in rejects], schema=REJECT_SCHEMA).write_parquet(path)
     return path
 
 
 def _stage_batches(cfg: RunConfig, stores: Stores, batches: Iterator[ValidatedBatch],
-                   folder: Path) -> tuple[list[Path], dict[str, int], int, int]:
+                   folder: Path) -> tuple[list[Path], collections.Counter[str], int, int]:
     """Stage each batch's valid rows as a part and write its rejects to local parts under ``folder``:
     the reject parts (ingest rejects first, then row-rule rejects), the objects skipped by why, the
     valid parts staged and their records."""
     ingest_parts: list[Path] = []
     rule_parts: list[Path] = []
-    skipped: dict[str, int] = {}
+    skipped: collections.Counter[str] = collections.Counter()
     valid_parts = valid_records = 0
     for index, batch in enumerate(batches):
-        for reason, count in batch.skipped.items():
-            skipped[reason] = skipped.get(reason, 0) + count
+        skipped.update(batch.skipped)
         if batch.ingest_rejects:
             ingest_parts.append(_write_rejects(cfg, batch.ingest_rejects, folder / f"ingest-{index:05d}.parquet"))
         if batch.rule_rejects:
@@ -232,12 +220,7 @@ def _stage_batches(cfg: RunConfig, stores: Stores, batches: Iterator[ValidatedBa
 def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BATCH_ROWS) -> IngestCounts:
     """Read the day's raw objects, validate them (Great Expectations), stage the valid records,
     the rejects and the validation result. Raises RunFailed on a table rule, with the evidence
-    under ``_failed/``.
-
-    The day streams through :func:`validated_batches`: each batch's valid rows are staged as one
-    part (``valid/part-NNNNN.parquet``, counted in the ingest record as ``valid_parts``), and its
-    rejects go to local parts streamed into the staged ``rejects`` at the end (ingest rejects
-    first, then row-rule rejects, each in input order)."""
+    under ``_failed/``. The day streams through in bounded batches (:func:`_stage_batches`)."""
     # pandas via validation (Great Expectations on use): only when a day is ingested
     from evaluation.storage.validation import DayValidator
 
@@ -258,7 +241,7 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     with tempfile.TemporaryDirectory(prefix="evaluation-rejects-") as folder:
         batches = validated_batches(stores.raw, objects, validator, batch_rows=batch_rows,
                                     adapter=adapter_for(cfg.input_format, cfg.input_mapping),
-                                    assemble=assembler(cfg.input_format))
+                                    assemble=assemble_traces if cfg.input_format == "otel" else None)
         parts, skipped, valid_parts, valid_records = _stage_batches(cfg, stores, batches, Path(folder))
         outcome = validator.finish(input_objects=len(objects),
                                    missing=None if objects else missing_input(stores.raw, cfg.date, source))

@@ -173,9 +173,8 @@ class LabelStudio:
 
     def annotated(self, project: int) -> list[dict[str, Any]]:
         """The project's annotated tasks with their annotations (its JSON export)."""
-        exported = self.request("GET", f"/api/projects/{project}/export", f"export project {project}",
-                                params={"exportType": "JSON"})
-        return list(exported)
+        return list(self.request("GET", f"/api/projects/{project}/export", f"export project {project}",
+                                 params={"exportType": "JSON"}))
 
 
 def _answer(result: list[dict[str, Any]], name: str) -> str | None:

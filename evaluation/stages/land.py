@@ -56,14 +56,11 @@ COMMIT_TRIES = 3
 def score_and_land(
     cfg: RunConfig, stores: Stores, *, started_at: dt.datetime | None = None, waited_s: float | None = None
 ) -> DayResult:
-    """Score every staged judgement (Polars), check the run-level rules, then land the day whole:
-    its ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary``
-    are built on local disk (:func:`build_day`), checked (:func:`check_day`), written under the
-    run's own names (:func:`upload_day`) and committed at once (:func:`land_day`); then the run's
-    ``runs`` row (with ``waited_s``, how long the run waited for its day to be complete), and the
-    superseded objects are deleted (:func:`delete_superseded`). A run whose counts do not
-    reconcile, or whose call errors exceed ``max_call_error_ratio``, lands nothing of the day: see
-    :func:`fail_run`. Once the day has landed, its ledger is compacted (:func:`compact_ledger`)."""
+    """Score every staged judgement, check the run-level rules, then land the day whole: its
+    ``rejects``, validation result, ``evaluations``, ``judge_calls`` and ``daily_summary`` are built,
+    checked, uploaded and committed at once, with the run's ``runs`` row (``waited_s``: how long the
+    run waited for its day to be complete). A run that breaks a rule lands nothing of the day: see
+    :func:`fail_run`."""
     started = time.monotonic()
     cfg = with_calibrated_thresholds(cfg, stores.out)
     manifest = read_manifest(cfg, stores)
@@ -96,7 +93,6 @@ class BuiltDay:
 class _Scored:
     """The day's chunks scored batch by batch: the scored and call files, the summary and tally."""
 
-    folder: Path
     summary: SummaryBuilder = field(default_factory=SummaryBuilder)
     tally: DayTally = field(default_factory=lambda: DayTally())
     scored_paths: list[Path] = field(default_factory=list)
@@ -136,7 +132,7 @@ def _score_chunks(cfg: RunConfig, stores: Stores, judged_keys: list[str], folder
     :data:`LAND_BATCH_ROWS` rows) and every day-level figure (summary, totals, reconciliation) is
     accumulated batch by batch; the landed tables are streamed from the scored files. Memory
     follows the batch, not the day."""
-    scored = _Scored(folder)
+    scored = _Scored()
     batch: list[pl.DataFrame] = []
 
     def score_batch() -> None:
@@ -317,8 +313,7 @@ def compact_ledger(cfg: RunConfig, stores: Stores) -> None:
         logger.warning("%s: the day's ledger was not compacted (the next landing tries again): %s", where(cfg), exc)
 
 
-#: The landing's pair hashes are kept in buckets by their top bits: the duplicate check sorts one
-#: bucket at a time.
+#: Top bits of a pair hash that pick its bucket (see :class:`DayTally`).
 _BUCKET_BITS = 4
 
 

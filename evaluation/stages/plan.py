@@ -36,11 +36,6 @@ from evaluation.stages._run import (
 logger = logging.getLogger(__name__)
 
 
-def _stable_fraction(record_id: str, model: str) -> float:
-    digest = hashlib.sha256(f"{model}\x1f{record_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
 def sample_mask(frame: pl.DataFrame, cfg: RunConfig) -> pl.Series:
     """True for records the run judges: all, or a deterministic sample stratified by model."""
     if cfg.sample is None or frame.height == 0:
@@ -50,8 +45,9 @@ def sample_mask(frame: pl.DataFrame, cfg: RunConfig) -> pl.Series:
 
 def _fractions(frame: pl.DataFrame) -> pl.Series:
     """Each record's place in its model's sample: a stable fraction of (model, record_id)."""
-    return pl.Series("_u", [_stable_fraction(r, m) for r, m in zip(frame["record_id"], frame["model"], strict=True)],
-                     dtype=pl.Float64)
+    pairs = zip(frame["model"], frame["record_id"], strict=True)
+    digests = (hashlib.sha256(f"{m}\x1f{r}".encode()).digest() for m, r in pairs)
+    return pl.Series("_u", [int.from_bytes(d[:8], "big") / 2**64 for d in digests], dtype=pl.Float64)
 
 
 def _sampled(models: pl.Series, fractions: pl.Series, sample: Sample) -> pl.Series:
@@ -201,11 +197,8 @@ def in_key_order(records: pl.DataFrame, chunk_size: int) -> Iterator[pl.DataFram
 
 def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
     """Sample, split the valid records into chunks (never more than ``max_map_length``), stage
-    each chunk and estimate the day's tokens and cost. Returns one small record per chunk.
-
-    The staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`),
-    one part at a time: memory follows a part and a bucket (plus 12 bytes a record with a sample),
-    local disk holds the day's records once, compressed."""
+    each chunk and estimate the day's tokens and cost. Returns one small record per chunk. The
+    staged valid parts are streamed into chunks in content-key order (:func:`key_ordered_chunks`)."""
 
     started = time.monotonic()
     ingest = read_manifest(cfg, stores).ingest

@@ -193,9 +193,7 @@ def count_calls(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *,
             why = row.get("reason") or (clamps[0] if isinstance(clamps, list) and clamps else "no_call")
             found.no_call[row["judge"]][str(why)] += 1
         to_call = {id(item) for item in prepared.to_call}
-        for item in prepared.pending:
-            if id(item) in to_call:
-                continue
+        for item in (item for item in prepared.pending if id(item) not in to_call):
             found.no_call[item.judge]["cached" if item.request_hash in prepared.cached else "repeated"] += 1
         for item in prepared.to_call:
             judge, prompt = item.judge, item.prompt

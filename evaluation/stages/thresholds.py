@@ -15,8 +15,6 @@ from evaluation.contract.calibration import CalibrationError
 from evaluation.contract.config import JudgeName, JudgeThresholds, RunConfig, Thresholds, cascade_name
 from evaluation.judges import PROMPT_VERSIONS
 
-# re-exported: the calibration of a cascade takes a level's band from here
-
 logger = logging.getLogger(__name__)
 
 
@@ -67,11 +65,9 @@ def calibrated_thresholds(store: storage.Store, reference: str, configured: Thre
     if row["suggested_by"] == "verdict":  # three verdicts labelled: the band itself was fitted
         return JudgeThresholds.model_validate({"pass": max(passing, borderline), "borderline": borderline,
                                                "source": source})
-    if configured.borderline >= passing:
-        width = configured.pass_ - configured.borderline
-        borderline = round(max(0.0, passing - width), 6)
-    else:
-        borderline = configured.borderline
+    borderline = configured.borderline
+    if borderline >= passing:  # the configured band's width under the fitted pass cut
+        borderline = round(max(0.0, passing - (configured.pass_ - configured.borderline)), 6)
     return JudgeThresholds.model_validate({"pass": passing, "borderline": borderline, "source": source})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from importlib import metadata
 
 from evaluation.contract.config import RULES_VERSION
@@ -12,11 +13,8 @@ _PACKAGES = ("litellm", "polars", "great-expectations", "pydantic", "boto3", "ap
 
 def versions() -> dict[str, str]:
     """Rules and prompt versions, and the versions of the packages that shape results."""
-    found: dict[str, str] = {"rules": RULES_VERSION}
-    found.update({f"prompt.{judge}": version for judge, version in PROMPT_VERSIONS.items()})
+    found = {"rules": RULES_VERSION, **{f"prompt.{judge}": version for judge, version in PROMPT_VERSIONS.items()}}
     for package in _PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
     return found

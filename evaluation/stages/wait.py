@@ -52,24 +52,8 @@ class Clock(Protocol):
         ...
 
 
-class SystemClock:
-    """The machine's clock."""
-
-    def time(self) -> float:
-        """:func:`time.time`."""
-        return time.time()
-
-    def monotonic(self) -> float:
-        """:func:`time.monotonic`."""
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        """:func:`time.sleep`."""
-        time.sleep(seconds)
-
-
-#: The clock :func:`wait_for_day` uses unless it is given one.
-CLOCK: Clock = SystemClock()
+#: The clock :func:`wait_for_day` uses unless it is given one: the machine's (the :mod:`time` module).
+CLOCK: Clock = time
 
 
 def absent_after(cfg: RunConfig) -> float | None:

@@ -15,20 +15,9 @@ summed over those levels (``cached`` only when every level's reply came from the
 ``judge_calls`` keeps every level's call. Rows settled without a call (not applicable, empty
 answer, sampled out) are the judge model's, with ``cascade_calls`` 0 and no ``decided_by``.
 
-The modules, in the order a chunk meets them:
-
-* :mod:`~evaluation.stages.cascade.bands`: each level's band (given, or read from a calibration
-  of a cascade) and the share of rows its calibration sent on;
-* :mod:`~evaluation.stages.cascade.levels`: the level loop over one chunk (:func:`run_levels`),
-  online or in batch mode (:func:`judge_cascade_chunk`, :func:`judge_cascade_batch_step`, which
-  the judge stage calls for a run with a cascade);
-* :mod:`~evaluation.stages.cascade.escalation`: the escalation step after each level, which rows
-  go on and what the others land as;
-* :mod:`~evaluation.stages.cascade.estimate`: each level's expected calls and cost, for the plan;
-* :mod:`~evaluation.stages.cascade.summary`: what the run's levels did, for its ``runs`` row and
-  the report.
-
-This ``__init__`` loads nothing: import the modules.
+The modules, in the order a chunk meets them: ``bands`` (each level's band), ``levels`` (the level
+loop over a chunk), ``escalation`` (which rows go on), ``estimate`` (each level in the plan) and
+``summary`` (what the run's levels did). This ``__init__`` loads nothing: import the modules.
 """
 
 __all__ = ["bands", "escalation", "estimate", "levels", "summary"]

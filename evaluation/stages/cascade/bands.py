@@ -15,9 +15,12 @@ from evaluation.contract.config import CascadeLevel, JudgeName, RunConfig
 Bands = dict[JudgeName, tuple[float, float]]
 
 
-def calibrated_bands(store: storage.Store, level: CascadeLevel, judges: list[JudgeName]) -> Bands:
-    """The band a calibration of a cascade fitted for ``level``'s judge model, per judge (its
-    ``cascade.parquet``); :class:`CalibrationError` when it has none for one of ``judges``."""
+def bands_of(store: storage.Store, level: CascadeLevel, judges: list[JudgeName]) -> Bands:
+    """``level``'s band per judge: the one it gives, else the one a calibration of a cascade fitted
+    for its judge model (the ``cascade.parquet`` of ``band_from``); :class:`CalibrationError` when
+    that has none for one of ``judges``."""
+    if level.band is not None:
+        return {judge: level.band for judge in judges}
     calibration = level.band_from or ""
     key = storage.calibration_key(calibration, "cascade.parquet")
     if not store.exists(key):
@@ -36,13 +39,7 @@ def calibrated_bands(store: storage.Store, level: CascadeLevel, judges: list[Jud
 
 def level_bands(cfg: RunConfig, store: storage.Store) -> list[Bands]:
     """Each cascade level's band per selected judge (the judge model, the last level, has none)."""
-    found: list[Bands] = []
-    for level in cfg.cascade:
-        if level.band is not None:
-            found.append({judge: level.band for judge in cfg.judges})
-        else:
-            found.append(calibrated_bands(store, level, list(cfg.judges)))
-    return found
+    return [bands_of(store, level, list(cfg.judges)) for level in cfg.cascade]
 
 
 def shares_sent_on(cfg: RunConfig, store: storage.Store) -> list[dict[str, float | None]]:

@@ -43,10 +43,6 @@ class _Walk:
     estimated: list[float | None]
     tokens: list[list[int]]
 
-    @classmethod
-    def of(cls, levels: int) -> _Walk:
-        return cls([0] * levels, [0.0] * levels, [[0, 0] for _ in range(levels)])
-
 
 def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, token_sample: int,
                  ledger_store: storage.Store | None = None) -> list[LevelSize]:
@@ -59,10 +55,11 @@ def size_cascade(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, tok
     counted on up to ``token_sample`` of its prompts."""
     bands = level_bands(cfg, ledger_store or stores.out)
     shares = shares_sent_on(cfg, ledger_store or stores.out)
-    walk = _Walk.of(len(cfg.cascade) + 1)
+    levels = len(cfg.cascade) + 1
+    walk = _Walk([0] * levels, [0.0] * levels, [[0, 0] for _ in range(levels)])
     for chunk in chunks:
         _walk_chunk(cfg, stores, chunk, bands, shares, walk, token_sample=token_sample, ledger_store=ledger_store)
-    return [_level_size(cfg, level, walk, shares) for level in range(len(cfg.cascade) + 1)]
+    return [_level_size(cfg, level, walk, shares) for level in range(levels)]
 
 
 def _walk_chunk(cfg: RunConfig, stores: Stores, chunk: ChunkPlan, bands: list[Bands],
@@ -109,10 +106,9 @@ def _level_size(cfg: RunConfig, level: int, walk: _Walk, shares: list[dict[str, 
     reply = mean_reply_tokens(cfg.judges)
     input_tokens = None if calls is None else round(calls * per_call)
     output_tokens = None if calls is None else round(calls * reply)
-    price_in, price_out = price_per_token(model)
     share = None if level == len(cfg.cascade) else mean_share(shares[level])
     return LevelSize(
         judge_model=model, calls=calls, calls_known=walk.known[level], share_sent_on=share,
         input_tokens=input_tokens, output_tokens=output_tokens,
         cost_usd=None if input_tokens is None or output_tokens is None
-        else round(tokens_cost(input_tokens, output_tokens, (price_in, price_out)), 6))
+        else round(tokens_cost(input_tokens, output_tokens, price_per_token(model)), 6))

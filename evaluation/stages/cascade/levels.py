@@ -158,8 +158,7 @@ def run_levels(cfg: RunConfig, stores: Stores, index: int, *, api_key: str | Non
 def _prepare_level(cfg: RunConfig, stores: Stores, index: int, level: int, level_parameters: list[dict[str, Any]],
                    open_pairs: set[Pair] | None, tally: _Tally, *, api_key: str | None) -> PreparedChunk:
     """The chunk at ``level`` (its open pairs only), its budget the chunk's share less what the
-    levels before spent (``level_parameters``: the plan's call parameters of the levels). At level 0 the rows settled without a call land as the judge model's, as in
-    a run without a cascade."""
+    levels before spent (``level_parameters``: the plan's call parameters of the levels)."""
     level_cfg = cfg.level_config(level)
     parameters = None  # the judge model's: the plan's call parameters
     if level < len(cfg.cascade):
