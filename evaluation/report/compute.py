@@ -50,14 +50,13 @@ from evaluation.report.alerts import (
     reference_entry,
     t_quantile_975,
 )
-from evaluation.report.distributions import HISTOGRAM_BINS as HISTOGRAM_BINS
 from evaluation.report.distributions import distributions, judge_order
+from evaluation.report.evidence import QUESTION_LIMIT as QUESTION_LIMIT
 from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
 from evaluation.report.evidence import evidence_changes, regressed_evidence
-from evaluation.report.labels import landed_root, large_unflagged, latest_failure
+from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_config
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
 from evaluation.report.records import EMPTY_IDS_SHOWN as EMPTY_IDS_SHOWN
-from evaluation.report.records import QUESTION_LIMIT as QUESTION_LIMIT
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
 from evaluation.report.summary import (
@@ -365,13 +364,7 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     config's ``thresholds_in_force`` when it has one; else (older runs) the run's ``thresholds``
     for every judge, from its ``thresholds_from`` calibration when it names one, else the options
     (the contract's defaults when no run row is landed)."""
-    config: dict[str, Any] = {}
-    if run is not None and run.get("config"):
-        try:
-            parsed = json.loads(run["config"])
-        except ValueError:
-            parsed = {}
-        config = parsed if isinstance(parsed, dict) else {}
+    config = run_config(run)
     in_force = config.get("thresholds_in_force")
     if isinstance(in_force, dict) and in_force:
         return {judge: Thresholds(pass_=_finite(v.get("pass")), borderline=_finite(v.get("borderline")),

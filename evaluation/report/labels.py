@@ -70,9 +70,14 @@ def landed_root(run: dict[str, Any] | None) -> str | None:
     """The output root the day's run landed its tables under (its config's ``output_uri``): the
     page names it, so a report built again from a copy of the tables, or with another ``--date``
     form, has the same header; None without a run row."""
+    root = run_config(run).get("output_uri")
+    return str(root) if root else None
+
+
+def run_config(run: dict[str, Any] | None) -> dict[str, Any]:
+    """The options of the day's run (its ``config``, a JSON object); empty without one."""
     try:
         config = json.loads((run or {}).get("config") or "{}")
     except ValueError:
-        return None
-    root = config.get("output_uri") if isinstance(config, dict) else None
-    return str(root) if root else None
+        return {}
+    return config if isinstance(config, dict) else {}
