@@ -116,13 +116,10 @@ def not_significant_text(change: NotSignificant) -> str:
 
 def not_significant_note(found: list[NotSignificant]) -> str:
     """The large changes the flag rule did not reach, one per (model, segment, judge, measure)."""
-    seen: set[tuple[str, Segment | None, str, str]] = set()
-    changes = []
+    firsts: dict[tuple[str, Segment | None, str, str], NotSignificant] = {}
     for change in found:
-        key = (change.model, change.segment, change.judge, change.measure)
-        if key not in seen:
-            seen.add(key)
-            changes.append(change)
+        firsts.setdefault((change.model, change.segment, change.judge, change.measure), change)
+    changes = list(firsts.values())
     if not changes:
         return ""
     shown = "; ".join(esc(not_significant_text(c)) for c in changes[:NOT_SIGNIFICANT_SHOWN])
@@ -131,12 +128,12 @@ def not_significant_note(found: list[NotSignificant]) -> str:
                 f"sampling and day-to-day variation explain after the adjustment): {shown}{more}.")
 
 
-def _answer_cell(record: EvidenceRecord) -> str:
-    question, answer = record.question, record.answer
+def asked_cell(question: str | None, answer: str | None, contexts: str | None = None) -> str:
+    """The question and the answer a record was judged on (cut), and its contexts when given, or
+    why they are not shown."""
     if question is None and answer is None:
         return cell('<span class="muted">no judge call kept this record\'s prompt</span>', cls="text")
     answer_html = f"<q>{esc(answer)}</q>" if (answer or "").strip() else '<span class="flag worse">empty answer</span>'
-    contexts = record.contexts
     context_html = f'<br><b>Contexts</b> <span class="muted">{esc(contexts)}</span>' if contexts else ""
     return cell(f"<b>Q</b> <q>{esc(question or '')}</q><br><b>A</b> {answer_html}{context_html}", cls="text")
 
@@ -155,7 +152,7 @@ def _evidence_table(item: Evidence) -> str:
               th("Judge's reasons"), th("Clamps applied"), th("Earlier answer to the same question")]
     body = [row([
         cell(f"<code>{esc(r.record_id)}</code>", cls="text"), cell(esc(r.reason), cls="text"),
-        _answer_cell(r), cell(f"{esc(fmt_mean(r.score))}<br>{esc(r.verdict or '–')}", num=True),
+        asked_cell(r.question, r.answer, r.contexts), cell(f"{esc(fmt_mean(r.score))}<br>{esc(r.verdict or '–')}", num=True),
         cell(bullets(r.judge_reasons), cls="text"), cell(bullets(r.clamps_applied), cls="text"),
         _earlier_cell(r),
     ]) for r in item.records]
