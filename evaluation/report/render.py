@@ -34,10 +34,10 @@ from evaluation.report.evidence_page import (
 from evaluation.report.markup import ARROWS as _ARROWS
 from evaluation.report.markup import bullets as _list
 from evaluation.report.markup import cell as _cell
+from evaluation.report.markup import first_of, fmt_mean, fmt_rate
 from evaluation.report.markup import fmt as _fmt
 from evaluation.report.markup import fmt_ci as _fmt_ci
 from evaluation.report.markup import fmt_delta as _fmt_delta
-from evaluation.report.markup import fmt_mean, fmt_rate
 from evaluation.report.markup import note as _note
 from evaluation.report.markup import num as _num
 from evaluation.report.markup import row as _row
@@ -197,9 +197,7 @@ def _headline_section(summary: DaySummary) -> str:
     in_segments = segment_headline_items(summary.segments.headline, _MAX_CHANGES)
     for line in lines:
         status, changes = line.status, line.changes
-        text = "; ".join(esc(change_text(c)) for c in changes[:_MAX_CHANGES])
-        if len(changes) > _MAX_CHANGES:
-            text += f"; and {len(changes) - _MAX_CHANGES} more"
+        text = first_of([esc(change_text(c)) for c in changes], _MAX_CHANGES)
         words = line.text or status
         if status == "regressed" and not line.pages:
             words += " — paged before, not again today"
