@@ -10,18 +10,11 @@ by Polars' streaming engine — per-bin counts of the distributions, the lowest 
 ``judge_calls`` prompts), distinct run ids and versions — so memory follows the groups and the
 few rows shown, not the day.
 
-Statistics (all at 95%):
-
-* a rate (pass, borderline, fail share of the ``ok`` rows) gets a Wilson score interval;
-* a metric mean over ``ok`` rows gets a Student-t interval ``mean ± t(n-1) · std / sqrt(n)``
-  (none for n < 2);
-* each is shown beside the previous landed day (at most 7 days back) and tested against its
-  reference (``reference``, also under its earlier name ``trailing_7d``): days ``D-7 … D-1``
-  pooled (rows of all days together, i.e. the n-weighted mean), or while the measure is regressed
-  the days before the regression. The landed days of the window are replayed in order
-  (:func:`assess_days`, :mod:`evaluation.report.monitor`) so a regression found earlier is carried;
-  tests are adjusted and **flagged** as :mod:`evaluation.report.alerts` says (which also documents
-  the ``flags`` and ``headline`` structures of ``summary.json``).
+Statistics (all at 95%): a rate gets a Wilson score interval, a mean a Student-t one; each is
+shown beside the previous landed day (at most 7 days back) and tested against its reference
+(``reference``, also under its earlier name ``trailing_7d``) as :mod:`evaluation.report.monitor`
+says, replaying the window's days (:func:`assess_days`), and flagged as :mod:`evaluation.report.alerts`
+says (which also documents the ``flags`` and ``headline`` structures of ``summary.json``).
 """
 
 from __future__ import annotations
