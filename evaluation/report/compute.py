@@ -46,7 +46,7 @@ from evaluation.report.alerts import (
 from evaluation.report.distributions import distributions, judge_order
 from evaluation.report.evidence import QUESTION_LIMIT as QUESTION_LIMIT
 from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
-from evaluation.report.evidence import evidence_changes, regressed_evidence
+from evaluation.report.evidence import change_evidence, evidence_changes
 from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_config
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
 from evaluation.report.records import EMPTY_IDS_SHOWN as EMPTY_IDS_SHOWN
@@ -315,7 +315,8 @@ def _evaluation_facts(evaluations: pl.LazyFrame) -> _Facts:
                   versions={key: sorted(frame.to_series().to_list()) for key, frame in zip(present, distinct, strict=True)})
 
 
-def _run_info(inputs: ReportInputs, facts: _Facts | None) -> RunInfo:
+def _run_info(inputs: ReportInputs, facts: _Facts | None) -> tuple[RunInfo, dict[str, Any] | None]:
+    """The day's run ids and versions, and the ``runs`` row of its landed run (:func:`_latest_run`)."""
     info: dict[str, Any] = {key: [] for key in _RUN_COLUMNS}
     if facts is not None:
         info.update(facts.versions)
@@ -324,7 +325,7 @@ def _run_info(inputs: ReportInputs, facts: _Facts | None) -> RunInfo:
     latest = _latest_run(inputs, info["run_ids"])
     if latest is not None:
         info["run"] = {k: latest.get(k) for k in ("run_id", "trigger", "status", "input_records", "valid_records", "rejected_records") if k in latest}
-    return RunInfo(**info)
+    return RunInfo(**info), latest
 
 
 def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | None:
@@ -428,8 +429,8 @@ def _evidence(inputs: ReportInputs, headline: list[HeadlineLine], segment_lines:
         return []
     lines = [line for line in headline if line.status == "regressed"] + segment_lines
     borderline = {judge: t.borderline or 0.6 for judge, t in thresholds.items()}
-    return regressed_evidence(inputs.evaluations, inputs.judge_calls, inputs.baseline_evaluations,
-                              inputs.baseline_calls, evidence_changes(lines), borderline)
+    return [change_evidence(inputs.evaluations, inputs.judge_calls, inputs.baseline_evaluations, inputs.baseline_calls,
+                            change, borderline.get(change.judge, 0.6)) for change in evidence_changes(lines)]
 
 
 def _rows_by_day(history: pl.DataFrame) -> dict[tuple[str, str], dict[dt.date, dict[str, Any]]]:
@@ -509,8 +510,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     judged = inputs.evaluations if inputs.evaluations is not None and facts and facts.rows else None
     models = sorted({g.model for g in groups} | (set(facts.models) if judged is not None and facts else set()))
     rejects = rejects_summary(inputs.rejects)
-    info = _run_info(inputs, facts)
-    latest = _latest_run(inputs, info.run_ids)
+    info, latest = _run_info(inputs, facts)
     judges = sorted({g.judge for g in groups}, key=judge_order)
     headline = build_headline(models, flags, states)
     segments = _segments(segmented, day, policy)

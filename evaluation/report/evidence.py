@@ -224,15 +224,6 @@ def change_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.
     return out
 
 
-def regressed_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.LazyFrame | None,
-                       baseline_calls: pl.LazyFrame | None, changes: list[FailingSet],
-                       borderline: dict[str, float]) -> list[Evidence]:
-    """:func:`change_evidence` of every alerting change; ``borderline`` the judges' borderline
-    thresholds in force."""
-    return [change_evidence(day, calls, baseline, baseline_calls, change, borderline.get(change.judge, 0.6))
-            for change in changes]
-
-
 def evidence_changes(lines: Sequence[HeadlineLine]) -> list[FailingSet]:
     """The changes of regressed headline lines (a model's, or a segment's) whose failing records
     to show: one entry per set of failing rows, the measures it backs listed together."""
