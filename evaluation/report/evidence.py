@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from evaluation.contract.schemas import SUMMARY_METRICS
 from evaluation.judges import read_fenced_blocks
 from evaluation.report.summary import (
     Earlier,
@@ -49,9 +50,8 @@ RECORDS_SHOWN = 6
 TEXT_LIMIT = 400
 CONTEXT_LIMIT = 240
 QUESTION_LIMIT = 300
-#: The metrics whose lowest names a failure nothing else explains.
-_REASON_METRICS = ("faithfulness", "relevance", "completeness", "reasoning_quality", "context_relevance",
-                   "answer_relevance", "semantic_similarity")
+#: The metrics whose lowest names a failure nothing else explains: every metric but the score.
+_REASON_METRICS = SUMMARY_METRICS[1:]
 _COLUMNS = ("record_id", "question_key", "model", "judge", "score", "verdict", "reasoning", "reason", "misses",
             "explanations", "invalid_citations", "clamps_applied", "uncited_claim_count", *_REASON_METRICS)
 
