@@ -120,10 +120,8 @@ def read_prompts(calls: pl.LazyFrame | None, wanted: pl.DataFrame) -> dict[tuple
     found = (calls.filter(pl.col("user_prompt").is_not_null()).join(wanted.lazy().select(on).unique(), on=on, how="semi")
              .select(*on, "judge", "user_prompt").sort(*on, "judge")
              .unique(on, keep="first", maintain_order=True).collect(engine="streaming"))
-    out = {}
-    for row in found.iter_rows(named=True):
-        out[(row.get("dt"), row["record_id"])] = read_fenced_blocks(row["user_prompt"])
-    return out
+    return {(row.get("dt"), row["record_id"]): read_fenced_blocks(row["user_prompt"])
+            for row in found.iter_rows(named=True)}
 
 
 def asked(blocks: dict[str, str] | None) -> tuple[str | None, str | None]:
