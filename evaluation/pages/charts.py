@@ -595,13 +595,7 @@ def roc_chart(curves: Mapping[str, Sequence[tuple[float, float, float]]], *, tit
     top, left, right, bottom = 14 + TITLE_H + legend_h, 52.0, 16.0, 44.0
     size = min(width - left - right, height - top - bottom)
     height = top + size + bottom
-
-    def px(fpr: float) -> float:
-        return left + fpr * size
-
-    def py(tpr: float) -> float:
-        return top + size - tpr * size
-
+    px, py = _axis(0.0, 1.0, left, size), _axis(0.0, 1.0, top + size, -size)
     ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
     parts = _y_grid(ticks, py, left, size, fmt_decimal) + _x_grid(ticks, px, top, top + size, fmt_decimal)
     parts.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(size)}" height="{_n(size)}" fill="none" stroke="{AXIS}"/>')

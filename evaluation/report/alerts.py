@@ -40,7 +40,6 @@ not tested.
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -49,7 +48,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
-from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
+from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed, t_sf
 from evaluation.report.summary import (
     Change,
     Flag,
@@ -169,45 +168,9 @@ def is_headline(judge: str, kind: str, name: str) -> bool:
     return name == "score" or name in HEADLINE_METRICS.get(judge, ())
 
 
-# --------------------------------------------------------------------------------------------
-# Distributions
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _beta_regularized(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
 def two_sided_p(statistic: float, df: float | None = None) -> float:
     """P(|T| ≥ |statistic|) for Student's t with ``df`` degrees of freedom (the normal for None)."""
-    if df is None or df > 1e7:
-        return math.erfc(abs(statistic) / math.sqrt(2.0))
-    return _beta_regularized(df / 2.0, 0.5, df / (df + statistic * statistic))
+    return 2 * t_sf(abs(statistic), df)
 
 
 # --------------------------------------------------------------------------------------------
@@ -441,10 +404,7 @@ def flag_change(flag: Flag) -> Change:
 
 def _one_per_measure(flags: list[Flag]) -> list[Flag]:
     """The most severe flag of each (judge, measure); ``flags`` come most severe first."""
-    seen: set[tuple[str, str]] = set()
-    kept = []
+    kept: dict[tuple[str, str], Flag] = {}
     for flag in flags:
-        if (flag.judge, flag.measure) not in seen:
-            seen.add((flag.judge, flag.measure))
-            kept.append(flag)
-    return kept
+        kept.setdefault((flag.judge, flag.measure), flag)
+    return list(kept.values())

@@ -10,18 +10,11 @@ by Polars' streaming engine — per-bin counts of the distributions, the lowest 
 ``judge_calls`` prompts), distinct run ids and versions — so memory follows the groups and the
 few rows shown, not the day.
 
-Statistics (all at 95%):
-
-* a rate (pass, borderline, fail share of the ``ok`` rows) gets a Wilson score interval;
-* a metric mean over ``ok`` rows gets a Student-t interval ``mean ± t(n-1) · std / sqrt(n)``
-  (none for n < 2);
-* each is shown beside the previous landed day (at most 7 days back) and tested against its
-  reference (``reference``, also under its earlier name ``trailing_7d``): days ``D-7 … D-1``
-  pooled (rows of all days together, i.e. the n-weighted mean), or while the measure is regressed
-  the days before the regression. The landed days of the window are replayed in order
-  (:func:`assess_days`, :mod:`evaluation.report.monitor`) so a regression found earlier is carried;
-  tests are adjusted and **flagged** as :mod:`evaluation.report.alerts` says (which also documents
-  the ``flags`` and ``headline`` structures of ``summary.json``).
+Statistics (all at 95%): a rate gets a Wilson score interval, a mean a Student-t one; each is
+shown beside the previous landed day (at most 7 days back) and tested against its reference
+(``reference``, also under its earlier name ``trailing_7d``) as :mod:`evaluation.report.monitor`
+says, replaying the window's days (:func:`assess_days`), and flagged as :mod:`evaluation.report.alerts`
+says (which also documents the ``flags`` and ``headline`` structures of ``summary.json``).
 """
 
 from __future__ import annotations
@@ -50,14 +43,13 @@ from evaluation.report.alerts import (
     reference_entry,
     t_quantile_975,
 )
-from evaluation.report.distributions import HISTOGRAM_BINS as HISTOGRAM_BINS
 from evaluation.report.distributions import distributions, judge_order
+from evaluation.report.evidence import QUESTION_LIMIT as QUESTION_LIMIT
 from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
-from evaluation.report.evidence import evidence_changes, regressed_evidence
-from evaluation.report.labels import landed_root, large_unflagged, latest_failure
+from evaluation.report.evidence import change_evidence, evidence_changes
+from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_config
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
 from evaluation.report.records import EMPTY_IDS_SHOWN as EMPTY_IDS_SHOWN
-from evaluation.report.records import QUESTION_LIMIT as QUESTION_LIMIT
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
 from evaluation.report.summary import (
@@ -223,20 +215,20 @@ def _daily(kind: str, key: str, row: dict[str, Any]) -> Daily | None:
     return Daily(estimate["value"], estimate["n"], std * std)
 
 
-def _comparisons(kind: str, key: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+def _comparisons(kind: str, key: str, today: dict[str, Any], previous: dict[str, Any] | None,
                  result: Result | None, level: float, policy: AlertPolicy,
                  interval: tuple[float, float] | None) -> dict[str, Any]:
-    """A measure's interval bounds and its comparisons: beside the previous landed day, and tested
-    against its reference (``result``: the series' day, :func:`evaluation.report.monitor.step`)."""
+    """A measure's interval bounds and its comparisons: beside the ``previous`` landed day's row, and
+    tested against its reference (``result``: the series' day, :func:`evaluation.report.monitor.step`)."""
     day: dt.date = today["dt"]
     current = _daily(kind, key, today)
-    row, last = previous if previous is not None else ({}, None)
+    last = None if previous is None else _daily(kind, key, previous)
     ref = result.reference if result is not None else None
     reference = None if result is None else reference_entry(result, interval, day)
     ci_low, ci_high = interval if interval is not None else (None, None)
     return {
         "ci_low": ci_low, "ci_high": ci_high,
-        "previous": None if last is None else previous_entry(current, interval, row, last),
+        "previous": None if previous is None or last is None else previous_entry(current, interval, previous, last),
         "day_to_day": None if ref is None else {
             "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
             "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd},
@@ -246,14 +238,14 @@ def _comparisons(kind: str, key: str, today: dict[str, Any], previous: tuple[dic
     }
 
 
-def _rate(name: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+def _rate(name: str, today: dict[str, Any], previous: dict[str, Any] | None,
           result: Result | None, level: float, policy: AlertPolicy) -> RateMeasure:
     """A verdict's rate in one group: its count and share of the ``ok`` rows, Wilson interval, comparisons."""
     estimate, interval = _estimate("rate", name, today)
     return RateMeasure(**estimate, **_comparisons("rate", name, today, previous, result, level, policy, interval))
 
 
-def _metric(name: str, today: dict[str, Any], previous: tuple[dict[str, Any], Daily | None] | None,
+def _metric(name: str, today: dict[str, Any], previous: dict[str, Any] | None,
             result: Result | None, level: float, policy: AlertPolicy) -> MetricMeasure:
     """A metric's mean in one group: its std and percentiles, Student-t interval, comparisons."""
     estimate, interval = _estimate("metric", name, today)
@@ -323,7 +315,8 @@ def _evaluation_facts(evaluations: pl.LazyFrame) -> _Facts:
                   versions={key: sorted(frame.to_series().to_list()) for key, frame in zip(present, distinct, strict=True)})
 
 
-def _run_info(inputs: ReportInputs, facts: _Facts | None) -> RunInfo:
+def _run_info(inputs: ReportInputs, facts: _Facts | None) -> tuple[RunInfo, dict[str, Any] | None]:
+    """The day's run ids and versions, and the ``runs`` row of its landed run (:func:`_latest_run`)."""
     info: dict[str, Any] = {key: [] for key in _RUN_COLUMNS}
     if facts is not None:
         info.update(facts.versions)
@@ -332,7 +325,7 @@ def _run_info(inputs: ReportInputs, facts: _Facts | None) -> RunInfo:
     latest = _latest_run(inputs, info["run_ids"])
     if latest is not None:
         info["run"] = {k: latest.get(k) for k in ("run_id", "trigger", "status", "input_records", "valid_records", "rejected_records") if k in latest}
-    return RunInfo(**info)
+    return RunInfo(**info), latest
 
 
 def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | None:
@@ -365,13 +358,7 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     config's ``thresholds_in_force`` when it has one; else (older runs) the run's ``thresholds``
     for every judge, from its ``thresholds_from`` calibration when it names one, else the options
     (the contract's defaults when no run row is landed)."""
-    config: dict[str, Any] = {}
-    if run is not None and run.get("config"):
-        try:
-            parsed = json.loads(run["config"])
-        except ValueError:
-            parsed = {}
-        config = parsed if isinstance(parsed, dict) else {}
+    config = run_config(run)
     in_force = config.get("thresholds_in_force")
     if isinstance(in_force, dict) and in_force:
         return {judge: Thresholds(pass_=_finite(v.get("pass")), borderline=_finite(v.get("borderline")),
@@ -413,12 +400,8 @@ def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
         key = (str(today["model"]), str(today["judge"]))
         by_day = rows_by_day[key]
         earlier = [by_day[d] for d in sorted(by_day) if day - dt.timedelta(days=BASELINE_DAYS) <= d < day]
-        rows = _int(today.get("rows"))
         last = earlier[-1] if earlier else None
-
-        def before(kind: str, name: str, last: dict[str, Any] | None = last) -> tuple[dict[str, Any], Daily | None] | None:
-            return None if last is None else (last, _daily(kind, name, last))
-
+        rows = _int(today.get("rows"))
         groups.append(Group(
             model=key[0],
             judge=key[1],
@@ -427,9 +410,9 @@ def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
             status_counts={s: _int(today.get(f"n_{s}")) for s in JUDGE_STATUSES},
             status_rates={s: (_int(today.get(f"n_{s}")) / rows if rows else None) for s in JUDGE_STATUSES},
             verdict_counts={v: _int(today.get(f"n_{v}")) for v in VERDICTS},
-            rates={v: _rate(v, today, before("rate", v), results.get((*key, "rate", v)), level, policy)
+            rates={v: _rate(v, today, last, results.get((*key, "rate", v)), level, policy)
                    for v in VERDICTS},
-            metrics={m: _metric(m, today, before("metric", m), results.get((*key, "metric", m)), level, policy)
+            metrics={m: _metric(m, today, last, results.get((*key, "metric", m)), level, policy)
                      for m in METRICS},
             health=_health(today),
             trend=[_trend_point(by_day[d]) for d in sorted(by_day) if window_start <= d <= day],
@@ -446,59 +429,32 @@ def _evidence(inputs: ReportInputs, headline: list[HeadlineLine], segment_lines:
         return []
     lines = [line for line in headline if line.status == "regressed"] + segment_lines
     borderline = {judge: t.borderline or 0.6 for judge, t in thresholds.items()}
-    return regressed_evidence(inputs.evaluations, inputs.judge_calls, inputs.baseline_evaluations,
-                              inputs.baseline_calls, evidence_changes(lines), borderline)
-
-
-def _segment_groups(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> list[SegmentGroup]:
-    """The day's groups of the segment rows, each (model, segment) tested as a unit of its own
-    through the same replay as the models (:func:`assess_days`), as one family apart from them."""
-    rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
-    for row in segmented.iter_rows(named=True) if not segmented.is_empty() else []:
-        unit = SEP.join((str(row["model"]), *segment_of(row).values()))
-        rows_by_day.setdefault((unit, str(row["judge"])), {})[row["dt"]] = {**row, "model": unit}
-    if not any(day in by_day for by_day in rows_by_day.values()):
-        return []
-    groups, _, _ = assess_days(rows_by_day, [day], policy)[day]
-    found = []
-    for group in groups:  # the measures are carried over as they are (the same objects)
-        model, key, value = group.model.split(SEP)
-        found.append(SegmentGroup(**{**dict(group), "model": model, "trend": [], "segment": {"key": key, "value": value}}))
-    return found
-
-
-@dataclass
-class _Window:
-    """The days of the report's trends: from ``start`` to the day, those with a ``daily_summary``
-    and those missing."""
-
-    start: dt.date
-    landed: list[dt.date]
-    missing: list[dt.date]
-
-
-def _window(inputs: ReportInputs, history: pl.DataFrame) -> _Window:
-    day = inputs.day
-    landed_days = sorted(history["dt"].unique().to_list()) if not history.is_empty() else []
-    start = day - dt.timedelta(days=inputs.history_days - 1)
-    trend_days = [d for d in landed_days if start <= d <= day]
-    first = trend_days[0] if trend_days else day
-    missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
-    return _Window(start, trend_days, [d for d in missing if d not in trend_days])
+    return [change_evidence(inputs.evaluations, inputs.judge_calls, inputs.baseline_evaluations, inputs.baseline_calls,
+                            change, borderline.get(change.judge, 0.6)) for change in evidence_changes(lines)]
 
 
 def _rows_by_day(history: pl.DataFrame) -> dict[tuple[str, str], dict[dt.date, dict[str, Any]]]:
-    """The whole-model ``daily_summary`` rows by (model, judge) and day."""
+    """The ``daily_summary`` rows by (unit, judge) and day: a unit is a model, or a segment's model,
+    key and value joined by :data:`SEP` (the name its row's ``model`` takes)."""
     rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]] = {}
     for row in history.iter_rows(named=True) if not history.is_empty() else []:
-        rows_by_day.setdefault((str(row["model"]), str(row["judge"])), {})[row["dt"]] = row
+        unit = SEP.join((str(row["model"]), *segment_of(row).values()))
+        rows_by_day.setdefault((unit, str(row["judge"])), {})[row["dt"]] = {**row, "model": unit}
     return rows_by_day
 
 
 def _segments(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> Segments:
-    """The day's segments, tested and flagged as one family apart from the models."""
+    """The day's segments: each (model, segment) tested as a unit of its own through the same
+    replay as the models (:func:`assess_days`), and flagged as one family apart from them."""
+    rows_by_day = _rows_by_day(segmented)
+    found = []
+    if any(day in by_day for by_day in rows_by_day.values()):
+        groups, _, _ = assess_days(rows_by_day, [day], policy)[day]
+        for group in groups:  # the measures are carried over as they are (the same objects)
+            model, key, value = group.model.split(SEP)
+            found.append(SegmentGroup(**{**dict(group), "model": model, "trend": [], "segment": {"key": key, "value": value}}))
     day_segments = segmented.filter(pl.col("dt") == day) if not segmented.is_empty() else segmented
-    return segment_report(_segment_groups(segmented, day, policy), policy,
+    return segment_report(found, policy,
                           sorted(day_segments["segment_key"].unique().to_list()) if day_segments.height else [], day)
 
 
@@ -513,12 +469,16 @@ def _totals(groups: list[Group], facts: _Facts | None, rejected: int) -> Totals:
                   **records, rejected=rejected)
 
 
-def _source(inputs: ReportInputs, latest: dict[str, Any] | None, window: _Window) -> Source:
-    """Where the report read from, and which days its trends have."""
+def _source(inputs: ReportInputs, latest: dict[str, Any] | None, history: pl.DataFrame, start: dt.date) -> Source:
+    """Where the report read from, and which days from ``start`` its trends have and miss."""
+    day = inputs.day
+    landed = [d for d in sorted(history["dt"].unique().to_list()) if start <= d <= day] if not history.is_empty() else []
+    first = landed[0] if landed else day
+    missing = [first + dt.timedelta(days=i) for i in range((day - first).days + 1)]
     return Source(root=inputs.root, landed_root=landed_root(latest) or inputs.root, summary_from=inputs.summary_source,
                   evaluations_landed=inputs.evaluations is not None, history_days=inputs.history_days,
-                  window_start=window.start.isoformat(), days_with_summary=[d.isoformat() for d in window.landed],
-                  missing_days=[d.isoformat() for d in window.missing])
+                  window_start=start.isoformat(), days_with_summary=[d.isoformat() for d in landed],
+                  missing_days=[d.isoformat() for d in missing if d not in landed])
 
 
 def _method(policy: AlertPolicy) -> Method:
@@ -544,14 +504,13 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     policy = policy or AlertPolicy()
     day = inputs.day
     history, segmented = split_segments(inputs.history)
-    window = _window(inputs, history)
-    groups, flags, states = assess_days(_rows_by_day(history), [day], policy, trend_from=window.start)[day]
+    start = day - dt.timedelta(days=inputs.history_days - 1)
+    groups, flags, states = assess_days(_rows_by_day(history), [day], policy, trend_from=start)[day]
     facts = _evaluation_facts(inputs.evaluations) if inputs.evaluations is not None else None
     judged = inputs.evaluations if inputs.evaluations is not None and facts and facts.rows else None
     models = sorted({g.model for g in groups} | (set(facts.models) if judged is not None and facts else set()))
     rejects = rejects_summary(inputs.rejects)
-    info = _run_info(inputs, facts)
-    latest = _latest_run(inputs, info.run_ids)
+    info, latest = _run_info(inputs, facts)
     judges = sorted({g.judge for g in groups}, key=judge_order)
     headline = build_headline(models, flags, states)
     segments = _segments(segmented, day, policy)
@@ -561,7 +520,7 @@ def compute_summary(inputs: ReportInputs, *, worst_per_judge: int = 10, policy: 
     worst, empty_answers = (worst_records(judged, inputs.judge_calls, facts.judges, worst_per_judge)
                             if judged is not None and facts else ([], []))
     return DaySummary(
-        report_version=REPORT_VERSION, dt=day.isoformat(), source=_source(inputs, latest, window),
+        report_version=REPORT_VERSION, dt=day.isoformat(), source=_source(inputs, latest, history, start),
         method=_method(policy), run=info, thresholds=thresholds, cascade=cascade_of(latest),
         models=models, judges=judges, headline=headline, alerting=alerting,
         paging=[line.model for line in headline if line.pages], segments=segments,

@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from evaluation.contract.schemas import SUMMARY_METRICS
 from evaluation.judges import read_fenced_blocks
 from evaluation.report.summary import (
     Earlier,
@@ -49,9 +50,8 @@ RECORDS_SHOWN = 6
 TEXT_LIMIT = 400
 CONTEXT_LIMIT = 240
 QUESTION_LIMIT = 300
-#: The metrics whose lowest names a failure nothing else explains.
-_REASON_METRICS = ("faithfulness", "relevance", "completeness", "reasoning_quality", "context_relevance",
-                   "answer_relevance", "semantic_similarity")
+#: The metrics whose lowest names a failure nothing else explains: every metric but the score.
+_REASON_METRICS = SUMMARY_METRICS[1:]
 _COLUMNS = ("record_id", "question_key", "model", "judge", "score", "verdict", "reasoning", "reason", "misses",
             "explanations", "invalid_citations", "clamps_applied", "uncited_claim_count", *_REASON_METRICS)
 
@@ -120,10 +120,8 @@ def read_prompts(calls: pl.LazyFrame | None, wanted: pl.DataFrame) -> dict[tuple
     found = (calls.filter(pl.col("user_prompt").is_not_null()).join(wanted.lazy().select(on).unique(), on=on, how="semi")
              .select(*on, "judge", "user_prompt").sort(*on, "judge")
              .unique(on, keep="first", maintain_order=True).collect(engine="streaming"))
-    out = {}
-    for row in found.iter_rows(named=True):
-        out[(row.get("dt"), row["record_id"])] = read_fenced_blocks(row["user_prompt"])
-    return out
+    return {(row.get("dt"), row["record_id"]): read_fenced_blocks(row["user_prompt"])
+            for row in found.iter_rows(named=True)}
 
 
 def asked(blocks: dict[str, str] | None) -> tuple[str | None, str | None]:
@@ -222,15 +220,6 @@ def change_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.
                 verdict=before["verdict"],
                 answer=shorten(asked(before_texts.get((before["dt"], before["record_id"])))[1]))))
     return out
-
-
-def regressed_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.LazyFrame | None,
-                       baseline_calls: pl.LazyFrame | None, changes: list[FailingSet],
-                       borderline: dict[str, float]) -> list[Evidence]:
-    """:func:`change_evidence` of every alerting change; ``borderline`` the judges' borderline
-    thresholds in force."""
-    return [change_evidence(day, calls, baseline, baseline_calls, change, borderline.get(change.judge, 0.6))
-            for change in changes]
 
 
 def evidence_changes(lines: Sequence[HeadlineLine]) -> list[FailingSet]:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from evaluation.pages.charts import esc
 from evaluation.pages.html import table
 from evaluation.report.alerts import flag_change
-from evaluation.report.markup import bullets, cell, fmt, fmt_delta, fmt_mean, fmt_rate, note, row, section, th
+from evaluation.report.markup import bullets, cell, first_of, fmt, fmt_delta, fmt_mean, fmt_rate, note, row, section, th
 from evaluation.report.segments import key_name
 from evaluation.report.summary import (
     Change,
@@ -52,9 +52,7 @@ def segment_headline_items(lines: Sequence[SegmentLine], shown: int = 4) -> dict
     items: dict[str, list[str]] = {}
     for line in lines:
         name = key_name(line.segment.key)
-        text = "; ".join(esc(change_text(c)) for c in line.changes[:shown])
-        if len(line.changes) > shown:
-            text += f"; and {len(line.changes) - shown} more"
+        text = first_of([esc(change_text(c)) for c in line.changes], shown)
         others = f"; other {esc(name)} values steady" if line.others_steady else ""
         where = f"in {esc(name)}={esc(line.segment.value)}"
         state = (f"regressed {where}" if line.day in (None, 1)
@@ -84,11 +82,10 @@ def segments_section(segments: Segments) -> str:
         parts.append(note("No segment moved by more than sampling, day-to-day variation and the minimum effect allow."))
     too_few = segments.too_few
     if too_few:
-        listed = "; ".join(f"{esc(t.model)} {esc(t.judge)} {esc(key_name(t.segment.key))}={esc(t.segment.value)} "
-                           f"({t.n_ok})" for t in too_few[:12])
-        more = f"; and {len(too_few) - 12} more" if len(too_few) > 12 else ""
+        listed = first_of([f"{esc(t.model)} {esc(t.judge)} {esc(key_name(t.segment.key))}={esc(t.segment.value)} "
+                           f"({t.n_ok})" for t in too_few], 12)
         parts.append(note(f"Too few records to monitor (fewer than {segments.min_rows} ok rows today, "
-                          f"not tested): {listed}{more}."))
+                          f"not tested): {listed}."))
     return section("segments", "Segments", *parts)
 
 
@@ -116,27 +113,23 @@ def not_significant_text(change: NotSignificant) -> str:
 
 def not_significant_note(found: list[NotSignificant]) -> str:
     """The large changes the flag rule did not reach, one per (model, segment, judge, measure)."""
-    seen: set[tuple[str, Segment | None, str, str]] = set()
-    changes = []
+    firsts: dict[tuple[str, Segment | None, str, str], NotSignificant] = {}
     for change in found:
-        key = (change.model, change.segment, change.judge, change.measure)
-        if key not in seen:
-            seen.add(key)
-            changes.append(change)
+        firsts.setdefault((change.model, change.segment, change.judge, change.measure), change)
+    changes = list(firsts.values())
     if not changes:
         return ""
-    shown = "; ".join(esc(not_significant_text(c)) for c in changes[:NOT_SIGNIFICANT_SHOWN])
-    more = f"; and {len(changes) - NOT_SIGNIFICANT_SHOWN} more" if len(changes) > NOT_SIGNIFICANT_SHOWN else ""
+    shown = first_of([esc(not_significant_text(c)) for c in changes], NOT_SIGNIFICANT_SHOWN)
     return note(f"Large changes that are not significant (at least the minimum effect, but within what "
-                f"sampling and day-to-day variation explain after the adjustment): {shown}{more}.")
+                f"sampling and day-to-day variation explain after the adjustment): {shown}.")
 
 
-def _answer_cell(record: EvidenceRecord) -> str:
-    question, answer = record.question, record.answer
+def asked_cell(question: str | None, answer: str | None, contexts: str | None = None) -> str:
+    """The question and the answer a record was judged on (cut), and its contexts when given, or
+    why they are not shown."""
     if question is None and answer is None:
         return cell('<span class="muted">no judge call kept this record\'s prompt</span>', cls="text")
     answer_html = f"<q>{esc(answer)}</q>" if (answer or "").strip() else '<span class="flag worse">empty answer</span>'
-    contexts = record.contexts
     context_html = f'<br><b>Contexts</b> <span class="muted">{esc(contexts)}</span>' if contexts else ""
     return cell(f"<b>Q</b> <q>{esc(question or '')}</q><br><b>A</b> {answer_html}{context_html}", cls="text")
 
@@ -155,7 +148,7 @@ def _evidence_table(item: Evidence) -> str:
               th("Judge's reasons"), th("Clamps applied"), th("Earlier answer to the same question")]
     body = [row([
         cell(f"<code>{esc(r.record_id)}</code>", cls="text"), cell(esc(r.reason), cls="text"),
-        _answer_cell(r), cell(f"{esc(fmt_mean(r.score))}<br>{esc(r.verdict or '–')}", num=True),
+        asked_cell(r.question, r.answer, r.contexts), cell(f"{esc(fmt_mean(r.score))}<br>{esc(r.verdict or '–')}", num=True),
         cell(bullets(r.judge_reasons), cls="text"), cell(bullets(r.clamps_applied), cls="text"),
         _earlier_cell(r),
     ]) for r in item.records]

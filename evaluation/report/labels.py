@@ -4,16 +4,12 @@ shown like any other number.
 
 In ``summary.json``:
 
-* ``latest_run_failed``: None, or the day's latest run when it did not succeed: ``run_id``,
-  ``status``, ``message`` (its cause), ``evidence_uri`` (the run's ``_failed/`` objects),
-  ``started_at``, ``finished_at``. The page's tables are still the last landed run's.
-* ``source.landed_root``: the output root the day's run landed under (its config's
-  ``output_uri``), which the page's header names whatever root or ``--date`` form the report was
-  built with (``source.root``, where it was read, is in the footer when it differs).
-* ``not_significant``: the changes of headline measures (pass and fail rate, score, the judge's
-  headline metrics) at least the minimum practical effect of the flags whose adjusted p-value
-  kept them from flagging against either baseline (the larger change of the two kept, a
-  :class:`~evaluation.report.summary.NotSignificant`); worse first, then by size.
+* ``latest_run_failed``: None, or the day's latest run when it did not succeed
+  (:func:`latest_failure`). The page's tables are still the last landed run's.
+* ``source.landed_root``: the output root the day's run landed under (:func:`landed_root`);
+  ``source.root``, where it was read, is in the page's footer when it differs.
+* ``not_significant``: the large changes of headline measures that did not flag
+  (:func:`large_unflagged`).
 """
 
 from __future__ import annotations
@@ -70,9 +66,14 @@ def landed_root(run: dict[str, Any] | None) -> str | None:
     """The output root the day's run landed its tables under (its config's ``output_uri``): the
     page names it, so a report built again from a copy of the tables, or with another ``--date``
     form, has the same header; None without a run row."""
+    root = run_config(run).get("output_uri")
+    return str(root) if root else None
+
+
+def run_config(run: dict[str, Any] | None) -> dict[str, Any]:
+    """The options of the day's run (its ``config``, a JSON object); empty without one."""
     try:
         config = json.loads((run or {}).get("config") or "{}")
     except ValueError:
-        return None
-    root = config.get("output_uri") if isinstance(config, dict) else None
-    return str(root) if root else None
+        return {}
+    return config if isinstance(config, dict) else {}

@@ -8,8 +8,8 @@ from typing import Any
 
 from evaluation.pages.charts import esc
 
-__all__ = ["ARROWS", "bullets", "cell", "fmt", "fmt_ci", "fmt_delta", "fmt_mean", "fmt_rate", "note", "num", "row",
-           "section", "th"]
+__all__ = ["ARROWS", "bullets", "cell", "first_of", "fmt", "fmt_ci", "fmt_delta", "fmt_mean", "fmt_rate", "note", "num",
+           "row", "section", "th"]
 
 MINUS = "\u2212"
 ARROWS = {"up": "▲", "down": "▼"}
@@ -79,6 +79,11 @@ def note(text: str) -> str:
 
 def section(anchor: str, title: str, *body: str) -> str:
     return f'<section id="{anchor}"><h2>{title}</h2>{"".join(body)}</section>'
+
+
+def first_of(texts: Sequence[str], shown: int) -> str:
+    """The first ``shown`` of ``texts`` joined by semicolons, then how many more there are."""
+    return "; ".join(texts[:shown]) + (f"; and {len(texts) - shown} more" if len(texts) > shown else "")
 
 
 def bullets(items: Sequence[str] | None) -> str:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -309,15 +309,6 @@ class Result:
     recovered: bool = False
 
 
-@dataclass
-class Monitor:
-    """The states carried from day to day (:func:`monitor`)."""
-
-    policy: AlertPolicy
-    headline: Mapping[SeriesKey, bool]
-    states: dict[SeriesKey, State] = field(default_factory=dict)
-
-
 def _reference_for(key: SeriesKey, day: dt.date, days: Mapping[dt.date, Daily], state: State,
                    policy: AlertPolicy) -> Reference | None:
     if state.since is not None and state.reference is not None:
@@ -327,21 +318,22 @@ def _reference_for(key: SeriesKey, day: dt.date, days: Mapping[dt.date, Daily], 
     return reference_of({d: v for d, v in days.items() if start <= d < day}, policy)
 
 
-def step(mon: Monitor, day: dt.date, series: Mapping[SeriesKey, Mapping[dt.date, Daily]]) -> dict[SeriesKey, Result]:
-    """One day: test every series with a value that day, adjust the alerting family, move states."""
-    policy = mon.policy
+def step(states: dict[SeriesKey, State], day: dt.date, series: Mapping[SeriesKey, Mapping[dt.date, Daily]],
+         policy: AlertPolicy, headline: Mapping[SeriesKey, bool]) -> dict[SeriesKey, Result]:
+    """One day: test every series with a value that day, adjust the alerting family, move the
+    ``states`` carried from day to day."""
     results: dict[SeriesKey, Result] = {}
     for key, days in series.items():
         today = days.get(day)
         if today is None or today.n <= 0:
             continue
-        state = mon.states.setdefault(key, State())
+        state = states.setdefault(key, State())
         accepted = policy.accepted_from(key[0])
         if state.since is not None and accepted is not None and state.since < accepted <= day:
-            mon.states[key] = state = State()
+            states[key] = state = State()
         ref = _reference_for(key, day, days, state, policy)
         test = compare_day(key[2], key[3], today, ref) if ref is not None else None
-        results[key] = Result(today, ref, test, bool(mon.headline.get(key)))
+        results[key] = Result(today, ref, test, bool(headline.get(key)))
     family = [k for k, r in results.items() if r.headline and r.test is not None and r.test.p_worse is not None]
     adjusted = adjust_p_values(np.array([results[k].test.p_worse for k in family], dtype=np.float64),  # type: ignore[union-attr]
                                policy.p_adjust)
@@ -351,9 +343,9 @@ def step(mon: Monitor, day: dt.date, series: Mapping[SeriesKey, Mapping[dt.date,
         effect = policy.min_effect(key[2])
         result.p_adjusted = float(p_adjusted)
         result.alerts = bool(p_adjusted < policy.alpha and test.drop >= effect - _TOLERANCE)
-        _move(mon.states[key], result, day, effect, policy.alpha)
+        _move(states[key], result, day, effect, policy.alpha)
     for key, result in results.items():
-        result.since = mon.states[key].since
+        result.since = states[key].since
     return results
 
 
@@ -375,8 +367,8 @@ def _move(state: State, result: Result, day: dt.date, effect: float, alpha: floa
 def monitor(series: Mapping[SeriesKey, Mapping[dt.date, Daily]], days: Sequence[dt.date], policy: AlertPolicy,
             headline: Mapping[SeriesKey, bool]) -> list[dict[SeriesKey, Result]]:
     """Replay ``days`` in order (states start clear on the first): each day's results."""
-    mon = Monitor(policy, headline)
-    return [step(mon, day, series) for day in sorted(days)]
+    states: dict[SeriesKey, State] = {}
+    return [step(states, day, series, policy, headline) for day in sorted(days)]
 
 
 def alerting_family_size(results: Mapping[SeriesKey, Result]) -> int:

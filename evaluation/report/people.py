@@ -30,10 +30,6 @@ RATES = {"pass_rate": "pass", "fail_rate": "fail"}
 _DEFAULTS = ReviewSpec()
 
 
-def _window(day: dt.date, window_days: int) -> tuple[dt.date, dt.date]:
-    return day - dt.timedelta(days=window_days - 1), day
-
-
 def _judged(store: storage.Store, first: dt.date, last: dt.date) -> pl.DataFrame:
     frame = storage.scan_table(store, "evaluations")
     empty = pl.DataFrame(schema={"dt": pl.Date, "record_id": pl.String, "model": pl.String, "judge": pl.String,
@@ -85,20 +81,21 @@ def _judge_agreement(judged: pl.DataFrame, humans: pl.DataFrame) -> list[JudgeAg
 def people_summary(store: storage.Store, day: dt.date, *, window_days: int = _DEFAULTS.people_window_days,
                    min_labels: int = _DEFAULTS.min_labels) -> People:
     """The ``people`` part of the day's ``summary.json`` (see the module's docstring)."""
-    first, last = _window(day, window_days)
+    first, last = day - dt.timedelta(days=window_days - 1), day
+    window = [first.isoformat(), last.isoformat()]
     try:
         labels = read_labels(store).filter(pl.col("record_dt").is_between(first, last))
     except (storage.StorageError, pl.exceptions.PolarsError) as exc:  # the report must not fail on unreadable labels
         logger.warning("human_labels under %s could not be read: %s", store.uri("human_labels/"), exc)
-        return People(window=[first.isoformat(), last.isoformat()], labels=0, error=str(exc))
+        return People(window=window, labels=0, error=str(exc))
     if labels.is_empty():
-        return People(window=[first.isoformat(), last.isoformat()], labels=0, min_labels=min_labels)
+        return People(window=window, labels=0, min_labels=min_labels)
     latest = labels["labelled_at"].max()
     assert isinstance(latest, dt.datetime)
     judged = _judged(store, first, last)
     humans = _human_verdicts(labels)
     return People(
-        window=[first.isoformat(), last.isoformat()], labels=labels.height, min_labels=min_labels,
+        window=window, labels=labels.height, min_labels=min_labels,
         records=labels.select("record_dt", "record_id").n_unique(), annotators=labels["annotator"].n_unique(),
         latest_label=latest.isoformat(), age_days=(day - latest.date()).days,
         annotator_kappa={q: fleiss_kappa(labels.filter(pl.col("question") == q).group_by("record_dt", "record_id")

@@ -13,18 +13,15 @@ from typing import Any
 import polars as pl
 
 from evaluation.report.distributions import judge_order
-from evaluation.report.evidence import asked, read_prompts, shorten
+from evaluation.report.evidence import QUESTION_LIMIT, asked, read_prompts, shorten
 from evaluation.report.summary import EmptyAnswers, ReasonCount, Rejects, RejectSample, RuleCount, WorstRecord
 
 RAW_LIMIT = 600
 REJECT_SAMPLES = 20
 
 
-_truncate = shorten
-
-
 def _texts(values: Iterable[Any] | None) -> list[str]:
-    return [_truncate(str(v)) or "" for v in (values or [])]
+    return [shorten(str(v)) or "" for v in (values or [])]
 
 
 def _rule_of(reason: str) -> str:
@@ -39,7 +36,6 @@ _WORST_COLUMNS = tuple(name for name in WorstRecord.model_fields if name not in 
 _WORST_ORDER = ["score", "model", "record_id"]
 #: The clamp an empty answer lands with (CONTRACT §2.5).
 EMPTY_ANSWER = "empty_answer"
-QUESTION_LIMIT = 300
 #: Record ids of a judge's empty answers named in the report (the count covers them all).
 EMPTY_IDS_SHOWN = 10
 
@@ -52,10 +48,10 @@ def _explanations(text: str | None) -> dict[str, str] | str | None:
     try:
         parsed = json.loads(text)
     except ValueError:
-        return _truncate(text)
+        return shorten(text)
     if not isinstance(parsed, dict):
-        return _truncate(text)
-    return {str(k): _truncate(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) or "" for k, v in parsed.items()}
+        return shorten(text)
+    return {str(k): shorten(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) or "" for k, v in parsed.items()}
 
 
 def _asked(judge_calls: pl.LazyFrame | None, record_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
@@ -86,7 +82,7 @@ def worst_records(evaluations: pl.LazyFrame, judge_calls: pl.LazyFrame | None, j
                       key=lambda r: (judge_order(r["judge"]), *(r[c] for c in _WORST_ORDER))):
         question, answer = texts.get(row["record_id"], (None, None))
         out.append(WorstRecord(**{name: _shown(name, row[name]) for name in columns},
-                               question=_truncate(question, QUESTION_LIMIT), answer=_truncate(answer)))
+                               question=shorten(question, QUESTION_LIMIT), answer=shorten(answer)))
     empty = [EmptyAnswers(judge=judge, count=len(ids), record_ids=ids[:EMPTY_IDS_SHOWN])
              for judge, ids in sorted(empties.items(), key=lambda kv: judge_order(kv[0])) if ids]
     return out, empty
@@ -131,7 +127,7 @@ def _shown(name: str, value: Any) -> Any:
     if isinstance(value, list):
         return _texts(value)
     if isinstance(value, str):
-        return _truncate(value)
+        return shorten(value)
     return (value if math.isfinite(value) else None) if isinstance(value, float) else value
 
 
@@ -152,11 +148,11 @@ def rejects_summary(rejects: pl.LazyFrame | None) -> Rejects:
     order = [c for c in ("source_uri", "line_no") if c in schema]
     first = rejects.sort(order, nulls_last=True, maintain_order=True) if order else rejects
     samples = [RejectSample(source_uri=row.get("source_uri"), line_no=row.get("line_no"),
-                            record_id=_truncate(row.get("record_id"), 120), reasons=_texts(row.get("reasons")),
-                            raw=_truncate(row.get("raw"), RAW_LIMIT))
+                            record_id=shorten(row.get("record_id"), 120), reasons=_texts(row.get("reasons")),
+                            raw=shorten(row.get("raw"), RAW_LIMIT))
                for row in first.head(REJECT_SAMPLES).collect().iter_rows(named=True)]
     return Rejects(
         landed=True, total=total,
         by_rule=[RuleCount(rule=k, records=v) for k, v in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))],
-        by_reason=[ReasonCount(reason=_truncate(k) or "", count=v) for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:50]],
+        by_reason=[ReasonCount(reason=shorten(k) or "", count=v) for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:50]],
         distinct_reasons=len(by_reason), samples=samples)

@@ -22,9 +22,11 @@ from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
 from evaluation.report.alerts import HEADLINE_METRICS, assess, measures_of
 from evaluation.report.evidence_page import (
+    asked_cell,
     change_text,
     evidence_section,
     failed_run_banner,
+    measure_words,
     not_significant_note,
     segment_headline_items,
     segments_section,
@@ -32,10 +34,10 @@ from evaluation.report.evidence_page import (
 from evaluation.report.markup import ARROWS as _ARROWS
 from evaluation.report.markup import bullets as _list
 from evaluation.report.markup import cell as _cell
+from evaluation.report.markup import first_of, fmt_mean, fmt_rate
 from evaluation.report.markup import fmt as _fmt
 from evaluation.report.markup import fmt_ci as _fmt_ci
 from evaluation.report.markup import fmt_delta as _fmt_delta
-from evaluation.report.markup import fmt_mean, fmt_rate
 from evaluation.report.markup import note as _note
 from evaluation.report.markup import num as _num
 from evaluation.report.markup import row as _row
@@ -182,13 +184,6 @@ def _quality_section(summary: DaySummary) -> str:
     return _section("quality", title, *parts)
 
 
-def _measure_label(measure: str) -> tuple[str, str]:
-    """(kind, label) of a flag's measure name (``pass_rate``, ``score_mean``, …)."""
-    name, suffix = measure.rsplit("_", 1)
-    kind = "rate" if suffix == "rate" else "metric"
-    return kind, _label(kind, name)
-
-
 _HEADLINE_CLASS = {"regressed": "worse", "improved": "better", "too_few": "muted", "no_baseline": "muted", "steady": "muted"}
 _MAX_CHANGES = 4
 
@@ -202,9 +197,7 @@ def _headline_section(summary: DaySummary) -> str:
     in_segments = segment_headline_items(summary.segments.headline, _MAX_CHANGES)
     for line in lines:
         status, changes = line.status, line.changes
-        text = "; ".join(esc(change_text(c)) for c in changes[:_MAX_CHANGES])
-        if len(changes) > _MAX_CHANGES:
-            text += f"; and {len(changes) - _MAX_CHANGES} more"
+        text = first_of([esc(change_text(c)) for c in changes], _MAX_CHANGES)
         words = line.text or status
         if status == "regressed" and not line.pages:
             words += " — paged before, not again today"
@@ -257,7 +250,8 @@ def _flags_section(summary: DaySummary) -> str:
               _th(f"p ({summary.method.alerts['p_adjust']})", True, "adjusted across the day's tests"), _th("Alerts")]
     body = []
     for flag in flags:
-        kind, label = _measure_label(flag.measure)
+        kind = measure_words(flag.measure)[0]
+        label = _label(kind, flag.measure.rsplit("_", 1)[0])
         base = f"previous day {flag.baseline_dt}" if flag.baseline == "previous" else "trailing 7 days"
         assessment, arrow = flag.assessment, _ARROWS[flag.direction]
         delta_ci = _fmt_ci(kind, flag.delta_ci_low, flag.delta_ci_high)
@@ -441,15 +435,6 @@ def _rejects_section(summary: DaySummary) -> str:
     )
 
 
-def _asked_cell(r: WorstRecord) -> str:
-    """The question and the answer a worst record was judged on (cut), or why they are not shown."""
-    if r.question is None and r.answer is None:
-        return _cell('<span class="muted">no judge call kept this record\'s prompt</span>', cls="text")
-    answer = r.answer or ""
-    answer_html = f"<q>{esc(answer)}</q>" if answer.strip() else '<span class="flag worse">empty answer</span>'
-    return _cell(f"<b>Q</b> <q>{esc(r.question or '')}</q><br><b>A</b> {answer_html}", cls="text")
-
-
 def _worst_row(r: WorstRecord) -> str:
     """A worst record's row: its ids, texts, score, verdict, metrics and the judge's reasons."""
     metrics = [f"{_SHORT_METRIC[m]} {fmt_mean(getattr(r, m))}" for m in METRICS[1:] if getattr(r, m) is not None]
@@ -466,7 +451,7 @@ def _worst_row(r: WorstRecord) -> str:
     reasons += [f"suggestion: {t}" for t in r.improvement_suggestions or []]
     return _row([
         _cell(f"<code>{esc(r.record_id)}</code><br><code>{esc(r.model)}</code>", cls="text"),
-        _asked_cell(r), _cell(esc(fmt_mean(r.score)), num=True), _cell(esc(r.verdict or "–")),
+        asked_cell(r.question, r.answer), _cell(esc(fmt_mean(r.score)), num=True), _cell(esc(r.verdict or "–")),
         _cell(_list(metrics), cls="nowrap"), _cell(_list(reasons), cls="text"),
         _cell(_list(r.invalid_citations), cls="text"), _cell(_list(r.clamps_applied), cls="text"),
     ])

@@ -81,14 +81,7 @@ class Reference(_Entry):
     pages: bool
     recovered: bool
     tested: bool
-    p_two_sided_adjusted: float | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_unset_adjustment(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        if self.p_two_sided_adjusted is None:
-            out.pop("p_two_sided_adjusted", None)
-        return out
+    p_two_sided_adjusted: float | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Monitoring(_Entry):
