@@ -52,7 +52,6 @@ class BatchTrigger(BaseTrigger):
                                                   "api_base": self.api_base, "poll_s": self.poll_s})
 
     async def _api_key(self) -> tuple[str | None, str | None]:
-
         try:
             conn = await BaseHook.aget_connection(glue.JUDGE_CONN_ID)
         except AirflowNotFoundException:  # no such Connection: the environment's key, as in the task
@@ -122,4 +121,3 @@ class JudgeChunkOperator(BaseOperator):
             method_name="execute_complete",
             timeout=dt.timedelta(hours=cfg.batch_deadline_h + 25),
         )
-        raise AssertionError("unreachable: defer raises")  # pragma: no cover
