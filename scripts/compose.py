@@ -169,10 +169,5 @@ def depends_on(service: Mapping[str, Any]) -> dict[str, str]:
 
 def image_is_pinned(image: str) -> bool:
     """True for `name:tag` (tag not `latest`) or `name@sha256:...`."""
-    if "@sha256:" in image:
-        return True
-    last_segment = image.rsplit("/", 1)[-1]
-    if ":" not in last_segment:
-        return False
-    tag = last_segment.split(":", 1)[1]
-    return bool(tag) and tag != "latest"
+    tag = image.rsplit("/", 1)[-1].partition(":")[2]
+    return "@sha256:" in image or tag not in ("", "latest")

@@ -147,9 +147,8 @@ def write_set(out: Path, name: str, records: list[dict[str, Any]], *, full: bool
     """Write one set: ``<out>/<name>/records.jsonl`` and ``set.json``."""
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "records.jsonl").open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n")
+    (folder / "records.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
+                                          encoding="utf-8")
     info = {k: v for k, v in SETS[name].items() if k != "file"}
     labels = [r["labels"]["faithful"] for r in records]
     info.update(name=name, records=len(records), faithful=sum(labels), not_faithful=len(labels) - sum(labels),

@@ -385,9 +385,8 @@ def baseline_figures(records: list[dict[str, Any]], cuts: dict[str, float]) -> d
 def write_golden(folder: Path, records: list[dict[str, Any]], info: dict[str, Any]) -> Path:
     """A golden set folder: ``records.jsonl`` and ``set.json``."""
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "records.jsonl").open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    (folder / "records.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
+                                          encoding="utf-8")
     keys = ("description", "source", "licence", "label_origin", "citation")
     (folder / "set.json").write_text(json.dumps({k: info[k] for k in keys if k in info}, indent=2,
                                                 ensure_ascii=False) + "\n", encoding="utf-8")
