@@ -148,15 +148,9 @@ def command_text(service: Mapping[str, Any]) -> str:
 
 def container_ports(service: Mapping[str, Any]) -> set[int]:
     """Ports the service's containers declare: `expose` plus the container side of `ports`."""
-    ports: set[int] = set()
-    for entry in service.get("expose", []):
-        ports.add(int(str(entry).split("/")[0]))
-    for entry in service.get("ports", []):
-        if isinstance(entry, dict):
-            ports.add(int(entry["target"]))
-        else:
-            ports.add(int(str(entry).split("/")[0].rsplit(":", 1)[-1]))
-    return ports
+    published = [entry["target"] if isinstance(entry, dict) else str(entry).split("/")[0].rsplit(":", 1)[-1]
+                 for entry in service.get("ports", [])]
+    return {int(str(entry).split("/")[0]) for entry in service.get("expose", [])} | {int(p) for p in published}
 
 
 def depends_on(service: Mapping[str, Any]) -> dict[str, str]:
