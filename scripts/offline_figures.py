@@ -73,10 +73,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -402,20 +402,6 @@ def judge_figures(golden: Path, output: Path) -> dict[str, dict[str, Any]]:
     return {judge: rows[(judge, "score")] for judge in JUDGES}
 
 
-@contextmanager
-def constants(values: dict[str, float]) -> Iterator[None]:
-    """The offline judge with other values of its fitted constants, for the fit's grid: its
-    functions read the module's constants when called, and the judge runs in this process."""
-    saved = {name: getattr(offline, name) for name in values}
-    try:
-        for name, value in values.items():
-            setattr(offline, name, value)
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(offline, name, value)
-
-
 def measure(sets: dict[str, list[dict[str, Any]]], cuts: dict[str, float], work: Path) -> dict[str, dict[str, Any]]:
     """Every figure of every set: counts, the judges' score rows, the baselines."""
     figures = {}
@@ -438,9 +424,9 @@ def fit(tuning: dict[str, list[dict[str, Any]]], work: Path) -> dict[str, Any]:
     names = list(FIT_GRID)
     assert tuple(names) == offline.FITTED_CONSTANTS, "the grid searches the constants offline.py declares fitted"
     for point in itertools.product(*FIT_GRID.values()):
-        values = dict(zip(names, point, strict=True))
+        values: dict[str, Any] = dict(zip(names, point, strict=True))
         tag = "-".join(f"{v:g}" for v in point)
-        with constants(values):
+        with mock.patch.multiple(offline, **values):  # the judge reads its constants when called
             kappas = {name: judge_figures(folder, work / "fit-calibrations" / tag / name)["rag"]["kappa"]
                       for name, folder in folders.items()}
         # an undefined κ (every record flagged, or none) agrees no better than chance: 0
@@ -541,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
             cuts = report["baseline_cuts"] = baseline_cuts([r for fit_half, _ in halves.values() for r in fit_half])
             held_out = {f"{name}/held-out": held for name, (_, held) in halves.items()}
             report["held_out"] = {"current": measure(held_out, cuts, work / "current")}
-            with constants(report["fit"]["chosen"]):
+            with mock.patch.multiple(offline, **report["fit"]["chosen"]):
                 report["held_out"]["refitted"] = measure(held_out, cuts, work / "refitted")
             print(json.dumps({k: report["fit"][k] for k in ("chosen", "current", "fit_records")}, indent=2))
             print(held_out_table(report["held_out"]["current"], report["held_out"]["refitted"]))
