@@ -19,15 +19,12 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import evaluation_airflow as glue
 from airflow.sdk import BaseHook, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
-
-if TYPE_CHECKING:
-    from evaluation.contract.config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +49,6 @@ class BatchTrigger(BaseTrigger):
                                                   "api_base": self.api_base, "poll_s": self.poll_s})
 
     async def _api_key(self) -> tuple[str | None, str | None]:
-
         try:
             conn = await BaseHook.aget_connection(glue.JUDGE_CONN_ID)
         except AirflowNotFoundException:  # no such Connection: the environment's key, as in the task
@@ -92,25 +88,12 @@ class JudgeChunkOperator(BaseOperator):
         """Judge online, or submit the chunk's batch (or find it) and defer until it has ended."""
         # Polars: plugins are imported when DAG files parse, so they stay light
         from evaluation import stages
+        from evaluation.stages.judge import judge_batch_level_step
 
         cfg = glue.run_config(context)
         api_key, _ = glue.judge_credentials(cfg.api_base)
         if not cfg.batch:
             return stages.judge_chunk(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key).model_dump(mode="json")
-        return self._step(cfg, api_key)
-
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The batches have ended: collect them, or submit what is missing and defer again."""
-        if event is not None and event.get("status") == "error":
-            raise RuntimeError(f"batches {event.get('batch_ids')} could not be looked at: {event.get('error')}")
-        cfg = glue.run_config(context)
-        api_key, _ = glue.judge_credentials(cfg.api_base)
-        return self._step(cfg, api_key)
-
-    def _step(self, cfg: RunConfig, api_key: str | None) -> dict[str, Any]:
-        # Polars: plugins are imported when DAG files parse, so they stay light
-        from evaluation.stages.judge import judge_batch_level_step
-
         # a cascade's level waits for its own batches: they are looked at with that level's model
         result, waiting, level = judge_batch_level_step(cfg, glue.stores(cfg), self.chunk["index"], api_key=api_key)
         if result is not None:
@@ -122,4 +105,9 @@ class JudgeChunkOperator(BaseOperator):
             method_name="execute_complete",
             timeout=dt.timedelta(hours=cfg.batch_deadline_h + 25),
         )
-        raise AssertionError("unreachable: defer raises")  # pragma: no cover
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The batches have ended: collect them, or submit what is missing and defer again."""
+        if event is not None and event.get("status") == "error":
+            raise RuntimeError(f"batches {event.get('batch_ids')} could not be looked at: {event.get('error')}")
+        return self.execute(context)

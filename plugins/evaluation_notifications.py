@@ -118,8 +118,6 @@ MAX_NAME_CHARS = 80
 MAX_SUBJECT_NAME_CHARS = 40
 #: The reason of a failed run is cut to this many characters.
 MAX_REASON_CHARS = 400
-#: The report's section of each regressed model's failing records (evaluation.report.evidence_page).
-EVIDENCE_ANCHOR = "evidence"
 #: The environment variable with the HTTPS address the output root's reports are served under.
 REPORT_BASE_URL_ENV = "EVALUATION_REPORT_BASE_URL"
 
@@ -247,7 +245,7 @@ def regression_message(summary: dict[str, Any], report_uri: str, base_url: str |
             lines += [f"  - {change_line(c)}" for c in largest_changes(changes)]
     link = report_link(day, report_uri, base_url)
     if link.startswith("https://"):  # a served page opens at the regressed models' failing records
-        link += f"#{EVIDENCE_ANCHOR}"
+        link += "#evidence"  # the section evaluation.report.evidence_page writes
     return _fit(subject, lines, ["", f"Report: {link}"])
 
 
@@ -279,10 +277,8 @@ class _UntemplatedNotifier(BaseNotifier):
 
 
 class RegressionNotifier(_UntemplatedNotifier):
-    """Sends the day's regressions on every configured channel, and nothing on a day without one.
-
-    ``summary`` is the report's ``summary.json`` content, ``report_uri`` the page's URI; the link
-    is an HTTPS address when ``EVALUATION_REPORT_BASE_URL`` is set (:func:`report_link`)."""
+    """Sends the day's regressions (``summary``: the report's ``summary.json`` content,
+    ``report_uri``: the page's URI) on every configured channel, and nothing on a day without one."""
 
     def __init__(self, summary: dict[str, Any], report_uri: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import inspect
 import os
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import evaluation_airflow as glue
@@ -86,6 +85,7 @@ def _object_key(bucket: str | None, prefix: str, name: str) -> str:
     return prefix + name if bucket is not None else os.path.join(prefix, name)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class DayCompleteTrigger(BaseTrigger):
     """Fires once the day is complete (its marker exists, or its prefix has been quiet for
     ``quiet_period_s``), or at ``deadline`` (ISO time) with ``status: deadline``. Every event
@@ -95,39 +95,25 @@ class DayCompleteTrigger(BaseTrigger):
     ``known`` (objects already seen) and ``last_activity`` (ISO time of the newest) seed the quiet
     period, so the time the day has already been quiet counts."""
 
-    def __init__(
-        self,
-        *,
-        bucket: str | None,
-        prefix: str,
-        marker: str,
-        quiet_period_s: float,
-        min_objects: int,
-        started: str,
-        deadline: str,
-        poke_interval: float,
-        known: list[str] | None = None,
-        last_activity: str | None = None,
-        aws_conn_id: str | None = None,
-        absent_deadline: str | None = None,
-    ) -> None:
+    bucket: str | None
+    prefix: str
+    marker: str
+    quiet_period_s: float
+    min_objects: int
+    started: str
+    deadline: str
+    poke_interval: float
+    known: list[str] = field(default_factory=list)
+    last_activity: str | None = None
+    aws_conn_id: str | None = None
+    absent_deadline: str | None = None
+
+    def __post_init__(self) -> None:
         super().__init__()
-        self.bucket = bucket
-        self.prefix = prefix
-        self.marker = marker
-        self.quiet_period_s = quiet_period_s
-        self.min_objects = min_objects
-        self.started = started
-        self.deadline = deadline
-        self.poke_interval = poke_interval
-        self.known = list(known or [])
-        self.last_activity = last_activity
-        self.aws_conn_id = aws_conn_id
-        self.absent_deadline = absent_deadline
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Class path and every argument of ``__init__``, as the attribute of the same name holds it."""
-        arguments = {name: getattr(self, name) for name in inspect.signature(type(self)).parameters}
+        """Class path and every field, as ``__init__`` takes them back."""
+        arguments = {f.name: getattr(self, f.name) for f in fields(self)}
         return f"{type(self).__module__}.{type(self).__qualname__}", arguments
 
     async def _until_complete(self) -> tuple[str, str]:

@@ -45,13 +45,6 @@ def locations(uris: Iterable[str]) -> list[tuple[str, str]]:
     return found
 
 
-def _refusal(bucket: str, prefix: str, connection_id: str, code: str) -> StorageNotReady:
-    return StorageNotReady(
-        f"bucket {bucket}, prefix {prefix!r}: access refused ({code}) with the {connection_id} connection: "
-        "check its keys, session token or role, and that the policy allows s3:ListBucket on "
-        f"arn:aws:s3:::{bucket} with s3:prefix {prefix + '*'!r} (docs/deploy.md)")
-
-
 def wait_for_buckets(
     client: object,
     where: Iterable[tuple[str, str]],
@@ -75,7 +68,12 @@ def wait_for_buckets(
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
                 code = exc.response.get("Error", {}).get("Code", "")
                 if status == 403 or code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-                    raise _refusal(bucket, prefix, connection_id, code or str(status)) from exc
+                    raise StorageNotReady(
+                        f"bucket {bucket}, prefix {prefix!r}: access refused ({code or status}) with the "
+                        f"{connection_id} connection: check its keys, session token or role, and that the policy "
+                        f"allows s3:ListBucket on arn:aws:s3:::{bucket} with s3:prefix {prefix + '*'!r} "
+                        "(docs/deploy.md)"
+                    ) from exc
                 cause = f"{code or status}: the bucket does not exist (yet)"
             except BotoCoreError as exc:
                 cause = f"the store does not answer: {exc}"

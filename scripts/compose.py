@@ -148,15 +148,9 @@ def command_text(service: Mapping[str, Any]) -> str:
 
 def container_ports(service: Mapping[str, Any]) -> set[int]:
     """Ports the service's containers declare: `expose` plus the container side of `ports`."""
-    ports: set[int] = set()
-    for entry in service.get("expose", []):
-        ports.add(int(str(entry).split("/")[0]))
-    for entry in service.get("ports", []):
-        if isinstance(entry, dict):
-            ports.add(int(entry["target"]))
-        else:
-            ports.add(int(str(entry).split("/")[0].rsplit(":", 1)[-1]))
-    return ports
+    published = [entry["target"] if isinstance(entry, dict) else str(entry).split("/")[0].rsplit(":", 1)[-1]
+                 for entry in service.get("ports", [])]
+    return {int(str(entry).split("/")[0]) for entry in service.get("expose", [])} | {int(p) for p in published}
 
 
 def depends_on(service: Mapping[str, Any]) -> dict[str, str]:
@@ -169,10 +163,5 @@ def depends_on(service: Mapping[str, Any]) -> dict[str, str]:
 
 def image_is_pinned(image: str) -> bool:
     """True for `name:tag` (tag not `latest`) or `name@sha256:...`."""
-    if "@sha256:" in image:
-        return True
-    last_segment = image.rsplit("/", 1)[-1]
-    if ":" not in last_segment:
-        return False
-    tag = last_segment.split(":", 1)[1]
-    return bool(tag) and tag != "latest"
+    tag = image.rsplit("/", 1)[-1].partition(":")[2]
+    return "@sha256:" in image or tag not in ("", "latest")

@@ -21,20 +21,12 @@ this machine:
 
 Like the ``airflow-init`` job it migrates the database, creates the ``llm_judge`` pool and writes
 the SimpleAuthManager passwords file. Every listening socket is bound to 127.0.0.1. Each process
-runs in a session (and process group) of its own with its output in ``<folder>/<component>.log``;
-:meth:`stop` ends them all (SIGTERM, then SIGKILL after a grace period), and every process left in
-their sessions (task processes have process groups of their own), and removes what the deployment
-created.
+runs in a session of its own with its output in ``<folder>/<component>.log`` (:meth:`stop` ends
+them). :class:`ApiClient` drives the deployment through the REST API v2 only.
 
-:class:`ApiClient` drives the deployment through the REST API v2 only.
-
-Each Celery worker has a host name of its own (:meth:`LocalDeployment.worker_hostnames`), as each
-container of a scaled compose service has: its ``HOSTNAME`` (which Docker sets in a container),
-its Celery node name (``celery@<hostname>``, what compose's healthcheck pings) and, through
-:func:`celery_worker_hostname`, the ``hostname`` of the task instances it runs, which so tells
-which worker ran a task. Each component also gets the
-environment of its own compose service on top of the common block (the worker's preloading
-configuration, ``plugins/evaluation_celery.py``, among it).
+Each Celery worker has a host name of its own (:attr:`LocalDeployment.worker_hostnames`), as each
+container of a scaled compose service has, and each component gets the environment of its own
+compose service on top of the common block.
 
 This module is imported by the worker's task processes for :func:`celery_worker_hostname`: keep
 its top-level imports to the standard library.

@@ -74,8 +74,22 @@ def _read(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def _contexts(row: dict[str, Any], source: str) -> list[dict[str, str]]:
-    return [{"id": f"ctx-{i}", "text": text, "source": source} for i, text in enumerate(row["contexts"], start=1)]
+def golden_record(set_name: str, index: int, *, model: str, question: str, answer: str, contexts: list[str],
+                  metadata: dict[str, Any], labels: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+    """A golden record (CONTRACT §1 plus ``labels``) with a neutral id and no reference: a judge
+    must not get the gold answer to compare with. ``source``, when given, is every context's."""
+    return {
+        "record_id": f"{set_name}-{index:05d}",
+        "timestamp": TIMESTAMP,
+        "model": model,
+        "question": question,
+        "answer": answer,
+        "contexts": [{"id": f"ctx-{n}", "text": text} | ({"source": source} if source else {})
+                     for n, text in enumerate(contexts, start=1)],
+        "reference": None,
+        "metadata": metadata,
+        "labels": labels,
+    }
 
 
 def halueval_records(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dict[str, Any]]:
@@ -91,17 +105,11 @@ def halueval_records(rows: list[dict[str, Any]], limit: int, seed: int) -> list[
     for number in chosen:
         for row in sorted(by_row[number], key=lambda r: not r["gold"]["faithful"]):
             faithful = bool(row["gold"]["faithful"])
-            records.append({
-                "record_id": f"halueval-qa-{len(records):05d}",
-                "timestamp": TIMESTAMP,
-                "model": "halueval-qa",
-                "question": row["question"],
-                "answer": row["answer"],
-                "contexts": _contexts(row, "HotpotQA (Wikipedia)"),
-                "reference": None,  # "without its reference": the judge must not see the gold answer
-                "metadata": {"source_id": row["id"], "hotpotqa_row": number},
-                "labels": {"faithful": faithful, "source_label": "gold answer" if faithful else "hallucinated answer"},
-            })
+            records.append(golden_record(
+                "halueval-qa", len(records), model="halueval-qa", question=row["question"], answer=row["answer"],
+                contexts=row["contexts"], source="HotpotQA (Wikipedia)",
+                metadata={"source_id": row["id"], "hotpotqa_row": number},
+                labels={"faithful": faithful, "source_label": "gold answer" if faithful else "hallucinated answer"}))
     return records
 
 
@@ -124,17 +132,11 @@ def begin_records(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dic
     records: list[dict[str, Any]] = []
     for row in chosen:
         label = row["gold"]["begin_label"]
-        records.append({
-            "record_id": f"begin-wow-{len(records):05d}",
-            "timestamp": TIMESTAMP,
-            "model": row["meta"]["generator"],
-            "question": row["question"],
-            "answer": row["answer"],
-            "contexts": _contexts(row, "Wikipedia (Wizard of Wikipedia)"),
-            "reference": None,
-            "metadata": {"source_id": row["id"], "split": row["meta"]["split"]},
-            "labels": {"faithful": BEGIN_FAITHFUL[label], "source_label": label},
-        })
+        records.append(golden_record(
+            "begin-wow", len(records), model=row["meta"]["generator"], question=row["question"], answer=row["answer"],
+            contexts=row["contexts"], source="Wikipedia (Wizard of Wikipedia)",
+            metadata={"source_id": row["id"], "split": row["meta"]["split"]},
+            labels={"faithful": BEGIN_FAITHFUL[label], "source_label": label}))
     return records
 
 
@@ -145,9 +147,8 @@ def write_set(out: Path, name: str, records: list[dict[str, Any]], *, full: bool
     """Write one set: ``<out>/<name>/records.jsonl`` and ``set.json``."""
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "records.jsonl").open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n")
+    (folder / "records.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
+                                          encoding="utf-8")
     info = {k: v for k, v in SETS[name].items() if k != "file"}
     labels = [r["labels"]["faithful"] for r in records]
     info.update(name=name, records=len(records), faithful=sum(labels), not_faithful=len(labels) - sum(labels),

@@ -73,10 +73,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -87,7 +87,7 @@ from evaluation.calibration.run import run_calibration
 from evaluation.calling import offline
 from evaluation.contract.config import OFFLINE_JUDGE_MODEL, JudgeName
 from scripts import golden_sets
-from scripts.golden_sets import DEFAULT_SOURCE, TIMESTAMP
+from scripts.golden_sets import DEFAULT_SOURCE
 
 #: The judges measured (``prompt`` applies to none of the sets: no reference, no expected outcome).
 JUDGES: tuple[JudgeName, ...] = ("rag", "masis")
@@ -182,22 +182,6 @@ SETS: dict[str, dict[str, Any]] = {
 # Converters: the source's rows -> golden records (CONTRACT §1 plus ``labels``)
 
 
-def _record(set_name: str, index: int, *, model: str, question: str, answer: str, context: str | list[str],
-            metadata: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:
-    texts = [context] if isinstance(context, str) else context
-    return {
-        "record_id": f"{set_name}-{index:05d}",
-        "timestamp": TIMESTAMP,
-        "model": model,
-        "question": question,
-        "answer": answer,
-        "contexts": [{"id": f"ctx-{n + 1}", "text": text} for n, text in enumerate(texts)],
-        "reference": None,
-        "metadata": metadata,
-        "labels": labels,
-    }
-
-
 def q2_records(files: dict[str, list[dict[str, str]]]) -> list[dict[str, Any]]:
     """Q²'s four files (keyed by name, e.g. ``dodeca_inconsistent``) as golden records: the file
     gives the system and the label (``consistent`` = faithful)."""
@@ -205,10 +189,9 @@ def q2_records(files: dict[str, list[dict[str, str]]]) -> list[dict[str, Any]]:
     for name in Q2_FILES:
         system, kind = name.split("_", 1)
         for row in files.get(name, []):
-            records.append(_record(
+            records.append(golden_sets.golden_record(
                 "q2-dialogue", len(records), model=system, question=row["message"].strip() or row["topic"],
-                answer=row["response"],
-                context=row["knowledge"],
+                answer=row["response"], contexts=[row["knowledge"]],
                 metadata={"source_id": f"{name}:{row.get('', '')}", "episode_idx": row["episode_idx"],
                           "round": row["round"], "topic": row["topic"]},
                 labels={"faithful": kind == "consistent", "source_label": kind}))
@@ -228,9 +211,9 @@ def qags_records(rows: list[dict[str, Any]], part: str) -> list[dict[str, Any]]:
     for number, row in enumerate(rows):
         sentences = row["summary_sentences"]
         supported = [_supported(s["responses"]) for s in sentences]
-        records.append(_record(
+        records.append(golden_sets.golden_record(
             set_name, len(records), model=f"qags-{part}", question=SUMMARY_REQUEST["article"],
-            answer=" ".join(s["sentence"].strip() for s in sentences), context=row["article"],
+            answer=" ".join(s["sentence"].strip() for s in sentences), contexts=[row["article"]],
             metadata={"source_id": f"mturk_{part}.jsonl:{number + 1}"},
             labels={"faithful": all(supported), "scores": {"faithfulness": round(sum(supported) / len(supported), 4)},
                     "source_label": f"{sum(supported)} of {len(supported)} sentences supported by a majority"}))
@@ -246,9 +229,9 @@ def summedits_records(domains: dict[str, list[dict[str, Any]]]) -> list[dict[str
             faithful = SUMMEDITS_FAITHFUL.get(row["label"])
             if faithful is None:
                 continue
-            records.append(_record(
+            records.append(golden_sets.golden_record(
                 "summedits", len(records), model=f"summedits-{domain}", question=SUMMARY_REQUEST["document"],
-                answer=row["summary"], context=row["doc"],
+                answer=row["summary"], contexts=[row["doc"]],
                 metadata={"source_id": row["id"], "domain": domain},
                 labels={"faithful": faithful, "source_label": "consistent" if faithful else "inconsistent"}))
     return records
@@ -264,9 +247,9 @@ def attributionbench_records(files: dict[str, list[dict[str, Any]]]) -> list[dic
             passages = [p for p in row["references"] if p.strip()]
             if faithful is None or not passages or row["src_dataset"] in ATTRIBUTIONBENCH_LEFT_OUT:
                 continue
-            records.append(_record(
+            records.append(golden_sets.golden_record(
                 "attributionbench", len(records), model=f"attributionbench-{row['src_dataset']}",
-                question=row["question"], answer=row["claim"], context=passages,
+                question=row["question"], answer=row["claim"], contexts=passages,
                 metadata={"source_id": row["id"], "source_set": row["src_dataset"], "file": name},
                 labels={"faithful": faithful, "source_label": row["attribution_label"]}))
     return records
@@ -402,9 +385,8 @@ def baseline_figures(records: list[dict[str, Any]], cuts: dict[str, float]) -> d
 def write_golden(folder: Path, records: list[dict[str, Any]], info: dict[str, Any]) -> Path:
     """A golden set folder: ``records.jsonl`` and ``set.json``."""
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "records.jsonl").open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    (folder / "records.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
+                                          encoding="utf-8")
     keys = ("description", "source", "licence", "label_origin", "citation")
     (folder / "set.json").write_text(json.dumps({k: info[k] for k in keys if k in info}, indent=2,
                                                 ensure_ascii=False) + "\n", encoding="utf-8")
@@ -418,20 +400,6 @@ def judge_figures(golden: Path, output: Path) -> dict[str, dict[str, Any]]:
     result = run_calibration(store, golden_store, spec)
     rows = {(row["judge"], row["metric"]): row for row in result["figures"]}
     return {judge: rows[(judge, "score")] for judge in JUDGES}
-
-
-@contextmanager
-def constants(values: dict[str, float]) -> Iterator[None]:
-    """The offline judge with other values of its fitted constants, for the fit's grid: its
-    functions read the module's constants when called, and the judge runs in this process."""
-    saved = {name: getattr(offline, name) for name in values}
-    try:
-        for name, value in values.items():
-            setattr(offline, name, value)
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(offline, name, value)
 
 
 def measure(sets: dict[str, list[dict[str, Any]]], cuts: dict[str, float], work: Path) -> dict[str, dict[str, Any]]:
@@ -456,9 +424,9 @@ def fit(tuning: dict[str, list[dict[str, Any]]], work: Path) -> dict[str, Any]:
     names = list(FIT_GRID)
     assert tuple(names) == offline.FITTED_CONSTANTS, "the grid searches the constants offline.py declares fitted"
     for point in itertools.product(*FIT_GRID.values()):
-        values = dict(zip(names, point, strict=True))
+        values: dict[str, Any] = dict(zip(names, point, strict=True))
         tag = "-".join(f"{v:g}" for v in point)
-        with constants(values):
+        with mock.patch.multiple(offline, **values):  # the judge reads its constants when called
             kappas = {name: judge_figures(folder, work / "fit-calibrations" / tag / name)["rag"]["kappa"]
                       for name, folder in folders.items()}
         # an undefined κ (every record flagged, or none) agrees no better than chance: 0
@@ -559,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
             cuts = report["baseline_cuts"] = baseline_cuts([r for fit_half, _ in halves.values() for r in fit_half])
             held_out = {f"{name}/held-out": held for name, (_, held) in halves.items()}
             report["held_out"] = {"current": measure(held_out, cuts, work / "current")}
-            with constants(report["fit"]["chosen"]):
+            with mock.patch.multiple(offline, **report["fit"]["chosen"]):
                 report["held_out"]["refitted"] = measure(held_out, cuts, work / "refitted")
             print(json.dumps({k: report["fit"][k] for k in ("chosen", "current", "fit_records")}, indent=2))
             print(held_out_table(report["held_out"]["current"], report["held_out"]["refitted"]))
