@@ -8,12 +8,33 @@ import itertools
 import json
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from scripts.processes import DeploymentError
 
-if TYPE_CHECKING:
-    from scripts.deployment import LocalDeployment
+
+class _Logged(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def log_path(self) -> Any: ...
+
+    def log_tail(self, lines: int = ...) -> str: ...
+
+
+class Deployed(Protocol):
+    """What the client needs of a deployment (:class:`scripts.deployment.LocalDeployment`): the API's
+    URL and user, its components' logs, and a check that they still run."""
+
+    api_url: str
+    username: str
+    password: str
+
+    @property
+    def components(self) -> Mapping[str, _Logged]: ...
+
+    def check_components(self) -> None: ...
 
 
 class ApiError(RuntimeError):
@@ -28,7 +49,7 @@ class ApiError(RuntimeError):
 class ApiClient:
     """A small client of Airflow's REST API v2 with the SimpleAuthManager's JWT."""
 
-    def __init__(self, deployment: LocalDeployment) -> None:
+    def __init__(self, deployment: Deployed) -> None:
         import httpx
 
         self.deployment = deployment
