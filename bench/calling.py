@@ -28,26 +28,13 @@ from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 from bench.common import Bench, LoadProbe, child_main, cpu_seconds, judge_server, wait_for_quiet
-from bench.judge import GOOD_REPLY, _prepare, _warm_up
+from bench.judge import GOOD_REPLY, _prepare, _warm_up, chunk_prompts
 
 if TYPE_CHECKING:
-    from evaluation.contract.config import RunConfig
     from evaluation.judges import RenderedPrompt
-    from evaluation.stages import Stores
 
 MODEL = "openai/mock-judge"
 KEY = "bench-key"
-
-
-def _prompts(cfg: RunConfig, stores: Stores) -> list[RenderedPrompt]:
-    """The rag prompts of the staged chunk, rendered as the stage renders them."""
-    from evaluation import storage
-    from evaluation.contract.schemas import record_from_row
-    from evaluation.judges import render
-
-    frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", 0))
-    prompts = [render("rag", record_from_row(row)) for row in frame.iter_rows(named=True)]
-    return [p for p in prompts if p is not None]
 
 
 def _bare(prompts: list[RenderedPrompt], concurrency: int, api_base: str | None) -> list[str]:
@@ -91,7 +78,7 @@ def compare(params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"latency_s": latency, "runs": []}
     for concurrency, records in zip(params["concurrencies"], params["records"], strict=True):
         cfg, stores = _prepare(int(records), ["rag"], {**params, "concurrency": concurrency})
-        prompts = _prompts(cfg, stores)
+        prompts = chunk_prompts(cfg, stores)
         _warm_up(cfg)
         _bare(prompts[:8], 8, cfg.api_base)
         bare, stage = [], []
@@ -126,8 +113,7 @@ def rated(params: dict[str, Any]) -> dict[str, Any]:
     with OpenAIServer(lambda body: GOOD_REPLY, latency_s=float(params["latency"]), rpm=rpm,
                       rate_burst_s=float(params.get("burst_s", 1.0))) as server:
         cfg, stores = _prepare(int(params["records"]), ["rag"], {**params, "api_base": server.base_url})
-        cfg = cfg.model_copy(update={"judge_rpm": rpm if params.get("budget", True) else None,
-                                     "concurrency": int(params["concurrency"])})
+        cfg = cfg.model_copy(update={"judge_rpm": rpm if params.get("budget", True) else None})
         _warm_up(cfg)
         server.reset()
         probe = LoadProbe().start()
@@ -168,7 +154,6 @@ def faulty(params: dict[str, Any]) -> dict[str, Any]:
                           seed=7) as server:
             cfg, stores = _prepare(int(params["records"]), ["rag", "prompt"],
                                    {**params, "api_base": server.base_url})
-            cfg = cfg.model_copy(update={"concurrency": int(params["concurrency"])})
             _warm_up(cfg)
             server.reset()
             with mock.patch.object(client_module, "AdaptiveLimit", limit_class):  # this child process only
@@ -195,7 +180,7 @@ def calling_items(bench: Bench) -> None:
         result = bench.child("calling", "compare", {
             "latency": latency, "api_base": server.base_url, "concurrencies": [8, 32, 128],
             "records": [200, 400, 400] if quick else [800, 2000, 2000], "repeats": 1 if quick else 3,
-        }, watched=[server.pid], timeout_s=2400)
+        }, watched=[server.process.pid], timeout_s=2400)
     bench.details["calling"] = result
     for run in result["runs"]:
         c, repeats = run["concurrency"], len(run["ratios"])

@@ -23,7 +23,7 @@ RESULTS = REPO / "bench" / "results"
 _HZ = os.sysconf("SC_CLK_TCK")
 
 
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+def child_env() -> dict[str, str]:
     """Environment of a measurement child: the repository on the path, litellm kept offline."""
     env = os.environ.copy()
     paths = [str(REPO), str(REPO / "plugins"), env.get("PYTHONPATH", "")]
@@ -31,7 +31,6 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env.setdefault("LITELLM_LOG", "ERROR")
     env.setdefault("PYTHONWARNINGS", "ignore")
-    env.update(extra or {})
     return env
 
 
@@ -150,7 +149,6 @@ def run_child(
     *,
     log: Path,
     timeout_s: float = 900.0,
-    env: dict[str, str] | None = None,
     watched: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run ``python -m bench.<module> <task>`` (its output appended to `log`) and return its JSON
@@ -162,7 +160,7 @@ def run_child(
     probe = LoadProbe(watched=list(watched or [])).start()
     started = time.monotonic()
     with open(log, "a") as stream:
-        completed = subprocess.run(command, cwd=REPO, env=child_env(env), stdout=stream, stderr=subprocess.PIPE,
+        completed = subprocess.run(command, cwd=REPO, env=child_env(), stdout=stream, stderr=subprocess.PIPE,
                                    text=True, timeout=timeout_s)
     wall = time.monotonic() - started
     load = probe.stop()
@@ -188,10 +186,6 @@ class ServerProcess:
     process: subprocess.Popen[str]
     base_url: str
     requests: int | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
 
 @contextmanager

@@ -101,10 +101,10 @@ def judge_items(bench: Bench) -> None:
     wait_for_quiet()
     with judge_server(latency, GOOD_REPLY) as server:
         result = bench.child("judge", "all", {
-            "latency": latency, "api_base": server.base_url, "server_pid": server.pid, "records": records,
+            "latency": latency, "api_base": server.base_url, "server_pid": server.process.pid, "records": records,
             "per_record": {"records": 100 if bench.args.quick else 300, "concurrency": 32},
             "runs": runs, "repeats": 0 if bench.args.quick else 1, "deadline_s": 420,
-        }, watched=[server.pid], timeout_s=1500)
+        }, watched=[server.process.pid], timeout_s=1500)
     result["server_requests"] = server.requests
     bench.details["judge"] = result
     targets = {32: 0.9, 128: 0.8}
