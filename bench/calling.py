@@ -22,12 +22,11 @@ import asyncio
 import os
 import shutil
 import statistics
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
-from bench.common import Bench, LoadProbe, child_main, cpu_seconds, judge_server, wait_for_quiet
+from bench.common import Bench, LoadProbe, child_main, cpu_seconds, judge_server, timed, wait_for_quiet
 from bench.judge import GOOD_REPLY, _prepare, _warm_up, chunk_prompts
 
 if TYPE_CHECKING:
@@ -60,9 +59,7 @@ def _measure(calls: int, run: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     """Rate, CPU per call and others' load of ``run(*args, **kwargs)`` making `calls` calls; and what it returned."""
     probe = LoadProbe().start()
     cpu_before = cpu_seconds()
-    started = time.monotonic()
-    value = run(*args, **kwargs)
-    wall = time.monotonic() - started
+    value, wall = timed(run, *args, **kwargs)
     cpu = cpu_seconds() - cpu_before
     return {"seconds": round(wall, 3), "per_s": round(calls / wall, 1), "cpu_ms_per_call": round(cpu / calls * 1000, 2),
             "cores_others": probe.stop()["cores_others"]}, value
@@ -117,9 +114,7 @@ def rated(params: dict[str, Any]) -> dict[str, Any]:
         _warm_up(cfg)
         server.reset()
         probe = LoadProbe().start()
-        started = time.monotonic()
-        result = stages.judge_chunk(cfg, stores, 0, api_key=KEY)
-        wall = time.monotonic() - started
+        result, wall = timed(stages.judge_chunk, cfg, stores, 0, api_key=KEY)
         load = probe.stop()
         arrivals = sorted(r.received_at for r in server.requests)
         throttled = server.throttled_count
@@ -157,9 +152,7 @@ def faulty(params: dict[str, Any]) -> dict[str, Any]:
             _warm_up(cfg)
             server.reset()
             with mock.patch.object(client_module, "AdaptiveLimit", limit_class):  # this child process only
-                started = time.monotonic()
-                result = stages.judge_chunk(cfg, stores, 0, api_key=KEY)
-                wall = time.monotonic() - started
+                result, wall = timed(stages.judge_chunk, cfg, stores, 0, api_key=KEY)
             out[name] = {"seconds": round(wall, 2), "calls_made": result["calls_made"],
                          "faults": server.fault_counts, "rows_lost": result["statuses"].get("call_error", 0)}
         shutil.rmtree(cfg.output_uri, ignore_errors=True)

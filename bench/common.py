@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 _HZ = os.sysconf("SC_CLK_TCK")
@@ -48,6 +49,12 @@ def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
     children it has reaped."""
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
+
+
+def timed(run: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
+    """What ``run(*args, **kwargs)`` returned, and the wall seconds it took."""
+    started = time.monotonic()
+    return run(*args, **kwargs), time.monotonic() - started
 
 
 def child_main(tasks: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:

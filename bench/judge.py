@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from bench.common import LoadProbe, child_main, cpu_seconds
+from bench.common import LoadProbe, child_main, cpu_seconds, timed
 
 if TYPE_CHECKING:
     from evaluation.contract.config import JudgeName, RunConfig
@@ -117,9 +117,7 @@ def stage(params: dict[str, Any]) -> dict[str, Any]:
     timer = CallTimer()
     cpu_before = cpu_seconds() + cpu_seconds(resource.RUSAGE_CHILDREN)
     probe = LoadProbe(watched=[int(params["server_pid"])] if params.get("server_pid") else []).start()
-    started = time.monotonic()
-    result = stages.judge_chunk(cfg, stores, 0, api_key="bench-key")
-    wall = time.monotonic() - started
+    result, wall = timed(stages.judge_chunk, cfg, stores, 0, api_key="bench-key")
     load = probe.stop()
     cpu = cpu_seconds() + cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
     judged = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", 0))
