@@ -407,12 +407,10 @@ class OpenAIServer:
                     self._body_faults[key] = self._body_faults.get(key, 0) + 1
         self._record(RecordedRequest(body, received_at=received_at, path=request.path, attempt=attempt, fault=fault))
 
-        if plan is not None and fault == "prose":
-            reply = plan.reply_for(fault, await self._call_responder(body))
-        elif plan is not None and fault is not None:
-            reply = plan.reply_for(fault)
-        else:
+        if plan is None or fault is None:
             reply = await self._call_responder(body)
+        else:  # prose wraps the responder's answer
+            reply = plan.reply_for(fault, await self._call_responder(body) if fault == "prose" else None)
         if schema is not None and reply.status == 200 and reply.body is None and not reply.hang:
             reply = dataclasses.replace(reply, content=schema_reply(reply.content, schema))
 
