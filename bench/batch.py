@@ -10,11 +10,10 @@ online: the chat calls), batch lines per record, wall time of each day, and each
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Bench, child_main
+from bench.common import Bench, child_main, timed
 
 MODEL = "openai/gpt-4o-mini"
 
@@ -28,9 +27,7 @@ def _day(raw: Path, api_base: str, run_id: str, **values: Any) -> tuple[Any, flo
     out = Path(tempfile.mkdtemp(prefix=f"bench-batch-{run_id}-"))
     cfg = build_config({"input_uri": str(raw), "output_uri": str(out), "judge_model": MODEL, "api_base": api_base,
                         **values}, date=data.DAY, run_id=run_id, trigger="bench")
-    started = time.monotonic()
-    result = run_day(cfg, stages.Stores.open(cfg), api_key="bench-key")
-    return result, time.monotonic() - started
+    return timed(lambda: run_day(cfg, stages.Stores.open(cfg), api_key="bench-key"))
 
 
 def day(params: dict[str, Any]) -> dict[str, Any]:

@@ -22,32 +22,18 @@ import asyncio
 import os
 import shutil
 import statistics
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
-from bench.common import Bench, LoadProbe, child_main, cpu_seconds, judge_server, wait_for_quiet
-from bench.judge import GOOD_REPLY, _prepare, _warm_up
+from bench.common import Bench, LoadProbe, child_main, cpu_seconds, judge_server, timed, wait_for_quiet
+from bench.judge import GOOD_REPLY, _prepare, _warm_up, chunk_prompts
 
 if TYPE_CHECKING:
-    from evaluation.contract.config import RunConfig
     from evaluation.judges import RenderedPrompt
-    from evaluation.stages import Stores
 
 MODEL = "openai/mock-judge"
 KEY = "bench-key"
-
-
-def _prompts(cfg: RunConfig, stores: Stores) -> list[RenderedPrompt]:
-    """The rag prompts of the staged chunk, rendered as the stage renders them."""
-    from evaluation import storage
-    from evaluation.contract.schemas import record_from_row
-    from evaluation.judges import render
-
-    frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", 0))
-    prompts = [render("rag", record_from_row(row)) for row in frame.iter_rows(named=True)]
-    return [p for p in prompts if p is not None]
 
 
 def _bare(prompts: list[RenderedPrompt], concurrency: int, api_base: str | None) -> list[str]:
@@ -73,9 +59,7 @@ def _measure(calls: int, run: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     """Rate, CPU per call and others' load of ``run(*args, **kwargs)`` making `calls` calls; and what it returned."""
     probe = LoadProbe().start()
     cpu_before = cpu_seconds()
-    started = time.monotonic()
-    value = run(*args, **kwargs)
-    wall = time.monotonic() - started
+    value, wall = timed(run, *args, **kwargs)
     cpu = cpu_seconds() - cpu_before
     return {"seconds": round(wall, 3), "per_s": round(calls / wall, 1), "cpu_ms_per_call": round(cpu / calls * 1000, 2),
             "cores_others": probe.stop()["cores_others"]}, value
@@ -91,7 +75,7 @@ def compare(params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"latency_s": latency, "runs": []}
     for concurrency, records in zip(params["concurrencies"], params["records"], strict=True):
         cfg, stores = _prepare(int(records), ["rag"], {**params, "concurrency": concurrency})
-        prompts = _prompts(cfg, stores)
+        prompts = chunk_prompts(cfg, stores)
         _warm_up(cfg)
         _bare(prompts[:8], 8, cfg.api_base)
         bare, stage = [], []
@@ -126,14 +110,11 @@ def rated(params: dict[str, Any]) -> dict[str, Any]:
     with OpenAIServer(lambda body: GOOD_REPLY, latency_s=float(params["latency"]), rpm=rpm,
                       rate_burst_s=float(params.get("burst_s", 1.0))) as server:
         cfg, stores = _prepare(int(params["records"]), ["rag"], {**params, "api_base": server.base_url})
-        cfg = cfg.model_copy(update={"judge_rpm": rpm if params.get("budget", True) else None,
-                                     "concurrency": int(params["concurrency"])})
+        cfg = cfg.model_copy(update={"judge_rpm": rpm if params.get("budget", True) else None})
         _warm_up(cfg)
         server.reset()
         probe = LoadProbe().start()
-        started = time.monotonic()
-        result = stages.judge_chunk(cfg, stores, 0, api_key=KEY)
-        wall = time.monotonic() - started
+        result, wall = timed(stages.judge_chunk, cfg, stores, 0, api_key=KEY)
         load = probe.stop()
         arrivals = sorted(r.received_at for r in server.requests)
         throttled = server.throttled_count
@@ -168,13 +149,10 @@ def faulty(params: dict[str, Any]) -> dict[str, Any]:
                           seed=7) as server:
             cfg, stores = _prepare(int(params["records"]), ["rag", "prompt"],
                                    {**params, "api_base": server.base_url})
-            cfg = cfg.model_copy(update={"concurrency": int(params["concurrency"])})
             _warm_up(cfg)
             server.reset()
             with mock.patch.object(client_module, "AdaptiveLimit", limit_class):  # this child process only
-                started = time.monotonic()
-                result = stages.judge_chunk(cfg, stores, 0, api_key=KEY)
-                wall = time.monotonic() - started
+                result, wall = timed(stages.judge_chunk, cfg, stores, 0, api_key=KEY)
             out[name] = {"seconds": round(wall, 2), "calls_made": result["calls_made"],
                          "faults": server.fault_counts, "rows_lost": result["statuses"].get("call_error", 0)}
         shutil.rmtree(cfg.output_uri, ignore_errors=True)
@@ -195,7 +173,7 @@ def calling_items(bench: Bench) -> None:
         result = bench.child("calling", "compare", {
             "latency": latency, "api_base": server.base_url, "concurrencies": [8, 32, 128],
             "records": [200, 400, 400] if quick else [800, 2000, 2000], "repeats": 1 if quick else 3,
-        }, watched=[server.pid], timeout_s=2400)
+        }, watched=[server.process.pid], timeout_s=2400)
     bench.details["calling"] = result
     for run in result["runs"]:
         c, repeats = run["concurrency"], len(run["ratios"])

@@ -16,14 +16,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 _HZ = os.sysconf("SC_CLK_TCK")
 
 
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+def child_env() -> dict[str, str]:
     """Environment of a measurement child: the repository on the path, litellm kept offline."""
     env = os.environ.copy()
     paths = [str(REPO), str(REPO / "plugins"), env.get("PYTHONPATH", "")]
@@ -31,7 +32,6 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env.setdefault("LITELLM_LOG", "ERROR")
     env.setdefault("PYTHONWARNINGS", "ignore")
-    env.update(extra or {})
     return env
 
 
@@ -49,6 +49,12 @@ def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
     children it has reaped."""
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
+
+
+def timed(run: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
+    """What ``run(*args, **kwargs)`` returned, and the wall seconds it took."""
+    started = time.monotonic()
+    return run(*args, **kwargs), time.monotonic() - started
 
 
 def child_main(tasks: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
@@ -150,7 +156,6 @@ def run_child(
     *,
     log: Path,
     timeout_s: float = 900.0,
-    env: dict[str, str] | None = None,
     watched: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run ``python -m bench.<module> <task>`` (its output appended to `log`) and return its JSON
@@ -162,7 +167,7 @@ def run_child(
     probe = LoadProbe(watched=list(watched or [])).start()
     started = time.monotonic()
     with open(log, "a") as stream:
-        completed = subprocess.run(command, cwd=REPO, env=child_env(env), stdout=stream, stderr=subprocess.PIPE,
+        completed = subprocess.run(command, cwd=REPO, env=child_env(), stdout=stream, stderr=subprocess.PIPE,
                                    text=True, timeout=timeout_s)
     wall = time.monotonic() - started
     load = probe.stop()
@@ -188,10 +193,6 @@ class ServerProcess:
     process: subprocess.Popen[str]
     base_url: str
     requests: int | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
 
 @contextmanager

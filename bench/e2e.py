@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import child_main, cpu_seconds
+from bench.common import child_main, cpu_seconds, timed
 
 INPUT_URI = "s3://bench-logs/raw"
 OUTPUT_URI = "s3://bench-evaluation/curated"
@@ -27,9 +27,7 @@ def _run(airflow_local: Any, day: dt.date, conf: dict[str, Any], timer: Any, out
 
     seconds_before, calls_before = timer.seconds, timer.calls
     cpu_before = cpu_seconds()
-    started = time.monotonic()
-    dag_run = airflow_local.run_dag("daily_evaluation", day, conf)
-    wall = time.monotonic() - started
+    dag_run, wall = timed(airflow_local.run_dag, "daily_evaluation", day, conf)
     states = airflow_local.task_states(dag_run)
     # Each task instance's own duration (start to end, as Airflow recorded it).
     durations = airflow_local.task_instances(dag_run, lambda ti: round(float(ti.duration or 0.0), 2))

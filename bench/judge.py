@@ -17,10 +17,11 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from bench.common import LoadProbe, child_main, cpu_seconds
+from bench.common import LoadProbe, child_main, cpu_seconds, timed
 
 if TYPE_CHECKING:
     from evaluation.contract.config import JudgeName, RunConfig
+    from evaluation.judges import RenderedPrompt
     from evaluation.stages import Stores
 
 #: A reply every judge parses as a success: rag's status and metrics, masis's dimensions, the
@@ -80,6 +81,17 @@ def _prepare(records: int, judges: list[JudgeName], params: dict[str, Any]) -> t
     return cfg, stores
 
 
+def chunk_prompts(cfg: RunConfig, stores: Stores, judge: JudgeName = "rag") -> list[RenderedPrompt]:
+    """A judge's prompts of the staged chunk, rendered as the stage renders them."""
+    from evaluation import storage
+    from evaluation.contract.schemas import record_from_row
+    from evaluation.judges import render
+
+    frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", 0))
+    rendered = [render(judge, record_from_row(row)) for row in frame.iter_rows(named=True)]
+    return [p for p in rendered if p is not None]
+
+
 def _warm_up(cfg: RunConfig) -> float:
     """One call outside the measured stage: litellm sets up its provider and HTTP client lazily."""
     from evaluation.calling.client import JudgeClient
@@ -105,9 +117,7 @@ def stage(params: dict[str, Any]) -> dict[str, Any]:
     timer = CallTimer()
     cpu_before = cpu_seconds() + cpu_seconds(resource.RUSAGE_CHILDREN)
     probe = LoadProbe(watched=[int(params["server_pid"])] if params.get("server_pid") else []).start()
-    started = time.monotonic()
-    result = stages.judge_chunk(cfg, stores, 0, api_key="bench-key")
-    wall = time.monotonic() - started
+    result, wall = timed(stages.judge_chunk, cfg, stores, 0, api_key="bench-key")
     load = probe.stop()
     cpu = cpu_seconds() + cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
     judged = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", 0))
@@ -140,24 +150,15 @@ def per_record(params: dict[str, Any]) -> dict[str, Any]:
 
     from evaluation import stages, storage
     from evaluation.calling.client import count_tokens
-    from evaluation.contract import schemas
-    from evaluation.judges import render
 
     records = int(params["records"])
     cfg, stores = _prepare(records, ["rag", "masis", "prompt"], params)
     result = stages.judge_chunk(cfg, stores, 0, api_key="bench-key")
     judged = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "judged", 0))
     calls = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "calls", 0))
-    frame = storage.read_parquet(stores.out, storage.chunk_key(cfg.date, cfg.run_id, "records", 0))
     # Prompt tokens by litellm's counter for a widely used judge model's tokenizer.
     tokenizer_model = params.get("tokenizer_model", "gpt-4o-mini")
-    tokens: dict[str, list[int]] = {j: [] for j in cfg.judges}
-    for row in frame.iter_rows(named=True):
-        record = schemas.record_from_row(row)
-        for judge in cfg.judges:
-            prompt = render(judge, record)
-            if prompt is not None:
-                tokens[judge].append(count_tokens(tokenizer_model, prompt))
+    tokens = {j: [count_tokens(tokenizer_model, p) for p in chunk_prompts(cfg, stores, j)] for j in cfg.judges}
     judges = {}
     for judge in cfg.judges:
         rows = judged.filter(pl.col("judge") == judge)
@@ -188,7 +189,7 @@ def cpu_per_call(params: dict[str, Any]) -> dict[str, Any]:
     from bench import data
     from evaluation.calling.client import JudgeClient
     from evaluation.contract.config import InputRecord
-    from evaluation.judges import RenderedPrompt, render
+    from evaluation.judges import render
     from evaluation.testing import synthetic
 
     client = JudgeClient(params.get("model", "openai/mock-judge"), api_base=params["api_base"], api_key="bench-key",

@@ -42,11 +42,9 @@ SERVER_THREADS = 128
 
 
 def serve(latency_s: float = S3_LATENCY_S) -> None:
-    """The S3 server (moto's application) on two loopback ports sharing one store: one answering
-    at once, one that waits ``latency_s`` before it handles each request (a first-byte latency
-    such as S3's). Served by uvicorn, which keeps connections alive as S3 does (werkzeug, moto's
-    own server, closes each one, so every request would pay a new connection). Prints the two
-    endpoints, direct first; stops when stdin closes."""
+    """The S3 server of the module's docstring, the second port waiting ``latency_s`` a request
+    (uvicorn: werkzeug, moto's own server, closes each connection, so every request would pay a
+    new one). Prints the two endpoints, direct first; stops when stdin closes."""
     import asyncio
     import logging
     import socket
@@ -108,10 +106,8 @@ def _access(endpoint: str, connections: int | None = None) -> Any:
     from evaluation.storage import s3_access, s3_config
     from evaluation.testing.s3 import LocalS3
 
-    server = LocalS3()
-    server.endpoint_url = endpoint
     config = s3_config(Config(max_pool_connections=connections) if connections else None)
-    return s3_access(server.session(), endpoint_url=endpoint, config=config)
+    return s3_access(LocalS3().session(), endpoint_url=endpoint, config=config)
 
 
 def fill(params: dict[str, Any]) -> dict[str, Any]:

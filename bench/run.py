@@ -101,10 +101,10 @@ def judge_items(bench: Bench) -> None:
     wait_for_quiet()
     with judge_server(latency, GOOD_REPLY) as server:
         result = bench.child("judge", "all", {
-            "latency": latency, "api_base": server.base_url, "server_pid": server.pid, "records": records,
+            "latency": latency, "api_base": server.base_url, "server_pid": server.process.pid, "records": records,
             "per_record": {"records": 100 if bench.args.quick else 300, "concurrency": 32},
             "runs": runs, "repeats": 0 if bench.args.quick else 1, "deadline_s": 420,
-        }, watched=[server.pid], timeout_s=1500)
+        }, watched=[server.process.pid], timeout_s=1500)
     result["server_requests"] = server.requests
     bench.details["judge"] = result
     targets = {32: 0.9, 128: 0.8}
@@ -220,12 +220,6 @@ def stage_items(bench: Bench) -> None:
     memory_rows(bench, small, chain_small, big, chain_big)
 
 
-def projected(small: int, base: float, big: int, peak: float, records: int = PROJECTED_RECORDS) -> float:
-    """A peak at ``records``, projected linearly in the records from the peaks measured at two
-    sizes (never below the larger one's)."""
-    return peak + max(0.0, (peak - base) / (big - small)) * (records - big)
-
-
 def memory_rows(bench: Bench, small: int, chain_small: dict[str, Any], big: int, chain_big: dict[str, Any]) -> None:
     """Each day-scale stage's peak RSS at both sizes, its growth a record, a projection to
     :data:`PROJECTED_RECORDS` and what it keeps by design; a judge chunk's ledger lookup (bounded
@@ -234,7 +228,8 @@ def memory_rows(bench: Bench, small: int, chain_small: dict[str, Any], big: int,
     for step, label in stages.items():
         peak, base = chain_big[step]["peak_rss_mib"], chain_small[step]["peak_rss_mib"]
         growth = (peak - base) * 2**20 / (big - small)
-        ahead = projected(small, base, big, peak)
+        # linear in the records from the two sizes' peaks, never below the larger one's
+        ahead = peak + max(0.0, (peak - base) / (big - small)) * (PROJECTED_RECORDS - big)
         bench.details.setdefault("projections", {})[step] = {"records": PROJECTED_RECORDS, "peak_rss_mib": round(ahead, 1),
                                                               "growth_bytes_per_record": round(growth, 1)}
         bench.row(6, f"{label}: peak RSS at {small:,} → {big:,} records (keeps {KEEPS[step]})",

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common import child_main, peak_rss_mib
+from bench.common import child_main, peak_rss_mib, timed
 
 
 def _config(params: dict[str, Any]) -> Any:
@@ -49,9 +49,8 @@ def _timed(params: dict[str, Any], stage: Callable[[Any, Any], Any], *modules: s
     rss_after_imports = peak_rss_mib()
     cfg = _config(params)
     stores = stages.Stores.open(cfg)
-    started = time.monotonic()
-    result = stage(cfg, stores)
-    return result, {"seconds": round(time.monotonic() - started, 3), "rss_after_imports_mib": round(rss_after_imports, 1)}
+    result, seconds = timed(stage, cfg, stores)
+    return result, {"seconds": round(seconds, 3), "rss_after_imports_mib": round(rss_after_imports, 1)}
 
 
 @contextmanager
@@ -89,9 +88,8 @@ def _repeated(params: dict[str, Any], run: Callable[[], Any]) -> tuple[list[floa
     """The times of ``repeat`` (default 3) calls of `run`, and the height of the table it returns."""
     runs, height = [], 0
     for _ in range(int(params.get("repeat", 3))):
-        started = time.monotonic()
-        table = run()
-        runs.append(round(time.monotonic() - started, 3))
+        table, seconds = timed(run)
+        runs.append(round(seconds, 3))
         height = table.height
         del table  # not held while the next call builds its own
     return runs, height
@@ -284,9 +282,7 @@ def judge_lookup(params: dict[str, Any]) -> dict[str, Any]:
     logger.addHandler(Account(logging.DEBUG))
     logger.setLevel(logging.DEBUG)
     rss_before = peak_rss_mib()
-    started = time.monotonic()
-    found = ledger.lookup(set(chunk["hashes"]))
-    seconds = time.monotonic() - started
+    found, seconds = timed(lambda: ledger.lookup(set(chunk["hashes"])))
     _, _, read, skipped = told[-1]
     return {"seconds": round(seconds, 3), "hashes": len(chunk["hashes"]), "found": len(found), "objects_read": read,
             "objects_skipped": skipped, "ledger": _ledger_summary(store), "rss_after_imports_mib": round(rss_before, 1)}

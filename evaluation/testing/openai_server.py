@@ -66,7 +66,6 @@ from evaluation.testing.replies import (
     as_reply,
     count_prompt_tokens,
     count_tokens,
-    default_responder,
     error_body,
     requested_schema,
     schema_reply,
@@ -128,7 +127,7 @@ class OpenAIServer:
         a request over it gets a 429 ``rate_limit_exceeded`` with ``Retry-After``, ``retry-after-ms``
         and OpenAI's ``x-ratelimit-*`` headers, and is neither recorded nor counted as a request
         (:attr:`throttled_count` counts them, :attr:`throttled_times` says when they came)."""
-        self.responder: Responder = responder if responder is not None else default_responder
+        self.responder: Responder = responder if responder is not None else lambda body: DEFAULT_REPLY_CONTENT
         self.latency_s = float(latency_s)
         self.faults = faults
         self.seed = seed
@@ -136,20 +135,13 @@ class OpenAIServer:
         self.record_requests = record_requests
         self.answer_probes = answer_probes
         self.rate_limits = EnforcedRate(rpm, tpm, burst_s=rate_burst_s) if (rpm or tpm) else None
-        self._probes: list[dict[str, Any]] = []
         self._requested_port = port
         self._loop_factory = loop_factory or asyncio.new_event_loop
         self._shutdown_timeout = shutdown_timeout
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._requests: list[RecordedRequest] = []
-        self._throttled_at: list[float] = []
-        self._count = 0
-        self._fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
-        self._attempts: dict[str, int] = {}
-        self._body_faults: dict[str, int] = {}
-        self._errors: list[str] = []
+        self._forget()
         self._ids = itertools.count(1)
 
         self._port: int | None = None
@@ -332,14 +324,17 @@ class OpenAIServer:
     def reset(self) -> None:
         """Forget recorded requests, counts, fault counts, per-body attempt numbers and errors."""
         with self._lock:
-            self._requests.clear()
-            self._throttled_at.clear()
-            self._probes.clear()
-            self._count = 0
-            self._fault_counts = dict.fromkeys(FAULT_KINDS, 0)
-            self._attempts.clear()
-            self._body_faults.clear()
-            self._errors.clear()
+            self._forget()
+
+    def _forget(self) -> None:
+        self._requests: list[RecordedRequest] = []
+        self._throttled_at: list[float] = []
+        self._probes: list[dict[str, Any]] = []
+        self._count = 0
+        self._fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
+        self._attempts: dict[str, int] = {}
+        self._body_faults: dict[str, int] = {}
+        self._errors: list[str] = []
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         """Block until at least ``n`` requests arrived (since the last reset); False on timeout."""
@@ -412,12 +407,10 @@ class OpenAIServer:
                     self._body_faults[key] = self._body_faults.get(key, 0) + 1
         self._record(RecordedRequest(body, received_at=received_at, path=request.path, attempt=attempt, fault=fault))
 
-        if plan is not None and fault == "prose":
-            reply = plan.reply_for(fault, await self._call_responder(body))
-        elif plan is not None and fault is not None:
-            reply = plan.reply_for(fault)
-        else:
+        if plan is None or fault is None:
             reply = await self._call_responder(body)
+        else:  # prose wraps the responder's answer
+            reply = plan.reply_for(fault, await self._call_responder(body) if fault == "prose" else None)
         if schema is not None and reply.status == 200 and reply.body is None and not reply.hang:
             reply = dataclasses.replace(reply, content=schema_reply(reply.content, schema))
 

@@ -189,10 +189,6 @@ def as_reply(value: Any) -> Reply:
     raise TypeError(f"responder must return Reply or str, got {type(value).__name__}")
 
 
-def default_responder(body: dict[str, Any]) -> Reply | str:
-    return DEFAULT_REPLY_CONTENT
-
-
 class ScriptExhaustedError(RuntimeError):
     """A :class:`ScriptedResponder` got more requests than it has replies."""
 
