@@ -6,28 +6,31 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from evaluation.calling.ratelimit import RateBudget
+from evaluation.calling.ratelimit import TokenBucket
 
 
-class EnforcedRate(RateBudget):
-    """A provider's side of a rate limit (the test server's): the client's buckets, of ``burst_s``
-    seconds each, which admit a request only when both hold enough (no debt), and the OpenAI
-    headers that say so, on ``clock`` (a test's, to decide without waiting). Not thread-safe: the
-    caller holds its lock."""
+class EnforcedRate:
+    """A provider's side of a rate limit (the test server's): requests and tokens per minute as
+    token buckets of ``burst_s`` seconds each, which admit a request only when both hold enough
+    (no debt), and the OpenAI headers that say so, on ``clock`` (a test's, to decide without
+    waiting). Not thread-safe: the caller holds its lock."""
 
     def __init__(self, rpm: float | None = None, tpm: float | None = None, *, burst_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(rpm, tpm, burst_s=burst_s, clock=clock)
+        self.rpm = float(rpm) if rpm else None
+        self.tpm = float(tpm) if tpm else None
+        self.clock = clock
+        self.requests = TokenBucket(self.rpm / 60.0, self.rpm / 60.0 * burst_s, clock=clock) if self.rpm else None
+        self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s, clock=clock) if self.tpm else None
         self.refused = 0
 
     def admit(self, prompt_tokens: int) -> tuple[float, str]:
         """Admit a request of ``prompt_tokens`` (taking one request and those tokens): returns
         (0.0, "") when admitted, else the seconds until it would be and which limit refused it
         (``requests`` or ``tokens``), taking nothing."""
-        now = self._clock()
+        now = self.clock()
         wait, which = 0.0, ""
-        wanted = (("requests", self.requests, 1.0), ("tokens", self.tokens, float(prompt_tokens)))
-        for kind, bucket, amount in wanted:
+        for kind, bucket, amount in (("requests", self.requests, 1.0), ("tokens", self.tokens, float(prompt_tokens))):
             if bucket is None:
                 continue
             bucket.refill(now)
@@ -38,20 +41,22 @@ class EnforcedRate(RateBudget):
         if wait > 0:
             self.refused += 1
             return wait, which
-        for _, bucket, amount in wanted:
-            if bucket is not None:
-                bucket.level -= amount
+        if self.requests is not None:
+            self.requests.level -= 1.0
+        if self.tokens is not None:
+            self.tokens.level -= float(prompt_tokens)
         return 0.0, ""
 
     def charge(self, tokens: int) -> None:
         """Take ``tokens`` more for an admitted request (its completion), into debt if need be."""
         if self.tokens is not None and tokens:
-            self.tokens.adjust(float(tokens))
+            self.tokens.refill(self.clock())
+            self.tokens.level -= float(tokens)
 
     def headers(self) -> dict[str, str]:
         """OpenAI's ``x-ratelimit-*`` headers: limit, remaining and reset of each limit."""
         out: dict[str, str] = {}
-        now = self._clock()
+        now = self.clock()
         for kind, bucket, limit in (("requests", self.requests, self.rpm), ("tokens", self.tokens, self.tpm)):
             if bucket is None or limit is None:
                 continue
