@@ -57,7 +57,8 @@ tools:
 
 # The suite in two parts that run side by side. The system tests (the deployed topology, the
 # Celery worker's preload, Label Studio) mostly wait on the processes they start: they run on
-# SYSTEM_WORKERS processes (pytest-xdist, one test file to a process) once Label Studio's virtualenv
+# SYSTEM_WORKERS processes (pytest-xdist, one test file to a process; only tests/system is
+# collected, where tests/conftest.py keeps every test marked system) once Label Studio's virtualenv
 # is installed, their output kept in $(VENV)/system-tests.log and printed after the rest. All the
 # other tests run meanwhile on TEST_WORKERS processes (one test file to a process: a module's shared
 # set-up runs once; a process per core, as each pays its own Airflow database and imports) at a
@@ -69,7 +70,7 @@ SYSTEM_WORKERS ?= 3
 test: setup tools ## run the test suite (unit, DAG integrity, end to end, the deployed topology, the browser)
 	@rc=0; \
 	{ make --no-print-directory labelstudio || exit 1; \
-	  $(PY) -m pytest -n $(SYSTEM_WORKERS) --dist loadfile -m system; } > $(VENV)/system-tests.log 2>&1 & system=$$!; \
+	  $(PY) -m pytest -n $(SYSTEM_WORKERS) --dist loadfile -m system tests/system; } > $(VENV)/system-tests.log 2>&1 & system=$$!; \
 	echo "the system tests run beside these (their output, printed after: $(VENV)/system-tests.log)"; \
 	nice -n 10 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system" || rc=$$?; \
 	echo "--- the system tests ($(VENV)/system-tests.log):"; \

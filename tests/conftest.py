@@ -17,6 +17,18 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Generated days are complete once written: runs do not wait out the production quiet period
 # (the tests of the wait configure their own).
 os.environ.setdefault("EVALUATION_QUIET_PERIOD_S", "0")
+SYSTEM_TESTS = Path(__file__).parent / "system"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects them
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` collects the system tests from tests/system alone (collecting the whole tree
+    costs each of its processes ~20 s of imports): one marked `system` elsewhere would run in
+    neither part."""
+    strays = [item.nodeid for item in items
+              if item.get_closest_marker("system") and SYSTEM_TESTS not in item.path.parents]
+    if strays:
+        raise pytest.UsageError(f"marked system outside tests/system, so make test would run them nowhere: {strays}")
 
 
 @pytest.fixture(scope="session")
