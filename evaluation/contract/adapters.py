@@ -178,9 +178,13 @@ def resolve(obj: Any, steps: tuple[Step, ...], start: int = 0) -> tuple[Any, str
     return value, None
 
 
-def _suggest(name: str, choices: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1)
-    return f"did you mean {close[0]}? " if close else ""
+def _check_known(option: str, noun: str, value: object, choices: tuple[str, ...]) -> None:
+    """:class:`MappingError` naming the option, the closest choice and every choice, unless
+    ``value`` is one of ``choices``."""
+    if value not in choices:
+        close = difflib.get_close_matches(str(value), choices, n=1)
+        raise MappingError(f"{option}: unknown {noun} {value!r}; {f'did you mean {close[0]}? ' if close else ''}"
+                           f"{noun}s: {', '.join(choices)}")
 
 
 def parse_mapping(value: str | Mapping[str, str] | None) -> dict[str, str]:
@@ -205,9 +209,7 @@ def parse_mapping(value: str | Mapping[str, str] | None) -> dict[str, str]:
         raise MappingError(f"input_mapping: expected field=path pairs, got {type_name(value)}")
     mapping: dict[str, str] = {}
     for target, path in pairs:
-        if target not in MAPPING_TARGETS:
-            raise MappingError(f"input_mapping: unknown field {target!r}; {_suggest(target, MAPPING_TARGETS)}"
-                               f"fields: {', '.join(MAPPING_TARGETS)}")
+        _check_known("input_mapping", "field", target, MAPPING_TARGETS)
         if target in mapping:
             raise MappingError(f"input_mapping: {target} is mapped twice")
         if not isinstance(path, str):
@@ -243,9 +245,7 @@ def accepted_baselines(value: object) -> object:
 
 def check_input_format(value: str) -> str:
     """``value`` when it is one of :data:`INPUT_FORMATS`, else :class:`MappingError`."""
-    if value not in INPUT_FORMATS:
-        raise MappingError(f"input_format: unknown format {value!r}; {_suggest(value, INPUT_FORMATS)}"
-                           f"formats: {', '.join(INPUT_FORMATS)}")
+    _check_known("input_format", "format", value, INPUT_FORMATS)
     return value
 
 
@@ -254,9 +254,7 @@ def check_input_layout(value: str | None) -> str:
     :class:`MappingError`."""
     if value in (None, ""):
         return ""
-    if value not in INPUT_LAYOUTS:
-        raise MappingError(f"input_layout: unknown layout {value!r}; {_suggest(str(value), INPUT_LAYOUTS)}"
-                           f"layouts: {', '.join(INPUT_LAYOUTS)}")
+    _check_known("input_layout", "layout", value, INPUT_LAYOUTS)
     return value
 
 
