@@ -111,8 +111,7 @@ REJECT_SCHEMA: dict[str, Any] = {
 
 def evaluation_schema() -> dict[str, Any]:
     """The landed ``evaluations`` table (without its ``dt`` partition column)."""
-    schema = {c: PARSED_SCHEMA[c] for c in EVALUATION_COLUMNS if c in PARSED_SCHEMA}
-    schema.update(run_id=pl.String, verdict=pl.String, clamps_applied=_LIST)
+    schema = {**PARSED_SCHEMA, "run_id": pl.String, "verdict": pl.String, "clamps_applied": _LIST}
     return {c: schema[c] for c in EVALUATION_COLUMNS if c != "dt"}
 
 
