@@ -326,7 +326,7 @@ class CascadeLevel(JudgeEndpoint):
 def _cascade_levels(value: object) -> object:
     """``cascade`` as its levels: comma-separated ``model@low:high`` or ``model@<calibration id>``
     (a form's, a flag's text; blank is none), or a list of such texts or of level objects."""
-    items = comma_list(value) if isinstance(value, str) else value
+    items = comma_list(value)
     if not isinstance(items, list):
         return items
     levels: list[object] = []

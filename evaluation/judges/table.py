@@ -71,7 +71,7 @@ def _with_clamps(frame: pl.DataFrame, names: list[str]) -> pl.DataFrame:
 
 
 def apply_rules(parsed: pl.DataFrame | pl.LazyFrame, judges: Sequence[TableRules],
-                thresholds: Thresholds, per_judge: Mapping[JudgeName, Thresholds] | None = None) -> pl.DataFrame:
+                thresholds: Thresholds, per_judge: Mapping[JudgeName, Thresholds]) -> pl.DataFrame:
     """Every judge's rules over one table of parsed rows: new metric values, ``score``, ``verdict``
     (CONTRACT §2.5, on the score as landed, at ``per_judge[judge]`` where given, else ``thresholds``)
     and ``clamps_applied``. A row that no judge scores gets no score and no verdict."""
@@ -84,7 +84,7 @@ def apply_rules(parsed: pl.DataFrame | pl.LazyFrame, judges: Sequence[TableRules
     frame = parsed.lazy().with_columns(**values, _mask=_rule_mask(clamps))
     score = _first([(judge.scored, judge.score) for judge in judges], pl.lit(None, dtype=pl.Float64))
     frame = frame.with_columns(score=score)
-    by_threshold = verdict_by_judge(pl.col("score"), thresholds, per_judge or {})
+    by_threshold = verdict_by_judge(pl.col("score"), thresholds, per_judge)
     fails = [(judge.scored & condition & by_threshold.is_in(PASSING), label)
              for judge in judges for condition, label in judge.fails]
     failed = pl.any_horizontal([condition for condition, _ in fails]) if fails else pl.lit(False)

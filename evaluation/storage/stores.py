@@ -133,8 +133,7 @@ class LocalStore(Store):
 
     def read_bytes(self, key: str) -> bytes:
         with _failing(f"cannot read {self.uri(key)}"):
-            data = (self.path / key).read_bytes()
-        return data
+            return (self.path / key).read_bytes()
 
     def write_bytes(self, key: str, data: bytes) -> None:
         self._land(key, lambda temporary: Path(temporary).write_bytes(data))
