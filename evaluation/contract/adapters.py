@@ -258,7 +258,7 @@ def check_input_layout(value: str | None) -> str:
     return value
 
 
-def layout_of(input_format: str, input_layout: str | None = None) -> str:
+def layout_of(input_format: str, input_layout: str | None) -> str:
     """The layout a run reads: ``input_layout`` when set, else the format's own."""
     return input_layout or FORMAT_LAYOUTS[input_format]
 

@@ -36,6 +36,4 @@ def verdict_by_judge(score: pl.Expr, thresholds: Thresholds, per_judge: Mapping[
 def scored_rows(judge: str, *statuses: str) -> pl.Expr:
     """Rows of ``judge`` whose status is one of ``statuses``, the ones that carry its score.
     CONTRACT §2.5: a ``call_error`` or ``skipped`` row has no score for any judge."""
-    status = pl.col("judge_status")
-    held = status == statuses[0] if len(statuses) == 1 else status.is_in(list(statuses))
-    return (pl.col("judge") == judge) & held
+    return (pl.col("judge") == judge) & pl.col("judge_status").is_in(statuses)
