@@ -30,6 +30,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.errors import InputError
+from evaluation.contract.schemas import RECORD_SCHEMA
 from evaluation.storage.ingest import ROW_SCHEMA, Reject
 
 if TYPE_CHECKING:
@@ -78,23 +79,8 @@ _PARTIAL_IDS = 20
 #: Failing row ids kept per expectation in a landed ``unexpected_index_list`` (counts stay whole).
 _LANDED_IDS = 1_000
 
-#: Columns of :attr:`ValidationOutcome.valid`, in order.
-VALID_COLUMNS: tuple[str, ...] = (
-    "record_id",
-    "conversation_id",
-    "timestamp",
-    "model",
-    "question",
-    "answer",
-    "contexts",
-    "reference",
-    "expected_outcome",
-    "rubrics",
-    "evaluation_goal",
-    "metadata",
-    "source_uri",
-    "line_no",
-)
+#: Columns of :attr:`ValidationOutcome.valid`, in order: the staged records' (``RECORD_SCHEMA``).
+VALID_COLUMNS: tuple[str, ...] = tuple(RECORD_SCHEMA)
 _RENAMED = {"contexts_json": "contexts", "rubrics_json": "rubrics", "metadata_json": "metadata"}
 
 #: Not-null rules: column → reason when the column is null. A null that normalise explained
