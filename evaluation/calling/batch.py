@@ -276,11 +276,6 @@ class ChunkBatch:
         """The requests not submitted for the budget (decided before the first batch, kept)."""
         return set(self.state.get("over_budget") or ())
 
-    @property
-    def batch_ids(self) -> list[str]:
-        """Every batch this chunk submitted, in order."""
-        return [b["id"] for b in self.state["batches"]]
-
     def _deadline_passed(self) -> bool:
         first = self.state.get("first_submitted_at")
         return first is not None and time.time() > float(first) + self.cfg.batch_deadline_h * 3600.0
@@ -382,11 +377,8 @@ class ChunkBatch:
             logger.info("%s chunk %d: %d requests split into %d batches (at most %d requests and %d bytes each)",
                         self.cfg.judge_model, self.index, len(hashes), len(parts), self.limits.max_requests,
                         self.limits.max_bytes)
-        ids = []
-        for part in parts:
-            ids.append(await self._submit_part([hashes[p] for p in part], b"".join(encoded[p] for p in part),
-                                               round_number))
-        return ids
+        return [await self._submit_part([hashes[p] for p in part], b"".join(encoded[p] for p in part), round_number)
+                for part in parts]
 
     async def _submit_part(self, hashes: list[str], data: bytes, round_number: int) -> str:
         name = f"{storage.safe_id(self.cfg.run_id)}-chunk{self.index:05d}-{len(self.state['batches'])}.jsonl"
@@ -449,9 +441,8 @@ class ChunkBatch:
                 return failed("other", "other (not retried): the provider returned no choices", latency_ms)
             usage = body.get("usage") or {}
             tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-            price_in, price_out, _ = self.prices
             return CallOutcome(raw_text=text if isinstance(text, str) else "", input_tokens=tokens_in,
-                               output_tokens=tokens_out, cost_usd=tokens_in * price_in + tokens_out * price_out,
+                               output_tokens=tokens_out, cost_usd=tokens_cost(tokens_in, tokens_out, self.prices[:2]),
                                latency_ms=latency_ms, attempts=1, judged_at=dt.datetime.now(dt.UTC))
         detail = error or (body.get("error") if isinstance(body, dict) else None) or {}
         code, message = detail.get("code"), detail.get("message") or detail.get("type") or f"HTTP {status}"
