@@ -251,18 +251,17 @@ class ChunkBatch:
     def _over_budget(self) -> list[str]:
         """The requests the chunk's budget is not expected to pay for: those after the first whose
         expected cost would take the total past it (in order, as an online run stops)."""
-        price_in, price_out, _ = self.prices
+        prices = self.prices[:2]
         if self.budget is None:
             return []
-        if price_in == price_out == 0.0:
+        if prices == (0.0, 0.0):
             logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
                            self.cfg.run_id, self.cfg.budget_usd, self.cfg.judge_model)
             return []
         expected, hashes = 0.0, list(self.requests)
         for position, digest in enumerate(hashes):
             prompt = self.requests[digest]
-            expected += tokens_cost(count_tokens(self.cfg.judge_model, prompt), reply_tokens(prompt.judge),
-                                    (price_in, price_out))
+            expected += tokens_cost(count_tokens(self.cfg.judge_model, prompt), reply_tokens(prompt.judge), prices)
             if expected > self.budget:
                 logger.warning("%s chunk %d: budget %.4f USD (its share of budget_usd) is expected to pay for %d of "
                                "%d requests: the other %d are not submitted (skipped, budget_exhausted)",
