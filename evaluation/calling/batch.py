@@ -251,18 +251,17 @@ class ChunkBatch:
     def _over_budget(self) -> list[str]:
         """The requests the chunk's budget is not expected to pay for: those after the first whose
         expected cost would take the total past it (in order, as an online run stops)."""
-        price_in, price_out, _ = self.prices
+        prices = self.prices[:2]
         if self.budget is None:
             return []
-        if price_in == price_out == 0.0:
+        if prices == (0.0, 0.0):
             logger.warning("%s: budget_usd %s has no effect: litellm's price map has no price for %s",
                            self.cfg.run_id, self.cfg.budget_usd, self.cfg.judge_model)
             return []
         expected, hashes = 0.0, list(self.requests)
         for position, digest in enumerate(hashes):
             prompt = self.requests[digest]
-            expected += tokens_cost(count_tokens(self.cfg.judge_model, prompt), reply_tokens(prompt.judge),
-                                    (price_in, price_out))
+            expected += tokens_cost(count_tokens(self.cfg.judge_model, prompt), reply_tokens(prompt.judge), prices)
             if expected > self.budget:
                 logger.warning("%s chunk %d: budget %.4f USD (its share of budget_usd) is expected to pay for %d of "
                                "%d requests: the other %d are not submitted (skipped, budget_exhausted)",
@@ -275,11 +274,6 @@ class ChunkBatch:
     def over_budget(self) -> set[str]:
         """The requests not submitted for the budget (decided before the first batch, kept)."""
         return set(self.state.get("over_budget") or ())
-
-    @property
-    def batch_ids(self) -> list[str]:
-        """Every batch this chunk submitted, in order."""
-        return [b["id"] for b in self.state["batches"]]
 
     def _deadline_passed(self) -> bool:
         first = self.state.get("first_submitted_at")
@@ -382,11 +376,8 @@ class ChunkBatch:
             logger.info("%s chunk %d: %d requests split into %d batches (at most %d requests and %d bytes each)",
                         self.cfg.judge_model, self.index, len(hashes), len(parts), self.limits.max_requests,
                         self.limits.max_bytes)
-        ids = []
-        for part in parts:
-            ids.append(await self._submit_part([hashes[p] for p in part], b"".join(encoded[p] for p in part),
-                                               round_number))
-        return ids
+        return [await self._submit_part([hashes[p] for p in part], b"".join(encoded[p] for p in part), round_number)
+                for part in parts]
 
     async def _submit_part(self, hashes: list[str], data: bytes, round_number: int) -> str:
         name = f"{storage.safe_id(self.cfg.run_id)}-chunk{self.index:05d}-{len(self.state['batches'])}.jsonl"
@@ -449,9 +440,8 @@ class ChunkBatch:
                 return failed("other", "other (not retried): the provider returned no choices", latency_ms)
             usage = body.get("usage") or {}
             tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-            price_in, price_out, _ = self.prices
             return CallOutcome(raw_text=text if isinstance(text, str) else "", input_tokens=tokens_in,
-                               output_tokens=tokens_out, cost_usd=tokens_in * price_in + tokens_out * price_out,
+                               output_tokens=tokens_out, cost_usd=tokens_cost(tokens_in, tokens_out, self.prices[:2]),
                                latency_ms=latency_ms, attempts=1, judged_at=dt.datetime.now(dt.UTC))
         detail = error or (body.get("error") if isinstance(body, dict) else None) or {}
         code, message = detail.get("code"), detail.get("message") or detail.get("type") or f"HTTP {status}"

@@ -299,7 +299,6 @@ class JudgeClient:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
         rpm: float | None = None,
         tpm: float | None = None,
         rate_url: str | None = None,
@@ -317,7 +316,7 @@ class JudgeClient:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self._sleep = sleep
-        self._rng = rng or random.Random(0)
+        self._rng = random.Random(0)
         configure()
         self.json_mode = supports_json_mode(model)
         #: whether calls send the judge's reply model as a JSON schema (:func:`supports_response_schema`)

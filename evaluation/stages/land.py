@@ -315,6 +315,8 @@ def compact_ledger(cfg: RunConfig, stores: Stores) -> None:
 
 #: Top bits of a pair hash that pick its bucket (see :class:`DayTally`).
 _BUCKET_BITS = 4
+#: A row's 64-bit hash of its (record_id, judge) pair.
+_PAIR_HASH = pl.struct("record_id", "judge").hash(seed=7)
 
 
 class DayTally:
@@ -343,7 +345,7 @@ class DayTally:
         for verdict, count in sums.items():
             self.verdicts[verdict] += count or 0
         self.rows += scored.height
-        hashes = _pair_hash(scored).to_numpy()
+        hashes = scored.select(_PAIR_HASH).to_series().to_numpy()
         bucket = hashes >> np.uint64(64 - _BUCKET_BITS)
         for index, parts in enumerate(self._hashes):
             parts.append(hashes[bucket == index])
@@ -361,10 +363,6 @@ class DayTally:
         return pl.Series("h", np.concatenate(repeated), dtype=pl.UInt64)
 
 
-def _pair_hash(frame: pl.DataFrame) -> pl.Series:
-    return frame.select(pl.struct("record_id", "judge").hash(seed=7).alias("h")).to_series()
-
-
 def reconcile(cfg: RunConfig, counts: IngestCounts, tally: DayTally, scored_paths: list[Path]) -> dict[str, int]:
     """CONTRACT §4: input = valid + rejected; rows = valid × judges; one status per row. Logged calls
     that are not records to judge (``skipped``) are counted beside them, not in the input."""
@@ -377,7 +375,7 @@ def reconcile(cfg: RunConfig, counts: IngestCounts, tally: DayTally, scored_path
     suspects = tally.repeated_hashes()
     if suspects.len():  # confirm on the ids: two different pairs may share a hash
         frame = pl.scan_parquet(scored_paths).select("record_id", "judge")
-        candidates = frame.filter(pl.struct("record_id", "judge").hash(seed=7).is_in(suspects.implode()))
+        candidates = frame.filter(_PAIR_HASH.is_in(suspects.implode()))
         duplicates = candidates.group_by("record_id", "judge").len().filter(pl.col("len") > 1).select(pl.len()).collect().item()
         if duplicates:
             problems.append(f"{duplicates} duplicate (record_id, judge) pairs")

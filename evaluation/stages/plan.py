@@ -290,6 +290,5 @@ def batch_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float 
 
     if provider_of(model) not in BATCH_PROVIDERS:
         return None
-    input_price, output_price, _ = batch_prices(model)
-    return round(tokens_cost(prompt_tokens, completion_tokens, (input_price, output_price)), 6)
+    return round(tokens_cost(prompt_tokens, completion_tokens, batch_prices(model)[:2]), 6)
 

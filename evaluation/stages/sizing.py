@@ -137,8 +137,8 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
     total_calls = sum(j.calls for j in judges)
     input_tokens = sum(j.input_tokens for j in judges)
     output_tokens = sum(j.output_tokens for j in judges)
-    input_price, output_price = price_per_token(cfg.judge_model)
-    cost = tokens_cost(input_tokens, output_tokens, (input_price, output_price))
+    prices = price_per_token(cfg.judge_model)
+    cost = tokens_cost(input_tokens, output_tokens, prices)
     at_batch_price = batch_cost(cfg.judge_model, input_tokens, output_tokens)
     within_budget = calls_within_budget(cfg, total_calls, at_batch_price if cfg.batch and at_batch_price is not None
                                         else cost)  # what the budget pays
@@ -158,7 +158,7 @@ def size_chunks(cfg: RunConfig, stores: Stores, chunks: list[ChunkPlan], *, ledg
         input_tokens=input_tokens, output_tokens=output_tokens,
         token_method=(f"litellm token_counter for {cfg.judge_model} on up to {TOKEN_SAMPLE} prompts per judge, "
                       "scaled by characters to all prompts"),
-        cost_usd=round(cost, 6), batch_cost_usd=at_batch_price, priced=(input_price, output_price) != (0.0, 0.0),
+        cost_usd=round(cost, 6), batch_cost_usd=at_batch_price, priced=prices != (0.0, 0.0),
         concurrency=cfg.concurrency, pool_slots=max(1, pool_slots), latency_s=latency,
         judge_rpm=cfg.judge_rpm, judge_tpm=cfg.judge_tpm, seconds=round(seconds, 1), bound=bound,
     )

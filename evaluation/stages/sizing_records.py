@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from evaluation.calling.batch import BATCH_PROVIDERS, limits_for, provider_of, request_line, split_parts
 from evaluation.calling.client import count_tokens, price_per_token
-from evaluation.calling.cost import TYPICAL_REPLY_TOKENS
+from evaluation.calling.cost import TYPICAL_REPLY_TOKENS, tokens_cost
 from evaluation.contract.config import Context, InputRecord, JudgeName, RunConfig
 from evaluation.judges import RenderedPrompt, route
 from evaluation.stages.plan import batch_cost, chunk_layout
@@ -116,7 +116,7 @@ def records_table(cfg: RunConfig, records: int, *, record_tokens: int = RECORD_T
     parallel = min(max(1, pool_slots), max(1, chunks))
     seconds, bound = judging_time(cfg.model_copy(update={"batch": False}), calls=total_calls,
                                   tokens=input_tokens + output_tokens, parallel=parallel, latency_s=latency)
-    price_in, price_out = price_per_token(cfg.judge_model)
+    online = tokens_cost(input_tokens, output_tokens, price_per_token(cfg.judge_model))
     batch = batch_cost(cfg.judge_model, input_tokens, output_tokens)
     limits = ", ".join(f"{name} {value:,.0f}" for name, value in (("judge_rpm", cfg.judge_rpm),
                                                                   ("judge_tpm", cfg.judge_tpm)) if value)
@@ -136,7 +136,7 @@ def records_table(cfg: RunConfig, records: int, *, record_tokens: int = RECORD_T
                          f"slot{'s' if parallel != 1 else ''}, {latency:g} s a call"
                          + (f", {limits}" if limits else "") + ")"),
         *_finish_rows(cfg, total_calls, input_tokens + output_tokens, latency),
-        ("cost online", f"${input_tokens * price_in + output_tokens * price_out:,.0f} (litellm's price map)"),
+        ("cost online", f"${online:,.0f} (litellm's price map)"),
         ("cost in batch mode", "no batch API" if batch is None else f"${batch:,.0f}"),
     ]
     return "\n".join(["| figure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)])

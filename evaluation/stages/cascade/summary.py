@@ -7,6 +7,7 @@ from typing import Any
 import polars as pl
 
 from evaluation.calling.client import price_per_token
+from evaluation.calling.cost import tokens_cost
 from evaluation.contract.config import RunConfig
 
 
@@ -29,17 +30,15 @@ def cascade_summary(cfg: RunConfig, evaluations: pl.LazyFrame, calls: pl.LazyFra
     levels: list[dict[str, Any]] = []
     for model in models:
         row = found.get(model) or {"calls": 0, "cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0}
-        price_in, price_out = prices[model]
         levels.append({
             "judge_model": model, "decided": int(decided.get(model) or 0),
             "share_decided": round(int(decided.get(model) or 0) / pairs, 4) if pairs else None,
             "calls": int(row["calls"]), "cost_usd": round(float(row["cost_usd"] or 0.0), 6),
-            "list_cost_usd": round(float((row["input_tokens"] or 0) * price_in + (row["output_tokens"] or 0) * price_out), 6),
+            "list_cost_usd": round(tokens_cost(row["input_tokens"] or 0, row["output_tokens"] or 0, prices[model]), 6),
         })
     first = (calls.filter(pl.col("judge_model") == models[0])
              .select(pl.col("input_tokens").sum(), pl.col("output_tokens").sum()).collect().row(0))
-    price_in, price_out = prices[cfg.judge_model]
-    alone = (first[0] or 0) * price_in + (first[1] or 0) * price_out
+    alone = tokens_cost(first[0] or 0, first[1] or 0, prices[cfg.judge_model])
     total = sum(float(level["list_cost_usd"]) for level in levels)
     return {
         "levels": levels, "rows_called": pairs,
