@@ -438,7 +438,7 @@ class LocalDeployment:
             return f"the API ({exc})"
         if missing:
             return f"parsed DAGs {missing}"
-        if not self._workers_ready():
+        if not all(name in self.components and self._worker_ready(name) for name in self.worker_names):
             return "the Celery workers"
         if not self._scheduler_health():
             return f"the scheduler's health check on port {self.health_port}"
@@ -467,9 +467,6 @@ class LocalDeployment:
         """The worker's log says its Celery node (``celery@<its host name>``) is ready."""
         hostname = self.worker_hostnames[self.worker_names.index(name)]
         return f"celery@{hostname} ready" in self.components[name].log_tail(400)
-
-    def _workers_ready(self) -> bool:
-        return all(name in self.components and self._worker_ready(name) for name in self.worker_names)
 
     def _healthy(self, name: str) -> bool:
         """A started component passes its compose healthcheck's equivalent: for the api-server,
