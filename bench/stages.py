@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +67,8 @@ def _local_disk(params: dict[str, Any]) -> Iterator[list[int]]:
             size = 0
             for base, _, files in os.walk(folder):
                 for name in files:
-                    try:
+                    with suppress(FileNotFoundError):  # removed meanwhile
                         size += os.stat(os.path.join(base, name)).st_size
-                    except FileNotFoundError:
-                        pass
             peak[0] = max(peak[0], size)
 
     sampler = threading.Thread(target=poll, daemon=True)

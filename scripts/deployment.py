@@ -537,12 +537,10 @@ class LocalDeployment:
         with self._admin_connection() as conn:
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
             if not exists:
-                try:
+                with contextlib.suppress(errors.DuplicateObject):  # created meanwhile by someone else
                     conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
                         sql.Identifier(role), sql.Literal(url.password or "")))
                     self.created_role = role
-                except errors.DuplicateObject:  # created meanwhile by someone else
-                    pass
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(role)))
         self.database = name
 
