@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.common import child_main
+from evaluation.report import wilson_interval
 
 if TYPE_CHECKING:
     from evaluation.report.summary import HeadlineLine
@@ -46,16 +47,6 @@ JUDGE_SHARES = {"rag": (0.70, 0.15), "masis": (0.65, 0.15), "prompt": (0.75, 0.1
 METRICS_OF = {"rag": ("faithfulness", "answer_relevance", "context_relevance"),
               "masis": ("faithfulness", "relevance", "completeness"), "prompt": ()}
 BANDS = ((0.8, 1.0), (0.6, 0.8), (0.1, 0.6))
-Z = 1.959963984540054
-
-
-def wilson(hits: int, n: int) -> tuple[float, float]:
-    """The Wilson score 95% interval of ``hits`` of ``n``."""
-    if n == 0:
-        return 0.0, 1.0
-    p, z2 = hits / n, Z * Z
-    centre, half = (p + z2 / (2 * n)) / (1 + z2 / n), Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _mean_std(rng: np.random.Generator, counts: list[int], noise: float) -> tuple[float, float]:
@@ -109,7 +100,7 @@ def _headlines(rows: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], days:
 
 
 def _cell(hits: int, n: int) -> dict[str, Any]:
-    low, high = wilson(hits, n)
+    low, high = wilson_interval(hits, n) or (0.0, 1.0)
     return {"hits": hits, "n": n, "rate": hits / n if n else None, "ci95": [low, high]}
 
 

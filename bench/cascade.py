@@ -32,14 +32,13 @@ import datetime as dt
 import json
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from bench.common import REPO, child_main
+from bench.common import REPO, child_main, timed
 from evaluation import storage
 from evaluation.calibration import CalibrationSpec
 from evaluation.calibration.cascade import fit_bands, split_figures
@@ -107,11 +106,9 @@ def _trial(work: Path, records: list[dict[str, Any]], seed: int, cheap_accuracy:
             spec = CalibrationSpec.model_validate({
                 "golden_uri": str(golden), "judges": JUDGES, "judge_model": STRONG, "api_base": server.base_url,
                 "cascade": f"offline/lexical,{CHEAP}", "band_loss": loss, "seed": seed, "concurrency": 32})
-            started = time.monotonic()
-            calibration = run_calibration(storage.LocalStore(calibrated), storage.LocalStore(golden), spec,
-                                          calibration=_calibration(loss), api_key="bench-key")
-            result[f"calibration_{loss:g}"] = {"seconds": round(time.monotonic() - started, 1),
-                                               "cascade": calibration["cascade"]}
+            calibration, seconds = timed(run_calibration, storage.LocalStore(calibrated), storage.LocalStore(golden),
+                                         spec, calibration=_calibration(loss), api_key="bench-key")
+            result[f"calibration_{loss:g}"] = {"seconds": round(seconds, 1), "cascade": calibration["cascade"]}
         labels = pl.read_parquet(calibrated / storage.calibration_key(_calibration(LOSSES[0]), "labels.parquet"))
         runs = {"strong": (STRONG, ""), "cheap": (CHEAP, "")}
         runs.update({f"cascade_{loss:g}": (STRONG, f"offline/lexical@{_calibration(loss)},{CHEAP}@{_calibration(loss)}")
@@ -127,11 +124,9 @@ def _trial(work: Path, records: list[dict[str, Any]], seed: int, cheap_accuracy:
                 "judges": JUDGES, "judge_model": model, "api_base": server.base_url, "cascade": cascade,
                 "concurrency": 32})
             before = server.request_count
-            started = time.monotonic()
-            day_result = run_day(cfg, Stores.open(cfg), api_key="bench-key")
+            day_result, seconds = timed(run_day, cfg, Stores.open(cfg), api_key="bench-key")
             result[name] = {
-                "cost_usd": day_result.cost_usd, "requests": server.request_count - before,
-                "seconds": round(time.monotonic() - started, 1),
+                "cost_usd": day_result.cost_usd, "requests": server.request_count - before, "seconds": round(seconds, 1),
                 "kappa": _kappas(pl.read_parquet(root / "evaluations"), labels), "cascade": day_result.cascade,
             }
     return result

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +67,8 @@ def _local_disk(params: dict[str, Any]) -> Iterator[list[int]]:
             size = 0
             for base, _, files in os.walk(folder):
                 for name in files:
-                    try:
+                    with suppress(FileNotFoundError):  # removed meanwhile
                         size += os.stat(os.path.join(base, name)).st_size
-                    except FileNotFoundError:
-                        pass
             peak[0] = max(peak[0], size)
 
     sampler = threading.Thread(target=poll, daemon=True)
@@ -99,10 +97,9 @@ def prepare_raw(params: dict[str, Any]) -> dict[str, Any]:
     """Generate (or find in the cache) a raw day; returns its input root."""
     from bench import data
 
-    started = time.monotonic()
-    root = data.raw_day(int(params["records"]), bad=True)
+    root, seconds = timed(data.raw_day, int(params["records"]), bad=True)
     size = sum(p.stat().st_size for p in root.rglob("part-*"))
-    return {"input_uri": str(root), "bytes": size, "seconds": round(time.monotonic() - started, 2)}
+    return {"input_uri": str(root), "bytes": size, "seconds": round(seconds, 2)}
 
 
 def ingest_validate(params: dict[str, Any]) -> dict[str, Any]:
@@ -312,10 +309,9 @@ def rerun_ledger(params: dict[str, Any]) -> dict[str, Any]:
                            "attempts": 1, "judged_at": when})
         ledger.flush()
     before = _ledger_summary(store)
-    started = time.monotonic()
-    compact(store, data.DAY)
+    _, seconds = timed(compact, store, data.DAY)
     return {"replies": again.height, "before": before, "after": _ledger_summary(store),
-            "compact_seconds": round(time.monotonic() - started, 3)}
+            "compact_seconds": round(seconds, 3)}
 
 
 def score_table(params: dict[str, Any]) -> dict[str, Any]:
@@ -350,10 +346,9 @@ def prepare_tables(params: dict[str, Any]) -> dict[str, Any]:
     """Generate (or find in the cache) the judged and scored million-row files."""
     from bench import data
 
-    started = time.monotonic()
     rows = int(params["rows"])
-    parsed, scored = data.parsed_file(rows), data.scored_file(rows)
-    return {"parsed": str(parsed), "scored": str(scored), "seconds": round(time.monotonic() - started, 2)}
+    (parsed, scored), seconds = timed(lambda: (data.parsed_file(rows), data.scored_file(rows)))
+    return {"parsed": str(parsed), "scored": str(scored), "seconds": round(seconds, 2)}
 
 
 if __name__ == "__main__":

@@ -71,16 +71,13 @@ def _imported(module: str) -> str:
 
 def checks() -> dict[str, Callable[[], str]]:
     """Every check by name; each returns what it found or raises."""
-    found: dict[str, Callable[[], str]] = {
-        f"import {module}": functools.partial(_imported, module) for module in MODULES
-    }
-    found.update({
+    return {
+        **{f"import {module}": functools.partial(_imported, module) for module in MODULES},
         "metadata DB driver": lambda: _driver(_url("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")),
         "async metadata DB driver": _async_metadata_db,
         "Celery result backend driver": lambda: _driver(_url("AIRFLOW__CELERY__RESULT_BACKEND").removeprefix("db+")),
         "Celery broker transport": _broker,
-    })
-    return found
+    }
 
 
 def main() -> int:

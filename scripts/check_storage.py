@@ -51,7 +51,6 @@ def wait_for_buckets(
     *,
     connection_id: str,
     timeout_s: float,
-    interval_s: float = 2.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
@@ -80,7 +79,7 @@ def wait_for_buckets(
             if clock() >= deadline:
                 raise StorageNotReady(
                     f"bucket {bucket} through the {connection_id} connection: {cause}; gave up after {timeout_s:g} s")
-            sleep(interval_s)
+            sleep(2.0)
 
 
 def main(argv: list[str] | None = None) -> int:

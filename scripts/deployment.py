@@ -438,7 +438,7 @@ class LocalDeployment:
             return f"the API ({exc})"
         if missing:
             return f"parsed DAGs {missing}"
-        if not self._workers_ready():
+        if not all(name in self.components and self._worker_ready(name) for name in self.worker_names):
             return "the Celery workers"
         if not self._scheduler_health():
             return f"the scheduler's health check on port {self.health_port}"
@@ -467,9 +467,6 @@ class LocalDeployment:
         """The worker's log says its Celery node (``celery@<its host name>``) is ready."""
         hostname = self.worker_hostnames[self.worker_names.index(name)]
         return f"celery@{hostname} ready" in self.components[name].log_tail(400)
-
-    def _workers_ready(self) -> bool:
-        return all(name in self.components and self._worker_ready(name) for name in self.worker_names)
 
     def _healthy(self, name: str) -> bool:
         """A started component passes its compose healthcheck's equivalent: for the api-server,
@@ -540,12 +537,10 @@ class LocalDeployment:
         with self._admin_connection() as conn:
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
             if not exists:
-                try:
+                with contextlib.suppress(errors.DuplicateObject):  # created meanwhile by someone else
                     conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
                         sql.Identifier(role), sql.Literal(url.password or "")))
                     self.created_role = role
-                except errors.DuplicateObject:  # created meanwhile by someone else
-                    pass
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(role)))
         self.database = name
 

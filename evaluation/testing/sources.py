@@ -9,6 +9,7 @@ Each conversation is a record in the project's own shape (``record_id``, ``model
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
 import threading
@@ -79,11 +80,9 @@ def litellm_payloads(records: Sequence[dict[str, Any]], *, failed: int = 0, embe
                 litellm.completion(model=f"openai/{record['model']}", messages=_chat_messages(record),
                                    mock_response=record["answer"], litellm_session_id=record.get("conversation_id"))
             for _ in range(failed):
-                try:
+                with contextlib.suppress(Exception):  # the failure is what is logged
                     litellm.completion(model="openai/assistant-v1", messages=[{"role": "user", "content": "Hi?"}],
                                        mock_response=Exception("upstream unavailable"), num_retries=0)
-                except Exception:  # noqa: S110 - the failure is what is logged
-                    pass
             for _ in range(embeddings):
                 litellm.embedding(model="openai/text-embedding-3-small", input=["a passage"],
                                   mock_response=[0.1, 0.2])
