@@ -83,9 +83,15 @@ def _quote(value: str) -> str:
     return repr(value if len(value) <= _QUOTE_CHARS else value[:_QUOTE_CHARS] + "…")
 
 
-def _is_number(value: Any) -> bool:
-    """An int or float that is not a boolean and is finite (CONTRACT §2.1)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def is_number(value: object) -> bool:
+    """An int or float that is not a boolean and is finite (CONTRACT §2.1): a context's score, a
+    rubric's weight, a judge's reply value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _required_text(name: str, value: Any, problems: list[str]) -> str | None:
@@ -168,7 +174,7 @@ def _context(index: int, item: dict[str, Any], problems: list[str]) -> tuple[dic
         problems.append(f"contexts: item {index} has a non-string source")
     score = get("score")
     if score is not None:
-        if _is_number(score):
+        if is_number(score):
             score = float(score)
         else:
             problems.append(f"contexts: item {index} has a non-numeric score")
@@ -188,7 +194,7 @@ def _rubric(index: int, item: dict[str, Any], problems: list[str]) -> tuple[dict
     weight = item.get("weight")
     if weight is None:
         weight = 1.0
-    elif not _is_number(weight):
+    elif not is_number(weight):
         problems.append(f"rubrics: item {index} has a non-numeric weight")
     elif weight < 0:
         problems.append(f"rubrics: item {index} has a negative weight")

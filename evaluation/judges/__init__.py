@@ -11,6 +11,7 @@ records are sent at all (an empty answer, or a judge that does not apply, lands 
 deterministic rules (clamps, scores, verdicts) to a whole table of parsed rows.
 """
 
+from evaluation.contract.normalise import is_number
 from evaluation.judges.dispatch import (
     PROMPT_VERSIONS,
     base_row,
@@ -22,7 +23,7 @@ from evaluation.judges.dispatch import (
     route,
     score_table,
 )
-from evaluation.judges.extract import extract_json_object, is_number
+from evaluation.judges.extract import extract_json_object
 from evaluation.judges.masis import HEDGE_PHRASES, MASIS_DIMENSIONS, citation_audit
 from evaluation.judges.prompt import prompt_mode, rubric_line
 from evaluation.judges.rag import RAG_METRICS, normalise_goal

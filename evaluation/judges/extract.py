@@ -20,11 +20,12 @@ is not valid JSON and is passed over).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
 from pydantic import PlainValidator
+
+from evaluation.contract.normalise import is_number
 
 
 def _reject_constant(name: str) -> Any:
@@ -32,16 +33,6 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def is_number(value: object) -> bool:
-    """An int or float that is not a boolean and is finite (CONTRACT §2.1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:  # an int too large for a float
-        return False
 
 
 def as_float(value: object) -> float:

@@ -440,6 +440,7 @@ def test_timestamps(timestamp: Any, utc: dt.datetime | None, problems: list[str]
         ([{"text": "a", "score": "high"}], None, ["contexts: item 1 has a non-numeric score"]),
         ([{"text": "a", "score": True}], None, ["contexts: item 1 has a non-numeric score"]),
         ([{"text": "a", "score": 1e400}], None, ["contexts: item 1 has a non-numeric score"]),
+        ([{"text": "a", "score": 10**400}], None, ["contexts: item 1 has a non-numeric score"]),  # no float holds it
     ],
 )
 def test_contexts(contexts: Any, expected: list[dict[str, Any]] | None, problems: list[str]) -> None:
@@ -483,6 +484,7 @@ def test_contexts(contexts: Any, expected: list[dict[str, Any]] | None, problems
         ),
         ([{"description": "a", "weight": "2"}], None, ["rubrics: item 1 has a non-numeric weight"]),
         ([{"description": "a", "weight": True}], None, ["rubrics: item 1 has a non-numeric weight"]),
+        ([{"description": "a", "weight": 10**400}], None, ["rubrics: item 1 has a non-numeric weight"]),
         ([{"description": "a", "required": "yes"}], None, ["rubrics: item 1 has a non-boolean required"]),
         ([{"description": "a", "id": 1}], None, ["rubrics: item 1 has a non-string id"]),
         (["be nice"], None, ["rubrics: item 1 is not an object"]),
