@@ -38,7 +38,7 @@ def segment_words(segment: Segment | None) -> str:
     return "" if not segment else f" in {segment.key}={segment.value}"
 
 
-def change_text(change: Change) -> str:
+def change_text(change: Change | NotSignificant) -> str:
     """``rag pass rate 85.0% → 64.0% (−21.0 pp)``."""
     kind, words = measure_words(change.measure)
     return (f"{change.judge} {words} {fmt(kind, change.before)} → {fmt(kind, change.after)} "
@@ -105,21 +105,15 @@ def failed_run_banner(summary: DaySummary) -> str:
 
 def not_significant_text(change: NotSignificant) -> str:
     """``assistant-v1 prompt pass rate 45.3% → 25.0% (−20.3 pp), not significant at n = 92``."""
-    kind, words = measure_words(change.measure)
-    return (f"{change.model}{segment_words(change.segment)} {change.judge} {words} "
-            f"{fmt(kind, change.before)} → {fmt(kind, change.after)} ({fmt_delta(kind, change.delta)}), "
-            f"not significant at n = {change.n:,}")
+    return f"{change.model}{segment_words(change.segment)} {change_text(change)}, not significant at n = {change.n:,}"
 
 
 def not_significant_note(found: list[NotSignificant]) -> str:
-    """The large changes the flag rule did not reach, one per (model, segment, judge, measure)."""
-    firsts: dict[tuple[str, Segment | None, str, str], NotSignificant] = {}
-    for change in found:
-        firsts.setdefault((change.model, change.segment, change.judge, change.measure), change)
-    changes = list(firsts.values())
-    if not changes:
+    """The large changes the flag rule did not reach (:func:`evaluation.report.labels.large_unflagged`:
+    one per group and measure)."""
+    if not found:
         return ""
-    shown = first_of([esc(not_significant_text(c)) for c in changes], NOT_SIGNIFICANT_SHOWN)
+    shown = first_of([esc(not_significant_text(c)) for c in found], NOT_SIGNIFICANT_SHOWN)
     return note(f"Large changes that are not significant (at least the minimum effect, but within what "
                 f"sampling and day-to-day variation explain after the adjustment): {shown}.")
 

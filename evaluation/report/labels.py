@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from evaluation.report.alerts import AlertPolicy, assess, is_headline, measures_of
-from evaluation.report.summary import Group, NotSignificant, Previous, Reference, SegmentGroup
+from evaluation.report.summary import Group, NotSignificant, SegmentGroup
 
 
 def latest_failure(runs: pl.DataFrame | None) -> dict[str, Any] | None:
@@ -43,22 +43,18 @@ def large_unflagged(groups: Sequence[Group], policy: AlertPolicy) -> list[NotSig
     leaving them unmarked. Worse ones first, then by size."""
     found = []
     for group, kind, name, measure in measures_of(groups):
-        comparisons: list[tuple[str, Previous | Reference]] = [
-            (b, c) for b, c in (("previous", measure.previous), ("trailing_7d", measure.trailing_7d)) if c is not None]
-        if not is_headline(group.judge, kind, name) or any(c.flagged for _, c in comparisons):
-            continue  # a measure that flagged against either baseline is not "not significant"
-        large = [(b, c) for b, c in comparisons if c.delta is not None and c.p_adjusted is not None
-                 and abs(c.delta) >= policy.min_effect(kind) - 1e-9]
-        if not large:
+        # only the reference is tested: the previous day, shown beside it, has no p-value and never flags
+        comparison = measure.reference
+        if (comparison is None or comparison.flagged or comparison.delta is None or comparison.p_adjusted is None
+                or not is_headline(group.judge, kind, name)
+                or not abs(comparison.delta) >= policy.min_effect(kind) - 1e-9):
             continue
-        baseline, comparison = max(large, key=lambda bc: abs(bc[1].delta or 0.0))
         delta = comparison.delta
-        assert delta is not None  # only comparisons with a difference are large
         found.append(NotSignificant(
             model=group.model, judge=group.judge, segment=group.segment if isinstance(group, SegmentGroup) else None,
-            measure=f"{name}_rate" if kind == "rate" else f"{name}_mean", baseline=baseline, before=comparison.value,
-            after=measure.value, delta=delta, n=measure.n, baseline_n=comparison.n, p_adjusted=comparison.p_adjusted,
-            assessment=assess(kind, name, delta)[1]))
+            measure=f"{name}_rate" if kind == "rate" else f"{name}_mean", baseline="trailing_7d",
+            before=comparison.value, after=measure.value, delta=delta, n=measure.n, baseline_n=comparison.n,
+            p_adjusted=comparison.p_adjusted, assessment=assess(kind, name, delta)[1]))
     return sorted(found, key=lambda c: (c.assessment != "worse", -abs(c.delta), c.model, c.judge, c.measure))
 
 

@@ -309,15 +309,6 @@ class Result:
     recovered: bool = False
 
 
-def _reference_for(key: SeriesKey, day: dt.date, days: Mapping[dt.date, Daily], state: State,
-                   policy: AlertPolicy) -> Reference | None:
-    if state.since is not None and state.reference is not None:
-        return state.reference
-    accepted = policy.accepted_from(key[0])
-    start = max(day - dt.timedelta(days=REFERENCE_DAYS), accepted or dt.date.min)
-    return reference_of({d: v for d, v in days.items() if start <= d < day}, policy)
-
-
 def step(states: dict[SeriesKey, State], day: dt.date, series: Mapping[SeriesKey, Mapping[dt.date, Daily]],
          policy: AlertPolicy, headline: Mapping[SeriesKey, bool]) -> dict[SeriesKey, Result]:
     """One day: test every series with a value that day, adjust the alerting family, move the
@@ -331,7 +322,10 @@ def step(states: dict[SeriesKey, State], day: dt.date, series: Mapping[SeriesKey
         accepted = policy.accepted_from(key[0])
         if state.since is not None and accepted is not None and state.since < accepted <= day:
             states[key] = state = State()
-        ref = _reference_for(key, day, days, state, policy)
+        ref = state.reference if state.since is not None else None  # regressed: the reference of that day
+        if ref is None:
+            start = max(day - dt.timedelta(days=REFERENCE_DAYS), accepted or dt.date.min)
+            ref = reference_of({d: v for d, v in days.items() if start <= d < day}, policy)
         test = compare_day(key[2], key[3], today, ref) if ref is not None else None
         results[key] = Result(today, ref, test, bool(headline.get(key)))
     family = [k for k, r in results.items() if r.headline and r.test is not None and r.test.p_worse is not None]

@@ -252,13 +252,12 @@ def _flags_section(summary: DaySummary) -> str:
     for flag in flags:
         kind = measure_words(flag.measure)[0]
         label = _label(kind, flag.measure.rsplit("_", 1)[0])
-        base = f"previous day {flag.baseline_dt}" if flag.baseline == "previous" else "trailing 7 days"
         assessment, arrow = flag.assessment, _ARROWS[flag.direction]
         delta_ci = _fmt_ci(kind, flag.delta_ci_low, flag.delta_ci_high)
         body.append(_row([
             _cell(f'<span class="flag {assessment}">{arrow} {esc(assessment)}</span>', cls="nowrap"),
             _cell(f"<code>{esc(flag.model)}</code>", cls="nowrap"), _cell(f"<code>{esc(flag.judge)}</code>"),
-            _cell(esc(label)), _cell(esc(_fmt(kind, flag.value)), num=True), _cell(esc(base), cls="nowrap"),
+            _cell(esc(label)), _cell(esc(_fmt(kind, flag.value)), num=True), _cell("trailing 7 days", cls="nowrap"),
             _cell(esc(_fmt(kind, flag.baseline_value)), num=True),
             _cell(f'<span class="flag {assessment}">{esc(_fmt_delta(kind, flag.delta))}</span>', num=True),
             _cell(esc(delta_ci.replace("%", " pp") if kind == "rate" else delta_ci), num=True),
