@@ -55,6 +55,17 @@ def test_a_sustained_drop_stays_regressed_pages_once_and_recovers(tmp_path: Path
     assert messages[1:] == [None] * 6  # no page while it only stays regressed
 
 
+def test_the_page_names_the_baseline_each_flag_was_tested_against(tmp_path: Path) -> None:
+    store = storage.open_store(str(tmp_path / "out"))
+    land(store, {"drops": [0.75] * 7 + [0.45] * 3}, n={"drops": 400})
+    pages = {i: build_daily_report(store, day(i)) for i in (7, 9)}
+    for index, (baseline, words) in {7: ("trailing_7d", "trailing 7 days"), 9: ("before_regression", "before the regression")}.items():
+        page, summary = pages[index]
+        assert summary["flags"] and {f["baseline"] for f in summary["flags"]} == {baseline}
+        flags_table = page[page.index('<section id="flags">'):].split("</section>", 1)[0]
+        assert flags_table.count(f'<td class="nowrap">{words}</td>') == len(summary["flags"])
+
+
 def test_a_drop_that_gets_worse_pages_again(tmp_path: Path) -> None:
     store = storage.open_store(str(tmp_path / "out"))
     land(store, {"m": [0.75] * 7 + [0.6, 0.6, 0.3]}, n={"m": 400})
