@@ -165,11 +165,13 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
 
 def print_flags(flags: list[dict[str, Any]], limit: int = 12) -> None:
     """The most severe flags, one line each: model, judge, measure, today against the baseline."""
+    from evaluation.report import FLAG_BASELINES
+
     alerting = sum(1 for f in flags if f["alerts"])
     print(f"\nflags: {len(flags)}, {alerting} alerting (most severe first; only worse changes of headline "
           "measures alert)")
     for flag in flags[:limit]:
-        base = f"previous day {flag['baseline_dt']}" if flag["baseline"] == "previous" else "trailing 7 days"
+        base = FLAG_BASELINES[flag["baseline"]]
         print(f"  {flag['assessment']:<7} {flag['model']:<15} {flag['judge']:<6} {flag['measure']:<24} "
               f"{flag['value']:.3f} vs {flag['baseline_value']:.3f} ({base}, delta {flag['delta']:+.3f}, "
               f"adjusted p {flag['p_adjusted']:.1g}){' ALERT' if flag['alerts'] else ''}")

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from evaluation.calibration.daily import calibration_summary
-from evaluation.report.alerts import AlertPolicy, t_quantile_975
+from evaluation.report.alerts import FLAG_BASELINES, AlertPolicy, t_quantile_975
 from evaluation.report.compute import (
     ReportError,
     compute_summary,
@@ -30,8 +30,8 @@ from evaluation.storage import Store, read_consistently, read_json, report_key, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AlertPolicy", "ReportError", "build_daily_report", "compute_summary", "load_inputs", "mean_interval", "render_html",
-           "t_quantile_975", "wilson_interval", "write_daily_report"]
+__all__ = ["FLAG_BASELINES", "AlertPolicy", "ReportError", "build_daily_report", "compute_summary", "load_inputs",
+           "mean_interval", "render_html", "t_quantile_975", "wilson_interval", "write_daily_report"]
 
 
 def _json_safe(value: Any) -> Any:

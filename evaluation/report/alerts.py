@@ -69,6 +69,8 @@ HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
     "masis": ("faithfulness", "relevance"),
     "prompt": (),
 }
+#: A flag's (a reference entry's) ``baseline`` in words: the page's flags table and the demo's lines.
+FLAG_BASELINES = {"trailing_7d": "trailing 7 days", "before_regression": "before the regression"}
 #: The rates whose worse flags alert (borderline has no better direction: it never alerts).
 HEADLINE_RATES = ("pass", "fail")
 _TOLERANCE = 1e-9
@@ -206,7 +208,7 @@ def reference_entry(result: Result, interval: tuple[float, float] | None, day: d
     if ref is None:
         return None
     return Reference(
-        baseline="before_regression" if result.since is not None and result.since < day else "trailing_7d",
+        baseline="before_regression" if result.since is not None and result.since < day else "trailing_7d",  # FLAG_BASELINES
         days=[d.isoformat() for d in ref.days], n=ref.pooled.n, value=ref.pooled.value,
         delta=None if test is None else test.delta,
         outside_ci=None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),

@@ -20,7 +20,7 @@ from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
-from evaluation.report.alerts import HEADLINE_METRICS, assess, measures_of
+from evaluation.report.alerts import FLAG_BASELINES, HEADLINE_METRICS, assess, measures_of
 from evaluation.report.evidence_page import (
     asked_cell,
     change_text,
@@ -232,10 +232,6 @@ def _thresholds_section(summary: DaySummary) -> str:
             + table([_th("Judge"), _th("Pass ≥", True), _th("Borderline ≥", True), _th("Source")], body, compact=True))
 
 
-#: A flag's ``baseline`` as the flags table says it (:func:`evaluation.report.alerts.reference_entry`).
-_FLAG_BASELINES = {"trailing_7d": "trailing 7 days", "before_regression": "before the regression"}
-
-
 def _flags_section(summary: DaySummary) -> str:
     flags = summary.flags
     rule = _note(f"Flag rule: {esc(summary.method.flag)}. Only <strong>worse</strong> flags on headline "
@@ -261,7 +257,7 @@ def _flags_section(summary: DaySummary) -> str:
         body.append(_row([
             _cell(f'<span class="flag {assessment}">{arrow} {esc(assessment)}</span>', cls="nowrap"),
             _cell(f"<code>{esc(flag.model)}</code>", cls="nowrap"), _cell(f"<code>{esc(flag.judge)}</code>"),
-            _cell(esc(label)), _cell(esc(_fmt(kind, flag.value)), num=True), _cell(_FLAG_BASELINES[flag.baseline], cls="nowrap"),
+            _cell(esc(label)), _cell(esc(_fmt(kind, flag.value)), num=True), _cell(FLAG_BASELINES[flag.baseline], cls="nowrap"),
             _cell(esc(_fmt(kind, flag.baseline_value)), num=True),
             _cell(f'<span class="flag {assessment}">{esc(_fmt_delta(kind, flag.delta))}</span>', num=True),
             _cell(esc(delta_ci.replace("%", " pp") if kind == "rate" else delta_ci), num=True),

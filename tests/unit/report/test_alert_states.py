@@ -13,6 +13,7 @@ from evaluation_notifications import regression_message
 
 from evaluation import storage
 from evaluation.report import AlertPolicy, build_daily_report
+from scripts.demo import print_flags
 from tests.unit.report.test_report import land_day, row
 
 START = dt.date(2026, 6, 1)
@@ -55,7 +56,7 @@ def test_a_sustained_drop_stays_regressed_pages_once_and_recovers(tmp_path: Path
     assert messages[1:] == [None] * 6  # no page while it only stays regressed
 
 
-def test_the_page_names_the_baseline_each_flag_was_tested_against(tmp_path: Path) -> None:
+def test_the_page_and_the_demo_name_the_baseline_each_flag_was_tested_against(tmp_path: Path, capsys) -> None:
     store = storage.open_store(str(tmp_path / "out"))
     land(store, {"drops": [0.75] * 7 + [0.45] * 3}, n={"drops": 400})
     pages = {i: build_daily_report(store, day(i)) for i in (7, 9)}
@@ -64,6 +65,8 @@ def test_the_page_names_the_baseline_each_flag_was_tested_against(tmp_path: Path
         assert summary["flags"] and {f["baseline"] for f in summary["flags"]} == {baseline}
         flags_table = page[page.index('<section id="flags">'):].split("</section>", 1)[0]
         assert flags_table.count(f'<td class="nowrap">{words}</td>') == len(summary["flags"])
+        print_flags(summary["flags"])
+        assert capsys.readouterr().out.count(f"({words}, delta") == len(summary["flags"])
 
 
 def test_a_drop_that_gets_worse_pages_again(tmp_path: Path) -> None:
