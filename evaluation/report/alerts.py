@@ -208,7 +208,7 @@ def reference_entry(result: Result, interval: tuple[float, float] | None, day: d
     if ref is None:
         return None
     return Reference(
-        baseline="before_regression" if result.since is not None and result.since < day else "trailing_7d",  # FLAG_BASELINES
+        baseline="before_regression" if result.since is not None and result.since < day else "trailing_7d",
         days=[d.isoformat() for d in ref.days], n=ref.pooled.n, value=ref.pooled.value,
         delta=None if test is None else test.delta,
         outside_ci=None if interval is None else bool(ref.pooled.value < interval[0] or ref.pooled.value > interval[1]),

@@ -52,7 +52,7 @@ def large_unflagged(groups: Sequence[Group], policy: AlertPolicy) -> list[NotSig
         delta = comparison.delta
         found.append(NotSignificant(
             model=group.model, judge=group.judge, segment=group.segment if isinstance(group, SegmentGroup) else None,
-            measure=f"{name}_rate" if kind == "rate" else f"{name}_mean", baseline="trailing_7d",
+            measure=f"{name}_rate" if kind == "rate" else f"{name}_mean", baseline=comparison.baseline,
             before=comparison.value, after=measure.value, delta=delta, n=measure.n, baseline_n=comparison.n,
             p_adjusted=comparison.p_adjusted, assessment=assess(kind, name, delta)[1]))
     return sorted(found, key=lambda c: (c.assessment != "worse", -abs(c.delta), c.model, c.judge, c.measure))

@@ -69,6 +69,26 @@ def test_the_page_and_the_demo_name_the_baseline_each_flag_was_tested_against(tm
         assert capsys.readouterr().out.count(f"({words}, delta") == len(summary["flags"])
 
 
+def test_a_large_change_that_is_not_significant_names_the_reference_it_was_tested_against(tmp_path: Path) -> None:
+    """A model still regressed, back part of the way on a day of few records: its large changes are
+    not significant, each against its measure's reference (the level before the regression while
+    that measure is regressed)."""
+    store = storage.open_store(str(tmp_path / "out"))
+    for index, (centre, n) in enumerate([(0.75, 400)] * 7 + [(0.45, 400)] * 2 + [(0.66, 8)]):
+        rng = random.Random(f"partial-{index}")
+        land_day(store, day(index), [row(day(index), "m", "prompt", i, score=round(min(1.0, max(0.0, rng.gauss(centre, 0.12))), 3))
+                                     for i in range(n)])
+    _, summary = build_daily_report(store, day(9))
+    assert line_of(summary, "m")["status"] == "regressed"
+    references = {m: g["metrics" if m == "score" else "rates"][m]["reference"]
+                  for g in summary["groups"] for m in ("score", "pass", "fail")}
+    changes = summary["not_significant"]
+    assert "before_regression" in {c["baseline"] for c in changes}  # each measure's own state decides
+    for change in changes:
+        reference = references[change["measure"].rsplit("_", 1)[0]]
+        assert (change["baseline"], change["before"]) == (reference["baseline"], reference["value"])
+
+
 def test_a_drop_that_gets_worse_pages_again(tmp_path: Path) -> None:
     store = storage.open_store(str(tmp_path / "out"))
     land(store, {"m": [0.75] * 7 + [0.6, 0.6, 0.3]}, n={"m": 400})
