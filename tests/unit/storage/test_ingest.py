@@ -572,6 +572,19 @@ def test_ingest_keeps_problems_as_a_list_column() -> None:
     ]
 
 
+def test_a_number_no_float_holds_in_a_log_line_is_a_problem_of_its_record() -> None:
+    """A 401-digit integer, as a log line writes it: Python's JSON decoder reads it whole, and its
+    record gets a problem instead of stopping the day's ingest."""
+    line = json.dumps(record(record_id="big", contexts=[{"text": "a", "score": 0}], rubrics=[{"description": "d", "weight": 0}]))
+    huge = "1" + "0" * 400
+    line = line.replace('"score": 0', f'"score": {huge}').replace('"weight": 0', f'"weight": {huge}')
+    result = ingest_objects([(URI, jsonl(line, record(record_id="fine")))], DAY)
+    assert result.rows.select("record_id", "problems").rows() == [
+        ("big", ["contexts: item 1 has a non-numeric score", "rubrics: item 1 has a non-numeric weight"]),
+        ("fine", []),
+    ]
+
+
 def test_reject_model_requires_a_reason() -> None:
     with pytest.raises(ValueError):
         Reject(source_uri=URI, line_no=1, raw="x", reasons=[])
