@@ -12,6 +12,8 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from packaging.version import Version
+
 from evaluation.contract.errors import ConfigurationError
 
 #: litellm versions the private names below were read from: at least the first, below the second.
@@ -28,21 +30,11 @@ class UnsupportedVersion(ConfigurationError, RuntimeError):
     """An installed dependency is outside the versions whose private API this module uses."""
 
 
-def _release(version: str) -> tuple[int, ...]:
-    parts: list[int] = []
-    for part in version.split("."):
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
 def check_litellm() -> str:
     """The installed litellm's version; raises :class:`UnsupportedVersion` outside :data:`LITELLM_SUPPORTED`."""
     found = importlib.metadata.version("litellm")
     low, high = LITELLM_SUPPORTED
-    if not low <= _release(found) < high:
+    if not low <= Version(found).release < high:
         supported = f">={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
         raise UnsupportedVersion(
             f"litellm {found} is installed, but evaluation/calling/_compat.py uses private parts of litellm read "
