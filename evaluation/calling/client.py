@@ -189,7 +189,7 @@ def call_parameters(settings: JudgeSettings) -> dict[str, Any]:
         response_schema=supports_response_schema(settings.judge_model, settings.structured_output))
 
 
-def completion_cost(response: Any, model: str | None = None) -> float:
+def completion_cost(response: Any, model: str) -> float:
     """Cost from litellm's bundled price map (the price litellm already put on the response, if
     any); 0.0 when the model has no price, and then ``model`` (the name the call was made with) is
     registered at a zero price (see :func:`_price_at_zero`)."""
@@ -203,8 +203,7 @@ def completion_cost(response: Any, model: str | None = None) -> float:
     cost = _compat.if_known(litellm.completion_cost, completion_response=response)
     if cost is None and key is not None:
         _UNPRICED.add(key)
-        if model is not None:
-            _price_at_zero(model)
+        _price_at_zero(model)
     return float(cost or 0.0)
 
 
