@@ -37,7 +37,7 @@ from collections import Counter
 from typing import Any
 
 from evaluation.contract.config import OFFLINE_JUDGE_MODEL
-from evaluation.judges import read_fenced_blocks
+from evaluation.judges import RAG_METRICS, read_fenced_blocks
 
 #: The offline judge models there are (litellm routes any ``offline/<name>`` here).
 OFFLINE_MODELS = (OFFLINE_JUDGE_MODEL,)
@@ -142,7 +142,6 @@ def _f1(candidate: list[str], reference: list[str]) -> float:
 
 
 def is_refusal(answer: str) -> bool:
-    """Whether the answer declines to answer."""
     lowered = answer.lower()
     return any(phrase in lowered for phrase in _REFUSALS)
 
@@ -343,9 +342,8 @@ def _rag(blocks: dict[str, str], user: str) -> dict[str, Any]:
 
 
 def _rag_failed(reason: str) -> dict[str, Any]:
-    metrics = ("faithfulness", "context_relevance", "answer_relevance", "semantic_similarity")
-    reply: dict[str, Any] = {m: None for m in metrics}
-    reply.update({f"{m}_explanation": None for m in metrics})
+    reply: dict[str, Any] = {m: None for m in RAG_METRICS}
+    reply.update({f"{m}_explanation": None for m in RAG_METRICS})
     reply.update(evaluation_status="failed", reason=reason, error=None)
     return reply
 
