@@ -138,8 +138,7 @@ class SharedBudget(RateBudget):
         rps = self.rpm / 60.0 if self.rpm else 0.0
         tps = self.tpm / 60.0 if self.tpm else 0.0
         expiry_ms = int(max(60.0, 4 * self.burst_s) * 1000)
-        wait = await self._client()(keys=[self.key], args=[rps, tps, self.burst_s, requests, tokens, expiry_ms])
-        return float(wait)
+        return float(await self._client()(keys=[self.key], args=[rps, tps, self.burst_s, requests, tokens, expiry_ms]))
 
     def _degrade(self, exc: BaseException) -> RateBudget:
         if self.fallback is None:

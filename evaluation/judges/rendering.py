@@ -20,8 +20,7 @@ from evaluation.contract.config import InputRecord, JudgeName
 
 def fence_nonce(texts: list[str]) -> str:
     """A nonce for this prompt's fences: a hash of the texts they enclose (so none can hold it)."""
-    digest = hashlib.sha256("\x1f".join(texts).encode("utf-8", "surrogatepass"))
-    nonce = digest.hexdigest()[:16]
+    nonce = hashlib.sha256("\x1f".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
     salt = 0
     while any(nonce in text for text in texts):  # astronomically unlikely, but never trust it
         salt += 1

@@ -104,7 +104,6 @@ class LabelledJudges:
         model = str(body.get("model") or "")
         if _model_name(model) not in self.separation:
             raise KeyError(f"LabelledJudges: no accuracy for model {model!r}")
-        messages = body.get("messages") or []
         text = prompt_text(body, sep="\n")
         blocks = read_fenced_blocks(text)
         question, answer = blocks.get("question", ""), blocks.get("answer", blocks.get("candidate_answer", ""))
@@ -112,7 +111,7 @@ class LabelledJudges:
         if good is None:
             raise KeyError(f"LabelledJudges: no labelled record with question {question[:60]!r}")
         value = self.score(model, good, text)
-        reply = json.loads(offline.respond(messages))
+        reply = json.loads(offline.respond(body.get("messages") or []))
         for name in SCORED_FIELDS:
             if reply.get(name) is not None:
                 reply[name] = value

@@ -271,11 +271,9 @@ def jsonl_objects(day: dt.date, lines: Sequence[str], input_format: str = "own")
     if input_format == "openai-chat":
         lines = [to_openai_chat(line) for line in lines]
     half = len(lines) // 2
-    first = ("\n".join(lines[:half]) + "\n").encode()
-    second = ("\n".join(lines[half:]) + "\n").encode()
     return {
-        f"dt={day.isoformat()}/part-000.jsonl": first,
-        f"dt={day.isoformat()}/part-001.jsonl.gz": gzip.compress(second, mtime=0),
+        f"dt={day.isoformat()}/part-000.jsonl": ("\n".join(lines[:half]) + "\n").encode(),
+        f"dt={day.isoformat()}/part-001.jsonl.gz": gzip.compress(("\n".join(lines[half:]) + "\n").encode(), mtime=0),
     }
 
 
