@@ -182,7 +182,6 @@ class BatchApi:
         return str(created.id)
 
     async def create(self, input_file_id: str, metadata: dict[str, str]) -> dict[str, Any]:
-        """Create a batch of the uploaded file."""
         batch = await configure().acreate_batch(completion_window=COMPLETION_WINDOW, endpoint=ENDPOINT,
                                                 input_file_id=input_file_id, metadata=metadata, **self._kwargs)
         return _as_dict(batch)

@@ -49,7 +49,6 @@ class TokenBucket:
         self.updated = clock()
 
     def refill(self, now: float) -> None:
-        """Add what the rate gave since the last look, up to the capacity."""
         self.level = min(self.capacity, self.level + (now - self.updated) * self.rate_per_s)
         self.updated = now
 

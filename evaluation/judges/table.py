@@ -33,7 +33,6 @@ class TableRules:
 
 
 def outside_unit(expr: pl.Expr) -> pl.Expr:
-    """Where a value lies outside [0, 1]."""
     return (expr < 0.0) | (expr > 1.0)
 
 

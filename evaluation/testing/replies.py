@@ -70,7 +70,6 @@ def count_prompt_tokens(body: Mapping[str, Any]) -> int:
 
 
 def error_body(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
-    """An OpenAI-style ``{"error": {...}}`` body."""
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
@@ -124,7 +123,6 @@ class Reply:
         code: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Reply:
-        """An error reply with an OpenAI-style ``{"error": {...}}`` body."""
         return cls(status=status, headers=dict(headers or {}), body=error_body(message, type_, code))
 
     @classmethod
@@ -141,12 +139,10 @@ class Reply:
 
     @classmethod
     def server_error(cls, message: str = "The server had an error while processing your request.") -> Reply:
-        """500 ``server_error``."""
         return cls.error(500, message, "server_error")
 
     @classmethod
     def bad_request(cls, message: str = "Invalid request.", code: str | None = None) -> Reply:
-        """400 ``invalid_request_error``."""
         return cls.error(400, message, "invalid_request_error", code)
 
     @classmethod
@@ -342,7 +338,6 @@ class RecordedRequest(dict[str, Any]):
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """The request's ``messages`` (empty if absent)."""
         messages = self.get("messages")
         return messages if isinstance(messages, list) else []
 
