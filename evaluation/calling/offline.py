@@ -132,8 +132,6 @@ def _share(words: list[str], vocabulary: set[str]) -> float:
 
 
 def _f1(candidate: list[str], reference: list[str]) -> float:
-    if not candidate or not reference:
-        return 0.0
     overlap = sum((Counter(candidate) & Counter(reference)).values())
     if overlap == 0:
         return 0.0
