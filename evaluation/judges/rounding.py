@@ -48,8 +48,7 @@ def round_like_python(expr: pl.Expr, decimals: int) -> pl.Expr:
         raise ValueError(f"decimals must be in [0, {_MAX_DECIMALS}], got {decimals}")
 
     def _batch(series: pl.Series) -> pl.Series:
-        values = series.cast(pl.Float64).to_numpy()
-        rounded = round_half_even_binary(values, decimals)
+        rounded = round_half_even_binary(series.cast(pl.Float64).to_numpy(), decimals)
         return pl.Series(series.name, rounded, dtype=pl.Float64).fill_nan(None)
 
     return expr.cast(pl.Float64).map_batches(_batch, return_dtype=pl.Float64)

@@ -85,8 +85,7 @@ class LocalS3:
     def create_bucket(self, name: str) -> None:
         """Create a bucket (idempotent)."""
         client = self.access().client
-        existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
-        if name not in existing:
+        if name not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
             client.create_bucket(Bucket=name)
 
     def create_role(self, name: str) -> str:

@@ -144,7 +144,6 @@ def _record(
                          "score": round(rng.uniform(0.2, 0.6), 3)})
     if rng.random() < 0.1:
         contexts = [{"text": c["text"]} for c in contexts]  # ids default to ctx-N
-    question = f"What is the {fact.attribute} of {fact.subject}?"
     answer = _answer(rng, fact, roll, good, hallucinate)
     locale = _locale(day, index)
     changed = behaviour.get(f"{model}@{locale}", behaviour.get(model))
@@ -159,7 +158,7 @@ def _record(
         "timestamp": (dt.datetime.combine(day, dt.time(0), dt.UTC)
                       + dt.timedelta(seconds=rng.randrange(86400))).isoformat().replace("+00:00", "Z"),
         "model": model,
-        "question": question,
+        "question": f"What is the {fact.attribute} of {fact.subject}?",
         "answer": answer,
         "contexts": contexts,
         "metadata": {"channel": rng.choice(["web", "mobile", "api"]), "locale": locale},
