@@ -197,7 +197,6 @@ class ScriptedResponder:
     """
 
     def __init__(self, replies: Iterable[ReplyLike]) -> None:
-        """Script the given replies; each is a :class:`Reply` or the assistant content as ``str``."""
         self._replies = [as_reply(r) for r in replies]
         self._next = 0
         self._lock = threading.Lock()
