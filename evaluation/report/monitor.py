@@ -64,8 +64,9 @@ class AlertPolicy(Protocol):
     def prior_day_sd(self) -> float: ...
     @property
     def prior_days(self) -> float: ...
+    @property
+    def accept_baseline(self) -> Mapping[str, dt.date]: ...
     def min_effect(self, kind: str) -> float: ...
-    def accepted_from(self, model: str) -> dt.date | None: ...
 
 #: (model, judge, kind, name): kind is ``rate`` or ``metric``; a segment's unit names it in ``judge``.
 SeriesKey = tuple[str, str, str, str]
@@ -319,7 +320,7 @@ def step(states: dict[SeriesKey, State], day: dt.date, series: Mapping[SeriesKey
         if today is None or today.n <= 0:
             continue
         state = states.setdefault(key, State())
-        accepted = policy.accepted_from(key[0])
+        accepted = policy.accept_baseline.get(key[0])
         if state.since is not None and accepted is not None and state.since < accepted <= day:
             states[key] = state = State()
         ref = state.reference if state.since is not None else None  # regressed: the reference of that day
