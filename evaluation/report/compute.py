@@ -44,12 +44,9 @@ from evaluation.report.alerts import (
     t_quantile_975,
 )
 from evaluation.report.distributions import distributions, judge_order
-from evaluation.report.evidence import QUESTION_LIMIT as QUESTION_LIMIT
-from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
 from evaluation.report.evidence import change_evidence, evidence_changes
 from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_config
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
-from evaluation.report.records import EMPTY_IDS_SHOWN as EMPTY_IDS_SHOWN
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
 from evaluation.report.summary import (
@@ -336,8 +333,7 @@ def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | No
         return None
     order = "finished_at" if "finished_at" in runs.columns else "run_id"
     candidates = runs.filter(pl.col("run_id").is_in(run_ids)) if run_ids else runs
-    row: dict[str, Any] = (candidates if candidates.height else runs).sort(order, nulls_last=True).row(-1, named=True)
-    return row
+    return (candidates if candidates.height else runs).sort(order, nulls_last=True).row(-1, named=True)
 
 
 def cascade_of(run: dict[str, Any] | None) -> dict[str, Any] | None:
