@@ -149,10 +149,9 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: L
     """Read what the report of ``day`` needs (through ``landed``, the commit records of
     :func:`report_days`, else read now); raises ReportError when nothing landed for the day."""
     days = report_days(day, history_days)
-    first = days[0]
     landed = landed if landed is not None else read_landed(store, days)
     summaries = scan_table(store, "daily_summary", landed)
-    history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(first, day)).collect()
+    history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(days[0], day)).collect()
     evaluations = scan_day(store, "evaluations", day, landed)
     source = "daily_summary"
     has_day = not history.is_empty() and history.filter(pl.col("dt") == day).height > 0
