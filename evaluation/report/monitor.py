@@ -133,9 +133,8 @@ def day_variance(days: Sequence[Daily], prior_sd: float, prior_days: float) -> t
 @dataclass(frozen=True)
 class Reference:
     """What a day is tested against: its days, their rows pooled, Σwᵢ² of the days' shares, the
-    day-to-day variance (shrunk, the days' own, degrees of freedom), ``sampling``, the days' mean
-    sampling variance (``σ̄²``: what the spread of their values holds besides ``τ²``), and
-    ``tau2_var``, half the variance of the estimate ``τ̃²`` (:func:`tau2_uncertainty`)."""
+    day-to-day variance (shrunk, the days' own, degrees of freedom), and ``tau2_var``, half the
+    variance of the estimate ``τ̃²`` (:func:`tau2_uncertainty`)."""
 
     days: tuple[dt.date, ...]
     pooled: Daily
@@ -143,7 +142,6 @@ class Reference:
     tau2: float
     own_tau2: float | None
     tau_df: float
-    sampling: float = 0.0
     tau2_var: float = 0.0
 
 
@@ -172,7 +170,7 @@ def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Referenc
     sampling = sum(v.variance / v.n for v in kept.values()) / len(kept)
     own_df = len(kept) - 1 if own is not None else 0
     uncertainty = tau2_uncertainty(tau2, policy.prior_days, own_df, sampling)
-    return Reference(tuple(kept), pooled, weight, tau2, own, df, sampling, uncertainty)
+    return Reference(tuple(kept), pooled, weight, tau2, own, df, uncertainty)
 
 
 @dataclass(frozen=True)
