@@ -189,7 +189,7 @@ def _judged_rows(parsed: pl.DataFrame, spec: CalibrationSpec, run_id: str) -> pl
     """A judged set's rows as a calibration lands them: scored at the spec's thresholds, the
     ``evaluations`` columns plus ``forced_fail``."""
     scored = score_table(parsed, spec.thresholds)
-    return (scored.with_columns(forced_fail(scored), run_id=pl.lit(run_id))
+    return (scored.with_columns(forced_fail(), run_id=pl.lit(run_id))
             .select(*EVALUATION_COLUMNS, "forced_fail").sort("record_id", "judge"))
 
 
