@@ -188,8 +188,7 @@ def judge_golden_set(
 def _judged_rows(parsed: pl.DataFrame, spec: CalibrationSpec, run_id: str) -> pl.DataFrame:
     """A judged set's rows as a calibration lands them: scored at the spec's thresholds, the
     ``evaluations`` columns plus ``forced_fail``."""
-    scored = score_table(parsed, spec.thresholds)
-    return (scored.with_columns(forced_fail(), run_id=pl.lit(run_id))
+    return (score_table(parsed, spec.thresholds).with_columns(forced_fail(), run_id=pl.lit(run_id))
             .select(*EVALUATION_COLUMNS, "forced_fail").sort("record_id", "judge"))
 
 
