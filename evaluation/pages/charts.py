@@ -64,12 +64,10 @@ def fmt_decimal(value: float) -> str:
 
 
 def fmt_count(value: float) -> str:
-    """A whole number with thousands separators."""
     return f"{value:,.0f}"
 
 
 def colour(index: int) -> str:
-    """The palette colour of the ``index``-th series."""
     return PALETTE[index % len(PALETTE)]
 
 

@@ -395,7 +395,6 @@ def build_headline(models: list[str], flags: list[Flag], states: dict[str, Model
 
 
 def flag_change(flag: Flag) -> Change:
-    """A flag as a headline line's change."""
     return Change(judge=flag.judge, measure=flag.measure, baseline=flag.baseline, before=flag.baseline_value,
                   after=flag.value, delta=flag.delta, p_adjusted=flag.p_adjusted, assessment=flag.assessment)
 
