@@ -42,7 +42,7 @@ JUDGE_METRICS: dict[str, tuple[str, ...]] = {
 }
 
 
-def forced_fail(judged: pl.DataFrame) -> pl.Expr:
+def forced_fail() -> pl.Expr:
     """Rows whose verdict a contract rule forces to ``fail`` whatever the thresholds: rag's
     faithfulness of 0.0 (CONTRACT §2.2 (5)), prompt's unsatisfied required rubric (§2.4) and an
     empty answer (§2.5). Over parsed-and-scored rows (``required_unsatisfied`` and ``empty_answer``

@@ -49,10 +49,6 @@ def calibration_id(spec: CalibrationSpec) -> str:
     return spec.default_id(prompt_versions(spec))
 
 
-def _key(calibration: str, name: str) -> str:
-    return storage.calibration_key(calibration, name)
-
-
 def _calls_to_make(store: storage.Store, spec: CalibrationSpec, judge_model: str, records: pl.DataFrame,
                    parameters: dict[str, Any]) -> int:
     """Judge calls of ``judge_model`` the set needs that the ledger has no reply for (0 on a re-run)."""
@@ -90,9 +86,9 @@ def _land_golden_set(store: storage.Store, golden: storage.Store, spec: Calibrat
     """The golden set read and validated, its labels, rejects and validation result landed;
     :class:`CalibrationError` when it breaks a set-level rule."""
     golden_set = read_golden_set(golden, spec, run_id=run_id)
-    storage.write_parquet(store, _key(calibration, "rejects.parquet"), golden_set.rejects)
-    storage.write_json(store, _key(calibration, "validation.json"), golden_set.validation)
-    storage.write_parquet(store, _key(calibration, "labels.parquet"), golden_set.labels)
+    storage.write_parquet(store, storage.calibration_key(calibration, "rejects.parquet"), golden_set.rejects)
+    storage.write_json(store, storage.calibration_key(calibration, "validation.json"), golden_set.validation)
+    storage.write_parquet(store, storage.calibration_key(calibration, "labels.parquet"), golden_set.labels)
     if golden_set.failures:
         logger.error("calibration %s: %s", calibration, "; ".join(golden_set.failures))
         raise CalibrationError("; ".join(golden_set.failures))
@@ -166,10 +162,10 @@ def judge_golden_set(
     if spec.cascade:
         evaluations = _judge_cascade(store, stores, spec, level_cfgs[-1], dated, golden_set.labels, levels,
                                      calibration=calibration, api_key=api_key)
-        storage.write_parquet(store, _key(calibration, "levels.parquet"), pl.concat(
+        storage.write_parquet(store, storage.calibration_key(calibration, "levels.parquet"), pl.concat(
             [rows.with_columns(level=pl.lit(k, dtype=pl.Int64)) for k, rows in enumerate(levels)]))
-    storage.write_parquet(store, _key(calibration, "evaluations.parquet"), evaluations)
-    storage.write_parquet(store, _key(calibration, "judge_calls.parquet"), call_table)
+    storage.write_parquet(store, storage.calibration_key(calibration, "evaluations.parquet"), evaluations)
+    storage.write_parquet(store, storage.calibration_key(calibration, "judge_calls.parquet"), call_table)
     statuses = dict(evaluations.group_by("judge_status").len().sort("judge_status").iter_rows())
     counts = {
         "calibration_id": calibration,
@@ -183,7 +179,7 @@ def judge_golden_set(
         "calls_reused": reused,
         "cost_usd": round(sum(float(rows["cost_usd"].sum()) for rows in levels), 6),
     }
-    storage.write_json(store, _key(calibration, "judging.json"),
+    storage.write_json(store, storage.calibration_key(calibration, "judging.json"),
                        {"spec": spec.model_dump(mode="json"), "set_info": golden_set.info, **counts})
     logger.info("calibration %s: judged %s: %s", calibration, spec.describe(), counts)
     return counts
@@ -192,8 +188,7 @@ def judge_golden_set(
 def _judged_rows(parsed: pl.DataFrame, spec: CalibrationSpec, run_id: str) -> pl.DataFrame:
     """A judged set's rows as a calibration lands them: scored at the spec's thresholds, the
     ``evaluations`` columns plus ``forced_fail``."""
-    scored = score_table(parsed, spec.thresholds)
-    return (scored.with_columns(forced_fail(scored), run_id=pl.lit(run_id))
+    return (score_table(parsed, spec.thresholds).with_columns(forced_fail(), run_id=pl.lit(run_id))
             .select(*EVALUATION_COLUMNS, "forced_fail").sort("record_id", "judge"))
 
 
@@ -210,7 +205,7 @@ def _judge_cascade(store: storage.Store, stores: stages.Stores, spec: Calibratio
     costs = unit_costs(levels, [client.price_per_token(model) for model in spec.models])
     bands = fit_bands(levels, labels, list(spec.judges), given, spec.band_loss, cut=spec.thresholds.borderline,
                       confidence=spec.band_confidence, costs=costs)
-    storage.write_parquet(store, _key(calibration, "cascade.parquet"), pl.DataFrame(
+    storage.write_parquet(store, storage.calibration_key(calibration, "cascade.parquet"), pl.DataFrame(
         [{"calibration_id": calibration, "set_name": spec.set_name, "level": k, "judge_model": level.judge_model,
           "judge": judge, "band_low": low, "band_high": high, "band_source": sources[k], "band_loss": spec.band_loss}
          for k, level in enumerate(spec.cascade) for judge, (low, high) in bands[k].items()], schema=CASCADE_SCHEMA))
@@ -231,7 +226,8 @@ def calibrate(
 ) -> dict[str, Any]:
     """Measure the judged set against its labels and land ``calibration.parquet``, ``report.html``
     and ``spec.json`` (reads what :func:`judge_golden_set` landed for this calibration)."""
-    keys = {name: _key(calibration, name) for name in ("evaluations.parquet", "labels.parquet", "judging.json")}
+    keys = {name: storage.calibration_key(calibration, name)
+            for name in ("evaluations.parquet", "labels.parquet", "judging.json")}
     missing = [k for k in keys.values() if not store.exists(k)]
     if missing:
         raise CalibrationError(f"calibration {calibration} ({spec.describe()}): the set has not been judged "
@@ -242,21 +238,21 @@ def calibrate(
     evaluations = storage.read_parquet(store, keys["evaluations.parquet"])
     labels = storage.read_parquet(store, keys["labels.parquet"])
     table = calibration_rows(evaluations, labels, spec, calibration_id=calibration, calibrated_at=calibrated_at)
-    storage.write_parquet(store, _key(calibration, "calibration.parquet"), table)
+    storage.write_parquet(store, storage.calibration_key(calibration, "calibration.parquet"), table)
     cascade = _measure_cascade(store, spec, evaluations, labels, calibration, calibrated_at) if spec.cascade else None
     page = render_page(table, roc_curves(evaluations, labels, list(spec.judges)), spec, calibration, judging,
                        cascade=cascade)
-    store.write_bytes(_key(calibration, "report.html"), page.encode())
-    storage.write_json(store, _key(calibration, "spec.json"), {
+    store.write_bytes(storage.calibration_key(calibration, "report.html"), page.encode())
+    storage.write_json(store, storage.calibration_key(calibration, "spec.json"), {
         "calibration_id": calibration, "spec": spec.model_dump(mode="json"),
         "prompt_versions": prompt_versions(spec), "calibrated_at": calibrated_at.isoformat(),
         **{k: v for k, v in judging.items() if k != "spec"},
     })
     result = {
         "calibration_id": calibration,
-        "uri": store.uri(_key(calibration, "")),
-        "table_uri": store.uri(_key(calibration, "calibration.parquet")),
-        "report_uri": store.uri(_key(calibration, "report.html")),
+        "uri": store.uri(storage.calibration_key(calibration, "")),
+        "table_uri": store.uri(storage.calibration_key(calibration, "calibration.parquet")),
+        "report_uri": store.uri(storage.calibration_key(calibration, "report.html")),
         "set": spec.set_name,
         "judge_model": spec.judge_model,
         **{k: judging[k] for k in ("records", "rejected", "calls_made", "calls_reused")},
@@ -278,9 +274,9 @@ def _measure_cascade(store: storage.Store, spec: CalibrationSpec, evaluations: p
                      calibration: str, calibrated_at: dt.datetime) -> pl.DataFrame:
     """The cascade's figures per level and judge (:func:`~evaluation.calibration.cascade.cascade_table`)
     over each level's rows and the bands the judging kept, landed as ``cascade.parquet``."""
-    key = _key(calibration, "cascade.parquet")
+    key = storage.calibration_key(calibration, "cascade.parquet")
     kept = storage.read_parquet(store, key)
-    everything = storage.read_parquet(store, _key(calibration, "levels.parquet"))
+    everything = storage.read_parquet(store, storage.calibration_key(calibration, "levels.parquet"))
     levels = [everything.filter(pl.col("level") == k) for k in range(len(spec.cascade) + 1)]
     bands: list[Bands] = [{} for _ in spec.cascade]
     sources = ["given"] * len(spec.cascade)

@@ -73,9 +73,8 @@ def sample_records(records: pl.DataFrame, per_model: int | None, seed: int) -> p
     in the same seeded order for every model; then the other questions' records; then further
     records of questions already taken. Records and questions are ranked by seeded hashes, so the
     same seed picks the same records whatever the order of the input."""
-    keyed = _with_question_keys(records)
-    keys = keyed.select("dt", "record_id", "model", "question_key").unique(["dt", "record_id", "model"]).sort(
-        "model", "dt", "record_id")
+    keys = (_with_question_keys(records).select("dt", "record_id", "model", "question_key")
+            .unique(["dt", "record_id", "model"]).sort("model", "dt", "record_id"))
     if per_model is None:
         return keys.drop("question_key")
     shared = _shared_questions(keys, keys["model"].unique().to_list())
@@ -359,8 +358,7 @@ def _ok_values(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _values(frame: pl.DataFrame, model: str, metric: str) -> np.ndarray:
-    values = frame.filter(pl.col("model") == model)[metric].drop_nulls()
-    return values.to_numpy().astype(np.float64, copy=False)
+    return frame.filter(pl.col("model") == model)[metric].drop_nulls().to_numpy().astype(np.float64, copy=False)
 
 
 def _question_means(frame: pl.DataFrame, model: str, metric: str) -> pl.DataFrame:

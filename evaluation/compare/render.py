@@ -145,7 +145,6 @@ def _overview(spec: ComparisonSpec, tested: pl.DataFrame, records: dict[str, int
 
 
 def _statuses(spec: ComparisonSpec, statuses: dict[str, dict[str, dict[str, int]]]) -> str:
-    """The section of the judge statuses' counts per model and judge."""
     status_rows = [
         f"<tr><td>{esc(model)}</td><td>{esc(judge)}</td>"
         + "".join(f"<td class='num'>{statuses.get(model, {}).get(judge, {}).get(s, 0)}</td>" for s in JUDGE_STATUSES)

@@ -48,7 +48,6 @@ def batches(total: int, width: int, cells: int = _BATCH_CELLS) -> Iterator[int]:
 
 
 def bootstrap_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
-    """Means of ``resamples`` bootstrap resamples of ``values``."""
     return _bootstrap_moments(values, rng, resamples)[0]
 
 

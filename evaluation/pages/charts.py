@@ -64,12 +64,10 @@ def fmt_decimal(value: float) -> str:
 
 
 def fmt_count(value: float) -> str:
-    """A whole number with thousands separators."""
     return f"{value:,.0f}"
 
 
 def colour(index: int) -> str:
-    """The palette colour of the ``index``-th series."""
     return PALETTE[index % len(PALETTE)]
 
 
@@ -152,9 +150,8 @@ def nice_ticks(low: float, high: float, count: int = 5, *, integer: bool = False
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw - 1e-12)
     if integer:
         step = max(1.0, float(math.ceil(step)))
-    start = math.floor(low / step + 1e-9) * step
     ticks = []
-    value = start
+    value = math.floor(low / step + 1e-9) * step
     while value <= high + step * 1e-9:
         ticks.append(round(value, 10))
         value += step

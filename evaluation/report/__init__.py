@@ -72,18 +72,15 @@ def write_daily_report(
     *,
     history_days: int = 30,
     report_store: Store | None = None,
-    worst_per_judge: int = 10,
     policy: AlertPolicy | None = None,
 ) -> dict[str, str]:
     """Build and land the day's report: ``reports/dt=D/index.html`` and ``summary.json`` under the
     output root, or ``index.html`` and ``summary.json`` at the root of ``report_store`` when given.
     Returns their URIs as ``{"html": ..., "summary": ...}``, and ``replaced_fuller`` saying so when
     the report it replaced covered more rows or more days of trends (:func:`report_extent`)."""
-    page, summary = build_daily_report(store, day, history_days=history_days, worst_per_judge=worst_per_judge,
-                                       policy=policy)
-    target = report_store if report_store is not None else store
-    html_key = "index.html" if report_store is not None else report_key(day, "index.html")
-    json_key = "summary.json" if report_store is not None else report_key(day, "summary.json")
+    page, summary = build_daily_report(store, day, history_days=history_days, policy=policy)
+    target, html_key, json_key = ((report_store, "index.html", "summary.json") if report_store is not None
+                                  else (store, report_key(day, "index.html"), report_key(day, "summary.json")))
     before = report_extent(read_json(target, json_key)) if target.exists(json_key) else None
     write_json(target, json_key, summary)
     target.write_bytes(html_key, page.encode("utf-8"))

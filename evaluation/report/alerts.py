@@ -132,10 +132,6 @@ class AlertPolicy(BaseModel):
         """The minimum practical effect of a ``rate`` or a ``metric`` mean."""
         return self.min_rate_effect if kind == "rate" else self.min_metric_effect
 
-    def accepted_from(self, model: str) -> dt.date | None:
-        """The day from which ``model``'s baseline is accepted (None: no acknowledged level)."""
-        return self.accept_baseline.get(model)
-
     def adjustment_name(self) -> str:
         """The multiplicity adjustment's name, as the page says it."""
         return {"holm": "Holm", "bh": "Benjamini–Hochberg"}[self.p_adjust]
@@ -399,7 +395,6 @@ def build_headline(models: list[str], flags: list[Flag], states: dict[str, Model
 
 
 def flag_change(flag: Flag) -> Change:
-    """A flag as a headline line's change."""
     return Change(judge=flag.judge, measure=flag.measure, baseline=flag.baseline, before=flag.baseline_value,
                   after=flag.value, delta=flag.delta, p_adjusted=flag.p_adjusted, assessment=flag.assessment)
 

@@ -44,12 +44,9 @@ from evaluation.report.alerts import (
     t_quantile_975,
 )
 from evaluation.report.distributions import distributions, judge_order
-from evaluation.report.evidence import QUESTION_LIMIT as QUESTION_LIMIT
-from evaluation.report.evidence import TEXT_LIMIT as TEXT_LIMIT
 from evaluation.report.evidence import change_evidence, evidence_changes
 from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_config
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
-from evaluation.report.records import EMPTY_IDS_SHOWN as EMPTY_IDS_SHOWN
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
 from evaluation.report.summary import (
@@ -152,10 +149,9 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: L
     """Read what the report of ``day`` needs (through ``landed``, the commit records of
     :func:`report_days`, else read now); raises ReportError when nothing landed for the day."""
     days = report_days(day, history_days)
-    first = days[0]
     landed = landed if landed is not None else read_landed(store, days)
     summaries = scan_table(store, "daily_summary", landed)
-    history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(first, day)).collect()
+    history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(days[0], day)).collect()
     evaluations = scan_day(store, "evaluations", day, landed)
     source = "daily_summary"
     has_day = not history.is_empty() and history.filter(pl.col("dt") == day).height > 0
@@ -336,8 +332,7 @@ def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | No
         return None
     order = "finished_at" if "finished_at" in runs.columns else "run_id"
     candidates = runs.filter(pl.col("run_id").is_in(run_ids)) if run_ids else runs
-    row: dict[str, Any] = (candidates if candidates.height else runs).sort(order, nulls_last=True).row(-1, named=True)
-    return row
+    return (candidates if candidates.height else runs).sort(order, nulls_last=True).row(-1, named=True)
 
 
 def cascade_of(run: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -152,8 +152,7 @@ def _representatives(failing: pl.DataFrame) -> tuple[list[FailureReason], pl.Dat
     from those reasons in turn, lowest score first within each (Polars)."""
     counts = failing.group_by("failure_reason").len().sort(["len", "failure_reason"], descending=[True, False])
     top = counts.head(REASONS_SHOWN)
-    total = failing.height
-    reasons = [FailureReason(reason=r, count=int(n), share=n / total) for r, n in top.iter_rows()]
+    reasons = [FailureReason(reason=r, count=int(n), share=n / failing.height) for r, n in top.iter_rows()]
     ranked = (failing.join(top.with_row_index("reason_rank").select("failure_reason", "reason_rank"), on="failure_reason")
               .sort("reason_rank", "score", "record_id")
               .with_columns(turn=pl.int_range(pl.len()).over("failure_reason"))

@@ -80,10 +80,9 @@ def segments_section(segments: Segments) -> str:
         parts.append(table(header, body, compact=True))
     else:
         parts.append(note("No segment moved by more than sampling, day-to-day variation and the minimum effect allow."))
-    too_few = segments.too_few
-    if too_few:
+    if segments.too_few:
         listed = first_of([f"{esc(t.model)} {esc(t.judge)} {esc(key_name(t.segment.key))}={esc(t.segment.value)} "
-                           f"({t.n_ok})" for t in too_few], 12)
+                           f"({t.n_ok})" for t in segments.too_few], 12)
         parts.append(note(f"Too few records to monitor (fewer than {segments.min_rows} ok rows today, "
                           f"not tested): {listed}."))
     return section("segments", "Segments", *parts)

@@ -64,8 +64,9 @@ class AlertPolicy(Protocol):
     def prior_day_sd(self) -> float: ...
     @property
     def prior_days(self) -> float: ...
+    @property
+    def accept_baseline(self) -> Mapping[str, dt.date]: ...
     def min_effect(self, kind: str) -> float: ...
-    def accepted_from(self, model: str) -> dt.date | None: ...
 
 #: (model, judge, kind, name): kind is ``rate`` or ``metric``; a segment's unit names it in ``judge``.
 SeriesKey = tuple[str, str, str, str]
@@ -132,9 +133,8 @@ def day_variance(days: Sequence[Daily], prior_sd: float, prior_days: float) -> t
 @dataclass(frozen=True)
 class Reference:
     """What a day is tested against: its days, their rows pooled, Σwᵢ² of the days' shares, the
-    day-to-day variance (shrunk, the days' own, degrees of freedom), ``sampling``, the days' mean
-    sampling variance (``σ̄²``: what the spread of their values holds besides ``τ²``), and
-    ``tau2_var``, half the variance of the estimate ``τ̃²`` (:func:`tau2_uncertainty`)."""
+    day-to-day variance (shrunk, the days' own, degrees of freedom), and ``tau2_var``, half the
+    variance of the estimate ``τ̃²`` (:func:`tau2_uncertainty`)."""
 
     days: tuple[dt.date, ...]
     pooled: Daily
@@ -142,7 +142,6 @@ class Reference:
     tau2: float
     own_tau2: float | None
     tau_df: float
-    sampling: float = 0.0
     tau2_var: float = 0.0
 
 
@@ -171,7 +170,7 @@ def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Referenc
     sampling = sum(v.variance / v.n for v in kept.values()) / len(kept)
     own_df = len(kept) - 1 if own is not None else 0
     uncertainty = tau2_uncertainty(tau2, policy.prior_days, own_df, sampling)
-    return Reference(tuple(kept), pooled, weight, tau2, own, df, sampling, uncertainty)
+    return Reference(tuple(kept), pooled, weight, tau2, own, df, uncertainty)
 
 
 @dataclass(frozen=True)
@@ -319,7 +318,7 @@ def step(states: dict[SeriesKey, State], day: dt.date, series: Mapping[SeriesKey
         if today is None or today.n <= 0:
             continue
         state = states.setdefault(key, State())
-        accepted = policy.accepted_from(key[0])
+        accepted = policy.accept_baseline.get(key[0])
         if state.since is not None and accepted is not None and state.since < accepted <= day:
             states[key] = state = State()
         ref = state.reference if state.since is not None else None  # regressed: the reference of that day

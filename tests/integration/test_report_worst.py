@@ -15,7 +15,8 @@ from evaluation import stages, storage
 from evaluation.cli.day import run_day
 from evaluation.contract.config import RunConfig
 from evaluation.report import build_daily_report
-from evaluation.report.compute import EMPTY_IDS_SHOWN, QUESTION_LIMIT, TEXT_LIMIT
+from evaluation.report.evidence import QUESTION_LIMIT, TEXT_LIMIT
+from evaluation.report.records import EMPTY_IDS_SHOWN
 from evaluation.testing import synthetic
 
 DAY = dt.date(2026, 11, 17)
