@@ -42,12 +42,11 @@ def day(params: dict[str, Any]) -> dict[str, Any]:
     raw = data.raw_day(records, unique=True, bad=False)
     with OpenAIServer(responder=lambda body: GOOD_REPLY, record_requests=False) as server:
         server.batches.delay_s = 0.0
-        batch, batch_s = _day(raw, server.base_url, "batch", batch=True, batch_poll_s=0.05,
-                              chunk_size=int(params.get("chunk_size", 500)))
+        batch, batch_s = _day(raw, server.base_url, "batch", batch=True, batch_poll_s=0.05, chunk_size=500)
         batch_requests = dict(server.batches.counts)
         lines = len(server.batches.line_ids)
         chat_before = server.request_count
-        online, online_s = _day(raw, server.base_url, "online", chunk_size=int(params.get("chunk_size", 500)))
+        online, online_s = _day(raw, server.base_url, "online", chunk_size=500)
         online_requests = server.request_count - chat_before
     http = sum(n for name, n in batch_requests.items() if name != "lines")  # lines run inside the batches
     price_in, price_out, from_batch_map = batch_prices(MODEL)

@@ -251,12 +251,12 @@ class Bench:
             self.details[keep] = result
         return result
 
-    def day(self, module: str, task: str, timeout_s: float, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+    def day(self, module: str, task: str, timeout_s: float) -> tuple[int, dict[str, Any]]:
         """(records, result) of a measurement on a generated day of 2,000 records (400 with
         --quick), started once the machine is quiet; the result is kept as ``details[module]``."""
         records = 400 if self.args.quick else 2000
         wait_for_quiet()
-        return records, self.child(module, task, {"records": records}, keep=module, timeout_s=timeout_s, **kwargs)
+        return records, self.child(module, task, {"records": records}, keep=module, timeout_s=timeout_s)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -68,7 +68,7 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
     from evaluation.testing.s3 import local_s3_environment
 
     records = int(params["records"])
-    raw_root = data.raw_day(records, unique=bool(params.get("unique", True)), bad=False)
+    raw_root = data.raw_day(records, unique=True, bad=False)
     with local_s3_environment("bench-logs", "bench-evaluation") as s3:
         s3_access = s3.access()
         raw = storage.open_store(INPUT_URI, s3_access)
@@ -86,8 +86,7 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
         timer = CallTimer()
         setup_s = time.monotonic() - setup_started
         # The generated day is complete once written: no quiet period to wait out.
-        conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, "judge_model": "offline/lexical", "quiet_period_s": 0,
-                **params.get("conf", {})}
+        conf = {"input_uri": INPUT_URI, "output_uri": OUTPUT_URI, "judge_model": "offline/lexical", "quiet_period_s": 0}
         first = _run(airflow_local, data.DAY, conf, timer, out)
         second = _run(airflow_local, data.DAY, conf, timer, out)
     return {"records": records, "conf": conf, "setup_s": round(setup_s, 2), "first": first, "rerun": second}

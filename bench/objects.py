@@ -31,8 +31,7 @@ from typing import Any
 from bench.common import child_main, cpu_seconds, peak_rss_mib, process_cpu_seconds
 
 BUCKET = "bench-logs"
-DAYS = {"big": dt.date(2026, 11, 25), "small": dt.date(2026, 11, 26), "sample": dt.date(2026, 11, 27),
-        "warm": dt.date(2026, 11, 24)}
+DAYS = {"big": dt.date(2026, 11, 25), "small": dt.date(2026, 11, 26), "warm": dt.date(2026, 11, 24)}
 #: The per-request latency put in front of the server for the latency-bound figures (seconds): the
 #: low end of the 100-200 ms widely quoted for small objects on S3; AWS's whitepaper puts the median
 #: often in the tens of milliseconds (docs/performance.md, Many small objects, projects the ratio there).

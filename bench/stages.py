@@ -32,7 +32,6 @@ def _config(params: dict[str, Any]) -> Any:
     return RunConfig(
         date=data.DAY, input_uri=params["input_uri"], output_uri=params["output_uri"], run_id="bench",
         judges=["rag", "masis", "prompt"], judge_model="openai/judge-model",
-        chunk_size=int(params.get("chunk_size", 500)),
     )
 
 

@@ -39,7 +39,7 @@ def daily(params: dict[str, Any]) -> dict[str, Any]:
         for path in sorted(raw_root.rglob("part-*")):
             raw.write_bytes(str(path.relative_to(raw_root)), path.read_bytes())
 
-    conf = {"date": day.isoformat(), "chunk_size": int(params.get("chunk_size", 250)), "quiet_period_s": 0}
+    conf = {"date": day.isoformat(), "chunk_size": 250, "quiet_period_s": 0}
     started = time.monotonic()
     # Unpausing starts the schedule's own run of its latest day, which has no logs here: with no
     # quiet period it fails at once instead of waiting, ahead of the measured runs, for its deadline.
