@@ -66,10 +66,6 @@ def commit_key(day: dt.date) -> str:
     return f"_landed/{day_partition(day)}.json"
 
 
-def table_prefix(table: str) -> str:
-    return f"{table}/"
-
-
 def run_key(day: dt.date, run_id: str) -> str:
     """The object holding the ``runs`` row of one run."""
     return f"runs/{day_partition(day)}/run-{safe_id(run_id)}.parquet"

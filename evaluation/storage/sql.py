@@ -92,7 +92,7 @@ def scan(store: storage.Store, table: str, landed: storage.Landed | None = None)
         where = store.uri("_failed/")
     elif table in PEOPLE_TABLES or table in DAILY_TABLES:  # only a day table is read through ``landed``
         frame = scan_labels(store) if table == "human_labels" else storage.scan_table(store, table, landed)
-        where = store.uri(storage.table_prefix(table))
+        where = store.uri(f"{table}/")
     else:
         raise SqlError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
     if frame is None:

@@ -25,7 +25,6 @@ from evaluation.storage.keys import (
     commit_key,
     day_partition,
     legacy_key,
-    table_prefix,
 )
 from evaluation.storage.stores import ObjectInfo, S3Store, SessionCredentials, Store, _failing
 
@@ -127,7 +126,7 @@ def scan_table(store: Store, table: str, landed: Landed | None = None) -> pl.Laz
     if table in DAY_TABLES:
         keys = (landed if landed is not None else read_landed(store)).keys(table)
     else:
-        keys = [info.key for info in store.list(table_prefix(table)) if _DAILY_OBJECT.fullmatch(info.key)]
+        keys = [info.key for info in store.list(f"{table}/") if _DAILY_OBJECT.fullmatch(info.key)]
     return scan_parquet(store, keys) if keys else None
 
 
