@@ -207,8 +207,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _output_option(parser: Any) -> None:
-    """``--output``: the root of the landed tables, by default ``$EVALUATION_OUTPUT_URI`` (required
-    when that is not set), for the commands that read or tidy what landed."""
     parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
                         required=not os.environ.get("EVALUATION_OUTPUT_URI"), metavar="URI",
                         help="root of the landed tables (s3://bucket/prefix or a directory; default $EVALUATION_OUTPUT_URI)")

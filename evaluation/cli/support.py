@@ -274,7 +274,6 @@ class Parser(argparse.ArgumentParser):
         return self.subcommands
 
     def subcommand(self, name: str) -> Parser:
-        """The parser of subcommand ``name``."""
         assert self.subcommands is not None and self.subcommands.choices is not None
         parser = dict(self.subcommands.choices)[name]  # type: ignore[call-overload]
         assert isinstance(parser, Parser)

@@ -72,17 +72,14 @@ def run_key(day: dt.date, run_id: str) -> str:
 
 
 def report_key(day: dt.date, name: str = "index.html") -> str:
-    """A file of the day's report."""
     return f"reports/{day_partition(day)}/{name}"
 
 
 def comparison_key(comparison_id: str, name: str) -> str:
-    """A file of one model comparison."""
     return f"comparisons/comparison_id={safe_id(comparison_id)}/{name}"
 
 
 def calibration_key(calibration_id: str, name: str) -> str:
-    """A file of one judge calibration."""
     return f"calibrations/calibration_id={safe_id(calibration_id)}/{name}"
 
 

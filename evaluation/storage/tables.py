@@ -199,7 +199,6 @@ COMMIT_READERS = 8
 
 
 def read_commit(store: Store, key: str) -> DayCommit:
-    """One commit record."""
     data = store.read_bytes(key)
     with _failing(f"cannot read the commit record {store.uri(key)}"):
         return DayCommit.model_validate_json(data)
