@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import json
 import re
@@ -92,10 +93,8 @@ def request_spans(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _json(value: Any) -> Any:
     if type(value) is str:
-        try:
+        with contextlib.suppress(ValueError):
             return json.loads(value)
-        except ValueError:
-            return value
     return value
 
 
