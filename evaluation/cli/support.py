@@ -246,10 +246,6 @@ class Parser(argparse.ArgumentParser):
             self.flags.setdefault(action.dest, longs[0])
         return action
 
-    def format_usage(self) -> str:
-        self._compact_usage()
-        return super().format_usage()
-
     def format_help(self) -> str:
         self._compact_usage()
         return super().format_help()
