@@ -1,5 +1,3 @@
-"""Storage: keys."""
-
 from __future__ import annotations
 
 import datetime as dt

@@ -1,5 +1,3 @@
-"""Storage: stores."""
-
 from __future__ import annotations
 
 import contextlib
