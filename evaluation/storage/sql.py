@@ -107,8 +107,7 @@ def _scan_failed(store: storage.Store, name: str) -> pl.LazyFrame | None:
         found = re.fullmatch(rf"_failed/dt=(\d{{4}}-\d{{2}}-\d{{2}})/run=[^/]+/{re.escape(name)}", info.key)
         if found:
             day = dt.date.fromisoformat(found.group(1))
-            frame = storage.scan_parquet(store, [info.key], hive=False)
-            frames.append(frame.select(pl.lit(day).alias("dt"), pl.all()))
+            frames.append(storage.scan_parquet(store, [info.key], hive=False).select(pl.lit(day).alias("dt"), pl.all()))
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
