@@ -17,7 +17,6 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def add_parser(sub: Any) -> None:
-    """Register the ``calibrate`` subcommand."""
     parser = sub.add_parser(
         "calibrate", help="judge a golden set and measure the judges' agreement with its labels",
         description="Judge a golden set (docs/golden-sets.md) and land calibrations/calibration_id=<id>/ "

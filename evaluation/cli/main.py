@@ -49,7 +49,6 @@ from evaluation.cli.support import (
     option_values,
     route_third_party_logs,
 )
-from evaluation.contract.adapters import MappingError
 from evaluation.contract.adapters import accepted_baselines as parse_accepted_baselines
 from evaluation.contract.comparison import ComparisonSpec
 from evaluation.contract.config import Retention
@@ -207,8 +206,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _output_option(parser: Any) -> None:
-    """``--output``: the root of the landed tables, by default ``$EVALUATION_OUTPUT_URI`` (required
-    when that is not set), for the commands that read or tidy what landed."""
     parser.add_argument("--output", "--output-uri", dest="output_uri", default=os.environ.get("EVALUATION_OUTPUT_URI"),
                         required=not os.environ.get("EVALUATION_OUTPUT_URI"), metavar="URI",
                         help="root of the landed tables (s3://bucket/prefix or a directory; default $EVALUATION_OUTPUT_URI)")
@@ -341,10 +338,7 @@ def accepted_baselines(items: list[str]) -> dict[str, dt.date]:
     """``--accept-baseline MODEL=YYYY-MM-DD`` values as ``{model: day}``; none given: the run
     option's variable ``$EVALUATION_ACCEPT_BASELINE`` (:func:`evaluation.contract.options.env_name`)."""
     text = ",".join(items) if items else os.environ.get(env_name("accept_baseline"), "")
-    try:
-        accepted = parse_accepted_baselines(text)
-    except MappingError as exc:
-        raise CliError(str(exc)) from None
+    accepted = parse_accepted_baselines(text)  # a MappingError is a usage error: exit 2 naming the flag
     assert isinstance(accepted, dict)
     return accepted
 

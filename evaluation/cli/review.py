@@ -29,7 +29,6 @@ ACTIONS = ("queue", "export", "import", "send", "pull", "calibrate")
 
 
 def add_parser(sub: Any) -> None:
-    """Register the ``review`` subcommand."""
     parser = sub.add_parser("review", help="queue records for people, send them to Label Studio or export them, "
                                            "and land their labels in human_labels",
                             description=__doc__)

@@ -26,7 +26,6 @@ MARKER = "_SUCCESS"
 
 
 def add_parser(sub: Any) -> None:
-    """Register the ``generate`` subcommand."""
     parser = sub.add_parser(
         "generate", help="write a realistic day of sample logs to try run on",
         description="Write a generated day of conversation logs under OUTPUT, in the format's shape and "

@@ -246,10 +246,6 @@ class Parser(argparse.ArgumentParser):
             self.flags.setdefault(action.dest, longs[0])
         return action
 
-    def format_usage(self) -> str:
-        self._compact_usage()
-        return super().format_usage()
-
     def format_help(self) -> str:
         self._compact_usage()
         return super().format_help()
@@ -274,7 +270,6 @@ class Parser(argparse.ArgumentParser):
         return self.subcommands
 
     def subcommand(self, name: str) -> Parser:
-        """The parser of subcommand ``name``."""
         assert self.subcommands is not None and self.subcommands.choices is not None
         parser = dict(self.subcommands.choices)[name]  # type: ignore[call-overload]
         assert isinstance(parser, Parser)

@@ -29,6 +29,7 @@ when a run is configured, also at DAG-parse time.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import json
@@ -335,11 +336,8 @@ def _tool_contexts(message: dict[str, Any]) -> list[Any]:
     if type(text) is not str:
         return [text]
     if text.lstrip().startswith("["):
-        try:
+        with contextlib.suppress(ValueError):
             items = json.loads(text)
-        except ValueError:
-            pass
-        else:
             if type(items) is list:
                 return items
     name = message.get("name")

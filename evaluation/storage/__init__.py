@@ -78,7 +78,6 @@ from evaluation.storage.keys import (
     review_state_key,
     run_key,
     safe_id,
-    table_prefix,
     work_key,
     work_prefix,
 )
@@ -122,4 +121,4 @@ from evaluation.storage.tables import (
     write_parquet,
 )
 
-__all__ = ["DAY_OBJECTS", "DAY_TABLES", "DayCommit", "Landed", "LocalStore", "ObjectInfo", "PARQUET_COMPRESSION", "RAW_SUFFIXES", "S3Access", "S3Store", "S3_CONNECT_TIMEOUT_S", "S3_MAX_ATTEMPTS", "SessionCredentials", "StaleWrite", "StorageError", "Store", "TABLES", "calibration_key", "chunk_key", "claim_key", "commit_day", "commit_day_if", "commit_key", "commit_version", "comparison_key", "credential_provider", "day_partition", "failed_key", "failed_prefix", "human_labels_key", "landed_key", "landing_key", "ledger_prefix", "legacy_key", "list_day_objects", "open_store", "open_stores", "parse_s3_models", "raw_prefix", "read_commit", "read_consistently", "read_day", "read_json", "read_landed", "read_parquet", "report_key", "review_queue_key", "review_state_key", "run_key", "s3_access", "s3_config", "safe_id", "scan_day", "scan_parquet", "scan_table", "share_models", "sink_parquet", "storage_options", "table_prefix", "uncommitted", "work_key", "work_prefix", "write_json", "write_parquet"]
+__all__ = ["DAY_OBJECTS", "DAY_TABLES", "DayCommit", "Landed", "LocalStore", "ObjectInfo", "PARQUET_COMPRESSION", "RAW_SUFFIXES", "S3Access", "S3Store", "S3_CONNECT_TIMEOUT_S", "S3_MAX_ATTEMPTS", "SessionCredentials", "StaleWrite", "StorageError", "Store", "TABLES", "calibration_key", "chunk_key", "claim_key", "commit_day", "commit_day_if", "commit_key", "commit_version", "comparison_key", "credential_provider", "day_partition", "failed_key", "failed_prefix", "human_labels_key", "landed_key", "landing_key", "ledger_prefix", "legacy_key", "list_day_objects", "open_store", "open_stores", "parse_s3_models", "raw_prefix", "read_commit", "read_consistently", "read_day", "read_json", "read_landed", "read_parquet", "report_key", "review_queue_key", "review_state_key", "run_key", "s3_access", "s3_config", "safe_id", "scan_day", "scan_parquet", "scan_table", "share_models", "sink_parquet", "storage_options", "uncommitted", "work_key", "work_prefix", "write_json", "write_parquet"]

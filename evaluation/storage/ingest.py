@@ -408,13 +408,9 @@ def _frame(columns: dict[str, list[Any]]) -> pl.DataFrame:
     # pyarrow converts aware datetimes and nested lists in one C pass; Polars goes object by
     # object there (10-50x slower). Plain strings and ints are fastest through Polars.
     arrow_types = {"timestamp": pa.timestamp("us", "UTC"), "problems": pa.large_list(pa.large_string())}
-    series = []
-    for name, dtype in ROW_SCHEMA.items():
-        if name in arrow_types:
-            series.append(pl.Series(name, pa.array(columns[name], type=arrow_types[name])).cast(dtype))
-        else:
-            series.append(pl.Series(name, columns[name], dtype=dtype))
-    return pl.DataFrame(series)
+    return pl.DataFrame([pl.Series(name, pa.array(columns[name], type=arrow_types[name])).cast(dtype)
+                         if name in arrow_types else pl.Series(name, columns[name], dtype=dtype)
+                         for name, dtype in ROW_SCHEMA.items()])
 
 
 class _ObjectItems:

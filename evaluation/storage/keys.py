@@ -1,5 +1,3 @@
-"""Storage: keys."""
-
 from __future__ import annotations
 
 import datetime as dt
@@ -66,27 +64,20 @@ def commit_key(day: dt.date) -> str:
     return f"_landed/{day_partition(day)}.json"
 
 
-def table_prefix(table: str) -> str:
-    return f"{table}/"
-
-
 def run_key(day: dt.date, run_id: str) -> str:
     """The object holding the ``runs`` row of one run."""
     return f"runs/{day_partition(day)}/run-{safe_id(run_id)}.parquet"
 
 
 def report_key(day: dt.date, name: str = "index.html") -> str:
-    """A file of the day's report."""
     return f"reports/{day_partition(day)}/{name}"
 
 
 def comparison_key(comparison_id: str, name: str) -> str:
-    """A file of one model comparison."""
     return f"comparisons/comparison_id={safe_id(comparison_id)}/{name}"
 
 
 def calibration_key(calibration_id: str, name: str) -> str:
-    """A file of one judge calibration."""
     return f"calibrations/calibration_id={safe_id(calibration_id)}/{name}"
 
 

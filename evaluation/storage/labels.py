@@ -165,8 +165,7 @@ def labelled_records(store: storage.Store) -> set[tuple[dt.date, str]]:
     frame = scan_labels(store)
     if frame is None:
         return set()
-    pairs = frame.select("record_dt", "record_id").unique().collect()
-    return set(pairs.iter_rows())
+    return set(frame.select("record_dt", "record_id").unique().collect().iter_rows())
 
 
 def annotations_from_rows(rows: Iterable[dict[str, object]]) -> list[Annotation]:

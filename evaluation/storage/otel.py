@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import json
 import re
@@ -92,10 +93,8 @@ def request_spans(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _json(value: Any) -> Any:
     if type(value) is str:
-        try:
+        with contextlib.suppress(ValueError):
             return json.loads(value)
-        except ValueError:
-            return value
     return value
 
 
@@ -190,10 +189,8 @@ def _io(span: dict[str, Any], attrs: dict[str, Any]) -> tuple[list[dict[str, Any
 
 def _documents(attrs: dict[str, Any]) -> list[dict[str, Any]]:
     """A retriever span's documents as contexts (``text``, and ``source`` / ``score`` when given)."""
-    found: list[dict[str, Any]] = []
-    for item in _indexed(attrs, "retrieval.documents."):
-        found.append({"text": item.get("document.content"), "source": item.get("document.id"),
-                      "score": item.get("document.score")})
+    found = [{"text": item.get("document.content"), "source": item.get("document.id"),
+              "score": item.get("document.score")} for item in _indexed(attrs, "retrieval.documents.")]
     genai = _json(attrs.get("gen_ai.retrieval.documents"))
     for item in genai if type(genai) is list else []:
         if type(item) is dict:

@@ -92,7 +92,7 @@ def scan(store: storage.Store, table: str, landed: storage.Landed | None = None)
         where = store.uri("_failed/")
     elif table in PEOPLE_TABLES or table in DAILY_TABLES:  # only a day table is read through ``landed``
         frame = scan_labels(store) if table == "human_labels" else storage.scan_table(store, table, landed)
-        where = store.uri(storage.table_prefix(table))
+        where = store.uri(f"{table}/")
     else:
         raise SqlError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
     if frame is None:
@@ -107,8 +107,7 @@ def _scan_failed(store: storage.Store, name: str) -> pl.LazyFrame | None:
         found = re.fullmatch(rf"_failed/dt=(\d{{4}}-\d{{2}}-\d{{2}})/run=[^/]+/{re.escape(name)}", info.key)
         if found:
             day = dt.date.fromisoformat(found.group(1))
-            frame = storage.scan_parquet(store, [info.key], hive=False)
-            frames.append(frame.select(pl.lit(day).alias("dt"), pl.all()))
+            frames.append(storage.scan_parquet(store, [info.key], hive=False).select(pl.lit(day).alias("dt"), pl.all()))
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 

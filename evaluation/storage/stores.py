@@ -1,5 +1,3 @@
-"""Storage: stores."""
-
 from __future__ import annotations
 
 import contextlib
@@ -100,11 +98,9 @@ class Store(Protocol):
     def copy(self, source: str, target: str) -> None: ...
     def delete_keys(self, keys: Sequence[str]) -> None: ...
 
-    def delete_prefix(self, prefix: str) -> int:
-        """Delete every object under ``prefix``; returns how many there were."""
-        objects = self.list(prefix)
-        self.delete_keys([o.key for o in objects])
-        return len(objects)
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every object under ``prefix``."""
+        self.delete_keys([o.key for o in self.list(prefix)])
 
 
 class LocalStore(Store):

@@ -1,5 +1,3 @@
-"""Storage: tables."""
-
 from __future__ import annotations
 
 import datetime as dt
@@ -25,7 +23,6 @@ from evaluation.storage.keys import (
     commit_key,
     day_partition,
     legacy_key,
-    table_prefix,
 )
 from evaluation.storage.stores import ObjectInfo, S3Store, SessionCredentials, Store, _failing
 
@@ -127,7 +124,7 @@ def scan_table(store: Store, table: str, landed: Landed | None = None) -> pl.Laz
     if table in DAY_TABLES:
         keys = (landed if landed is not None else read_landed(store)).keys(table)
     else:
-        keys = [info.key for info in store.list(table_prefix(table)) if _DAILY_OBJECT.fullmatch(info.key)]
+        keys = [info.key for info in store.list(f"{table}/") if _DAILY_OBJECT.fullmatch(info.key)]
     return scan_parquet(store, keys) if keys else None
 
 
@@ -200,7 +197,6 @@ COMMIT_READERS = 8
 
 
 def read_commit(store: Store, key: str) -> DayCommit:
-    """One commit record."""
     data = store.read_bytes(key)
     with _failing(f"cannot read the commit record {store.uri(key)}"):
         return DayCommit.model_validate_json(data)
