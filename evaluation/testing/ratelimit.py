@@ -6,7 +6,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from evaluation.calling.ratelimit import TokenBucket
+
+class _Window:
+    """One limit's allowance, written here rather than taken from the client's ``TokenBucket``, so
+    that a mistake in the client's arithmetic is not mirrored by the provider it is tested against:
+    ``rate_per_s`` accrues continuously up to ``capacity``, starting full."""
+
+    def __init__(self, rate_per_s: float, capacity: float, now: float) -> None:
+        self.rate_per_s, self.capacity = rate_per_s, max(1.0, capacity)
+        self.level, self.updated = self.capacity, now
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.updated) * self.rate_per_s)
+        self.updated = now
 
 
 class EnforcedRate:
@@ -20,8 +32,8 @@ class EnforcedRate:
         self.rpm = float(rpm) if rpm else None
         self.tpm = float(tpm) if tpm else None
         self.clock = clock
-        self.requests = TokenBucket(self.rpm / 60.0, self.rpm / 60.0 * burst_s, clock=clock) if self.rpm else None
-        self.tokens = TokenBucket(self.tpm / 60.0, self.tpm / 60.0 * burst_s, clock=clock) if self.tpm else None
+        self.requests = _Window(self.rpm / 60.0, self.rpm / 60.0 * burst_s, clock()) if self.rpm else None
+        self.tokens = _Window(self.tpm / 60.0, self.tpm / 60.0 * burst_s, clock()) if self.tpm else None
         self.refused = 0
 
     def admit(self, prompt_tokens: int) -> tuple[float, str]:
