@@ -315,7 +315,9 @@ class JudgeClient:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self._sleep = sleep
-        self._rng = random.Random(0)
+        # seeded from the OS, not a constant: clients on every worker that meet the same 429 or 5xx
+        # burst must not retry in lockstep
+        self._rng = random.Random()
         configure()
         self.json_mode = supports_json_mode(model)
         #: whether calls send the judge's reply model as a JSON schema (:func:`supports_response_schema`)
