@@ -1,3 +1,6 @@
+"""Where every object lives: the keys and prefixes of the raw logs, the landed tables, commit
+records, reports, comparisons, calibrations, the review queue, the ledger, claims and working data."""
+
 from __future__ import annotations
 
 import datetime as dt

@@ -1,3 +1,6 @@
+"""The stores every read and write goes through: :class:`LocalStore` (a directory) and
+:class:`S3Store` (boto3), the :class:`Store` protocol they share, and how S3 is reached."""
+
 from __future__ import annotations
 
 import contextlib

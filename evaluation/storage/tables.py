@@ -1,3 +1,6 @@
+"""Tables on a store: Parquet and JSON reads and writes, scans of the landed tables, and the
+day's commit records that decide which run's objects a reader sees."""
+
 from __future__ import annotations
 
 import datetime as dt
