@@ -26,6 +26,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 #: The variables naming the DAGs' default input and output.
 URI_VARIABLES = ("EVALUATION_INPUT_URI", "EVALUATION_OUTPUT_URI")
 CONNECTION_ID = "aws_default"
+#: Seconds between two looks at a bucket that does not answer yet.
+POLL_S = 2.0
 
 
 class StorageNotReady(RuntimeError):
@@ -79,7 +81,7 @@ def wait_for_buckets(
             if clock() >= deadline:
                 raise StorageNotReady(
                     f"bucket {bucket} through the {connection_id} connection: {cause}; gave up after {timeout_s:g} s")
-            sleep(2.0)
+            sleep(POLL_S)
 
 
 def main(argv: list[str] | None = None) -> int:
