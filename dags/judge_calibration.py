@@ -77,9 +77,7 @@ def judge_calibration() -> None:
             raise AirflowFailException("set golden_uri and output_uri (or EVALUATION_GOLDEN_URI and "
                                        "EVALUATION_OUTPUT_URI)")
         values = read_options(CALIBRATE_OPTIONS, params)  # the form's, else the worker's EVALUATION_* variables
-        # the llm_judge connection's host and limits where neither option nor variable says, as a run's
-        values["api_base"] = values.get("api_base") or glue.judge_credentials()[1]
-        values.update({k: v for k, v in glue.judge_rate_limits().items() if not values.get(k)})
+        glue.judge_connection_defaults(values)
         values["golden_uri"] = f"{root}/{params['golden_set']}"
         with glue.fail_without_retry(ValueError, prefix="invalid calibration: "):
             spec = CalibrationSpec.model_validate(values)

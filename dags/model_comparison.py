@@ -67,8 +67,7 @@ def model_comparison() -> None:
         params = context["params"]
         values = read_options(COMPARE_OPTIONS, params)  # empty options from the worker's EVALUATION_* variables
         if values.get("judge_model"):  # re-judging: the llm_judge connection's host and limits, as a run's
-            values["api_base"] = values.get("api_base") or glue.judge_credentials()[1]
-            values.update({k: v for k, v in glue.judge_rate_limits().items() if not values.get(k)})
+            glue.judge_connection_defaults(values)
         with glue.fail_without_retry(ValueError, prefix="invalid comparison: "):
             spec = ComparisonSpec.model_validate(values)
         # Empty URIs come from the worker's environment, as the daily DAG's do.

@@ -128,6 +128,12 @@ def judge_rate_limits() -> dict[str, float]:
     return limits
 
 
+def judge_connection_defaults(values: dict[str, Any]) -> None:
+    """Fill ``values``' empty ``api_base`` and rate limits from the judge connection (host, extra rpm/tpm)."""
+    values["api_base"] = values.get("api_base") or judge_credentials()[1]
+    values.update({option: value for option, value in judge_rate_limits().items() if not values.get(option)})
+
+
 def evaluation_day(context: Context) -> dt.date:
     """The day a run evaluates: the ``date`` param, else the logical date's day (UTC). A manual
     run without a logical date evaluates the day before it was triggered."""
@@ -167,10 +173,7 @@ def run_config(context: Context) -> RunConfig:
     # The option, else its variable in this worker's environment, else the llm_judge connection.
     params = fill_from_env(RUN_OPTIONS, {k: v for k, v in context["params"].items() if k in names})
     dag_run = context["dag_run"]
-    _, api_base = judge_credentials()
-    if api_base and not params.get("api_base"):
-        params["api_base"] = api_base
-    params.update({option: value for option, value in judge_rate_limits().items() if not params.get(option)})
+    judge_connection_defaults(params)
     with fail_without_retry(ValueError, prefix="invalid run configuration: "):
         cfg = build_config(params, date=evaluation_day(context), run_id=dag_run.run_id, trigger=trigger(dag_run))
     refuse_local_output_when_distributed(cfg.output_uri, conf.get("core", "executor"))
