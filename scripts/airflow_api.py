@@ -238,10 +238,5 @@ def log_line(entry: Any) -> str:
 def max_overlap(intervals: Iterable[tuple[dt.datetime, dt.datetime]]) -> int:
     """The most intervals [start, end) that hold one instant in common."""
     spans = list(intervals)
-    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans],
-                    key=lambda event: (event[0], event[1]))  # an end before a start at the same instant
-    current = best = 0
-    for _, step in events:
-        current += step
-        best = max(best, current)
-    return best
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])  # an end before a start
+    return max(itertools.accumulate((step for _, step in events), initial=0))
