@@ -143,18 +143,22 @@ def begin_records(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dic
 CONVERTERS = {"halueval-qa": halueval_records, "begin-wow": begin_records}
 
 
-def write_set(out: Path, name: str, records: list[dict[str, Any]], *, full: bool) -> Path:
-    """Write one set: ``<out>/<name>/records.jsonl`` and ``set.json``."""
-    folder = out / name
+def write_golden(folder: Path, records: list[dict[str, Any]], info: dict[str, Any]) -> Path:
+    """A golden set folder: ``records.jsonl`` and ``set.json`` (``info``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "records.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
                                           encoding="utf-8")
+    (folder / "set.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return folder
+
+
+def write_set(out: Path, name: str, records: list[dict[str, Any]], *, full: bool) -> Path:
+    """Write one set: ``<out>/<name>/records.jsonl`` and ``set.json``."""
     info = {k: v for k, v in SETS[name].items() if k != "file"}
     labels = [r["labels"]["faithful"] for r in records]
     info.update(name=name, records=len(records), faithful=sum(labels), not_faithful=len(labels) - sum(labels),
                 subset="all records" if full else "a seeded subset (scripts/golden_sets.py)")
-    (folder / "set.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return folder
+    return write_golden(out / name, records, info)
 
 
 def main(argv: list[str] | None = None) -> int:

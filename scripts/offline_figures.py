@@ -383,14 +383,9 @@ def baseline_figures(records: list[dict[str, Any]], cuts: dict[str, float]) -> d
 
 
 def write_golden(folder: Path, records: list[dict[str, Any]], info: dict[str, Any]) -> Path:
-    """A golden set folder: ``records.jsonl`` and ``set.json``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "records.jsonl").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
-                                          encoding="utf-8")
+    """A golden set folder: ``records.jsonl`` and ``set.json`` (what ``info`` says of the set's source)."""
     keys = ("description", "source", "licence", "label_origin", "citation")
-    (folder / "set.json").write_text(json.dumps({k: info[k] for k in keys if k in info}, indent=2,
-                                                ensure_ascii=False) + "\n", encoding="utf-8")
-    return folder
+    return golden_sets.write_golden(folder, records, {k: info[k] for k in keys if k in info})
 
 
 def judge_figures(golden: Path, output: Path) -> dict[str, dict[str, Any]]:
