@@ -129,12 +129,6 @@ def kappa_from_confusion(matrix: np.ndarray) -> float | None:
     return None if np.isnan(kappa) else kappa
 
 
-def cohen_kappa(predicted: Sequence[str], actual: Sequence[str]) -> float | None:
-    """Cohen's κ (unweighted) between two raters' categories."""
-    labels = sorted(set(predicted) | set(actual))
-    return kappa_from_confusion(confusion(predicted, actual, labels)) if labels else None
-
-
 @dataclass(frozen=True)
 class Detection:
     """A binary detector against a binary truth: flagged records against bad records."""
