@@ -48,7 +48,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
-from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed, t_sf
+from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
 from evaluation.report.summary import (
     Change,
     Flag,
@@ -164,11 +164,6 @@ def is_headline(judge: str, kind: str, name: str) -> bool:
     if kind == "rate":
         return name in HEADLINE_RATES
     return name == "score" or name in HEADLINE_METRICS.get(judge, ())
-
-
-def two_sided_p(statistic: float, df: float | None = None) -> float:
-    """P(|T| ≥ |statistic|) for Student's t with ``df`` degrees of freedom (the normal for None)."""
-    return 2 * t_sf(abs(statistic), df)
 
 
 # --------------------------------------------------------------------------------------------
