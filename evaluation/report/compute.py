@@ -29,9 +29,9 @@ import polars as pl
 
 from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.contract.errors import InputError, UsageError
+from evaluation.contract.estimate import Z_95
 from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.report.alerts import (
-    Z_95,
     AlertPolicy,
     ModelState,
     build_headline,
