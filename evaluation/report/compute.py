@@ -20,7 +20,6 @@ says (which also documents the ``flags`` and ``headline`` structures of ``summar
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +44,7 @@ from evaluation.report.alerts import (
 )
 from evaluation.report.distributions import distributions, judge_order
 from evaluation.report.evidence import change_evidence, evidence_changes
-from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_config
+from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_object
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
@@ -338,14 +337,8 @@ def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | No
 def cascade_of(run: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the day's run's cascade did (its ``runs.cascade``: each level's decided rows, calls and
     cost, and the judge model alone's cost); None for a run without one."""
-    text = run.get("cascade") if run is not None else None
-    if not text:
-        return None
-    try:
-        found = json.loads(text)
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and isinstance(found.get("levels"), list) else None
+    found = run_object(run, "cascade")
+    return found if isinstance(found.get("levels"), list) else None
 
 
 def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[str, Thresholds]:
@@ -353,7 +346,7 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     config's ``thresholds_in_force`` when it has one; else (older runs) the run's ``thresholds``
     for every judge, from its ``thresholds_from`` calibration when it names one, else the options
     (the contract's defaults when no run row is landed)."""
-    config = run_config(run)
+    config = run_object(run, "config")
     in_force = config.get("thresholds_in_force")
     if isinstance(in_force, dict) and in_force:
         return {judge: Thresholds(pass_=_finite(v.get("pass")), borderline=_finite(v.get("borderline")),
