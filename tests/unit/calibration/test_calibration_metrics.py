@@ -158,7 +158,7 @@ def _brute_force_fail_cut(values: np.ndarray, good: np.ndarray, forced: np.ndarr
 def test_suggested_borderline_threshold_maximises_kappa(seed: int, with_forced: bool) -> None:
     values, good = _random_case(seed, n=120)
     forced = (np.random.default_rng(seed).random(values.size) < 0.1) if with_forced else np.zeros(values.size, bool)
-    cut = metrics.best_fail_cut(values, good, forced=forced, prefer=0.6)
+    cut = metrics.best_cut(values, good, forced=forced, prefer=0.6)
     assert cut is not None
     threshold, kappa = _brute_force_fail_cut(values, good, forced, 0.6)
     assert (cut.threshold, cut.kappa) == pytest.approx((threshold, kappa), abs=1e-12)
@@ -169,7 +169,7 @@ def test_suggested_borderline_threshold_maximises_kappa(seed: int, with_forced: 
 @pytest.mark.parametrize("seed", [10, 11])
 def test_suggested_pass_threshold_maximises_kappa_above_the_borderline(seed: int) -> None:
     values, good = _random_case(seed, n=120)
-    cut = metrics.best_pass_cut(values, good, prefer=0.8, at_least=0.5)
+    cut = metrics.best_cut(values, good, prefer=0.8, at_least=0.5)
     assert cut is not None and cut.threshold >= 0.5
     kappas = {c: _kappa_reference(["p" if v >= c else "n" for v in values], ["p" if g else "n" for g in good])
               for c in sorted(set(values.tolist())) if c >= 0.5}
