@@ -67,7 +67,7 @@ from evaluation.report.summary import (
     Totals,
     TrendPoint,
 )
-from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
+from evaluation.storage import Landed, Store, commit_key, scan_day, scan_table
 from evaluation.storage.summary import build_daily_summary
 
 REPORT_VERSION = 1
@@ -144,11 +144,10 @@ def report_days(day: dt.date, history_days: int = 30) -> list[dt.date]:
     return [first + dt.timedelta(days=n) for n in range((day - first).days + 1)]
 
 
-def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: Landed | None = None) -> ReportInputs:
+def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: Landed) -> ReportInputs:
     """Read what the report of ``day`` needs (through ``landed``, the commit records of
-    :func:`report_days`, else read now); raises ReportError when nothing landed for the day."""
+    :func:`report_days`); raises ReportError when nothing landed for the day."""
     days = report_days(day, history_days)
-    landed = landed if landed is not None else read_landed(store, days)
     summaries = scan_table(store, "daily_summary", landed)
     history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(days[0], day)).collect()
     evaluations = scan_day(store, "evaluations", day, landed)
