@@ -82,7 +82,7 @@ import numpy as np
 
 from evaluation import storage
 from evaluation.calibration import CalibrationSpec
-from evaluation.calibration.metrics import Detection, auroc, auroc_interval, best_fail_cut
+from evaluation.calibration.metrics import Detection, auroc, auroc_interval, best_cut
 from evaluation.calibration.run import run_calibration
 from evaluation.calling import offline
 from evaluation.contract.config import OFFLINE_JUDGE_MODEL, JudgeName
@@ -360,7 +360,7 @@ def baseline_cuts(tuning: list[dict[str, Any]]) -> dict[str, float]:
     not faithful."""
     cuts = {}
     for name in BASELINES:
-        cut = best_fail_cut(*_arrays(tuning, name))
+        cut = best_cut(*_arrays(tuning, name))
         assert cut is not None, "the tuning records have both classes"
         cuts[name] = cut.threshold
     return cuts

@@ -154,10 +154,10 @@ def _fail_and_pass_cuts(values: np.ndarray, good: np.ndarray, forced: np.ndarray
                         thresholds: Thresholds) -> tuple[metrics.Cut, float] | None:
     """The κ-maximising borderline cut for ``fail``, and the κ-maximising pass threshold at or above
     it (else the current one, raised to the cut)."""
-    fail_cut = metrics.best_fail_cut(values, good, forced=forced, prefer=thresholds.borderline)
+    fail_cut = metrics.best_cut(values, good, forced=forced, prefer=thresholds.borderline)
     if fail_cut is None:
         return None
-    pass_cut = metrics.best_pass_cut(values, good, forced=forced, prefer=thresholds.pass_, at_least=fail_cut.threshold)
+    pass_cut = metrics.best_cut(values, good, forced=forced, prefer=thresholds.pass_, at_least=fail_cut.threshold)
     return fail_cut, pass_cut.threshold if pass_cut is not None else max(fail_cut.threshold, thresholds.pass_)
 
 

@@ -129,12 +129,6 @@ def kappa_from_confusion(matrix: np.ndarray) -> float | None:
     return None if np.isnan(kappa) else kappa
 
 
-def cohen_kappa(predicted: Sequence[str], actual: Sequence[str]) -> float | None:
-    """Cohen's κ (unweighted) between two raters' categories."""
-    labels = sorted(set(predicted) | set(actual))
-    return kappa_from_confusion(confusion(predicted, actual, labels)) if labels else None
-
-
 @dataclass(frozen=True)
 class Detection:
     """A binary detector against a binary truth: flagged records against bad records."""
@@ -198,15 +192,21 @@ def _best_index(kappas: np.ndarray, tie_break: Callable[[int], Any]) -> int | No
     return min(tied, key=tie_break)
 
 
-def _best_detection_cut(values: np.ndarray, good: np.ndarray, forced: np.ndarray | None, cuts: np.ndarray,
-                        prefer: float) -> Cut | None:
-    """Of ``cuts``, the one whose flags (``value < t``, or ``forced``) agree best (Cohen's κ) with the
-    bad records; ties go to the cut nearest ``prefer`` (the current threshold), then the lower.
+def best_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | None = None, prefer: float = 0.6,
+             at_least: float | None = None) -> Cut | None:
+    """The cut ``t`` (at or above ``at_least`` when given) whose flags (``value < t``, or ``forced``)
+    agree best (Cohen's κ) with the bad records; ties go to the cut nearest ``prefer`` (the current
+    threshold), then the lower. ``forced`` marks records flagged whatever the cut (a verdict a
+    contract rule forces to ``fail``).
 
     κ does not change when both raters' two classes are swapped, so the same cut is the one whose
-    ``pass`` (``value >= t`` and not ``forced``) agrees best with the good records."""
+    ``pass`` (``value >= t`` and not ``forced``) agrees best with the good records: a fail cut and a
+    pass cut are both found by it."""
     values, good, n_good, n_bad = _classes(values, good)
     forced = np.zeros(values.size, dtype=bool) if forced is None else np.asarray(forced, dtype=bool)
+    cuts = candidate_cuts(values)
+    if at_least is not None:
+        cuts = cuts[cuts >= at_least - 1e-12]
     if not values.size or not cuts.size:
         return None
     bad, free = ~good, ~forced
@@ -215,22 +215,6 @@ def _best_detection_cut(values: np.ndarray, good: np.ndarray, forced: np.ndarray
     kappas = _kappas(np.stack([np.stack([tp, fp], axis=-1), np.stack([n_bad - tp, n_good - fp], axis=-1)], axis=-2))
     chosen = _best_index(kappas, lambda i: (abs(cuts[i] - prefer), cuts[i]))
     return None if chosen is None else Cut(float(cuts[chosen]), float(kappas[chosen]))
-
-
-def best_fail_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | None = None,
-                  prefer: float = 0.6) -> Cut | None:
-    """The cut ``t`` (flag ``value < t``, or ``forced``) whose flags agree best (Cohen's κ) with the
-    bad records. ``forced`` marks records flagged whatever the cut (a verdict a contract rule
-    forces to ``fail``)."""
-    return _best_detection_cut(values, good, forced, candidate_cuts(values), prefer)
-
-
-def best_pass_cut(values: np.ndarray, good: np.ndarray, *, forced: np.ndarray | None = None,
-                  prefer: float = 0.8, at_least: float = 0.0) -> Cut | None:
-    """The cut ``t`` at or above ``at_least`` whose ``pass`` (``value >= t`` and not ``forced``)
-    agrees best (Cohen's κ) with the good records."""
-    cuts = candidate_cuts(values)
-    return _best_detection_cut(values, good, forced, cuts[cuts >= at_least - 1e-12], prefer)
 
 
 def verdicts_at(values: np.ndarray, borderline: float, passing: float, forced: np.ndarray | None = None) -> np.ndarray:

@@ -62,16 +62,22 @@ def people_labels(labels: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(split=pl.Series(split, dtype=pl.String)).select(list(LABELS_SCHEMA))
 
 
-def _judged(store: storage.Store, records: pl.DataFrame, judge_model: str) -> pl.DataFrame:
+def _labelled(store: storage.Store, labels: pl.DataFrame) -> pl.LazyFrame | None:
+    """The landed ``evaluations`` rows of the records ``labels`` label (None: no label, or none landed)."""
     frame = storage.scan_table(store, "evaluations")
-    if frame is None or records.is_empty():
+    if frame is None or labels.is_empty():
+        return None
+    records = labels.select("record_dt", "record_id").unique()
+    return (frame.filter(pl.col("dt").is_in(records["record_dt"].unique().to_list()))
+            .join(records.lazy(), left_on=["dt", "record_id"], right_on=["record_dt", "record_id"], how="semi"))
+
+
+def _judged(store: storage.Store, labels: pl.DataFrame, judge_model: str) -> pl.DataFrame:
+    labelled = _labelled(store, labels)
+    if labelled is None:
         return pl.DataFrame()
-    days = records["record_dt"].unique().to_list()
     wanted = list(PROMPT_VERSIONS.values())
-    rows = (frame.filter(pl.col("dt").is_in(days) & (pl.col("judge_model") == judge_model)
-                         & pl.col("prompt_version").is_in(wanted))
-            .join(records.lazy(), left_on=["dt", "record_id"], right_on=["record_dt", "record_id"], how="semi")
-            .collect())
+    rows = labelled.filter((pl.col("judge_model") == judge_model) & pl.col("prompt_version").is_in(wanted)).collect()
     empty = pl.col("clamps_applied").list.contains("empty_answer").fill_null(False)
     forced = ((pl.col("judge_status") == "ok")
               & (((pl.col("judge") == "rag") & (pl.col("faithfulness") == 0.0)) | empty)).fill_null(False)
@@ -85,8 +91,7 @@ def calibrate_from_labels(store: storage.Store, judge_model: str, day: dt.date, 
     """Calibrate ``judge_model``'s judges on the labels of the ``labels_days`` days ending at ``day``."""
     first = day - dt.timedelta(days=labels_days - 1)
     labels = read_labels(store).filter(pl.col("dt").is_between(first, day))
-    records = labels.select("record_dt", "record_id").unique()
-    judged = _judged(store, records, judge_model)
+    judged = _judged(store, labels, judge_model)
     result = LabelCalibration(judge_model=judge_model, calibration_id=None, labels_from=first, labels_to=day,
                               records=0 if judged.is_empty() else judged["record_id"].n_unique())
     if result.records < MIN_RECORDS:
@@ -116,11 +121,7 @@ def calibrate_all(store: storage.Store, spec: ReviewSpec, day: dt.date,
 
 def judge_models_labelled(store: storage.Store) -> list[str]:
     """The judge models whose landed verdicts cover labelled records."""
-    labels = read_labels(store)
-    frame = storage.scan_table(store, "evaluations")
-    if frame is None or labels.is_empty():
+    labelled = _labelled(store, read_labels(store))
+    if labelled is None:
         return []
-    records = labels.select("record_dt", "record_id").unique()
-    found = (frame.join(records.lazy(), left_on=["dt", "record_id"], right_on=["record_dt", "record_id"], how="semi")
-             .select(pl.col("judge_model").unique()).collect())
-    return sorted(found["judge_model"].drop_nulls().to_list())
+    return sorted(labelled.select(pl.col("judge_model").unique()).collect()["judge_model"].drop_nulls().to_list())

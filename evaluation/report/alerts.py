@@ -47,8 +47,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluation.contract.estimate import Z_95
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
-from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed, t_sf
+from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
 from evaluation.report.summary import (
     Change,
     Flag,
@@ -74,8 +75,6 @@ FLAG_BASELINES = {"trailing_7d": "trailing 7 days", "before_regression": "before
 #: The rates whose worse flags alert (borderline has no better direction: it never alerts).
 HEADLINE_RATES = ("pass", "fail")
 _TOLERANCE = 1e-9
-#: The 0.975 quantile of the standard normal distribution.
-Z_95 = 1.959963984540054
 #: The 0.975 quantiles of Student's t for 1 … 30 degrees of freedom.
 _T_975 = (
     12.7062047362, 4.3026527297, 3.1824463053, 2.7764451052, 2.5705818356, 2.4469118511,
@@ -164,11 +163,6 @@ def is_headline(judge: str, kind: str, name: str) -> bool:
     if kind == "rate":
         return name in HEADLINE_RATES
     return name == "score" or name in HEADLINE_METRICS.get(judge, ())
-
-
-def two_sided_p(statistic: float, df: float | None = None) -> float:
-    """P(|T| ≥ |statistic|) for Student's t with ``df`` degrees of freedom (the normal for None)."""
-    return 2 * t_sf(abs(statistic), df)
 
 
 # --------------------------------------------------------------------------------------------

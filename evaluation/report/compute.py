@@ -20,7 +20,6 @@ says (which also documents the ``flags`` and ``headline`` structures of ``summar
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +28,9 @@ import polars as pl
 
 from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.contract.errors import InputError, UsageError
+from evaluation.contract.estimate import Z_95
 from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.report.alerts import (
-    Z_95,
     AlertPolicy,
     ModelState,
     build_headline,
@@ -45,7 +44,7 @@ from evaluation.report.alerts import (
 )
 from evaluation.report.distributions import distributions, judge_order
 from evaluation.report.evidence import change_evidence, evidence_changes
-from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_config
+from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_object
 from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
@@ -68,7 +67,7 @@ from evaluation.report.summary import (
     Totals,
     TrendPoint,
 )
-from evaluation.storage import Landed, Store, commit_key, read_landed, scan_day, scan_table
+from evaluation.storage import Landed, Store, commit_key, scan_day, scan_table
 from evaluation.storage.summary import build_daily_summary
 
 REPORT_VERSION = 1
@@ -145,11 +144,10 @@ def report_days(day: dt.date, history_days: int = 30) -> list[dt.date]:
     return [first + dt.timedelta(days=n) for n in range((day - first).days + 1)]
 
 
-def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: Landed | None = None) -> ReportInputs:
+def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: Landed) -> ReportInputs:
     """Read what the report of ``day`` needs (through ``landed``, the commit records of
-    :func:`report_days`, else read now); raises ReportError when nothing landed for the day."""
+    :func:`report_days`); raises ReportError when nothing landed for the day."""
     days = report_days(day, history_days)
-    landed = landed if landed is not None else read_landed(store, days)
     summaries = scan_table(store, "daily_summary", landed)
     history = pl.DataFrame() if summaries is None else summaries.filter(pl.col("dt").is_between(days[0], day)).collect()
     evaluations = scan_day(store, "evaluations", day, landed)
@@ -162,7 +160,7 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: L
                 f" (expected the commit record {store.uri(commit_key(day))})"
             )
         run_id = evaluations.select(pl.col("run_id").first()).collect().item() or "unknown"
-        built = build_daily_summary(evaluations, day, run_id).with_columns(dt=pl.lit(day, dtype=pl.Date))
+        built = build_daily_summary(evaluations, run_id).with_columns(dt=pl.lit(day, dtype=pl.Date))
         history = built if history.is_empty() else pl.concat([history, built], how="diagonal_relaxed")
         source = "evaluations"
     runs = scan_table(store, "runs")
@@ -338,14 +336,8 @@ def _latest_run(inputs: ReportInputs, run_ids: list[str]) -> dict[str, Any] | No
 def cascade_of(run: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the day's run's cascade did (its ``runs.cascade``: each level's decided rows, calls and
     cost, and the judge model alone's cost); None for a run without one."""
-    text = run.get("cascade") if run is not None else None
-    if not text:
-        return None
-    try:
-        found = json.loads(text)
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and isinstance(found.get("levels"), list) else None
+    found = run_object(run, "cascade")
+    return found if isinstance(found.get("levels"), list) else None
 
 
 def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[str, Thresholds]:
@@ -353,7 +345,7 @@ def thresholds_in_force(run: dict[str, Any] | None, judges: list[str]) -> dict[s
     config's ``thresholds_in_force`` when it has one; else (older runs) the run's ``thresholds``
     for every judge, from its ``thresholds_from`` calibration when it names one, else the options
     (the contract's defaults when no run row is landed)."""
-    config = run_config(run)
+    config = run_object(run, "config")
     in_force = config.get("thresholds_in_force")
     if isinstance(in_force, dict) and in_force:
         return {judge: Thresholds(pass_=_finite(v.get("pass")), borderline=_finite(v.get("borderline")),

@@ -191,11 +191,10 @@ def change_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.
     mine = day.filter((pl.col("model") == change.model) & (pl.col("judge") == change.judge)
                       & (pl.col("judge_status") == "ok"))
     strict, wider = _failing(change.measure, borderline)
-    columns = [c for c in _COLUMNS if c in schema]
-    ok_rows, failing = pl.collect_all([mine.select(pl.len()), mine.filter(strict).select(
-        *columns, failure_reason(schema).alias("failure_reason"))])
+    columns = [*(c for c in _COLUMNS if c in schema), failure_reason(schema).alias("failure_reason")]
+    ok_rows, failing = pl.collect_all([mine.select(pl.len()), mine.filter(strict).select(columns)])
     if failing.is_empty() and wider is not None:
-        failing = mine.filter(wider).select(*columns, failure_reason(schema).alias("failure_reason")).collect()
+        failing = mine.filter(wider).select(columns).collect()
     out = Evidence(model=change.model, judge=change.judge, measure=change.measure, measures=change.measures,
                    segment=change.segment, failing=failing.height, ok_rows=int(ok_rows.item()), reasons=[], records=[])
     if failing.is_empty():

@@ -62,14 +62,15 @@ def landed_root(run: dict[str, Any] | None) -> str | None:
     """The output root the day's run landed its tables under (its config's ``output_uri``): the
     page names it, so a report built again from a copy of the tables, or with another ``--date``
     form, has the same header; None without a run row."""
-    root = run_config(run).get("output_uri")
+    root = run_object(run, "config").get("output_uri")
     return str(root) if root else None
 
 
-def run_config(run: dict[str, Any] | None) -> dict[str, Any]:
-    """The options of the day's run (its ``config``, a JSON object); empty without one."""
+def run_object(run: dict[str, Any] | None, column: str) -> dict[str, Any]:
+    """The JSON object a column of the day's run holds (its ``config``, its ``cascade``); empty
+    without one."""
     try:
-        config = json.loads((run or {}).get("config") or "{}")
+        found = json.loads((run or {}).get(column) or "{}")
     except ValueError:
         return {}
-    return config if isinstance(config, dict) else {}
+    return found if isinstance(found, dict) else {}

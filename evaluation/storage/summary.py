@@ -27,7 +27,6 @@ file) and :meth:`SummaryBuilder.finish` reads them back with Polars' streaming e
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import tempfile
 from pathlib import Path
@@ -214,7 +213,7 @@ def segment_values(records: pl.LazyFrame, paths: list[str], top: int = SEGMENT_T
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
-def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, day: dt.date, run_id: str,
+def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, run_id: str,
                         segments: pl.DataFrame | None = None) -> pl.DataFrame:
     """:func:`summarise` of the day's ``evaluations``."""
     return summarise(evaluations.lazy(), run_id, segments)

@@ -103,8 +103,9 @@ def _kappa_formula(predicted: list[str], actual: list[str]) -> float:
     ],
 )
 def test_cohen_kappa_against_the_formula(predicted: list[str], actual: list[str]) -> None:
-    assert metrics.cohen_kappa(predicted, actual) == pytest.approx(_kappa_reference(predicted, actual), abs=1e-12)
-    assert metrics.cohen_kappa(predicted, actual) == pytest.approx(_kappa_formula(predicted, actual), abs=1e-12)
+    kappa = metrics.kappa_from_confusion(metrics.confusion(predicted, actual, sorted({*predicted, *actual})))
+    assert kappa == pytest.approx(_kappa_reference(predicted, actual), abs=1e-12)
+    assert kappa == pytest.approx(_kappa_formula(predicted, actual), abs=1e-12)
 
 
 @pytest.mark.parametrize("seed", [21, 22, 23])
@@ -121,7 +122,8 @@ def test_cohen_kappa_textbook_value() -> None:
     # 50 cases: both yes 20, yes/no 5, no/yes 10, both no 15 -> p_o 0.7, p_e 0.5, kappa 0.4
     predicted = ["yes"] * 25 + ["no"] * 25
     actual = ["yes"] * 20 + ["no"] * 5 + ["yes"] * 10 + ["no"] * 15
-    assert metrics.cohen_kappa(predicted, actual) == pytest.approx(0.4, abs=1e-12)
+    kappa = metrics.kappa_from_confusion(metrics.confusion(predicted, actual, sorted({*predicted, *actual})))
+    assert kappa == pytest.approx(0.4, abs=1e-12)
     detection = metrics.Detection.of(np.array(predicted) == "yes", np.array(actual) == "yes")
     assert detection.kappa == pytest.approx(0.4, abs=1e-12)
     assert (detection.tp, detection.fp, detection.fn, detection.tn) == (20, 5, 10, 15)
@@ -130,7 +132,7 @@ def test_cohen_kappa_textbook_value() -> None:
 
 
 def test_kappa_is_undefined_when_both_raters_are_constant() -> None:
-    assert metrics.cohen_kappa(["fail"] * 4, ["fail"] * 4) is None
+    assert metrics.kappa_from_confusion(metrics.confusion(["fail"] * 4, ["fail"] * 4, ["fail"])) is None
     assert metrics.Detection.of(np.zeros(3, bool), np.zeros(3, bool)).f1 is None
 
 
@@ -156,7 +158,7 @@ def _brute_force_fail_cut(values: np.ndarray, good: np.ndarray, forced: np.ndarr
 def test_suggested_borderline_threshold_maximises_kappa(seed: int, with_forced: bool) -> None:
     values, good = _random_case(seed, n=120)
     forced = (np.random.default_rng(seed).random(values.size) < 0.1) if with_forced else np.zeros(values.size, bool)
-    cut = metrics.best_fail_cut(values, good, forced=forced, prefer=0.6)
+    cut = metrics.best_cut(values, good, forced=forced, prefer=0.6)
     assert cut is not None
     threshold, kappa = _brute_force_fail_cut(values, good, forced, 0.6)
     assert (cut.threshold, cut.kappa) == pytest.approx((threshold, kappa), abs=1e-12)
@@ -167,7 +169,7 @@ def test_suggested_borderline_threshold_maximises_kappa(seed: int, with_forced: 
 @pytest.mark.parametrize("seed", [10, 11])
 def test_suggested_pass_threshold_maximises_kappa_above_the_borderline(seed: int) -> None:
     values, good = _random_case(seed, n=120)
-    cut = metrics.best_pass_cut(values, good, prefer=0.8, at_least=0.5)
+    cut = metrics.best_cut(values, good, prefer=0.8, at_least=0.5)
     assert cut is not None and cut.threshold >= 0.5
     kappas = {c: _kappa_reference(["p" if v >= c else "n" for v in values], ["p" if g else "n" for g in good])
               for c in sorted(set(values.tolist())) if c >= 0.5}

@@ -3,7 +3,6 @@ distinct values the metrics take, with the batches kept on disk, not in memory."
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import random
 import tempfile
@@ -18,7 +17,6 @@ import pytest
 from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.storage.summary import METRICS, SummaryBuilder, build_daily_summary, summary_schema
 
-DAY = dt.date(2026, 11, 1)
 STATUSES = [*JUDGE_STATUSES, "ok", "ok", "ok", "ok"]  # 5 in 9 ok
 
 
@@ -143,7 +141,7 @@ def test_groups_without_ok_rows_and_single_values() -> None:
 
 
 def test_an_empty_day_has_an_empty_summary_with_the_schema() -> None:
-    summary = build_daily_summary(scored_rows(10, seed=1).clear(), DAY, "run-0")
+    summary = build_daily_summary(scored_rows(10, seed=1).clear(), "run-0")
     assert summary.height == 0 and summary.schema == pl.Schema(summary_schema())
 
 
