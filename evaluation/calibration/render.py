@@ -14,20 +14,13 @@ from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
+from evaluation.pages.markup import fmt_mean, fmt_rate
 
 Curve = list[tuple[float, float, float]]
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}".replace("-", "\u2212")
-    return esc(value)
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.1f}%"
+def _fmt(value: Any) -> str:
+    return fmt_mean(value) if value is None or isinstance(value, float) else esc(value)
 
 
 def _cards(cards: list[tuple[str, str]]) -> str:
@@ -82,14 +75,14 @@ def _confusion_table(row: dict[str, Any]) -> str:
         body = "".join("<tr><td>" + esc(p) + "</td>" + "".join(f"<td class='num'>{expected[p][e]}</td>" for e in VERDICTS)
                        + "</tr>" for p in VERDICTS)
         tables += (f"<p class='note'>Against the expected verdicts ({row['n_expected']} records): κ "
-                  f"{_fmt(row['verdict_kappa'])}, accuracy {_pct(row['verdict_accuracy'])}.</p>"
+                  f"{_fmt(row['verdict_kappa'])}, accuracy {fmt_rate(row['verdict_accuracy'])}.</p>"
                   f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>")
     return tables
 
 
 def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Curve]) -> str:
     score = next((r for r in rows if r["metric"] == "score"), rows[0])
-    statuses = " · ".join(f"{s} {_pct(score[f'rate_{s}'])}" for s in JUDGE_STATUSES)
+    statuses = " · ".join(f"{s} {fmt_rate(score[f'rate_{s}'])}" for s in JUDGE_STATUSES)
     parts = [f"<section id='judge-{esc(judge)}'><h2>Judge <code>{esc(judge)}</code></h2>",
              f"<p class='note'>prompt <code>{esc(score['prompt_version'] or '–')}</code> · {score['n_records']} records · "
              f"statuses: {statuses}</p>"]
@@ -137,16 +130,18 @@ def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
                 f"<tr><td>{esc(judge)}</td><td class='num'>{r['level']}</td><td><code>{esc(r['judge_model'])}</code></td>"
                 f"<td class='num'>{band}</td><td>{_fmt(r['band_source'])}</td>"
                 f"<td class='num'>{_fmt(r['kappa_alone'])} ({_fmt(r['kappa_alone_holdout'])})</td>"
-                f"<td class='num'>{r['reached']}</td><td class='num'>{r['decided']} ({_pct(r['share_decided'])})</td>"
+                f"<td class='num'>{r['reached']}</td>"
+                f"<td class='num'>{r['decided']} ({fmt_rate(r['share_decided'])})</td>"
                 f"<td class='num'>{r['cost_usd']:.4f}</td><td class='num'>{r['cost_alone_usd']:.4f}</td></tr>")
         cost = sum(r["cost_usd"] for r in rows)
         alone = rows[-1]["cost_alone_usd"]
         saved = f"{1 - cost / alone:.0%} saved" if alone else "no price for the judge model"
         last = rows[-1]
         summary.append(f"<li><b>{esc(judge)}</b>: differs from <code>{esc(spec.judge_model)}</code> alone on "
-                       f"{_pct(last['disagreement_fit'])} of the fit split (upper bound {_pct(last['disagreement_bound'])} "
-                       f"at {_pct(last['band_confidence'])}) and {_pct(last['disagreement_holdout'])} held out; κ of fail "
-                       f"{_fmt(last['kappa_cascade'])} (held out {_fmt(last['kappa_cascade_holdout'])}) against "
+                       f"{fmt_rate(last['disagreement_fit'])} of the fit split (upper bound "
+                       f"{fmt_rate(last['disagreement_bound'])} at {fmt_rate(last['band_confidence'])}) and "
+                       f"{fmt_rate(last['disagreement_holdout'])} held out; κ of fail {_fmt(last['kappa_cascade'])} "
+                       f"(held out {_fmt(last['kappa_cascade_holdout'])}) against "
                        f"{_fmt(last['kappa_alone'])} ({_fmt(last['kappa_alone_holdout'])}) alone; cost "
                        f"{cost:.4f} against {alone:.4f} USD ({saved})</li>")
     return ("<section id='cascade'><h2>Cascade</h2><p class='note'>A level decides a row it scores <code>ok</code> "

@@ -20,6 +20,18 @@ from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
+from evaluation.pages.markup import ARROWS as _ARROWS
+from evaluation.pages.markup import bullets as _list
+from evaluation.pages.markup import cell as _cell
+from evaluation.pages.markup import first_of, fmt_mean, fmt_rate
+from evaluation.pages.markup import fmt as _fmt
+from evaluation.pages.markup import fmt_ci as _fmt_ci
+from evaluation.pages.markup import fmt_delta as _fmt_delta
+from evaluation.pages.markup import note as _note
+from evaluation.pages.markup import num as _num
+from evaluation.pages.markup import row as _row
+from evaluation.pages.markup import section as _section
+from evaluation.pages.markup import th as _th
 from evaluation.report.alerts import FLAG_BASELINES, HEADLINE_METRICS, assess, measures_of
 from evaluation.report.evidence_page import (
     asked_cell,
@@ -31,18 +43,6 @@ from evaluation.report.evidence_page import (
     segment_headline_items,
     segments_section,
 )
-from evaluation.report.markup import ARROWS as _ARROWS
-from evaluation.report.markup import bullets as _list
-from evaluation.report.markup import cell as _cell
-from evaluation.report.markup import first_of, fmt_mean, fmt_rate
-from evaluation.report.markup import fmt as _fmt
-from evaluation.report.markup import fmt_ci as _fmt_ci
-from evaluation.report.markup import fmt_delta as _fmt_delta
-from evaluation.report.markup import note as _note
-from evaluation.report.markup import num as _num
-from evaluation.report.markup import row as _row
-from evaluation.report.markup import section as _section
-from evaluation.report.markup import th as _th
 from evaluation.report.people import people_section
 from evaluation.report.summary import (
     DaySummary,

@@ -1,4 +1,4 @@
-"""The small pieces of the report's HTML: number formats, cells, rows, notes and sections (every
+"""The small pieces of the pages' HTML: number formats, cells, rows, notes and sections (every
 text HTML-escaped by the caller through :func:`evaluation.pages.charts.esc`)."""
 
 from __future__ import annotations
