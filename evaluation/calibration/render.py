@@ -181,9 +181,8 @@ def render_page(table_: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec:
         rows = table_.filter(pl.col("judge") == judge).to_dicts()
         if rows:
             sections.append(_judge_section(judge, rows, curves.get(judge, {})))
-    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in
-                  [("overview", "Overview"), *([("cascade", "Cascade")] if cascade is not None else []),
-                   *((f"judge-{j}", f"Judge {j}") for j in spec.judges)])
+    nav = [("overview", "Overview"), *([("cascade", "Cascade")] if cascade is not None else []),
+           *((f"judge-{j}", f"Judge {j}") for j in spec.judges)]
     holdout = f"{spec.holdout_share:.0%}"
     footer = (
         "<footer>Method: statistics over <code>ok</code> rows with a label; the binary label is <code>faithful</code> (else "

@@ -177,7 +177,6 @@ def render_report(comparison_id: str, spec: ComparisonSpec, source: str, metrics
     sample = "all records" if spec.sample_per_model is None else f"at most {spec.sample_per_model} records per model"
     meta = [esc(comparison_id), f"{spec.start_date} to {spec.end_date}", f"baseline <b>{esc(spec.baseline_model)}</b>",
             esc(how), esc(sample), f"seed {spec.seed}"]
-    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in
-                  [("overview", "Overview"), *((f"judge-{j}", f"Judge {j}") for j in spec.judges),
-                   ("statuses", "Judge statuses")])
+    nav = [("overview", "Overview"), *((f"judge-{j}", f"Judge {j}") for j in spec.judges),
+           ("statuses", "Judge statuses")]
     return page(f"Model comparison {comparison_id}", "Model comparison", meta, nav, sections)

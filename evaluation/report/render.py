@@ -516,14 +516,11 @@ def render_html(summary: DaySummary, *, calibration: Calibrations | None = None,
         meta.append(f"rules {esc(', '.join(run.rules_versions))}")
     if source.summary_from != "daily_summary":
         meta.append("daily summary recomputed from evaluations (daily_summary not landed)")
-    nav = "".join(
-        f'<a href="#{a}">{esc(t)}</a>'
-        for a, t in (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("segments", "Segments"), ("evidence", "Why"),
-                     ("quality", "Quality"), ("mix", "Verdict mix"),
-                     ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
-                     ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"),
-                     ("people", "People"))
-    )
+    nav = (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("segments", "Segments"),
+           ("evidence", "Why"), ("quality", "Quality"), ("mix", "Verdict mix"),
+           ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
+           ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"),
+           ("people", "People"))
     sections = [
         failed_run_banner(summary), _headline_section(summary), _overview(summary), _flags_section(summary),
         segments_section(summary.segments), evidence_section(summary.evidence), _quality_section(summary),
