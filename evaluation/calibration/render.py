@@ -14,19 +14,13 @@ from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
-from evaluation.pages.markup import fmt_mean, fmt_rate
+from evaluation.pages.markup import cards, fmt_mean, fmt_rate
 
 Curve = list[tuple[float, float, float]]
 
 
 def _fmt(value: Any) -> str:
     return fmt_mean(value) if value is None or isinstance(value, float) else esc(value)
-
-
-def _cards(cards: list[tuple[str, str]]) -> str:
-    """Headline figures: label and HTML value."""
-    return "<div class='cards'>" + "".join(
-        f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{v}</div></div>" for k, v in cards) + "</div>"
 
 
 def _operating_point(points: Curve, cut: float | None) -> tuple[float, float] | None:
@@ -90,12 +84,12 @@ def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Cur
         parts.append("<p class='note'>No <code>ok</code> row: nothing to measure (a judge that does not apply to the set's "
                      "records is <code>skipped</code>).</p></section>")
         return "".join(parts)
-    cards = [("AUROC of the score", _fmt(score["auroc"])), ("κ of fail", _fmt(score["kappa"])),
-             ("F1 of fail", _fmt(score["f1"])), ("Spearman", _fmt(score["spearman"])),
-             ("Suggested borderline", _fmt(score["suggested_borderline"])),
-             ("κ held out (suggested / current)",
-              f"{_fmt(score['suggested_kappa_holdout'])} / {_fmt(score['current_kappa_holdout'])}")]
-    parts.append(_cards(cards))
+    figures = [("AUROC of the score", _fmt(score["auroc"])), ("κ of fail", _fmt(score["kappa"])),
+               ("F1 of fail", _fmt(score["f1"])), ("Spearman", _fmt(score["spearman"])),
+               ("Suggested borderline", _fmt(score["suggested_borderline"])),
+               ("κ held out (suggested / current)",
+                f"{_fmt(score['suggested_kappa_holdout'])} / {_fmt(score['current_kappa_holdout'])}")]
+    parts.append(cards(figures))
     marks = []
     points = curves.get("score", [])
     current = _operating_point(points, score["borderline_threshold"])
@@ -165,10 +159,10 @@ def render_page(table_: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec:
     meta = [f"set <code>{esc(spec.set_name)}</code> at <code>{esc(spec.golden_uri)}</code>",
             f"judge model <code>{esc(spec.judge_name)}</code>", f"calibration <code>{esc(calibration)}</code>",
             f"thresholds pass {spec.thresholds.pass_} / borderline {spec.thresholds.borderline}", f"seed {spec.seed}"]
-    cards = [("Records", f"{judging['input_records']:,}"), ("Judged", f"{judging['records']:,}"),
-             ("Rejected", f"{judging['rejected']:,}"), ("Calls made", f"{judging['calls_made']:,}"),
-             ("Calls reused", f"{judging['calls_reused']:,}"), ("Cost (USD)", f"{judging['cost_usd']:.4f}")]
-    overview = f"<section id='overview'><h2>Overview</h2>{_cards(cards)}"
+    figures = [("Records", f"{judging['input_records']:,}"), ("Judged", f"{judging['records']:,}"),
+               ("Rejected", f"{judging['rejected']:,}"), ("Calls made", f"{judging['calls_made']:,}"),
+               ("Calls reused", f"{judging['calls_reused']:,}"), ("Cost (USD)", f"{judging['cost_usd']:.4f}")]
+    overview = f"<section id='overview'><h2>Overview</h2>{cards(figures)}"
     if info:
         overview += "<ul class='plain'>" + "".join(
             f"<li><b>{esc(k)}</b>: {esc(info[k])}</li>" for k in ("description", "source", "licence", "label_origin", "citation")

@@ -81,6 +81,13 @@ def section(anchor: str, title: str, *body: str) -> str:
     return f'<section id="{anchor}"><h2>{title}</h2>{"".join(body)}</section>'
 
 
+def cards(items: Iterable[tuple[str, str]]) -> str:
+    """Headline figures: label and HTML value."""
+    body = "".join(f'<div class="card"><div class="label">{esc(k)}</div><div class="value">{v}</div></div>'
+                   for k, v in items)
+    return f'<div class="cards">{body}</div>'
+
+
 def first_of(texts: Sequence[str], shown: int) -> str:
     """The first ``shown`` of ``texts`` joined by semicolons, then how many more there are."""
     return "; ".join(texts[:shown]) + (f"; and {len(texts) - shown} more" if len(texts) > shown else "")

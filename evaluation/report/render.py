@@ -22,8 +22,8 @@ from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
 from evaluation.pages.markup import ARROWS as _ARROWS
 from evaluation.pages.markup import bullets as _list
+from evaluation.pages.markup import cards, first_of, fmt_mean, fmt_rate
 from evaluation.pages.markup import cell as _cell
-from evaluation.pages.markup import first_of, fmt_mean, fmt_rate
 from evaluation.pages.markup import fmt as _fmt
 from evaluation.pages.markup import fmt_ci as _fmt_ci
 from evaluation.pages.markup import fmt_delta as _fmt_delta
@@ -485,7 +485,7 @@ def _worst_section(summary: DaySummary) -> str:
 def _overview(summary: DaySummary) -> str:
     t = summary.totals
     run = summary.run.run or {}
-    cards = [
+    return _section("overview", "Overview", cards([
         ("Input records", _num(run.get("input_records"))),
         ("Valid records", _num(run.get("valid_records", t.records))),
         ("Rejected", _num(t.rejected)),
@@ -494,9 +494,7 @@ def _overview(summary: DaySummary) -> str:
         ("Flags", _num(len(summary.flags))),
         ("Alerting models", _num(len(summary.alerting))),
         ("Cost (USD)", _num(t.cost_usd, 4)),
-    ]
-    body = "".join(f'<div class="card"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>' for k, v in cards)
-    return _section("overview", "Overview", f'<div class="cards">{body}</div>')
+    ]))
 
 
 def render_html(summary: DaySummary, *, calibration: Calibrations | None = None,
