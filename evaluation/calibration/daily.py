@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-from typing import Annotated, Any
+from typing import Annotated
 
 import polars as pl
 from pydantic import AfterValidator, BaseModel, ConfigDict
@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 from evaluation import storage
 from evaluation.pages.charts import esc
 from evaluation.pages.html import table
+from evaluation.pages.markup import figure as _fmt
 from evaluation.pages.markup import note, section
 
 logger = logging.getLogger(__name__)
@@ -140,10 +141,6 @@ def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[s
         return None
     latest = frame.group_by("set_name", "judge").agg(pl.col("calibrated_at").max())
     return frame.join(latest, on=["set_name", "judge", "calibrated_at"], how="semi").sort("set_name", "judge", "metric")
-
-
-def _fmt(value: Any) -> str:
-    return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else esc(value))
 
 
 def calibration_section(calibration: Calibrations | None) -> str:

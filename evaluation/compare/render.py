@@ -4,7 +4,6 @@ verdict mixes and their shifts, the metrics table and the judge statuses."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import polars as pl
@@ -14,14 +13,7 @@ from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return esc(value)
+from evaluation.pages.markup import figure as _fmt
 
 
 def _delta_chart(judge: str, baseline: str, rows: list[dict[str, Any]]) -> str:

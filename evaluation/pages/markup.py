@@ -3,6 +3,7 @@ text HTML-escaped by the caller through :func:`evaluation.pages.charts.esc`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -43,6 +44,15 @@ def fmt_ci(kind: str, low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "–"
     return f"{fmt(kind, low)} – {fmt(kind, high)}"
+
+
+def figure(value: Any, digits: int = 3) -> str:
+    """A figure as Python prints it (a hyphen for its minus), – for None or not finite; any other value as text."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return esc(value)
 
 
 def num(value: Any, digits: int = 0) -> str:
