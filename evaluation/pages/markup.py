@@ -1,4 +1,4 @@
-"""The small pieces of the pages' HTML: number formats, cells, rows, notes and sections (every
+"""The small pieces of the pages' HTML: number formats, cells, rows, notes, sections and cards (every
 text HTML-escaped by the caller through :func:`evaluation.pages.charts.esc`)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 from evaluation.pages.charts import esc
 
-__all__ = ["ARROWS", "bullets", "cell", "first_of", "fmt", "fmt_ci", "fmt_delta", "fmt_mean", "fmt_rate", "note", "num",
-           "row", "section", "th"]
+__all__ = ["ARROWS", "bullets", "cards", "cell", "figure", "first_of", "fmt", "fmt_ci", "fmt_delta", "fmt_mean",
+           "fmt_rate", "note", "num", "row", "section", "th"]
 
 MINUS = "\u2212"
 ARROWS = {"up": "▲", "down": "▼"}
