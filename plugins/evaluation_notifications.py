@@ -20,6 +20,7 @@ logged, never raised: a notification must not fail, or re-run, the evaluation.
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 import logging
 import os
@@ -73,9 +74,9 @@ def send_email(message: Message) -> bool:
     # smtp provider: only when a mail is sent, not when DAG files parse
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
-    html = "<pre>" + message.body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</pre>"
+    body = f"<pre>{html.escape(message.body, quote=False)}</pre>"
     with SmtpHook(smtp_conn_id=SMTP_CONN_ID) as hook:
-        hook.send_email_smtp(to=to, subject=message.subject, html_content=html)
+        hook.send_email_smtp(to=to, subject=message.subject, html_content=body)
     logger.info("e-mail %r sent to %d recipient(s) through %s", message.subject, len(to), SMTP_CONN_ID)
     return True
 

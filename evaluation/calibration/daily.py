@@ -8,13 +8,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-from typing import Annotated, Any
+from typing import Annotated
 
 import polars as pl
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from evaluation import storage
 from evaluation.pages.charts import esc
+from evaluation.pages.html import table
+from evaluation.pages.markup import figure as _fmt
+from evaluation.pages.markup import note, section
 
 logger = logging.getLogger(__name__)
 
@@ -140,25 +143,22 @@ def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[s
     return frame.join(latest, on=["set_name", "judge", "calibrated_at"], how="semi").sort("set_name", "judge", "metric")
 
 
-def _fmt(value: Any) -> str:
-    return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else esc(value))
-
-
 def calibration_section(calibration: Calibrations | None) -> str:
     """The daily report's "Agreement with people" section (from ``summary.json``'s ``calibration``:
     :func:`calibration_summary`)."""
     data = calibration or Calibrations(calibrations=[], uncalibrated=[], stale=[])
-    parts = ["<section id='agreement'><h2>Agreement with people</h2>"]
+    parts = []
     rows = data.calibrations
     if rows:
-        parts.append("<p class='note'>The latest calibration of the day's judge model and prompt versions on each "
-                     "golden set (<code>python -m evaluation calibrate</code>, the <code>judge_calibration</code> DAG): "
-                     "AUROC of the score against the human labels, and Cohen's κ and F1 of <code>fail</code> "
-                     "against the records labelled not faithful, at the thresholds the calibration ran at.</p>")
-        head = ("<tr><th>judge</th><th>judge model</th><th>golden set</th><th class='num'>records</th>"
+        parts.append(note("The latest calibration of the day's judge model and prompt versions on each "
+                          "golden set (<code>python -m evaluation calibrate</code>, the <code>judge_calibration</code> "
+                          "DAG): AUROC of the score against the human labels, and Cohen's κ and F1 of "
+                          "<code>fail</code> against the records labelled not faithful, at the thresholds the "
+                          "calibration ran at."))
+        head = ("<th>judge</th><th>judge model</th><th>golden set</th><th class='num'>records</th>"
                 "<th class='num'>AUROC (95% CI)</th><th class='num'>κ of fail</th><th class='num'>F1</th>"
                 "<th class='num'>Spearman</th><th class='num'>suggested borderline / pass (κ held out)</th>"
-                "<th>calibrated</th></tr>")
+                "<th>calibrated</th>")
         body = []
         for r in rows:
             ci = "" if r.auroc_ci_low is None else f" ({_fmt(r.auroc_ci_low)} – {_fmt(r.auroc_ci_high)})"
@@ -172,19 +172,17 @@ def calibration_section(calibration: Calibrations | None) -> str:
                 f"<td class='num'>{_fmt(r.spearman)}</td><td class='num'>{suggested}</td>"
                 f"<td class='text'>{esc(r.calibrated_at.isoformat()[:19])} · <code>{esc(r.calibration_id)}</code><br>"
                 f"<code>{esc(r.report_uri)}</code></td></tr>")
-        parts.append(f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{''.join(body)}"
-                     "</tbody></table></div>")
+        parts.append(table([head], body, compact=True))
     for item in data.uncalibrated:
-        parts.append(f"<p class='note'>No calibration of <code>{esc(item.judge)}</code> "
-                     f"(<code>{esc(item.prompt_version)}</code>) with <code>{esc(item.judge_model)}</code> "
-                     "exists: its verdicts' agreement with people is unmeasured.</p>")
+        parts.append(note(f"No calibration of <code>{esc(item.judge)}</code> "
+                          f"(<code>{esc(item.prompt_version)}</code>) with <code>{esc(item.judge_model)}</code> "
+                          "exists: its verdicts' agreement with people is unmeasured."))
     for stale in data.stale:
-        parts.append(f"<p class='note'><b>stale</b>: calibration <code>{esc(stale.calibration_id)}</code> of "
-                     f"<code>{esc(stale.judge)}</code> with <code>{esc(stale.judge_model)}</code> on "
-                     f"{esc(stale.set_name)} ({stale.n} records, {esc(stale.calibrated_at.isoformat()[:10])}) was made "
-                     f"with prompt <code>{esc(stale.prompt_version)}</code>; the day ran "
-                     f"<code>{esc(stale.current_prompt_version)}</code>, so it no longer applies.</p>")
+        parts.append(note(f"<b>stale</b>: calibration <code>{esc(stale.calibration_id)}</code> of "
+                          f"<code>{esc(stale.judge)}</code> with <code>{esc(stale.judge_model)}</code> on "
+                          f"{esc(stale.set_name)} ({stale.n} records, {esc(stale.calibrated_at.isoformat()[:10])}) "
+                          f"was made with prompt <code>{esc(stale.prompt_version)}</code>; the day ran "
+                          f"<code>{esc(stale.current_prompt_version)}</code>, so it no longer applies."))
     if not rows and not data.uncalibrated:
-        parts.append("<p class='note'>No judge ran this day: no calibration to show.</p>")
-    parts.append("</section>")
-    return "".join(parts)
+        parts.append(note("No judge ran this day: no calibration to show."))
+    return section("agreement", "Agreement with people", *parts)

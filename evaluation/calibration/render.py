@@ -14,26 +14,13 @@ from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
+from evaluation.pages.markup import cards, fmt_mean, fmt_rate, note, section
 
 Curve = list[tuple[float, float, float]]
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}".replace("-", "\u2212")
-    return esc(value)
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.1f}%"
-
-
-def _cards(cards: list[tuple[str, str]]) -> str:
-    """Headline figures: label and HTML value."""
-    return "<div class='cards'>" + "".join(
-        f"<div class='card'><div class='label'>{esc(k)}</div><div class='value'>{v}</div></div>" for k, v in cards) + "</div>"
+def _fmt(value: Any) -> str:
+    return fmt_mean(value) if value is None or isinstance(value, float) else esc(value)
 
 
 def _operating_point(points: Curve, cut: float | None) -> tuple[float, float] | None:
@@ -70,7 +57,7 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
 
 def _confusion_table(row: dict[str, Any]) -> str:
     if not row.get("confusion"):
-        return "<p class='note'>No labelled ok rows: no confusion matrix.</p>"
+        return note("No labelled ok rows: no confusion matrix.")
     counts = json.loads(row["confusion"])
     head = "<tr><th>verdict</th><th class='num'>labelled faithful</th><th class='num'>labelled not faithful</th></tr>"
     body = "".join(f"<tr><td>{esc(v)}</td><td class='num'>{counts[v]['good']}</td><td class='num'>{counts[v]['bad']}</td></tr>"
@@ -81,28 +68,26 @@ def _confusion_table(row: dict[str, Any]) -> str:
         head = "<tr><th>verdict \\ expected</th>" + "".join(f"<th class='num'>{esc(e)}</th>" for e in VERDICTS) + "</tr>"
         body = "".join("<tr><td>" + esc(p) + "</td>" + "".join(f"<td class='num'>{expected[p][e]}</td>" for e in VERDICTS)
                        + "</tr>" for p in VERDICTS)
-        tables += (f"<p class='note'>Against the expected verdicts ({row['n_expected']} records): κ "
-                  f"{_fmt(row['verdict_kappa'])}, accuracy {_pct(row['verdict_accuracy'])}.</p>"
-                  f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>")
+        tables += (note(f"Against the expected verdicts ({row['n_expected']} records): κ "
+                        f"{_fmt(row['verdict_kappa'])}, accuracy {fmt_rate(row['verdict_accuracy'])}.")
+                   + f"<table class='compact'><thead>{head}</thead><tbody>{body}</tbody></table>")
     return tables
 
 
 def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Curve]) -> str:
     score = next((r for r in rows if r["metric"] == "score"), rows[0])
-    statuses = " · ".join(f"{s} {_pct(score[f'rate_{s}'])}" for s in JUDGE_STATUSES)
-    parts = [f"<section id='judge-{esc(judge)}'><h2>Judge <code>{esc(judge)}</code></h2>",
-             f"<p class='note'>prompt <code>{esc(score['prompt_version'] or '–')}</code> · {score['n_records']} records · "
-             f"statuses: {statuses}</p>"]
+    statuses = " · ".join(f"{s} {fmt_rate(score[f'rate_{s}'])}" for s in JUDGE_STATUSES)
+    anchor, title = f"judge-{esc(judge)}", f"Judge <code>{esc(judge)}</code>"
+    lead = note(f"prompt <code>{esc(score['prompt_version'] or '–')}</code> · {score['n_records']} records · "
+                f"statuses: {statuses}")
     if score["n_ok"] == 0:
-        parts.append("<p class='note'>No <code>ok</code> row: nothing to measure (a judge that does not apply to the set's "
-                     "records is <code>skipped</code>).</p></section>")
-        return "".join(parts)
-    cards = [("AUROC of the score", _fmt(score["auroc"])), ("κ of fail", _fmt(score["kappa"])),
-             ("F1 of fail", _fmt(score["f1"])), ("Spearman", _fmt(score["spearman"])),
-             ("Suggested borderline", _fmt(score["suggested_borderline"])),
-             ("κ held out (suggested / current)",
-              f"{_fmt(score['suggested_kappa_holdout'])} / {_fmt(score['current_kappa_holdout'])}")]
-    parts.append(_cards(cards))
+        return section(anchor, title, lead, note("No <code>ok</code> row: nothing to measure (a judge that does not "
+                                                 "apply to the set's records is <code>skipped</code>)."))
+    figures = [("AUROC of the score", _fmt(score["auroc"])), ("κ of fail", _fmt(score["kappa"])),
+               ("F1 of fail", _fmt(score["f1"])), ("Spearman", _fmt(score["spearman"])),
+               ("Suggested borderline", _fmt(score["suggested_borderline"])),
+               ("κ held out (suggested / current)",
+                f"{_fmt(score['suggested_kappa_holdout'])} / {_fmt(score['current_kappa_holdout'])}")]
     marks = []
     points = curves.get("score", [])
     current = _operating_point(points, score["borderline_threshold"])
@@ -111,12 +96,12 @@ def _judge_section(judge: str, rows: list[dict[str, Any]], curves: dict[str, Cur
     suggested = _operating_point(points, score["suggested_borderline"])
     if suggested is not None and score["suggested_borderline"] != score["borderline_threshold"]:
         marks.append((f"score < {score['suggested_borderline']} (suggested)", *suggested))
-    chart = charts.roc_chart(curves, title=f"ROC — {judge}", marks=marks) if curves else "<p class='note'>No ROC curve.</p>"
-    parts.append(f"<div class='charts'><figure>{chart}<figcaption>A record is flagged when the value is below a cut; "
-                 "circles: the score at the current and the suggested borderline threshold.</figcaption></figure>"
-                 f"<div><h3>Verdicts against the labels</h3>{_confusion_table(score)}</div></div>")
-    parts.append(f"<h3>Per metric</h3>{_metrics_table(rows)}</section>")
-    return "".join(parts)
+    chart = charts.roc_chart(curves, title=f"ROC — {judge}", marks=marks) if curves else note("No ROC curve.")
+    return section(anchor, title, lead, cards(figures),
+                   f"<div class='charts'><figure>{chart}<figcaption>A record is flagged when the value is below a cut; "
+                   "circles: the score at the current and the suggested borderline threshold.</figcaption></figure>"
+                   f"<div><h3>Verdicts against the labels</h3>{_confusion_table(score)}</div></div>",
+                   f"<h3>Per metric</h3>{_metrics_table(rows)}")
 
 
 def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
@@ -137,30 +122,33 @@ def _cascade_section(spec: CalibrationSpec, cascade: pl.DataFrame) -> str:
                 f"<tr><td>{esc(judge)}</td><td class='num'>{r['level']}</td><td><code>{esc(r['judge_model'])}</code></td>"
                 f"<td class='num'>{band}</td><td>{_fmt(r['band_source'])}</td>"
                 f"<td class='num'>{_fmt(r['kappa_alone'])} ({_fmt(r['kappa_alone_holdout'])})</td>"
-                f"<td class='num'>{r['reached']}</td><td class='num'>{r['decided']} ({_pct(r['share_decided'])})</td>"
+                f"<td class='num'>{r['reached']}</td>"
+                f"<td class='num'>{r['decided']} ({fmt_rate(r['share_decided'])})</td>"
                 f"<td class='num'>{r['cost_usd']:.4f}</td><td class='num'>{r['cost_alone_usd']:.4f}</td></tr>")
         cost = sum(r["cost_usd"] for r in rows)
         alone = rows[-1]["cost_alone_usd"]
         saved = f"{1 - cost / alone:.0%} saved" if alone else "no price for the judge model"
         last = rows[-1]
         summary.append(f"<li><b>{esc(judge)}</b>: differs from <code>{esc(spec.judge_model)}</code> alone on "
-                       f"{_pct(last['disagreement_fit'])} of the fit split (upper bound {_pct(last['disagreement_bound'])} "
-                       f"at {_pct(last['band_confidence'])}) and {_pct(last['disagreement_holdout'])} held out; κ of fail "
-                       f"{_fmt(last['kappa_cascade'])} (held out {_fmt(last['kappa_cascade_holdout'])}) against "
+                       f"{fmt_rate(last['disagreement_fit'])} of the fit split (upper bound "
+                       f"{fmt_rate(last['disagreement_bound'])} at {fmt_rate(last['band_confidence'])}) and "
+                       f"{fmt_rate(last['disagreement_holdout'])} held out; κ of fail {_fmt(last['kappa_cascade'])} "
+                       f"(held out {_fmt(last['kappa_cascade_holdout'])}) against "
                        f"{_fmt(last['kappa_alone'])} ({_fmt(last['kappa_alone_holdout'])}) alone; cost "
                        f"{cost:.4f} against {alone:.4f} USD ({saved})</li>")
-    return ("<section id='cascade'><h2>Cascade</h2><p class='note'>A level decides a row it scores <code>ok</code> "
-            "outside its band (both ends inside the band); any other row goes to the next level. Bands not given are "
-            "fitted on the fit split with a guarantee: with probability at least "
-            f"{spec.band_confidence:g}, the cascade's verdict (fail or not) differs from the judge model's on at most "
-            f"{spec.band_loss:g} of new records (the cheapest bands passed in a fixed sequence of candidates, each "
-            "tested with the Clopper–Pearson bound of its disagreements on the fit split). It assumes the records judged "
-            "later are like the fit split's (drawn from the same population): other questions or another answering "
-            "model void it, so calibrate again on records like them. Judges whose errors go together (a record hard "
-            "for one is hard for the other) keep the disagreement bound, but the errors they share are no disagreements, "
-            "so a disagreement is likelier the cheaper level's own mistake than a correction of the judge model: the "
-            "guarantee is on agreement with the judge model, not on κ against the labels, which is shown beside it. Costs are the calls' tokens at litellm's online prices.</p>"
-            f"<ul class='plain'>{''.join(summary)}</ul>{table([head], body, compact=True)}</section>")
+    return section("cascade", "Cascade", note(
+        "A level decides a row it scores <code>ok</code> outside its band (both ends inside the band); any other row "
+        "goes to the next level. Bands not given are fitted on the fit split with a guarantee: with probability at "
+        f"least {spec.band_confidence:g}, the cascade's verdict (fail or not) differs from the judge model's on at "
+        f"most {spec.band_loss:g} of new records (the cheapest bands passed in a fixed sequence of candidates, each "
+        "tested with the Clopper–Pearson bound of its disagreements on the fit split). It assumes the records judged "
+        "later are like the fit split's (drawn from the same population): other questions or another answering model "
+        "void it, so calibrate again on records like them. Judges whose errors go together (a record hard for one is "
+        "hard for the other) keep the disagreement bound, but the errors they share are no disagreements, so a "
+        "disagreement is likelier the cheaper level's own mistake than a correction of the judge model: the "
+        "guarantee is on agreement with the judge model, not on κ against the labels, which is shown beside it. "
+        "Costs are the calls' tokens at litellm's online prices."),
+        f"<ul class='plain'>{''.join(summary)}</ul>", table([head], body, compact=True))
 
 
 def render_page(table_: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec: CalibrationSpec, calibration: str,
@@ -170,25 +158,20 @@ def render_page(table_: pl.DataFrame, curves: dict[str, dict[str, Curve]], spec:
     meta = [f"set <code>{esc(spec.set_name)}</code> at <code>{esc(spec.golden_uri)}</code>",
             f"judge model <code>{esc(spec.judge_name)}</code>", f"calibration <code>{esc(calibration)}</code>",
             f"thresholds pass {spec.thresholds.pass_} / borderline {spec.thresholds.borderline}", f"seed {spec.seed}"]
-    cards = [("Records", f"{judging['input_records']:,}"), ("Judged", f"{judging['records']:,}"),
-             ("Rejected", f"{judging['rejected']:,}"), ("Calls made", f"{judging['calls_made']:,}"),
-             ("Calls reused", f"{judging['calls_reused']:,}"), ("Cost (USD)", f"{judging['cost_usd']:.4f}")]
-    overview = f"<section id='overview'><h2>Overview</h2>{_cards(cards)}"
-    if info:
-        overview += "<ul class='plain'>" + "".join(
-            f"<li><b>{esc(k)}</b>: {esc(info[k])}</li>" for k in ("description", "source", "licence", "label_origin", "citation")
-            if info.get(k)) + "</ul>"
-    overview += "</section>"
-    sections = [overview]
+    figures = [("Records", f"{judging['input_records']:,}"), ("Judged", f"{judging['records']:,}"),
+               ("Rejected", f"{judging['rejected']:,}"), ("Calls made", f"{judging['calls_made']:,}"),
+               ("Calls reused", f"{judging['calls_reused']:,}"), ("Cost (USD)", f"{judging['cost_usd']:.4f}")]
+    about = "".join(f"<li><b>{esc(k)}</b>: {esc(info[k])}</li>"
+                    for k in ("description", "source", "licence", "label_origin", "citation") if info.get(k))
+    sections = [section("overview", "Overview", cards(figures), f"<ul class='plain'>{about}</ul>" if info else "")]
     if cascade is not None:
         sections.append(_cascade_section(spec, cascade))
     for judge in spec.judges:
         rows = table_.filter(pl.col("judge") == judge).to_dicts()
         if rows:
             sections.append(_judge_section(judge, rows, curves.get(judge, {})))
-    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in
-                  [("overview", "Overview"), *([("cascade", "Cascade")] if cascade is not None else []),
-                   *((f"judge-{j}", f"Judge {j}") for j in spec.judges)])
+    nav = [("overview", "Overview"), *([("cascade", "Cascade")] if cascade is not None else []),
+           *((f"judge-{j}", f"Judge {j}") for j in spec.judges)]
     holdout = f"{spec.holdout_share:.0%}"
     footer = (
         "<footer>Method: statistics over <code>ok</code> rows with a label; the binary label is <code>faithful</code> (else "

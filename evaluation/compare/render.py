@@ -4,7 +4,6 @@ verdict mixes and their shifts, the metrics table and the judge statuses."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import polars as pl
@@ -14,14 +13,8 @@ from evaluation.contract.config import JUDGE_STATUSES, VERDICTS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return esc(value)
+from evaluation.pages.markup import figure as _fmt
+from evaluation.pages.markup import note, section
 
 
 def _delta_chart(judge: str, baseline: str, rows: list[dict[str, Any]]) -> str:
@@ -29,7 +22,7 @@ def _delta_chart(judge: str, baseline: str, rows: list[dict[str, Any]]) -> str:
     diamond at zero on every row (bold label when the interval excludes zero)."""
     rows = [r for r in rows if r["delta"] is not None]
     if not rows:
-        return "<p class='note'>No deltas: a model or the baseline has no ok rows.</p>"
+        return note("No deltas: a model or the baseline has no ok rows.")
     limit = max(max(abs(r["delta_ci_low"]), abs(r["delta_ci_high"])) for r in rows)
     limit = max(limit * 1.1, 0.02)
     intervals = [
@@ -129,18 +122,18 @@ def _overview(spec: ComparisonSpec, tested: pl.DataFrame, records: dict[str, int
     paired_line = (f" Sampled by question: {paired_questions} questions were answered by every compared model "
                    "(paired); the rest of each model's records are unpaired.")
     records_line = ", ".join(f"{esc(m)}: {records.get(m, 0)}" for m in spec.models)
-    return (
-        f"<section id='overview'><h2>Overview</h2><p>Records per model: {records_line}.{esc(paired_line)}</p>"
-        "<p class='note'>Means and verdict mixes use <code>ok</code> rows only; other statuses are counted at the end. "
-        "Intervals are 95% percentile "
-        f"bootstraps ({spec.bootstrap} resamples). A <i>paired</i> test matches records on the normalised question "
-        "and works on per-question differences (sign-flip permutation p-value); an <i>unpaired</i> test compares the "
-        "two samples (two-sample permutation p-value). The effect size is Cohen's d (d<sub>z</sub>, the mean over "
-        "the standard deviation of the per-question differences, for a paired test) with a bootstrap interval."
-        f"{multiplicity}{_permutations_line(tested)} A bold label, a blue or vermillion delta: significant after the "
-        "adjustment.</p><p class='note'>The delta is the difference of the two <i>tested means</i> beside it: for a "
-        "paired test the means of the per-question means over the questions both models answered (so it can differ "
-        "from the difference of the means over all rows), for an unpaired test the means over all rows.</p></section>"
+    return section(
+        "overview", "Overview", f"<p>Records per model: {records_line}.{esc(paired_line)}</p>",
+        note("Means and verdict mixes use <code>ok</code> rows only; other statuses are counted at the end. Intervals "
+             f"are 95% percentile bootstraps ({spec.bootstrap} resamples). A <i>paired</i> test matches records on the "
+             "normalised question and works on per-question differences (sign-flip permutation p-value); an "
+             "<i>unpaired</i> test compares the two samples (two-sample permutation p-value). The effect size is "
+             "Cohen's d (d<sub>z</sub>, the mean over the standard deviation of the per-question differences, for a "
+             f"paired test) with a bootstrap interval.{multiplicity}{_permutations_line(tested)} A bold label, a blue "
+             "or vermillion delta: significant after the adjustment."),
+        note("The delta is the difference of the two <i>tested means</i> beside it: for a "
+             "paired test the means of the per-question means over the questions both models answered (so it can "
+             "differ from the difference of the means over all rows), for an unpaired test the means over all rows."),
     )
 
 
@@ -152,7 +145,7 @@ def _statuses(spec: ComparisonSpec, statuses: dict[str, dict[str, dict[str, int]
         for model in spec.models for judge in spec.judges
     ]
     status_head = "<th>model</th><th>judge</th>" + "".join(f"<th class='num'>{s}</th>" for s in JUDGE_STATUSES)
-    return f"<section id='statuses'><h2>Judge statuses</h2>{table([status_head], status_rows, compact=True)}</section>"
+    return section("statuses", "Judge statuses", table([status_head], status_rows, compact=True))
 
 
 def render_report(comparison_id: str, spec: ComparisonSpec, source: str, metrics: pl.DataFrame,
@@ -165,19 +158,17 @@ def render_report(comparison_id: str, spec: ComparisonSpec, source: str, metrics
         judge_rows = metrics.filter(pl.col("judge") == judge).to_dicts()
         deltas = [r for r in judge_rows if not r["is_baseline"]]
         verdict_rows = verdicts.filter(pl.col("judge") == judge).to_dicts()
-        sections.append(
-            f"<section id='judge-{esc(judge)}'><h2>Judge <code>{esc(judge)}</code></h2>"
-            f"{_delta_chart(judge, spec.baseline_model, deltas)}"
-            f"<h3>Verdict mix and shift from {esc(spec.baseline_model)}</h3>"
-            f"{_verdict_chart(judge, verdict_rows, spec.models)}{_verdict_table(verdict_rows, spec.models)}"
-            f"<h3>Metrics</h3>{_metrics_table(judge_rows)}</section>"
-        )
+        sections.append(section(
+            f"judge-{esc(judge)}", f"Judge <code>{esc(judge)}</code>", _delta_chart(judge, spec.baseline_model, deltas),
+            f"<h3>Verdict mix and shift from {esc(spec.baseline_model)}</h3>",
+            _verdict_chart(judge, verdict_rows, spec.models), _verdict_table(verdict_rows, spec.models),
+            f"<h3>Metrics</h3>{_metrics_table(judge_rows)}",
+        ))
     sections.append(_statuses(spec, statuses))
     how = "landed scores" if source == "landed" else f"re-judged with {spec.judge_model}"
     sample = "all records" if spec.sample_per_model is None else f"at most {spec.sample_per_model} records per model"
     meta = [esc(comparison_id), f"{spec.start_date} to {spec.end_date}", f"baseline <b>{esc(spec.baseline_model)}</b>",
             esc(how), esc(sample), f"seed {spec.seed}"]
-    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in
-                  [("overview", "Overview"), *((f"judge-{j}", f"Judge {j}") for j in spec.judges),
-                   ("statuses", "Judge statuses")])
+    nav = [("overview", "Overview"), *((f"judge-{j}", f"Judge {j}") for j in spec.judges),
+           ("statuses", "Judge statuses")]
     return page(f"Model comparison {comparison_id}", "Model comparison", meta, nav, sections)

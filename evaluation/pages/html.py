@@ -65,9 +65,12 @@ def table(header: Iterable[str], rows: Iterable[str], *, compact: bool = False) 
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def page(title: str, heading: str, meta: Sequence[str], nav: str, sections: Sequence[str]) -> str:
-    """A self-contained page in the report's style: no script, nothing fetched (its Content
-    Security Policy allows inline CSS and data: images only), nothing sent as a referrer."""
+def page(title: str, heading: str, meta: Sequence[str], nav: Iterable[tuple[str, str]],
+         sections: Sequence[str]) -> str:
+    """A self-contained page in the report's style, ``nav`` linking each (anchor, title): no script,
+    nothing fetched (its Content Security Policy allows inline CSS and data: images only), nothing
+    sent as a referrer."""
+    links = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in nav)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -77,5 +80,5 @@ def page(title: str, heading: str, meta: Sequence[str], nav: str, sections: Sequ
         f"<title>{esc(title)}</title>"
         f"<style>{CSS}</style></head><body>"
         f'<header class="top"><h1>{esc(heading)}</h1><p>{" · ".join(meta)}</p></header>'
-        f"<nav>{nav}</nav><main>{''.join(sections)}</main></body></html>\n"
+        f"<nav>{links}</nav><main>{''.join(sections)}</main></body></html>\n"
     )

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from evaluation.pages.charts import esc
 from evaluation.pages.html import table
+from evaluation.pages.markup import bullets, cell, first_of, fmt, fmt_delta, fmt_mean, fmt_rate, note, row, section, th
 from evaluation.report.alerts import flag_change
-from evaluation.report.markup import bullets, cell, first_of, fmt, fmt_delta, fmt_mean, fmt_rate, note, row, section, th
 from evaluation.report.segments import key_name
 from evaluation.report.summary import (
     Change,

@@ -20,6 +20,8 @@ from evaluation import storage
 from evaluation.contract.estimate import fleiss_kappa, ppi_rate
 from evaluation.contract.review import QUESTIONS, ReviewSpec
 from evaluation.pages.charts import esc
+from evaluation.pages.html import table
+from evaluation.pages.markup import note, section
 from evaluation.report.summary import JudgeAgreement, LabelledRate, People
 from evaluation.storage.labels import read_labels
 
@@ -108,7 +110,7 @@ def _pct(value: float | None) -> str:
 
 
 def _estimate_row(r: LabelledRate) -> str:
-    head = f"<td>{esc(r.model)}</td><td><code>{esc(r.judge)}</code></td><td>{esc(r.rate)}</td>"
+    head = f"<tr><td>{esc(r.model)}</td><td><code>{esc(r.judge)}</code></td><td>{esc(r.rate)}</td>"
     if r.corrected is None or r.bias is None:
         return f"{head}<td colspan='3' class='text'>{esc(r.note)}</td><td class='num'>{r.labels}</td></tr>"
     return (f"{head}<td class='num'>{_pct(r.judge_rate)} ({_pct(r.judge_low)} – {_pct(r.judge_high)})</td>"
@@ -119,25 +121,23 @@ def _estimate_row(r: LabelledRate) -> str:
 def people_section(data: People | None) -> str:
     """The daily report's "People's labels" section (from ``summary.json``'s ``people``: :func:`people_summary`)."""
     window = data.window if data is not None else ["", ""]
-    parts = ["<section id='people'><h2>People's labels</h2>"]
     if data is None or not data.labels:
-        parts.append(f"<p class='note'>No labels from people on the records of {esc(window[0])} – {esc(window[1])} "
-                     "(the review queue: <code>python -m evaluation review</code>): every figure on this page is the "
-                     "judges' alone.</p></section>")
-        return "".join(parts)
+        return section("people", "People's labels", note(
+            f"No labels from people on the records of {esc(window[0])} – {esc(window[1])} (the review queue: "
+            "<code>python -m evaluation review</code>): every figure on this page is the judges' alone."))
     kappas = ", ".join(f"{q} {'–' if k is None else f'{k:.2f}'}" for q, k in (data.annotator_kappa or {}).items())
     agreement = "; ".join(f"<code>{esc(a.judge)}</code> {_pct(a.agreement)} of {a.records}"
                           for a in data.judge_agreement or [])
-    parts.append(f"<p class='note'>{data.labels} labels on {data.records} records of {esc(window[0])} – "
-                 f"{esc(window[1])} by {data.annotators} people; the latest labelled {esc((data.latest_label or '')[:10])} "
-                 f"({data.age_days} days before this report). Agreement between annotators (Fleiss' κ): {kappas}. "
-                 f"Judges' verdicts equal to people's (uniform slice): {agreement or '–'}.</p>")
-    parts.append("<p class='note'>Corrected: the judge's rate over all its records plus its error measured on the "
-                 "uniform slice people labelled (prediction-powered inference); its 95% interval holds whatever "
-                 "the judge's bias. The judge-only interval counts sampling error only. Bias: judge minus people.</p>")
-    head = ("<tr><th>model</th><th>judge</th><th>rate</th><th class='num'>judge only (95%)</th>"
-            "<th class='num'>corrected (95%)</th><th class='num'>judge bias</th><th class='num'>labels</th></tr>")
-    body = "".join(f"<tr>{_estimate_row(r)}" for r in data.estimates or [])
-    parts.append(f"<div class='table-wrap'><table class='compact'><thead>{head}</thead><tbody>{body}</tbody>"
-                 "</table></div></section>")
-    return "".join(parts)
+    head = ("<th>model</th><th>judge</th><th>rate</th><th class='num'>judge only (95%)</th>"
+            "<th class='num'>corrected (95%)</th><th class='num'>judge bias</th><th class='num'>labels</th>")
+    return section(
+        "people", "People's labels",
+        note(f"{data.labels} labels on {data.records} records of {esc(window[0])} – "
+             f"{esc(window[1])} by {data.annotators} people; the latest labelled {esc((data.latest_label or '')[:10])} "
+             f"({data.age_days} days before this report). Agreement between annotators (Fleiss' κ): {kappas}. "
+             f"Judges' verdicts equal to people's (uniform slice): {agreement or '–'}."),
+        note("Corrected: the judge's rate over all its records plus its error measured on the "
+             "uniform slice people labelled (prediction-powered inference); its 95% interval holds whatever "
+             "the judge's bias. The judge-only interval counts sampling error only. Bias: judge minus people."),
+        table([head], [_estimate_row(r) for r in data.estimates or []], compact=True),
+    )

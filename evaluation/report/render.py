@@ -20,6 +20,18 @@ from evaluation.contract.schemas import SUMMARY_METRICS as METRICS
 from evaluation.pages import charts
 from evaluation.pages.charts import esc
 from evaluation.pages.html import page, table
+from evaluation.pages.markup import ARROWS as _ARROWS
+from evaluation.pages.markup import bullets as _list
+from evaluation.pages.markup import cards, first_of, fmt_mean, fmt_rate
+from evaluation.pages.markup import cell as _cell
+from evaluation.pages.markup import fmt as _fmt
+from evaluation.pages.markup import fmt_ci as _fmt_ci
+from evaluation.pages.markup import fmt_delta as _fmt_delta
+from evaluation.pages.markup import note as _note
+from evaluation.pages.markup import num as _num
+from evaluation.pages.markup import row as _row
+from evaluation.pages.markup import section as _section
+from evaluation.pages.markup import th as _th
 from evaluation.report.alerts import FLAG_BASELINES, HEADLINE_METRICS, assess, measures_of
 from evaluation.report.evidence_page import (
     asked_cell,
@@ -31,18 +43,6 @@ from evaluation.report.evidence_page import (
     segment_headline_items,
     segments_section,
 )
-from evaluation.report.markup import ARROWS as _ARROWS
-from evaluation.report.markup import bullets as _list
-from evaluation.report.markup import cell as _cell
-from evaluation.report.markup import first_of, fmt_mean, fmt_rate
-from evaluation.report.markup import fmt as _fmt
-from evaluation.report.markup import fmt_ci as _fmt_ci
-from evaluation.report.markup import fmt_delta as _fmt_delta
-from evaluation.report.markup import note as _note
-from evaluation.report.markup import num as _num
-from evaluation.report.markup import row as _row
-from evaluation.report.markup import section as _section
-from evaluation.report.markup import th as _th
 from evaluation.report.people import people_section
 from evaluation.report.summary import (
     DaySummary,
@@ -485,7 +485,7 @@ def _worst_section(summary: DaySummary) -> str:
 def _overview(summary: DaySummary) -> str:
     t = summary.totals
     run = summary.run.run or {}
-    cards = [
+    return _section("overview", "Overview", cards([
         ("Input records", _num(run.get("input_records"))),
         ("Valid records", _num(run.get("valid_records", t.records))),
         ("Rejected", _num(t.rejected)),
@@ -494,9 +494,7 @@ def _overview(summary: DaySummary) -> str:
         ("Flags", _num(len(summary.flags))),
         ("Alerting models", _num(len(summary.alerting))),
         ("Cost (USD)", _num(t.cost_usd, 4)),
-    ]
-    body = "".join(f'<div class="card"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>' for k, v in cards)
-    return _section("overview", "Overview", f'<div class="cards">{body}</div>')
+    ]))
 
 
 def render_html(summary: DaySummary, *, calibration: Calibrations | None = None,
@@ -516,14 +514,11 @@ def render_html(summary: DaySummary, *, calibration: Calibrations | None = None,
         meta.append(f"rules {esc(', '.join(run.rules_versions))}")
     if source.summary_from != "daily_summary":
         meta.append("daily summary recomputed from evaluations (daily_summary not landed)")
-    nav = "".join(
-        f'<a href="#{a}">{esc(t)}</a>'
-        for a, t in (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("segments", "Segments"), ("evidence", "Why"),
-                     ("quality", "Quality"), ("mix", "Verdict mix"),
-                     ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
-                     ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"),
-                     ("people", "People"))
-    )
+    nav = (("headline", "What changed"), ("overview", "Overview"), ("flags", "Flags"), ("segments", "Segments"),
+           ("evidence", "Why"), ("quality", "Quality"), ("mix", "Verdict mix"),
+           ("trends", "Trends"), ("distributions", "Distributions"), ("health", "Judge health"),
+           ("rejects", "Rejects"), ("worst", "Worst records"), ("agreement", "Agreement"),
+           ("people", "People"))
     sections = [
         failed_run_banner(summary), _headline_section(summary), _overview(summary), _flags_section(summary),
         segments_section(summary.segments), evidence_section(summary.evidence), _quality_section(summary),

@@ -1,15 +1,16 @@
-"""The small pieces of the report's HTML: number formats, cells, rows, notes and sections (every
+"""The small pieces of the pages' HTML: number formats, cells, rows, notes, sections and cards (every
 text HTML-escaped by the caller through :func:`evaluation.pages.charts.esc`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evaluation.pages.charts import esc
 
-__all__ = ["ARROWS", "bullets", "cell", "first_of", "fmt", "fmt_ci", "fmt_delta", "fmt_mean", "fmt_rate", "note", "num",
-           "row", "section", "th"]
+__all__ = ["ARROWS", "bullets", "cards", "cell", "figure", "first_of", "fmt", "fmt_ci", "fmt_delta", "fmt_mean",
+           "fmt_rate", "note", "num", "row", "section", "th"]
 
 MINUS = "\u2212"
 ARROWS = {"up": "▲", "down": "▼"}
@@ -43,6 +44,15 @@ def fmt_ci(kind: str, low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "–"
     return f"{fmt(kind, low)} – {fmt(kind, high)}"
+
+
+def figure(value: Any, digits: int = 3) -> str:
+    """A figure as Python prints it (a hyphen for its minus), – for None or not finite; any other value as text."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return esc(value)
 
 
 def num(value: Any, digits: int = 0) -> str:
@@ -79,6 +89,13 @@ def note(text: str) -> str:
 
 def section(anchor: str, title: str, *body: str) -> str:
     return f'<section id="{anchor}"><h2>{title}</h2>{"".join(body)}</section>'
+
+
+def cards(items: Iterable[tuple[str, str]]) -> str:
+    """Headline figures: label and HTML value."""
+    body = "".join(f'<div class="card"><div class="label">{esc(k)}</div><div class="value">{v}</div></div>'
+                   for k, v in items)
+    return f'<div class="cards">{body}</div>'
 
 
 def first_of(texts: Sequence[str], shown: int) -> str:
