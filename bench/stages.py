@@ -337,7 +337,7 @@ def summary(params: dict[str, Any]) -> dict[str, Any]:
 
     path = data.scored_file(int(params["rows"]))
     rss_before = peak_rss_mib()
-    runs, groups = _repeated(params, lambda: build_daily_summary(pl.scan_parquet(path), data.DAY, "bench"))
+    runs, groups = _repeated(params, lambda: build_daily_summary(pl.scan_parquet(path), "bench"))
     return {"seconds": min(runs), "runs": runs, "groups": groups, "rss_before_mib": round(rss_before, 1)}
 
 

@@ -162,7 +162,7 @@ def load_inputs(store: Store, day: dt.date, *, history_days: int = 30, landed: L
                 f" (expected the commit record {store.uri(commit_key(day))})"
             )
         run_id = evaluations.select(pl.col("run_id").first()).collect().item() or "unknown"
-        built = build_daily_summary(evaluations, day, run_id).with_columns(dt=pl.lit(day, dtype=pl.Date))
+        built = build_daily_summary(evaluations, run_id).with_columns(dt=pl.lit(day, dtype=pl.Date))
         history = built if history.is_empty() else pl.concat([history, built], how="diagonal_relaxed")
         source = "evaluations"
     runs = scan_table(store, "runs")

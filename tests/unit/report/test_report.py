@@ -131,7 +131,7 @@ def land_day(store: storage.Store, day: dt.date, rows: list[dict[str, Any]], rej
     run = f"run-{day.isoformat()}"
     tables = {"evaluations": frame, "rejects": pl.DataFrame(rejects or [], schema=REJECT_SCHEMA)}
     if summary:
-        tables["daily_summary"] = build_daily_summary(frame, day, run)
+        tables["daily_summary"] = build_daily_summary(frame, run)
     for name, table in tables.items():
         storage.write_parquet(store, storage.landing_key(name, day, run), table)
     storage.commit_day(store, day, run, {name: storage.landing_key(name, day, run) for name in tables})

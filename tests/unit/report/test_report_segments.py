@@ -51,7 +51,7 @@ def test_segment_rows_add_up_to_the_whole_model_rows() -> None:
                     .when(pl.col("score") >= 0.6).then(pl.lit("borderline")).otherwise(pl.lit("fail")))
     segments = segment_values(pl.LazyFrame({"record_id": rows["record_id"], "metadata": [
         json.dumps({"locale": ["en", "de", "fr"][i % 3]}) for i in range(n)]}), ["metadata.locale"])
-    summary = build_daily_summary(rows, LAST, "run-1", segments)
+    summary = build_daily_summary(rows, "run-1", segments)
     whole = summary.filter(pl.col("segment_key").is_null()).sort("model")
     parts = (summary.filter(pl.col("segment_key") == "metadata.locale").group_by("model")
              .agg(pl.col("rows", "n_ok", "n_pass", "n_fail").sum()).sort("model"))

@@ -143,7 +143,7 @@ def test_groups_without_ok_rows_and_single_values() -> None:
 
 
 def test_an_empty_day_has_an_empty_summary_with_the_schema() -> None:
-    summary = build_daily_summary(scored_rows(10, seed=1).clear(), DAY, "run-0")
+    summary = build_daily_summary(scored_rows(10, seed=1).clear(), "run-0")
     assert summary.height == 0 and summary.schema == pl.Schema(summary_schema())
 
 
