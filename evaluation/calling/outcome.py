@@ -6,6 +6,7 @@ an exception: the caller turns it into a ``call_error`` row with its error class
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import email.utils
 import re
@@ -126,17 +127,13 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         return None
     millis = headers.get("retry-after-ms")
     if millis is not None:
-        try:
+        with contextlib.suppress(ValueError):
             return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
     value = headers.get("retry-after") or headers.get("Retry-After")
     if value is None:
         return None
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(value))
-    except ValueError:
-        pass
     try:  # an HTTP date; one without a zone, or anything else, states no wait
         return max(0.0, (email.utils.parsedate_to_datetime(value) - dt.datetime.now(dt.UTC)).total_seconds())
     except (TypeError, ValueError):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.cli.support import CliError, add_options, option_values
-from evaluation.contract.options import fill_from_env, model_input, options
+from evaluation.contract.options import options, read_options
 from evaluation.contract.review import ReviewSpec
 
 #: The flags of ``review``: every field of the spec.
@@ -62,8 +62,7 @@ def command(args: argparse.Namespace) -> int:
     from evaluation.stages import labelstudio
     from evaluation.stages import review as job
 
-    values = fill_from_env(REVIEW_OPTIONS, option_values(args, REVIEW_OPTIONS))
-    spec = ReviewSpec.model_validate(model_input(REVIEW_OPTIONS, values))
+    spec = ReviewSpec.model_validate(read_options(REVIEW_OPTIONS, option_values(args, REVIEW_OPTIONS)))
     if not spec.output_uri:
         raise CliError("--output is required (or set EVALUATION_OUTPUT_URI)")
     store, raw = storage.open_stores(spec.output_uri, spec.input_uri or None, make_access=args.s3_access)

@@ -29,18 +29,16 @@ from pydantic import BaseModel, Field
 from evaluation import storage
 from evaluation.contract.review import QUESTIONS, ReviewError, ReviewSpec
 from evaluation.stages.review import queued_records, read_queues
-from evaluation.storage.labels import Annotation, LandedLabels, labelled_records, land_labels
+from evaluation.storage.labels import ANSWERS, Annotation, LandedLabels, labelled_records, land_labels
 
 logger = logging.getLogger(__name__)
 
-_CHOICES = {"supported": ("yes", "partly", "no"), "answers": ("yes", "partly", "no"),
-            "verdict": ("pass", "borderline", "fail")}
 _ASKED = {"supported": "Is the answer supported by the contexts? (yes: every claim is backed by a context)",
           "answers": "Does it answer the question?", "verdict": "Verdict: would you ship this answer?"}
 
 
 def _choices(name: str) -> str:
-    inner = "".join(f'<Choice value="{value}"/>' for value in _CHOICES[name])
+    inner = "".join(f'<Choice value="{value}"/>' for value in ANSWERS[name])
     return (f'<Header value="{html.escape(_ASKED[name])}"/>'
             f'<Choices name="{name}" toName="answer" choice="single-radio" required="true" showInline="true">'
             f"{inner}</Choices>")

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from evaluation import storage
 from evaluation.contract.adapters import adapter_for
-from evaluation.contract.review import ReviewError, ReviewSpec
+from evaluation.contract.review import QUESTIONS, ReviewError, ReviewSpec
 from evaluation.contract.review_queue import QUEUE_SCHEMA, draw_seed, record_strata, select_queue
 from evaluation.stages.ingest import raw_objects, raw_sources
 from evaluation.storage.ingest import ingest_batches
@@ -142,5 +142,5 @@ def import_labels(store: storage.Store, path: Path) -> LandedLabels:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     else:
         raise ReviewError(f"import from {path}: name a .jsonl or .parquet file")
-    answered = [r for r in rows if any(r.get(q) not in (None, "") for q in ("supported", "answers", "verdict"))]
+    answered = [r for r in rows if any(r.get(q) not in (None, "") for q in QUESTIONS)]
     return land_labels(store, annotations_from_rows(answered), read_queues(store))

@@ -105,8 +105,8 @@ class SummaryBuilder:
         return pl.concat(self._parts, how="vertical")
 
     def finish(self, run_id: str, segments: pl.DataFrame | None = None) -> pl.DataFrame:
-        """:func:`summarise` of every row added (``segments``: :func:`segment_values` of the day's records)."""
-        return summarise(self.rows(), run_id, segments)
+        """:func:`build_daily_summary` of the rows added (``segments``: :func:`segment_values` of the day's records)."""
+        return build_daily_summary(self.rows(), run_id, segments)
 
     def close(self) -> None:
         """Remove the temporary files of added DataFrames."""
@@ -145,11 +145,12 @@ def _measure(
     return out
 
 
-def summarise(rows: pl.LazyFrame, run_id: str, segments: pl.DataFrame | None = None) -> pl.DataFrame:
-    """``daily_summary`` (without ``dt``) of scored evaluation rows given lazily: one row per
+def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, run_id: str,
+                        segments: pl.DataFrame | None = None) -> pl.DataFrame:
+    """``daily_summary`` (without ``dt``) of the day's scored ``evaluations``: one row per
     (model, judge), sorted, then, with ``segments`` (:func:`segment_values`), one per (model,
     judge, segment value) of each segment key. See the module docstring for the passes and their memory."""
-    rows = _typed(rows)
+    rows = _typed(evaluations.lazy())
     whole = _summarise_by(rows, run_id, ["model", "judge"])
     if segments is None or segments.is_empty() or whole.is_empty():
         return whole
@@ -212,8 +213,3 @@ def segment_values(records: pl.LazyFrame, paths: list[str], top: int = SEGMENT_T
     schema = {"record_id": pl.String, "segment_key": pl.String, "segment_value": pl.String}
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
-
-def build_daily_summary(evaluations: pl.DataFrame | pl.LazyFrame, run_id: str,
-                        segments: pl.DataFrame | None = None) -> pl.DataFrame:
-    """:func:`summarise` of the day's ``evaluations``."""
-    return summarise(evaluations.lazy(), run_id, segments)
