@@ -1,5 +1,5 @@
 """The escalation step of a cascade: which of a level's rows go to the next level
-(:func:`escalated`, :func:`sent_on`), and what the rows that stay land as (:func:`escalate`: the
+(:func:`sent_on`), and what the rows that stay land as (:func:`escalate`: the
 deciding level's row, with the pair's spending over its levels, :class:`PairSpending`)."""
 
 from __future__ import annotations
@@ -19,25 +19,19 @@ from evaluation.stages.cascade.bands import Bands
 Pair = tuple[str, JudgeName]
 
 
-def escalated(scored: pl.DataFrame, bands: Bands) -> pl.Series:
-    """True for the rows of ``scored`` (a level's scored rows) that go to the next level: not ``ok``,
-    no score, or a score inside its judge's band."""
+def sent_on(rows: list[ParsedRow], bands: Bands, thresholds: Thresholds) -> list[bool]:
+    """For each of a level's parsed ``rows``, whether it goes to the next level: scored at
+    ``thresholds``, it is not ``ok``, has no score, or has a score inside its judge's band; a row
+    stopped by the budget is not sent on: nothing more may be spent."""
+    if not rows:
+        return []
     inside = pl.lit(False)
     for judge, (low, high) in bands.items():
         inside = inside | ((pl.col("judge") == judge) & pl.col("score").is_between(low, high, closed="both"))
     rule = (pl.col("judge_status") != "ok") | pl.col("score").is_null() | inside
-    return scored.select(rule.fill_null(True).alias("escalated")).to_series()
-
-
-def sent_on(rows: list[ParsedRow], bands: Bands, thresholds: Thresholds) -> list[bool]:
-    """For each of a level's parsed ``rows``, whether it goes to the next level (:func:`escalated`
-    on the rows scored at ``thresholds``); a row stopped by the budget is not sent on: nothing more
-    may be spent."""
-    if not rows:
-        return []
     scored = score_table(pl.DataFrame(rows, schema=PARSED_SCHEMA), thresholds)
     return [go and row["reason"] != "budget_exhausted"
-            for go, row in zip(escalated(scored, bands).to_list(), rows, strict=True)]
+            for go, row in zip(scored.select(rule.fill_null(True)).to_series().to_list(), rows, strict=True)]
 
 
 @dataclass
