@@ -36,9 +36,8 @@ def cascade_summary(cfg: RunConfig, evaluations: pl.LazyFrame, calls: pl.LazyFra
             "calls": int(row["calls"]), "cost_usd": round(float(row["cost_usd"] or 0.0), 6),
             "list_cost_usd": round(tokens_cost(row["input_tokens"] or 0, row["output_tokens"] or 0, prices[model]), 6),
         })
-    first = (calls.filter(pl.col("judge_model") == models[0])
-             .select(pl.col("input_tokens").sum(), pl.col("output_tokens").sum()).collect().row(0))
-    alone = tokens_cost(first[0] or 0, first[1] or 0, prices[cfg.judge_model])
+    first = found.get(models[0]) or {"input_tokens": 0, "output_tokens": 0}
+    alone = tokens_cost(first["input_tokens"] or 0, first["output_tokens"] or 0, prices[cfg.judge_model])
     total = sum(float(level["list_cost_usd"]) for level in levels)
     return {
         "levels": levels, "rows_called": pairs,
