@@ -122,8 +122,7 @@ def export_queue(spec: ReviewSpec, store: storage.Store, raw: storage.Store, day
     labelled = {r for d, r in labelled_records(store) if d == day}
     queue = read_queues(store).filter((pl.col("record_dt") == day) & ~pl.col("record_id").is_in(list(labelled)))
     rows = queued_records(spec, raw, queue).with_columns(
-        supported=pl.lit(None, pl.String), answers=pl.lit(None, pl.String), verdict=pl.lit(None, pl.String),
-        note=pl.lit(None, pl.String), annotator=pl.lit(None, pl.String), labelled_at=pl.lit(None, pl.String))
+        pl.lit(None, pl.String).alias(name) for name in (*QUESTIONS, "note", "annotator", "labelled_at"))
     if path.suffix == ".parquet":
         rows.write_parquet(path)
     elif path.suffix == ".jsonl":
