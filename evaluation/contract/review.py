@@ -7,7 +7,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from evaluation.contract.adapters import INPUT_FORMATS, check_input_format, parse_mapping
+from evaluation.contract.adapters import (
+    INPUT_FORMATS,
+    INPUT_LAYOUTS,
+    check_input_format,
+    check_input_layout,
+    parse_mapping,
+)
 from evaluation.contract.config import Cli, FormText, comma_list
 
 
@@ -35,6 +41,10 @@ class ReviewSpec(BaseModel):
     input_format: Annotated[str, BeforeValidator(check_input_format)] = Field(
         default="own", title="Input format", json_schema_extra={"enum": list(INPUT_FORMATS)},
         description="Shape of the raw records, as the day's run read them.")
+    input_layout: Annotated[str, BeforeValidator(check_input_layout), FormText] = Field(
+        default="", validate_default=True, title="Input layout", json_schema_extra={"enum": ["", *INPUT_LAYOUTS]},
+        description="Where a day's objects lie under the input root, as the day's run read them. Empty: the input "
+        "format's own (date for litellm, ymd for otel, hive for the others).")
     input_mapping: Annotated[dict[str, str], BeforeValidator(parse_mapping), FormText] = Field(
         default="", validate_default=True, title="Input mapping",
         description="Fields read from other places of a record, as the day's run read them. Empty: none.")

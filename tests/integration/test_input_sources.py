@@ -1,7 +1,8 @@
 """Logs as their sources write them land the same evaluations as the same conversations in the
 project's own shape (CONTRACT §1, other log shapes): LiteLLM's S3 logging with payloads LiteLLM
 itself made, on the S3 API, in its key layout; OpenTelemetry traces made with the SDK and encoded
-by its OTLP encoder, in both attribute families, in the collector's layout."""
+by its OTLP encoder, in both attribute families, in the collector's layout. A review queue of such
+a day reads its records' texts from the same logs."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import pytest
 from evaluation import storage
 from evaluation.cli.day import run_day
 from evaluation.contract.options import build_config
+from evaluation.contract.review import ReviewSpec
 from evaluation.stages import RunFailed, Stores
+from evaluation.stages.review import export_queue, queue_day
 from evaluation.testing import synthetic
 from evaluation.testing.sources import litellm_key, litellm_payloads, otel_export, otlp_json
 
@@ -49,6 +52,16 @@ def land_own(root: Path, records: list[dict[str, Any]], day: dt.date = DAY) -> p
     raw = storage.open_store(str(root / "own-raw"))
     raw.write_bytes(f"{storage.raw_prefix(day)}part-000.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())
     return land(root, "own", {"input_uri": str(root / "own-raw")}, day)["evaluations"]
+
+
+def exported(root: Path, name: str, raw: storage.Store, options: dict[str, Any], day: dt.date = DAY) -> pl.DataFrame:
+    """The review queue of the day landed in ``root/name``, exported with its records' texts, which
+    the export reads from ``raw`` with the run's input ``options``."""
+    spec = ReviewSpec(output_uri=str(root / name), review_size=6, **options)
+    out = storage.open_store(str(root / name))
+    assert queue_day(spec, out, day, "q1").queued == 6
+    export_queue(spec, out, raw, day, root / f"{name}-queue.jsonl")
+    return pl.read_ndjson(root / f"{name}-queue.jsonl")
 
 
 def comparable(evaluations: pl.DataFrame) -> pl.DataFrame:
@@ -84,7 +97,8 @@ def litellm_day(local_s3: Any, tmp_path_factory: pytest.TempPathFactory) -> dict
     own = [{**record, "record_id": payload["id"], "timestamp": _iso(payload["startTime"])}
            for record, payload in zip(records, payloads, strict=False)]
     root = tmp_path_factory.mktemp("litellm")
-    return {"day": day, "payloads": payloads, "raw": raw,
+    return {"day": day, "payloads": payloads, "raw": raw, "root": root,
+            "questions": {payload["id"]: record["question"] for record, payload in zip(records, payloads, strict=False)},
             "litellm": land(root, "litellm", {"input_uri": raw.root, "input_format": "litellm"}, day),
             "own": land_own(root, own, day)}
 
@@ -109,6 +123,12 @@ def test_failed_and_embedding_calls_are_skipped_and_counted(litellm_day: dict[st
     assert result["skipped"] == {"failed call": 1, "not a chat call (embedding)": 1}
 
 
+def test_a_review_queue_of_a_litellm_day_reads_its_records_texts_from_the_payloads(litellm_day: dict[str, Any]) -> None:
+    rows = exported(litellm_day["root"], "litellm", litellm_day["raw"], {"input_format": "litellm"}, litellm_day["day"])
+    assert rows.height == 6
+    assert {r["record_id"]: r["question"] for r in rows.iter_rows(named=True)}.items() <= litellm_day["questions"].items()
+
+
 # --------------------------------------------------------------------------------------------
 # OpenTelemetry
 
@@ -130,7 +150,8 @@ def otel_day(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     raw.write_bytes(_minute_key(DAY, 1, "traces_a.json"), otlp_json(others))
     raw.write_bytes(_minute_key(DAY, 2, "traces_b.json.gz"), gzip.compress(otlp_json(llm, hex_ids=False)))
     own = [{**r, "record_id": ids[r["record_id"]]} for r in records]
-    return {"otel": land(root, "otel", {"input_uri": str(root / "raw"), "input_format": "otel"}),
+    return {"otel": land(root, "otel", {"input_uri": str(root / "raw"), "input_format": "otel"}), "root": root, "raw": raw,
+            "questions": {ids[r["record_id"]]: r["question"] for r in records},
             "own": land_own(root, own)}
 
 
@@ -143,6 +164,12 @@ def test_otel_traces_land_the_evaluations_of_the_same_conversations(otel_day: di
     assert_same(otel_day["otel"]["evaluations"].drop(order), otel_day["own"].drop(order))
     assert otel_day["otel"]["evaluations"]["cached"].sum() == otel_day["own"]["cached"].sum()
     assert otel_day["otel"]["result"]["skipped"] == {}
+
+
+def test_a_review_queue_of_an_otel_day_reads_its_records_texts_from_the_traces(otel_day: dict[str, Any]) -> None:
+    rows = exported(otel_day["root"], "otel", otel_day["raw"], {"input_format": "otel"})
+    assert rows.height == 6
+    assert {r["record_id"]: r["question"] for r in rows.iter_rows(named=True)}.items() <= otel_day["questions"].items()
 
 
 def test_an_otel_day_in_another_layout_names_where_it_looked(tmp_path: Path) -> None:
