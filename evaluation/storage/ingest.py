@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.adapters import InputAdapter
-from evaluation.contract.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, normalise, normalised_values
+from evaluation.contract.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, STRICT_JSON, normalise, normalised_values
 from evaluation.storage import RAW_SUFFIXES
 
 __all__ = [
@@ -179,14 +179,8 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
-
-
-# Built once: json.loads with keyword arguments builds a new decoder on every call. A number too
-# large for a float (1e400 → inf) is caught where numbers are used (score, weight, metadata).
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
-_RAW_DECODE = _DECODER.raw_decode
+# A number too large for a float (1e400 → inf) is caught where numbers are used (score, weight, metadata).
+_RAW_DECODE = STRICT_JSON.raw_decode
 
 
 def _json_error(exc: ValueError) -> str:
@@ -213,7 +207,7 @@ def _decode(line: str) -> Any:
             return obj
     except (ValueError, RecursionError):
         pass
-    return _DECODER.decode(line)
+    return STRICT_JSON.decode(line)
 
 
 def _parse_line(source_uri: str, line_no: int, line: str, check_surrogates: bool) -> ParsedRow | Reject:
@@ -326,7 +320,7 @@ def _iter_document(source_uri: str, stream: BinaryIO) -> Iterator[ParsedRow | Re
     data = stream.read()
     try:
         text = data.decode("utf-8")
-        obj = _DECODER.decode(text.lstrip("\ufeff"))
+        obj = STRICT_JSON.decode(text.lstrip("\ufeff"))
     except (ValueError, RecursionError):
         obj = None
     if type(obj) is dict:
