@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.adapters import InputAdapter
-from evaluation.contract.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, STRICT_JSON, normalise, normalised_values
+from evaluation.contract.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, STRICT_JSON, normalised_values
 from evaluation.storage import RAW_SUFFIXES
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
     "ingest_batches",
     "ingest_objects",
     "iter_object",
-    "normalise",
     "read_object",
     "truncate_raw",
 ]
