@@ -494,12 +494,10 @@ def _fill(items: _ObjectItems, records: Iterator[tuple[str, ParsedRow | Reject]]
     each mapped by ``adapter`` (when given) and normalised."""
     batch = _Batch()
     opened = items.opened
-    size = 0
     # a shared iterator: the next batch goes on where this one stops
     for source_uri, item in itertools.islice(records, batch_rows):
         batch.add(source_uri, item, adapter)
-        size += 1
-    if not size and items.opened == opened:
+    if not (batch.values or batch.rejects or batch.skipped) and items.opened == opened:  # each item is one of them
         return None
     return batch.result(items.opened - opened)
 
