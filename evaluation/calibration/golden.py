@@ -34,7 +34,7 @@ from evaluation.contract.config import VERDICTS
 from evaluation.contract.schemas import LABELS_SCHEMA, RECORD_SCHEMA, REJECT_SCHEMA
 from evaluation.judges import MASIS_DIMENSIONS, RAG_METRICS, is_number
 from evaluation.stages.ingest import raw_sources, validated_batches
-from evaluation.storage.ingest import Reject, iter_object, truncate_raw
+from evaluation.storage.ingest import Reject, iter_object
 from evaluation.storage.validation import DayValidator
 
 logger = logging.getLogger(__name__)
@@ -192,8 +192,7 @@ def read_golden_set(store: storage.Store, spec: CalibrationSpec, *, run_id: str)
         found, problems, raw = labels[(uri, line_no)]
         keep.append(not problems)
         if problems:
-            rejects.append(Reject(source_uri=uri, line_no=line_no, record_id=record_id, raw=truncate_raw(raw),
-                                  reasons=problems))
+            rejects.append(Reject.of(uri, line_no, raw, *problems, record_id=record_id))
         else:
             label_rows.append({"record_id": record_id, **found,
                                "scores": None if found["scores"] is None else json.dumps(found["scores"], sort_keys=True),

@@ -75,6 +75,15 @@ _ENCODE = _encoder()
 _ENCODE_METADATA = _encoder(default=str)
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+#: Strict JSON's decoder (CONTRACT §1, §2.1: no NaN, Infinity or -Infinity), for the logs' lines and
+#: the judges' replies. Built once: json.loads with keyword arguments builds a new decoder on every call.
+STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 #: Longest value quoted inside a problem message.
 _QUOTE_CHARS = 60
 

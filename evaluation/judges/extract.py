@@ -19,20 +19,12 @@ is not valid JSON and is passed over).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
 from pydantic import PlainValidator
 
-from evaluation.contract.normalise import is_number
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+from evaluation.contract.normalise import STRICT_JSON, is_number
 
 
 def as_float(value: object) -> float:
@@ -70,7 +62,7 @@ def extract_json_object(
     position = text.find("{")
     while position != -1:
         try:
-            obj, end = _DECODER.raw_decode(text, position)
+            obj, end = STRICT_JSON.raw_decode(text, position)
         except (ValueError, RecursionError):
             obj = None
         # a candidate quoted from the record's own text is no verdict: the scan goes on

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.adapters import InputAdapter
-from evaluation.contract.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, normalise, normalised_values
+from evaluation.contract.normalise import NORMALISED_COLUMNS, ROW_SCHEMA, STRICT_JSON, normalised_values
 from evaluation.storage import RAW_SUFFIXES
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
     "ingest_batches",
     "ingest_objects",
     "iter_object",
-    "normalise",
     "read_object",
     "truncate_raw",
 ]
@@ -179,14 +178,8 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
-
-
-# Built once: json.loads with keyword arguments builds a new decoder on every call. A number too
-# large for a float (1e400 → inf) is caught where numbers are used (score, weight, metadata).
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
-_RAW_DECODE = _DECODER.raw_decode
+# A number too large for a float (1e400 → inf) is caught where numbers are used (score, weight, metadata).
+_RAW_DECODE = STRICT_JSON.raw_decode
 
 
 def _json_error(exc: ValueError) -> str:
@@ -213,7 +206,7 @@ def _decode(line: str) -> Any:
             return obj
     except (ValueError, RecursionError):
         pass
-    return _DECODER.decode(line)
+    return STRICT_JSON.decode(line)
 
 
 def _parse_line(source_uri: str, line_no: int, line: str, check_surrogates: bool) -> ParsedRow | Reject:
@@ -326,7 +319,7 @@ def _iter_document(source_uri: str, stream: BinaryIO) -> Iterator[ParsedRow | Re
     data = stream.read()
     try:
         text = data.decode("utf-8")
-        obj = _DECODER.decode(text.lstrip("\ufeff"))
+        obj = STRICT_JSON.decode(text.lstrip("\ufeff"))
     except (ValueError, RecursionError):
         obj = None
     if type(obj) is dict:
@@ -501,12 +494,10 @@ def _fill(items: _ObjectItems, records: Iterator[tuple[str, ParsedRow | Reject]]
     each mapped by ``adapter`` (when given) and normalised."""
     batch = _Batch()
     opened = items.opened
-    size = 0
     # a shared iterator: the next batch goes on where this one stops
     for source_uri, item in itertools.islice(records, batch_rows):
         batch.add(source_uri, item, adapter)
-        size += 1
-    if not size and items.opened == opened:
+    if not (batch.values or batch.rejects or batch.skipped) and items.opened == opened:  # each item is one of them
         return None
     return batch.result(items.opened - opened)
 

@@ -279,7 +279,7 @@ def assemble_traces(items: Iterator[tuple[str, ParsedRow | Reject]]) -> Iterator
     as they come; the records follow once every object has been read."""
     with tempfile.TemporaryDirectory(prefix="evaluation-traces-") as folder:
         files: dict[int, IO[str]] = {}
-        try:
+        with contextlib.ExitStack() as opened:  # every file closed (written out) before it is read
             for source_uri, item in items:
                 if type(item) is not tuple:
                     yield source_uri, item
@@ -294,12 +294,9 @@ def assemble_traces(items: Iterator[tuple[str, ParsedRow | Reject]]) -> Iterator
                     if compact is not None:
                         trace = compact["trace"]
                         bucket = (int(trace[-6:], 16) if _HEX_ID.fullmatch(trace) else hash(trace)) % BUCKETS
-                        handle = files.get(bucket) or files.setdefault(
-                            bucket, open(Path(folder) / f"{bucket:03d}.jsonl", "w", encoding="utf-8"))
+                        handle = files.get(bucket) or files.setdefault(bucket, opened.enter_context(
+                            open(Path(folder) / f"{bucket:03d}.jsonl", "w", encoding="utf-8")))
                         handle.write(json.dumps(compact, ensure_ascii=False) + "\n")
-        finally:
-            for handle in files.values():
-                handle.close()
         for bucket in sorted(files):
             traces: dict[str, list[dict[str, Any]]] = {}
             with open(Path(folder) / f"{bucket:03d}.jsonl", encoding="utf-8") as handle:

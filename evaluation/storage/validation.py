@@ -1,6 +1,6 @@
 """Validation: the Great Expectations suites that decide which records are judged (CONTRACT §1).
 
-Row rules are one expectation each, over the flat columns that :func:`evaluation.storage.ingest.normalise`
+Row rules are one expectation each, over the flat columns that :func:`evaluation.contract.normalise.normalise`
 produces plus three helper columns computed here with Polars (``_row``, ``problem_count``,
 ``is_repeat``). Great Expectations alone decides which rows fail: their ids come back through the
 ``_row`` index (``unexpected_index_column_names``), and each failed expectation maps to a readable

@@ -13,13 +13,13 @@ from typing import Any
 import polars as pl
 import pytest
 
+from evaluation.contract.normalise import normalise
 from evaluation.storage.ingest import (
     MAX_RAW_CHARS,
     ROW_SCHEMA,
     ObjectRows,
     Reject,
     ingest_objects,
-    normalise,
     read_object,
     truncate_raw,
 )
