@@ -319,10 +319,9 @@ def print_table(rows: list[dict[str, Any]]) -> str:
     headers = ("#", "metric", "value", "target", "holds", "others' load")
     cells = [(str(r["item"]), r["metric"], r["value"], r["target"], r["holds"],
               f"{r['cores_others']:.2f} cores" if "cores_others" in r else "-") for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=True)) for cell in cells]
+    widths = [max(len(c) for c in column) for column in zip(headers, *cells, strict=True)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=True)) for cell in (headers, *cells)]
+    out.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(out)
 
 
