@@ -145,10 +145,6 @@ def wait_for_quiet(max_wait_s: float = 45.0, threshold: float = 1.5) -> float:
 # Running a child
 
 
-class ChildFailed(RuntimeError):
-    """A measurement child exited non-zero."""
-
-
 def run_child(
     module: str,
     task: str,
@@ -173,7 +169,7 @@ def run_child(
     load = probe.stop()
     try:
         if completed.returncode != 0:
-            raise ChildFailed(f"bench.{module} {task} exited {completed.returncode}:\n{completed.stderr[-4000:]}")
+            raise RuntimeError(f"bench.{module} {task} exited {completed.returncode}:\n{completed.stderr[-4000:]}")
         result = json.loads(out.read_text())
     finally:
         out.unlink(missing_ok=True)
