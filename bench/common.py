@@ -161,11 +161,9 @@ def run_child(
         out = Path(handle.name)
     command = [sys.executable, "-m", f"bench.{module}", task, "--params", json.dumps(params), "--out", str(out)]
     probe = LoadProbe(watched=list(watched or [])).start()
-    started = time.monotonic()
     with open(log, "a") as stream:
-        completed = subprocess.run(command, cwd=REPO, env=child_env(), stdout=stream, stderr=subprocess.PIPE,
-                                   text=True, timeout=timeout_s)
-    wall = time.monotonic() - started
+        completed, wall = timed(subprocess.run, command, cwd=REPO, env=child_env(), stdout=stream,
+                                stderr=subprocess.PIPE, text=True, timeout=timeout_s)
     load = probe.stop()
     try:
         if completed.returncode != 0:
