@@ -145,10 +145,6 @@ def wait_for_quiet(max_wait_s: float = 45.0, threshold: float = 1.5) -> float:
 # Running a child
 
 
-class ChildFailed(RuntimeError):
-    """A measurement child exited non-zero."""
-
-
 def run_child(
     module: str,
     task: str,
@@ -165,15 +161,13 @@ def run_child(
         out = Path(handle.name)
     command = [sys.executable, "-m", f"bench.{module}", task, "--params", json.dumps(params), "--out", str(out)]
     probe = LoadProbe(watched=list(watched or [])).start()
-    started = time.monotonic()
     with open(log, "a") as stream:
-        completed = subprocess.run(command, cwd=REPO, env=child_env(), stdout=stream, stderr=subprocess.PIPE,
-                                   text=True, timeout=timeout_s)
-    wall = time.monotonic() - started
+        completed, wall = timed(subprocess.run, command, cwd=REPO, env=child_env(), stdout=stream,
+                                stderr=subprocess.PIPE, text=True, timeout=timeout_s)
     load = probe.stop()
     try:
         if completed.returncode != 0:
-            raise ChildFailed(f"bench.{module} {task} exited {completed.returncode}:\n{completed.stderr[-4000:]}")
+            raise RuntimeError(f"bench.{module} {task} exited {completed.returncode}:\n{completed.stderr[-4000:]}")
         result = json.loads(out.read_text())
     finally:
         out.unlink(missing_ok=True)

@@ -35,21 +35,23 @@ def _config(params: dict[str, Any]) -> Any:
     )
 
 
-def _timed(params: dict[str, Any], stage: Callable[[Any, Any], Any], *modules: str) -> tuple[Any, dict[str, Any]]:
-    """``stage(cfg, stores)`` and its time, once `modules` are imported: Great Expectations takes
-    seconds, and the targets are about the stage's work, not the interpreter's start. The timing
-    holds the peak RSS after the imports."""
+def _timed(params: dict[str, Any], stage: Callable[[Any, Any], Any],
+           *modules: str) -> tuple[Any, dict[str, Any], int]:
+    """``stage(cfg, stores)``, its time and the peak bytes of its local files (:func:`_local_disk`),
+    once `modules` are imported: Great Expectations takes seconds, and the targets are about the
+    stage's work, not the interpreter's start. The timing holds the peak RSS after the imports."""
     import importlib
 
     from evaluation import stages
 
-    for module in modules:
-        importlib.import_module(module)
-    rss_after_imports = peak_rss_mib()
-    cfg = _config(params)
-    stores = stages.Stores.open(cfg)
-    result, seconds = timed(stage, cfg, stores)
-    return result, {"seconds": round(seconds, 3), "rss_after_imports_mib": round(rss_after_imports, 1)}
+    with _local_disk(params) as disk:
+        for module in modules:
+            importlib.import_module(module)
+        rss_after_imports = peak_rss_mib()
+        cfg = _config(params)
+        stores = stages.Stores.open(cfg)
+        result, seconds = timed(stage, cfg, stores)
+    return result, {"seconds": round(seconds, 3), "rss_after_imports_mib": round(rss_after_imports, 1)}, disk[0]
 
 
 @contextmanager
@@ -106,19 +108,17 @@ def ingest_validate(params: dict[str, Any]) -> dict[str, Any]:
     rejects' parts)."""
     from evaluation import stages
 
-    with _local_disk(params) as disk:
-        counts, timing = _timed(params, stages.ingest_and_validate,
-                                "great_expectations", "evaluation.storage.validation", "evaluation.storage.ingest")
-    return {**timing, "counts": counts, "peak_temp_bytes": disk[0]}
+    counts, timing, disk = _timed(params, stages.ingest_and_validate,
+                                  "great_expectations", "evaluation.storage.validation", "evaluation.storage.ingest")
+    return {**timing, "counts": counts, "peak_temp_bytes": disk}
 
 
 def plan(params: dict[str, Any]) -> dict[str, Any]:
     """plan_chunks, with the peak bytes of its local files (the shuffle's buckets)."""
     from evaluation import stages
 
-    with _local_disk(params) as disk:
-        chunks, timing = _timed(params, stages.plan_chunks, "evaluation.calling.client")
-    return {**timing, "chunks": len(chunks), "records": sum(c["records"] for c in chunks), "peak_temp_bytes": disk[0]}
+    chunks, timing, disk = _timed(params, stages.plan_chunks, "evaluation.calling.client")
+    return {**timing, "chunks": len(chunks), "records": sum(c["records"] for c in chunks), "peak_temp_bytes": disk}
 
 
 #: Share of (record, judge) replies a re-run judges again (as ``rejudge_parse_errors`` would).
@@ -243,12 +243,11 @@ def score_land(params: dict[str, Any]) -> dict[str, Any]:
     from bench import data
     from evaluation import stages, storage
 
-    with _local_disk(params) as disk:
-        result, timing = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.storage.summary",
-                                "evaluation.stages.versions")
+    result, timing, disk = _timed(params, stages.score_and_land, "evaluation.judges", "evaluation.storage.summary",
+                                  "evaluation.stages.versions")
     store = storage.LocalStore(params["output_uri"])
     calls_bytes = os.path.getsize(store.uri(storage.landed_key(store, "judge_calls", data.DAY) or "judge_calls"))
-    return {**timing, "rows": result["rows"], "reconciled": result["reconciled"], "peak_temp_bytes": disk[0],
+    return {**timing, "rows": result["rows"], "reconciled": result["reconciled"], "peak_temp_bytes": disk,
             "judge_calls_bytes": calls_bytes, "ledger": _ledger_summary(store)}
 
 
