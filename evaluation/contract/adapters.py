@@ -579,17 +579,21 @@ class InputAdapter:
             return reason if type(reason) is str else None
         return litellm_skip(obj) if self.input_format == "litellm" else None
 
+    def _read(self, obj: dict[str, Any], target: str, problems: list[str]) -> Any:
+        """The value ``target`` is mapped to in ``obj``. A problem on the way is given under the
+        field's name: it reads as the mapped path once named, and spares the field a second, vaguer
+        "missing" reason."""
+        value, problem = resolve(obj, self._steps[target])
+        if problem is not None:
+            problems.append(f"{target}: {problem}")
+        return value
+
     def _chat_view(self, obj: dict[str, Any], problems: list[str]) -> dict[str, Any]:
         view = dict(obj)
-        for target in CHAT_TARGETS:
-            if target in self._steps:
-                value, problem = resolve(obj, self._steps[target])
-                if problem is not None:
-                    problems.append(f"{target}: {problem}")
-                if target == "messages":
-                    view["messages"] = value
-                else:
-                    view["choices"] = _chat_response(value)
+        if "messages" in self._steps:
+            view["messages"] = self._read(obj, "messages", problems)
+        if "response" in self._steps:
+            view["choices"] = _chat_response(self._read(obj, "response", problems))
         return view
 
     def adapt(self, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -605,15 +609,9 @@ class InputAdapter:
             problems.extend(found)
         else:
             record = dict(obj)
-        for target, steps in self._steps.items():
-            if target in CHAT_TARGETS:
-                continue
-            value, problem = resolve(obj, steps)
-            if problem is not None:
-                # Under the field's name: it reads as the mapped path once named, and spares the
-                # field a second, vaguer "missing" reason.
-                problems.append(f"{target}: {problem}")
-            record[target] = _mapped_value(target, value, problems)
+        for target in self._steps:
+            if target not in CHAT_TARGETS:
+                record[target] = _mapped_value(target, self._read(obj, target, problems), problems)
         return record, problems
 
     def source_names(self, obj: Any) -> dict[str, str]:
