@@ -353,19 +353,13 @@ class _Turns:
 
 
 def _turns(messages: list[Any]) -> _Turns:
-    question = None
-    for index in range(len(messages) - 1, -1, -1):
-        if type(messages[index]) is dict and messages[index].get("role") == "user":
-            question = index
-            break
-    answer = None
-    if question is not None:
-        for index in range(question + 1, len(messages)):
-            message = messages[index]
-            # An assistant turn that only calls tools (content null or "") is not the reply.
-            if (type(message) is dict and message.get("role") == "assistant" and message.get("content") is not None
-                    and not (message.get("content") == "" and message.get("tool_calls"))):
-                answer = index
+    latest_first = [(index, message) for index, message in enumerate(messages) if type(message) is dict][::-1]
+    question = next((index for index, message in latest_first if message.get("role") == "user"), None)
+    # An assistant turn that only calls tools (content null or "") is not the reply.
+    answer = None if question is None else next(
+        (index for index, message in latest_first if index > question and message.get("role") == "assistant"
+         and message.get("content") is not None and not (message.get("content") == "" and message.get("tool_calls"))),
+        None)
     return _Turns(question, answer)
 
 
