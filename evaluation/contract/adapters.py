@@ -482,13 +482,11 @@ def _vector_store_contexts(metadata: Any) -> list[Any]:
 
 
 def _litellm_metadata(obj: dict[str, Any]) -> dict[str, Any]:
-    kept = {key: obj[key] for key in _LITELLM_KEPT if obj.get(key) not in (None, "", [], {})}
     metadata = obj.get("metadata")
-    for key in ("requester_metadata", "spend_logs_metadata", "user_api_key_team_alias", "user_api_key_alias"):
-        value = metadata.get(key) if type(metadata) is dict else None
-        if value not in (None, "", [], {}):
-            kept[key] = value
-    return {"litellm": kept}
+    found = [(key, obj.get(key)) for key in _LITELLM_KEPT] + [
+        (key, metadata.get(key) if type(metadata) is dict else None)
+        for key in ("requester_metadata", "spend_logs_metadata", "user_api_key_team_alias", "user_api_key_alias")]
+    return {"litellm": {key: value for key, value in found if value not in (None, "", [], {})}}
 
 
 def adapt_litellm(obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
