@@ -303,8 +303,7 @@ def validation_message(exc: ValidationError, flags: dict[str, str]) -> str:
     parts = []
     for error in exc.errors(include_url=False):
         names = [str(part) for part in error["loc"] if not isinstance(part, int)] or [exc.title.lower()]
-        field = next((aliases.get(n, n) for n in reversed(names) if aliases.get(n, n) in flags),
-                     names[0] if names else "")
+        field = next((aliases.get(n, n) for n in reversed(names) if aliases.get(n, n) in flags), names[0])
         flag = flags.get(field) or ("--" + field.replace("_", "-") if field else "the options")
         message = str(error["msg"]).removeprefix("Value error, ")
         value = error.get("input")
