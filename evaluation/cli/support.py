@@ -70,11 +70,10 @@ class ProgressBars:
 
     def start(self, what: str, total: int) -> Callable[[int], None]:
         self.close()
-        if not self.enabled:
-            return lambda count: None
-        from tqdm import tqdm  # only when a bar is drawn
+        if self.enabled:
+            from tqdm import tqdm  # only when a bar is drawn
 
-        self.bar = tqdm(total=total, unit="judgement", desc=what, file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total, unit="judgement", desc=what, file=sys.stderr, dynamic_ncols=True)
         return self.update
 
     def update(self, count: int) -> None:
