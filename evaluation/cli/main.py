@@ -29,6 +29,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from evaluation.cli import calibrate as calibration_cli
@@ -298,13 +299,10 @@ def _cmd_sql(args: argparse.Namespace) -> int:
         return 1
     if args.format == "parquet":
         result.write_parquet(args.to, compression=storage.PARQUET_COMPRESSION)
+    elif args.to:
+        Path(args.to).write_text(sql.render(result, args.format, max_rows=result.height), encoding="utf-8")
     else:
-        text = sql.render(result, args.format, max_rows=result.height if args.to else args.max_rows)
-        if args.to:
-            with open(args.to, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        else:
-            sys.stdout.write(text)
+        sys.stdout.write(sql.render(result, args.format, max_rows=args.max_rows))
     if args.to:
         print(f"{result.height} rows written to {args.to}", file=sys.stderr)
     return 0

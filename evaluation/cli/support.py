@@ -70,11 +70,10 @@ class ProgressBars:
 
     def start(self, what: str, total: int) -> Callable[[int], None]:
         self.close()
-        if not self.enabled:
-            return lambda count: None
-        from tqdm import tqdm  # only when a bar is drawn
+        if self.enabled:
+            from tqdm import tqdm  # only when a bar is drawn
 
-        self.bar = tqdm(total=total, unit="judgement", desc=what, file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total, unit="judgement", desc=what, file=sys.stderr, dynamic_ncols=True)
         return self.update
 
     def update(self, count: int) -> None:
@@ -303,8 +302,7 @@ def validation_message(exc: ValidationError, flags: dict[str, str]) -> str:
     parts = []
     for error in exc.errors(include_url=False):
         names = [str(part) for part in error["loc"] if not isinstance(part, int)] or [exc.title.lower()]
-        field = next((aliases.get(n, n) for n in reversed(names) if aliases.get(n, n) in flags),
-                     names[0] if names else "")
+        field = next((aliases.get(n, n) for n in reversed(names) if aliases.get(n, n) in flags), names[0])
         flag = flags.get(field) or ("--" + field.replace("_", "-") if field else "the options")
         message = str(error["msg"]).removeprefix("Value error, ")
         value = error.get("input")

@@ -353,19 +353,13 @@ class _Turns:
 
 
 def _turns(messages: list[Any]) -> _Turns:
-    question = None
-    for index in range(len(messages) - 1, -1, -1):
-        if type(messages[index]) is dict and messages[index].get("role") == "user":
-            question = index
-            break
-    answer = None
-    if question is not None:
-        for index in range(question + 1, len(messages)):
-            message = messages[index]
-            # An assistant turn that only calls tools (content null or "") is not the reply.
-            if (type(message) is dict and message.get("role") == "assistant" and message.get("content") is not None
-                    and not (message.get("content") == "" and message.get("tool_calls"))):
-                answer = index
+    latest_first = [(index, message) for index, message in enumerate(messages) if type(message) is dict][::-1]
+    question = next((index for index, message in latest_first if message.get("role") == "user"), None)
+    # An assistant turn that only calls tools (content null or "") is not the reply.
+    answer = None if question is None else next(
+        (index for index, message in latest_first if index > question and message.get("role") == "assistant"
+         and message.get("content") is not None and not (message.get("content") == "" and message.get("tool_calls"))),
+        None)
     return _Turns(question, answer)
 
 
@@ -488,13 +482,11 @@ def _vector_store_contexts(metadata: Any) -> list[Any]:
 
 
 def _litellm_metadata(obj: dict[str, Any]) -> dict[str, Any]:
-    kept = {key: obj[key] for key in _LITELLM_KEPT if obj.get(key) not in (None, "", [], {})}
     metadata = obj.get("metadata")
-    for key in ("requester_metadata", "spend_logs_metadata", "user_api_key_team_alias", "user_api_key_alias"):
-        value = metadata.get(key) if type(metadata) is dict else None
-        if value not in (None, "", [], {}):
-            kept[key] = value
-    return {"litellm": kept}
+    found = [(key, obj.get(key)) for key in _LITELLM_KEPT] + [
+        (key, metadata.get(key) if type(metadata) is dict else None)
+        for key in ("requester_metadata", "spend_logs_metadata", "user_api_key_team_alias", "user_api_key_alias")]
+    return {"litellm": {key: value for key, value in found if value not in (None, "", [], {})}}
 
 
 def adapt_litellm(obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -579,17 +571,21 @@ class InputAdapter:
             return reason if type(reason) is str else None
         return litellm_skip(obj) if self.input_format == "litellm" else None
 
+    def _read(self, obj: dict[str, Any], target: str, problems: list[str]) -> Any:
+        """The value ``target`` is mapped to in ``obj``. A problem on the way is given under the
+        field's name: it reads as the mapped path once named, and spares the field a second, vaguer
+        "missing" reason."""
+        value, problem = resolve(obj, self._steps[target])
+        if problem is not None:
+            problems.append(f"{target}: {problem}")
+        return value
+
     def _chat_view(self, obj: dict[str, Any], problems: list[str]) -> dict[str, Any]:
         view = dict(obj)
-        for target in CHAT_TARGETS:
-            if target in self._steps:
-                value, problem = resolve(obj, self._steps[target])
-                if problem is not None:
-                    problems.append(f"{target}: {problem}")
-                if target == "messages":
-                    view["messages"] = value
-                else:
-                    view["choices"] = _chat_response(value)
+        if "messages" in self._steps:
+            view["messages"] = self._read(obj, "messages", problems)
+        if "response" in self._steps:
+            view["choices"] = _chat_response(self._read(obj, "response", problems))
         return view
 
     def adapt(self, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -605,15 +601,9 @@ class InputAdapter:
             problems.extend(found)
         else:
             record = dict(obj)
-        for target, steps in self._steps.items():
-            if target in CHAT_TARGETS:
-                continue
-            value, problem = resolve(obj, steps)
-            if problem is not None:
-                # Under the field's name: it reads as the mapped path once named, and spares the
-                # field a second, vaguer "missing" reason.
-                problems.append(f"{target}: {problem}")
-            record[target] = _mapped_value(target, value, problems)
+        for target in self._steps:
+            if target not in CHAT_TARGETS:
+                record[target] = _mapped_value(target, self._read(obj, target, problems), problems)
         return record, problems
 
     def source_names(self, obj: Any) -> dict[str, str]:
