@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import copy
 import datetime as dt
+import functools
 import gc
 import logging
 import os
@@ -207,19 +208,14 @@ def completion_cost(response: Any, model: str) -> float:
     return float(cost or 0.0)
 
 
-#: Models registered at a zero price by :func:`_price_at_zero` (or found in the map there).
-_ZERO_PRICED: set[str] = set()
-
-
+@functools.cache
 def _price_at_zero(model: str) -> None:
-    """Register ``model`` in litellm's price map at zero cost per token, unless the map knows it.
+    """Register ``model`` in litellm's price map at zero cost per token, unless the map knows it
+    (once per model).
 
     litellm prices every response while building it, and for a model missing from the map (most
     self-hosted ones) that search walks every fallback name, about 1.2 ms of CPU a call. With the
     zero entry it stamps 0.0 at once, the cost the failed search gave: costs stay the same."""
-    if model in _ZERO_PRICED:
-        return
-    _ZERO_PRICED.add(model)
     provider = litellm_provider(model)
     if provider is None or _compat.if_known(litellm.get_model_info, model) is not None:
         return  # only a model litellm places but whose price it does not know is registered
