@@ -323,14 +323,13 @@ class ChunkBatch:
                 live.extend(await self._submit(missing))
         return live
 
-    async def wait(self, on_status: Callable[[str], None] | None = None) -> dict[str, CallOutcome | None]:
+    async def wait(self, on_status: Callable[[str], None]) -> dict[str, CallOutcome | None]:
         """:meth:`advance` every ``batch_poll_s`` until nothing is left to wait for (the CLI's way)."""
         while True:
             live = await self.advance()
             if not live:
                 return self.outcomes()
-            if on_status is not None:
-                on_status(self.describe())
+            on_status(self.describe())
             await asyncio.sleep(self.cfg.batch_poll_s)
 
     def describe(self) -> str:
