@@ -274,10 +274,6 @@ class ChunkBatch:
         """The requests not submitted for the budget (decided before the first batch, kept)."""
         return set(self.state.get("over_budget") or ())
 
-    def _deadline_passed(self) -> bool:
-        first = self.state.get("first_submitted_at")
-        return first is not None and time.time() > float(first) + self.cfg.batch_deadline_h * 3600.0
-
     async def advance(self) -> list[str]:
         """One round; returns the ids of the batches still running (empty: every request has an outcome)."""
         if "over_budget" not in self.state and not self.state["batches"]:
@@ -314,7 +310,8 @@ class ChunkBatch:
             else:
                 missing.append(digest)
         if missing:
-            if self.state["batches"] and self._deadline_passed():
+            first = self.state.get("first_submitted_at")  # set with the first batch
+            if first is not None and time.time() > float(first) + self.cfg.batch_deadline_h * 3600.0:
                 for digest in missing:
                     self._results[digest] = self._transient.get(digest) or failed(
                         "timeout", f"timeout (not retried): no batch result within batch_deadline_h="
