@@ -274,10 +274,6 @@ class ChunkBatch:
         """The requests not submitted for the budget (decided before the first batch, kept)."""
         return set(self.state.get("over_budget") or ())
 
-    def _deadline_passed(self) -> bool:
-        first = self.state.get("first_submitted_at")
-        return first is not None and time.time() > float(first) + self.cfg.batch_deadline_h * 3600.0
-
     async def advance(self) -> list[str]:
         """One round; returns the ids of the batches still running (empty: every request has an outcome)."""
         if "over_budget" not in self.state and not self.state["batches"]:
@@ -314,7 +310,8 @@ class ChunkBatch:
             else:
                 missing.append(digest)
         if missing:
-            if self.state["batches"] and self._deadline_passed():
+            first = self.state.get("first_submitted_at")  # set with the first batch
+            if first is not None and time.time() > float(first) + self.cfg.batch_deadline_h * 3600.0:
                 for digest in missing:
                     self._results[digest] = self._transient.get(digest) or failed(
                         "timeout", f"timeout (not retried): no batch result within batch_deadline_h="
@@ -323,14 +320,13 @@ class ChunkBatch:
                 live.extend(await self._submit(missing))
         return live
 
-    async def wait(self, on_status: Callable[[str], None] | None = None) -> dict[str, CallOutcome | None]:
+    async def wait(self, on_status: Callable[[str], None]) -> dict[str, CallOutcome | None]:
         """:meth:`advance` every ``batch_poll_s`` until nothing is left to wait for (the CLI's way)."""
         while True:
             live = await self.advance()
             if not live:
                 return self.outcomes()
-            if on_status is not None:
-                on_status(self.describe())
+            on_status(self.describe())
             await asyncio.sleep(self.cfg.batch_poll_s)
 
     def describe(self) -> str:

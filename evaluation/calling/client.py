@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import copy
 import datetime as dt
+import functools
 import gc
 import logging
 import os
@@ -207,19 +208,14 @@ def completion_cost(response: Any, model: str) -> float:
     return float(cost or 0.0)
 
 
-#: Models registered at a zero price by :func:`_price_at_zero` (or found in the map there).
-_ZERO_PRICED: set[str] = set()
-
-
+@functools.cache
 def _price_at_zero(model: str) -> None:
-    """Register ``model`` in litellm's price map at zero cost per token, unless the map knows it.
+    """Register ``model`` in litellm's price map at zero cost per token, unless the map knows it
+    (once per model).
 
     litellm prices every response while building it, and for a model missing from the map (most
     self-hosted ones) that search walks every fallback name, about 1.2 ms of CPU a call. With the
     zero entry it stamps 0.0 at once, the cost the failed search gave: costs stay the same."""
-    if model in _ZERO_PRICED:
-        return
-    _ZERO_PRICED.add(model)
     provider = litellm_provider(model)
     if provider is None or _compat.if_known(litellm.get_model_info, model) is not None:
         return  # only a model litellm places but whose price it does not know is registered
@@ -373,19 +369,17 @@ class JudgeClient:
             if unlogged is not None and token is not None:
                 unlogged.reset(token)
 
-    async def probe(self, *, timeout_s: float | None = None, on_wait: Callable[[float], None] | None = None,
-                    every_s: float = 5.0) -> CallOutcome:
+    async def probe(self, *, timeout_s: float, on_wait: Callable[[float], None], every_s: float) -> CallOutcome:
         """One call of a few tokens that tells a usable judge model from one that is not.
 
         A check, not a judge call: missing or refused credentials, an unknown model, a refused
         connection and silence end it at once (whoever runs the check may try it again later);
         only a reply saying the endpoint is busy (429, 5xx) is tried again. Every attempt and wait
-        fits in ``timeout_s`` (default: the call timeout): past it the probe ends as a ``timeout``.
+        fits in ``timeout_s``: past it the probe ends as a ``timeout``.
         While no answer has come, ``on_wait`` receives the seconds waited, every ``every_s``."""
-        timeout = self.timeout_s if timeout_s is None else float(timeout_s)
         checker = copy.copy(self)
-        checker.timeout_s = timeout
-        checker.retry_budget_s = timeout
+        checker.timeout_s = timeout_s
+        checker.retry_budget_s = timeout_s
         checker.retryable = PROBE_RETRYABLE
         checker.limit = AdaptiveLimit(1)
         checker.budget = None
@@ -393,15 +387,14 @@ class JudgeClient:
         call = asyncio.ensure_future(checker.call(PROBE_PROMPT, max_tokens=8))
         while True:
             waited = time.monotonic() - started
-            done, _ = await asyncio.wait({call}, timeout=max(0.0, min(every_s, timeout + 1.0 - waited)))
+            done, _ = await asyncio.wait({call}, timeout=max(0.0, min(every_s, timeout_s + 1.0 - waited)))
             if done:
                 return call.result()
             waited = time.monotonic() - started
-            if waited >= timeout + 1.0:  # a hang past the attempt's own deadline: end it here
+            if waited >= timeout_s + 1.0:  # a hang past the attempt's own deadline: end it here
                 call.cancel()
-                return self._failure("timeout", f"timeout (no answer within {timeout:g}s)", 1, started)
-            if on_wait is not None:
-                on_wait(waited)
+                return self._failure("timeout", f"timeout (no answer within {timeout_s:g}s)", 1, started)
+            on_wait(waited)
 
     async def call(self, prompt: RenderedPrompt, *, max_tokens: int | None = None) -> CallOutcome:
         """One judge call with retries; never raises for a provider or network failure."""

@@ -64,7 +64,8 @@ def classify_error(exc: BaseException) -> str:
         return "timeout"
     if any(isinstance(e, (openai.APIConnectionError, ConnectionError, httpx.ConnectError)) for e in chain[1:]):
         return "connection"
-    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)) or _missing_credentials(exc):
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)) or any(
+            _NO_CREDENTIALS.search(str(e)) for e in chain):
         return "auth"
     if isinstance(exc, openai.RateLimitError):
         return "quota" if _mentions_quota(exc) else "rate_limit"
@@ -102,10 +103,6 @@ def status_error_class(status: int, message: str = "") -> str | None:
 #: litellm reports as a 500, and the providers' "api_key ... must be set" / "Missing ... API Key").
 _NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be set|missing [\w ]*api[ _]key",
                              re.IGNORECASE)
-
-
-def _missing_credentials(exc: BaseException) -> bool:
-    return any(_NO_CREDENTIALS.search(str(e)) for e in _causes(exc))
 
 
 def _mentions_quota(exc: BaseException | str) -> bool:

@@ -22,8 +22,6 @@ import polars as pl
 
 from evaluation.testing.labelled import scores_of
 
-_NORMAL = NormalDist()
-
 
 @dataclass(frozen=True)
 class CorrelatedJudges:
@@ -45,7 +43,7 @@ class CorrelatedJudges:
         levels = []
         for accuracy in self.accuracies:
             noise = np.sqrt(self.rho) * difficulty + np.sqrt(1.0 - self.rho) * rng.standard_normal(records)
-            latent = _NORMAL.inv_cdf(accuracy) - noise  # >= 0: right
+            latent = NormalDist().inv_cdf(accuracy) - noise  # >= 0: right
             score = scores_of(np.where(good, latent, -latent), self.cut)
             levels.append(pl.DataFrame({"record_id": ids, "judge": judge, "judge_status": "ok", "score": score,
                                         "verdict": np.where(score < self.cut, "fail", "pass")}))
