@@ -16,8 +16,9 @@ FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
 
 def slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation and symbols dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading.strip().lower())
+    """GitHub's anchor of a heading: lower case, punctuation and symbols dropped (not ``_`` or ``-``),
+    spaces to hyphens."""
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading.strip().lower())
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
@@ -42,6 +43,7 @@ def links(page: Path) -> list[str]:
 def test_slug_is_githubs() -> None:
     assert slug("§2.5 Statuses and verdicts (all judges)") == "25-statuses-and-verdicts-all-judges"
     assert slug("`calibrations` columns") == "calibrations-columns"
+    assert slug("`human_labels`") == "human_labels"
     assert slug("The provider: key and rate limits") == "the-provider-key-and-rate-limits"
 
 
