@@ -19,6 +19,7 @@ from evaluation import storage
 from evaluation.contract.adapters import FORMAT_SUFFIXES, InputAdapter, adapter_for, layout_of
 from evaluation.contract.config import RunConfig
 from evaluation.contract.reject_summary import reason_lines, summarise_rejects
+from evaluation.contract.review import ReviewSpec
 from evaluation.contract.schemas import RECORD_SCHEMA, REJECT_SCHEMA
 from evaluation.stages._run import (
     IngestCounts,
@@ -41,15 +42,21 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DayInput:
-    """Where a day's raw logs lie and which objects are logs: the run's layout and format."""
+    """Where a day's raw logs lie, which objects are logs and how they become records: the run's
+    layout and format."""
 
     input_format: str = "own"
     layout: str = "hive"
 
     @classmethod
-    def of(cls, cfg: RunConfig) -> DayInput:
-        """The input of a run."""
-        return cls(cfg.input_format, layout_of(cfg.input_format, cfg.input_layout))
+    def of(cls, options: RunConfig | ReviewSpec) -> DayInput:
+        """The input a run reads (or, for the review queue's texts, read)."""
+        return cls(options.input_format, layout_of(options.input_format, options.input_layout))
+
+    @property
+    def assemble(self) -> Assembler | None:
+        """What turns the parsed objects into records first: OpenTelemetry's spans into one record per answer."""
+        return assemble_traces if self.input_format == "otel" else None
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -241,7 +248,7 @@ def ingest_and_validate(cfg: RunConfig, stores: Stores, *, batch_rows: int = BAT
     with tempfile.TemporaryDirectory(prefix="evaluation-rejects-") as folder:
         batches = validated_batches(stores.raw, objects, validator, batch_rows=batch_rows,
                                     adapter=adapter_for(cfg.input_format, cfg.input_mapping),
-                                    assemble=assemble_traces if cfg.input_format == "otel" else None)
+                                    assemble=source.assemble)
         parts, skipped, valid_parts, valid_records = _stage_batches(cfg, stores, batches, Path(folder))
         outcome = validator.finish(input_objects=len(objects),
                                    missing=None if objects else missing_input(stores.raw, cfg.date, source))

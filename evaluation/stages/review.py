@@ -14,13 +14,12 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from evaluation import storage
-from evaluation.contract.adapters import adapter_for, layout_of
+from evaluation.contract.adapters import adapter_for
 from evaluation.contract.review import QUESTIONS, ReviewError, ReviewSpec
 from evaluation.contract.review_queue import QUEUE_SCHEMA, draw_seed, record_strata, select_queue
 from evaluation.stages.ingest import DayInput, raw_objects, raw_sources
 from evaluation.storage.ingest import ingest_batches
 from evaluation.storage.labels import LandedLabels, annotations_from_rows, labelled_records, land_labels
-from evaluation.storage.otel import assemble_traces
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +94,7 @@ def queued_records(spec: ReviewSpec, raw: storage.Store, queue: pl.DataFrame) ->
     """``queue``'s rows with the records' texts (:data:`RECORD_FIELDS`, contexts as JSON), read
     from the raw logs of each record's day as the run read them (the first row of a repeated id)."""
     adapter = adapter_for(spec.input_format, spec.input_mapping)
-    source = DayInput(spec.input_format, layout_of(spec.input_format, spec.input_layout))
-    assemble = assemble_traces if spec.input_format == "otel" else None
+    source = DayInput.of(spec)
     parts = []
     for (day,), rows in queue.group_by(["record_dt"], maintain_order=True):
         assert isinstance(day, dt.date)
@@ -104,7 +102,7 @@ def queued_records(spec: ReviewSpec, raw: storage.Store, queue: pl.DataFrame) ->
         found = []
         with tempfile.TemporaryDirectory(prefix="evaluation-review-") as folder:
             sources = raw_sources(raw, raw_objects(raw, day, source), Path(folder))
-            for batch in ingest_batches(sources, day, adapter=adapter, assemble=assemble):
+            for batch in ingest_batches(sources, day, adapter=adapter, assemble=source.assemble):
                 found.append(batch.rows.filter(pl.col("record_id").is_in(wanted))
                              .select("record_id", "question", "answer", pl.col("contexts_json").alias("contexts"),
                                      "reference"))
