@@ -182,6 +182,18 @@ def test_an_otel_day_in_another_layout_names_where_it_looked(tmp_path: Path) -> 
     assert result["result"]["valid"] == 2
 
 
+def test_a_review_queue_reads_the_texts_in_the_layout_the_run_was_given(tmp_path: Path) -> None:
+    records = conversations(records=8)
+    spans, ids = otel_export(records, "genai")
+    raw = storage.open_store(str(tmp_path / "raw"))
+    raw.write_bytes(f"{storage.raw_prefix(DAY)}traces.json", otlp_json(spans))  # hive, not the collector's
+    options = {"input_format": "otel", "input_layout": "hive"}
+    land(tmp_path, "hive", {"input_uri": str(tmp_path / "raw"), **options})
+    rows = exported(tmp_path, "hive", raw, options)
+    assert {r["record_id"]: r["question"] for r in rows.iter_rows(named=True)}.items() \
+        <= {ids[r["record_id"]]: r["question"] for r in records}.items()
+
+
 # --------------------------------------------------------------------------------------------
 # Gateways and flat logs, through a mapping
 
