@@ -1,45 +1,17 @@
 """A calibration of a cascade: the bands it fits and the figures of each level (``cascade.parquet``).
 
 The set is judged in full with every model of the cascade (each level's rows, ``levels.parquet``),
-then :func:`fit_bands` fits the bands the spec does not give, on the fit split, with a guarantee:
-**with probability at least ``band_confidence`` over the fit split, the cascade's verdict (fail or
-not) differs from the judge model's own verdict on at most a share ``band_loss`` of new records
-drawn like the fit split's** (exchangeable with them). The guaranteed quantity is a per-record risk,
-the disagreement rate with the judge model, over the records the judge model scores ``ok``; κ is
-not a per-record risk (it is a ratio over the whole sample), so it is not what is guaranteed: it is
-reported beside it (each disagreement can cost the cascade κ against the labels, or win it where the
-cheaper level was right).
+then :func:`fit_bands` fits the bands the spec does not give, on the fit split: it tests the
+candidates of :func:`candidate_sequence` (each level's band narrowing around the fail cut in
+:data:`STEPS` steps, :func:`band_at`) in their fixed order, each by :func:`disagreement_bound`, stops
+at the first that fails, and keeps the cheapest of those passed (each level's cost per row:
+:func:`unit_costs`). :func:`split_figures` measures a cascade on one split; :func:`cascade_table`
+gives the figures per level and judge. Costs are at litellm's online prices for each model of the
+tokens its calls reported (a reply reused from the ledger counts at its price too), so they do not
+depend on what the ledger held.
 
-How: the candidate bands are tested in a **fixed sequence**, decided before the fit split is looked
-at (:func:`candidate_sequence`): every band to fit starts wide open (the judge model alone, which
-disagrees with itself nowhere), then the dearest level's band (the one just below the judge model:
-a row it decides saves the judge model's call) narrows around the fail cut in :data:`STEPS` equal
-steps down to nothing, then the next cheaper level's the same way, the dearer ones kept at their
-narrowest. At each candidate the fit counts the fit split's records where the cascade's verdict
-differs from the judge model's and takes the one-sided Clopper–Pearson upper bound of that rate at
-``band_confidence`` (:func:`disagreement_bound`); the sequence stops at the first candidate whose
-bound exceeds ``band_loss``. Each test is at level 1 − ``band_confidence`` with no correction for
-their number: a true null can be rejected only if the first true null in the fixed order is, so
-with probability at least ``band_confidence`` every candidate passed has a disagreement rate within
-``band_loss``, and any choice among them keeps the guarantee. The fit takes the cheapest of them
-(each level's cost per row, :func:`unit_costs`, times the rows that reach it on the fit split; ties
-to the earlier, more conservative one).
-
-What can break it: the fit split and the records judged later must be alike (drawn from one
-population, in any order). Judges whose errors are correlated through a record's difficulty (a record
-hard for the cheap model is hard for the strong one) do not break it: the bound is on the observed
-disagreement of the two, whatever its cause. They change what a disagreement costs: the errors the
-two share are no disagreements, so a disagreement is likelier the cheaper level's own mistake than a
-correction of the judge model, and the cascade's κ against the labels can fall by more than
-``band_loss`` would suggest; that is why κ is reported beside it. A shift in the records (other
-questions, another answering model) does: calibrate again on records like the new ones.
-
-:func:`cascade_table` then gives, per level and judge: the band and where it came from, the model
-alone (κ on the whole set and on the held-out split, its cost on the set), the rows that reach the
-level in the cascade and the rows it decides, its cost in the cascade, and the cascade's κ and
-disagreement with the judge model (on the fit split, its bound there, and held out). Costs are at
-litellm's online prices for each model of the tokens its calls reported (a reply reused from the
-ledger counts at its price too), so they do not depend on what the ledger held.
+The method, its guarantee and what can break it: docs/cascade.md, "Fitting the bands"; the table's
+columns are there too.
 """
 
 from __future__ import annotations
@@ -136,7 +108,7 @@ def band_at(step: int, cut: float) -> tuple[float, float]:
 
 
 def candidate_sequence(given: list[tuple[float, float] | None], cut: float) -> list[list[tuple[float, float]]]:
-    """The bands tested, in the fixed order (the module docstring): the first wide open at every level
+    """The bands tested, in the fixed order (docs/cascade.md, "Fitting the bands"): the first wide open at every level
     to fit (``given``: a level's band when the spec gives it, else None), then each such level's
     band narrowing step by step, the dearest level first, the dearer ones kept at their narrowest."""
     current = [band if band is not None else band_at(0, cut) for band in given]
@@ -185,7 +157,7 @@ def fit_bands(levels: list[pl.DataFrame], labels: pl.DataFrame, judges: list[Jud
     below which a verdict is fail; ``costs``: each level's cost per row, :func:`unit_costs`, default
     :func:`_ordinal_costs`): the cheapest bands passed in the fixed sequence of
     :func:`candidate_sequence`, each with its fit-split disagreement's upper bound at ``confidence``
-    within ``loss``; see the module docstring."""
+    within ``loss``; the method: docs/cascade.md."""
     costs = costs if costs is not None else _ordinal_costs(len(levels))
     fitted: list[Bands] = [{} for _ in given]
     for judge in judges:
@@ -238,7 +210,7 @@ def _list_cost(rows: pl.DataFrame, prices: tuple[float, float]) -> float:
 def cascade_table(levels: list[pl.DataFrame], cascade_rows: pl.DataFrame, labels: pl.DataFrame,
                   spec: CalibrationSpec, bands: list[Bands], sources: list[str], prices: list[tuple[float, float]],
                   *, calibration_id: str, calibrated_at: dt.datetime) -> pl.DataFrame:
-    """``cascade.parquet``: one row per (level, judge); see the module docstring. ``cascade_rows``
+    """``cascade.parquet``: one row per (level, judge); its columns: docs/cascade.md. ``cascade_rows``
     are the cascade's own rows (``decided_by``, ``cascade_calls``); ``sources`` says where each
     level's band came from (``fitted``, ``given`` or the calibration it was taken from)."""
     models = spec.models
