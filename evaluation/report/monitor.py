@@ -4,39 +4,16 @@ reference, the state a regression leaves, and the smallest drop a day's volume c
 A **series** is one measure (a rate or a metric mean) of one unit (a model and judge, or a
 segment of one), one :class:`Daily` per landed day. :func:`monitor` replays the days of a window
 in order and returns, per day, what each series showed (:class:`Result`); the report takes the
-last day, ``make bench`` every day of simulated windows. The rules:
+last day, ``make bench`` every day of simulated windows.
 
-* **Reference.** Normally the unit's days ``D-7 … D-1`` pooled (never the tested day). While the
-  series is regressed, the reference fixed on the day it regressed: the days before the change.
-  A model with an accepted baseline (``AlertPolicy.accept_baseline``) uses only its days from
-  that date on. No earlier day: no reference (the model is ``no baseline``).
-* **Day-to-day variance** ``τ²``: the reference days' spread beyond sampling, shrunk towards a
-  prior: ``τ̃² = (ν₀ τ₀² + (k − 1) τ̂²) / (ν₀ + k − 1)`` with ``τ̂² = max(0, s² − mean sampling
-  variance)`` of the k reference days, ``τ₀`` = :attr:`AlertPolicy.prior_day_sd` and ``ν₀`` =
-  :attr:`AlertPolicy.prior_days`. It never collapses to 0, a new model (k < 3) leans on the
-  prior, and it carries ``ν₀ + k − 1`` degrees of freedom.
-* **Test** of ``today − reference`` in the measure's worse direction (one-sided): variance =
-  today's sampling variance + the reference's + ``τ̃² (1 + Σwᵢ²)`` (``wᵢ``: each reference day's
-  share of its rows), referred to Student's t with Welch–Satterthwaite degrees of freedom (a
-  rate's sampling parts count as known; a mean's have ``n − 1``; the τ part's uncertainty is
-  :func:`tau2_uncertainty`: the reference days' spread estimates ``τ² + σ̄²``, not ``τ²``). A
-  rate's p-value is the larger of that and an exact beta-binomial tail (today's count against the
-  reference rate, over-dispersed by the same variance), so small counts and rates near 0 or 1
-  keep their level.
-* **Alerting family.** Only the headline measures' one-sided tests are adjusted together
-  (:func:`evaluation.contract.multiplicity.adjust_p_values`); a series **alerts** when its adjusted p is
-  below ``alpha`` and its drop is at least the minimum effect.
-* **State.** A series that alerts is **regressed since D** and keeps the reference of D. It stays
-  regressed, whatever a later day's adjusted test says, until a day's drop against that reference
-  is below the minimum effect and not significant on its own (one-sided p ≥ ``alpha``, unadjusted):
-  recovered. It **pages** on the day it regresses, and again only when
-  it alerts with a drop beyond the one it last paged with by at least the minimum effect and
-  :data:`WORSE_SES` standard errors of the day's test.
-* **Detectable drop**: the smallest drop the day's volume catches with 80% power at the day's
-  Bonferroni level ``alpha / m`` (m: the alerting family's size) and the minimum effect;
-  :func:`records_needed` solves for the volume that catches a given drop with a reference week
-  of such days, at the smaller of ``τ̃²`` and the prior's ``τ₀²`` (None when day-to-day variation
-  alone prevents it).
+The parts: the reference and its day-to-day variance (:func:`reference_of`, :func:`day_variance`;
+the prior's ``τ₀`` = :attr:`AlertPolicy.prior_day_sd` weighing ``ν₀`` = :attr:`AlertPolicy.prior_days`
+days); the one-sided test of a day (:func:`compare_day`, its degrees of freedom with
+:func:`tau2_uncertainty`, a rate's exact tail :func:`exact_rate_p`, so small counts and rates near 0
+or 1 keep their level); the alerting family, adjusted by
+:func:`evaluation.contract.multiplicity.adjust_p_values`; the state a regression leaves (:func:`step`,
+paging again past :data:`WORSE_SES` standard errors); the detectable drop (:func:`detectable_drop`,
+:func:`records_needed`). The method and each rule: docs/alerts.md, "Method".
 """
 
 from __future__ import annotations
@@ -343,7 +320,7 @@ def step(states: dict[SeriesKey, State], day: dt.date, series: Mapping[SeriesKey
 
 
 def _move(state: State, result: Result, day: dt.date, effect: float, alpha: float) -> None:
-    """A series' state after its day's test (:mod:`evaluation.report.monitor`'s rules)."""
+    """A series' state after its day's test (docs/alerts.md, "A regression stays a regression")."""
     test = result.test
     assert test is not None
     if state.since is None:
