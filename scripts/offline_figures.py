@@ -4,54 +4,27 @@ README's offline-judge table and of docs/calibration.md.
 **In-sample** are the two sets the offline judge's constants were fitted on, its declared tuning
 set (:data:`evaluation.calling.offline.TUNING_SETS`): HaluEval QA and BEGIN (Wizard of Wikipedia part),
 read from the reshaped public files that ``scripts/golden_sets.py`` converts. **Out of sample**
-are public, human-labelled sets that played no part in the fitting, of other sources and shapes:
+are public, human-labelled sets that played no part in the fitting, of other sources and shapes.
+Their sources, licences, labels and how each becomes golden records are in docs/calibration.md,
+"The offline judge, measured"; beside it, the fields and files read:
 
-* ``q2-dialogue`` — Q² (orhonovich/q-squared, ``third_party/data/``; data MIT, © Facebook, Inc.
-  and its affiliates): knowledge-grounded dialogue responses of two systems (DodecaDialogue,
-  MemNet) on Wizard of Wikipedia, 150 per system and label, each annotated by the authors for
-  factual consistency with its knowledge sentence. ``*_consistent.csv`` is ``faithful: true``,
-  ``*_inconsistent.csv`` ``faithful: false``; the previous turn (``message``) is the question (on
-  a conversation's first turn, which has none, its topic), the knowledge sentence the one context;
-  the human's original turn (``gold``) is dropped.
-* ``qags-cnndm`` and ``qags-xsum`` — QAGS (W4ngatang/qags, ``data/mturk_{cnndm,xsum}.jsonl``; no
-  licence given, so measured here and never shipped): model summaries of CNN/DailyMail and XSum
-  articles, each summary sentence judged by three crowd workers ("is this sentence supported by
-  the article?"). A sentence is supported when most of its annotators said yes; the summary is
-  ``faithful`` when every sentence is supported, and ``scores.faithfulness`` is the share of its
-  sentences supported. The question is "Summarize the article." (an open request to the judges).
-* ``attributionbench`` — AttributionBench (OSU-NLP-Group/AttributionBench, ``data/``; no licence
-  stated in the repository, its sources under their own, so measured here and never shipped):
-  claims from the answers of LLMs and generative search engines to questions, each with the
-  passages it cites and a human judgement of whether they support it, gathered from seven
-  attribution sets. Read are its two test files (:data:`ATTRIBUTIONBENCH_FILES`): the
-  out-of-distribution test (HAGRID, AttrScore-GenSearch) and the authors' seeded 500-record sample
-  of the in-distribution test (ExpertQA, Stanford-GenSearch, AttributedQA, LFQA), each balanced by
-  the authors per source; no further sampling. BEGIN's records are left out (a tuning set), and so
-  is a record without a passage. The question is the question, the claim the answer, each passage
-  (``references``) a context; ``attribution_label`` "attributable" is ``faithful: true``, "not
-  attributable" ``faithful: false``.
-* ``summedits`` — SummEdits (salesforce/factualNLG, ``data/summedits/summedits_*.json``; Apache-2.0
-  repository, documents from third-party corpora, so measured here and never shipped): a verified
-  seed summary and edits of it in eight domains (news, podcasts, dialogues, meetings, earnings
-  calls, sales calls and e-mails, science; :data:`SUMMEDITS_DOMAINS`), each labelled by annotators:
-  ``label`` 1 is ``faithful: true``, 0 ``faithful: false``. The question is "Summarize the document.".
+* ``q2-dialogue`` — Q², 150 responses per system and label: the previous turn (``message``) is the
+  question, the human's original turn (``gold``) is dropped.
+* ``qags-cnndm`` and ``qags-xsum`` — QAGS.
+* ``attributionbench`` — AttributionBench, gathered by its authors from seven attribution sets; read
+  are its two test files (:data:`ATTRIBUTIONBENCH_FILES`; the in-distribution one a seeded sample),
+  each passage (``references``) a context.
+* ``summedits`` — SummEdits (``data/summedits/summedits_*.json``): a verified seed summary and
+  edits of it, in eight domains (:data:`SUMMEDITS_DOMAINS`: news, podcasts, dialogues, meetings,
+  earnings calls, sales calls and e-mails, science).
 
 Every set is written as a golden set (docs/golden-sets.md) and calibrated with ``offline/lexical``
 through the product's own job (:func:`evaluation.calibration.run.run_calibration`: the daily
-stages, default thresholds 0.8 / 0.6, seed 0), so the judge's figures are the product's. Beside
-them, two trivial baselines scored with the calibration's own metric functions:
-
-* **answer length** — the answer's word count, shorter read as more faithful (the direction it has
-  on the tuning set; it is not flipped per set);
-* **word overlap** — the share of the answer's words (lowercased letters and digits, stop words
-  included) that the contexts hold.
-
-Their κ and F1 are those of "below the cut" as a hallucination detector, at the cut that gives the
-best κ on the tuning sets pooled (fitted there, like the judge's constants, and kept elsewhere).
-
-``--fit`` refits the constants :data:`evaluation.calling.offline.FITTED_CONSTANTS` names on the fit half of
-the tuning set (question groups by a seeded hash, :func:`tuning_split`) over a declared grid, and
-measures the held-out half with the chosen values; it never reads an out-of-sample set.
+stages), so the judge's figures are the product's; two trivial baselines, answer length and word
+overlap, are scored beside them with the calibration's own metric functions. ``--fit`` refits the
+constants :data:`evaluation.calling.offline.FITTED_CONSTANTS` names on the fit half of the tuning set
+(:func:`tuning_split`) and measures the held-out half; it never reads an out-of-sample set. Both,
+and their settings: docs/calibration.md.
 
     python -m scripts.offline_figures --q2 ~/src/q-squared --qags ~/src/qags --summedits ~/src/factualNLG \
         --attributionbench ~/src/AttributionBench
