@@ -3,18 +3,11 @@ that alerted, chosen to represent the change, with the model's earlier answer to
 question.
 
 For an alerting change (a model, a judge, a measure) the model's ``ok`` rows of that judge that
-fail the measure are read: ``verdict == "fail"`` for the pass and fail rates and the score (the
-``borderline`` rows too when none failed), a metric below the judge's borderline threshold for a
-metric. Each failing row gets one **failure reason** (:func:`failure_reason`: an empty answer, a
-citation of a context that was never retrieved, five or more uncited claims, the rubric the
-answer missed, another clamp, the judge's own reason, else the lowest metric). The reasons are
-counted, the most frequent first, and the records shown are taken from the top reasons in turn
-(lowest score first within a reason): what the page shows is what most of the failures are,
-not only the lowest scores (the global "worst records" list stays, below).
-
-Texts come from the landed ``judge_calls`` prompts (the question, the answer and the contexts as
-the judge saw them); the earlier answer is the same model's answer to the same ``question_key``
-on the latest baseline day (D-7 … D-1) that has one, with its score and verdict.
+fail the measure are read (for the rates and the score, the ``borderline`` rows too when none
+failed), each gets one failure reason (:func:`failure_reason`), and the records shown are taken
+from the most frequent reasons in turn, each with the same model's earlier answer where one
+exists (its score and verdict too). Which rows fail, the reasons, how the records are chosen and
+where their texts and the earlier answer come from: docs/reports.md, "Why a model regressed, and where".
 
 In ``summary.json``, ``evidence`` is a list of :class:`~evaluation.report.summary.Evidence`, one
 entry per (model, judge, set of failing rows: the verdict's, or a metric's), with the alerting
@@ -185,8 +178,8 @@ class FailingSet:
 
 def change_evidence(day: pl.LazyFrame, calls: pl.LazyFrame | None, baseline: pl.LazyFrame | None,
                     baseline_calls: pl.LazyFrame | None, change: FailingSet, borderline: float) -> Evidence:
-    """The evidence of one alerting change: see the module docstring. ``day`` is the day's
-    evaluations (of the change's segment, when it has one)."""
+    """The evidence of one alerting change: see the module docstring and docs/reports.md. ``day`` is
+    the day's evaluations (of the change's segment, when it has one)."""
     schema = day.collect_schema()
     mine = day.filter((pl.col("model") == change.model) & (pl.col("judge") == change.judge)
                       & (pl.col("judge_status") == "ok"))
