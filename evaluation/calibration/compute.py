@@ -1,21 +1,9 @@
 """The calibration's figures: per judge and metric, agreement of the judged values and verdicts with
 the human labels (:func:`calibration_rows`), from the judged rows of a golden set and its labels.
 
-What is measured (see :mod:`evaluation.calibration.metrics` for the conventions):
-
-* the share of each ``judge_status`` among the set's records (every other figure uses ``ok`` rows);
-* AUROC of each metric against the binary label, with a 95% stratified bootstrap interval;
-* Spearman's correlation of each metric with the finest label there is: the record's human score
-  for that metric (``labels.scores``), else its ``rating``, else the binary label as 0/1;
-* Cohen's κ, F1, precision and recall of ``fail`` (for ``score``: the landed verdict; for another
-  metric: the value below the borderline threshold) as a detector of the records labelled not
-  faithful, with the verdict × label confusion matrix; against expected verdicts, when the set
-  has them, the three-class κ and accuracy;
-* suggested thresholds: fitted on the ``fit`` split (the κ-maximising borderline cut for ``fail``,
-  then the κ-maximising pass cut above it; or both at once against expected verdicts), with the
-  κ they give on the fit split and on the held-out split, next to the κ of the current thresholds
-  on the held-out split. Contract rules that force ``fail`` whatever the thresholds (rag's zero
-  faithfulness, prompt's unsatisfied required rubric) stay in force while the cuts move.
+The figures are the share of each ``judge_status``, AUROC, Spearman, κ, F1, precision and recall of
+``fail``, the agreement with expected verdicts and the suggested thresholds. What each is and how it
+is measured: docs/golden-sets.md, "What is measured"; the conventions: :mod:`evaluation.calibration.metrics`.
 """
 
 from __future__ import annotations
