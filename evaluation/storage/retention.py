@@ -1,27 +1,10 @@
 """Retention of working data (CONTRACT §3): what ``python -m evaluation gc`` and the
 ``evaluation_maintenance`` DAG delete.
 
-Working data holds users' conversations (staged records, rendered prompts, replies), so it is kept
-only as long as it is useful:
-
-* ``_work/dt=.../run=<id>/``: a run's staged chunks. A run that lands deletes its own; what stays
-  belongs to runs that failed or died. A run's folder goes once its newest object is older than
-  ``work_days`` (so a run still writing is never touched).
-* ``_failed/dt=.../run=<id>/``: the evidence of a failed run (its rejects, its validation
-  result). Same rule, with ``failed_days``.
-* ``_ledger/dt=YYYY-MM-DD/``: replies kept so that a re-run of the day pays nothing. A day's ledger
-  goes once the day (``dt``) is more than ``ledger_days`` old: a re-run after that pays again.
-* ``_claims/dt=YYYY-MM-DD.json``: which run owns a day; kept as long as that day's ledger.
-* uncommitted objects of the day tables (``<table>/dt=.../run-<id>.parquet``, and the validation
-  result) that no day's commit record names: a landing that died before its commit left them, or
-  one that died after it left the run it superseded. No reader of the project reads them; the next
-  landing of the day deletes them, and here each goes once older than ``work_days``, and at least
-  :data:`UNCOMMITTED_MIN_DAYS` (so a landing under way is never touched, whatever ``work_days``:
-  deleting an object it is about to commit would break its day).
-
-What a day's commit record names, reports, comparisons and calibrations are never deleted here: a
-re-run replaces a day whole and deletes the objects it superseded itself, so older runs' versions
-do not accumulate, and the ``runs`` table is the audit log of every run.
+What each folder holds, how long it is kept and under which option, and what is never deleted:
+docs/retention.md. A run's folder is as old as its newest object, so a run still writing is never
+touched; an uncommitted object of the day tables also waits at least :data:`UNCOMMITTED_MIN_DAYS`,
+whatever ``work_days``, since deleting an object a landing is about to commit would break its day.
 
 A collection is a plan: :func:`collect` lists the objects it would delete (nothing is deleted),
 and :func:`apply` deletes exactly the listed keys, no prefix, so an object written after the
