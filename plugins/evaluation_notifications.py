@@ -1,20 +1,13 @@
 """Notifications of the daily evaluation through Airflow notifiers, and the Assets it lands.
 
-Two channels, each configured by a Connection and off when that Connection does not exist:
-
-* ``evaluation_smtp`` (conn type ``smtp``, read by the SMTP provider's hook): host, port, login,
-  password; ``extra.from_email`` the sender, ``extra.to`` the recipients (a list or a comma
-  separated string), ``extra.disable_ssl`` / ``extra.disable_tls`` as the provider reads them.
-* ``evaluation_webhook`` (conn type ``http``): a Slack-compatible incoming webhook. ``host`` is
-  the whole URL (``https://hooks.slack.com/services/...``), or host, port and ``schema`` with
-  ``extra.endpoint`` the path. The message is posted as ``{"text": ...}``.
+Two channels, each configured by a Connection (``evaluation_smtp``, ``evaluation_webhook``) and off
+when that Connection does not exist. What each Connection needs, what a message holds and where its
+link points: docs/reports.md, "Notifications and Assets".
 
 :class:`RegressionNotifier` sends a message only on a day when a model's headline line pages
 (:func:`regression_message` says what it holds). :class:`RunFailureNotifier` is the DAG's
-``on_failure_callback``. Every message stays within :data:`MAX_MESSAGE_CHARS`. The link is ``{EVALUATION_REPORT_BASE_URL}/reports/dt=D/index.html``
-when that environment variable holds the HTTPS address the output root is served under (a CDN or
-a static site in front of the bucket), else the report's URI. A channel that cannot deliver is
-logged, never raised: a notification must not fail, or re-run, the evaluation.
+``on_failure_callback``. Every message stays within :data:`MAX_MESSAGE_CHARS`. A channel that cannot
+deliver is logged, never raised: a notification must not fail, or re-run, the evaluation.
 """
 
 from __future__ import annotations
