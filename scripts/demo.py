@@ -2,16 +2,11 @@
 shows what the product is for.
 
 Starts a real S3 API in-process on loopback (moto's server mode) and writes seven generated days
-of conversation logs to it; on the last day one model regresses in one segment of its traffic
-(:data:`REGRESSING_MODEL`'s answers in :data:`REGRESSING_LOCALE` lose their grounding,
-:data:`evaluation.testing.synthetic.UNGROUNDED`; the runs compute their measures per ``metadata.locale``). The six earlier days are
-evaluated in-process by the pipeline's own stages (:func:`evaluation.cli.day.run_day`, what
-``python -m evaluation run`` does), the last one by ``daily_evaluation`` under Airflow
-(``dag.test()`` with a SQLite metadata DB in ``.airflow/``), all with the built-in offline judge.
-It prints what landed, the report's seven-day trends, how many flags and alerts each steady day's
-report raised, the last day's headline (which model regressed, where, by how much) and its flags, copies
-the week's tables and reports to ``demo-output/`` (replacing only what an earlier demo wrote
-there) and prints the README's commands over it with the demo's dates. No network, no key.
+of conversation logs to it; on the last day :data:`REGRESSING_MODEL`'s answers in
+:data:`REGRESSING_LOCALE` lose their grounding (:data:`evaluation.testing.synthetic.UNGROUNDED`).
+The six earlier days are evaluated in-process by :func:`evaluation.cli.day.run_day`, the last one
+by ``daily_evaluation`` under Airflow (``dag.test()``). What it generates, prints and copies to
+``demo-output/``: README.md, first section.
 """
 
 from __future__ import annotations
