@@ -20,26 +20,14 @@ Two sources of judgements:
   input (ingest + the validation suite), judged by that model through the pipeline's own chunk
   stage (same prompts, client, ledger of paid calls and scoring rules).
 
-**Paired or unpaired.** Records are matched across models on their ``question_key``, a hash of
-the normalised question text (case-folded, white space collapsed, punctuation stripped at both
-ends; :func:`evaluation.contract.config.question_key`), landed with ``evaluations`` (for days landed
-before it was, derived from the prompt kept in ``judge_calls``). When
-at least ``min_pairs`` questions were answered by both the model and the baseline, and they make
-up at least half of the questions of the model that answered fewer, the test is *paired*: each
-question contributes the difference of the two models' mean values on it, the interval is a
-bootstrap over questions and the p-value a sign-flip permutation test. Otherwise the test is
-*unpaired*: a bootstrap of each sample and a two-sample permutation test on the difference of
-means. Wins, ties and losses always count the shared questions.
-
-**Sampled by question.** With ``sample_per_model``, the sample is drawn by question, so that the
-models' samples pair up (:func:`sample_records`); ``paired_questions`` says how many were shared.
-
-**Many tests, one family.** All deltas of a comparison (every judge, metric and model) are one
-family: their permutation p-values are adjusted with the spec's ``p_adjust`` method, Holm's
-step-down (``holm``, the default: family-wise error rate, :func:`holm`) or Benjamini–Hochberg
-(``bh``: false discovery rate, :func:`benjamini_hochberg`), with enough permutations that the
-p-value's floor cannot hide a difference (:func:`evaluation.compare.compute.permutation_count`).
-Each delta also gets an effect size, Cohen's d (d_z for a paired test) with a 95% bootstrap interval.
+Records are matched across models on their ``question_key``
+(:func:`evaluation.contract.config.question_key`), landed with ``evaluations`` (for days landed
+before it was, derived from the prompt kept in ``judge_calls``). The tests, paired
+(:func:`paired_test`) or unpaired (:func:`unpaired_test`), the sample drawn by question
+(:func:`sample_records`), the family of all a comparison's deltas adjusted by :func:`holm` or
+:func:`benjamini_hochberg` with enough permutations
+(:func:`evaluation.compare.compute.permutation_count`), and each delta's effect size: docs/tables.md,
+"`comparisons`".
 
 :mod:`evaluation.compare.compute` works the numbers out (with the statistics of
 :mod:`evaluation.compare.stats`) and lands them; :mod:`evaluation.compare.render` draws the page.
