@@ -2,11 +2,9 @@
 (:data:`LABEL_CONFIG`), the queue sent as tasks (:func:`send_queue`) and completed annotations
 pulled back as ``human_labels`` (:func:`pull_labels`).
 
-Sending is idempotent: the project's tasks are listed first and a queued record that already has
-a task is not sent again. Pulling is incremental and idempotent: the project's annotated tasks are
-exported, annotations not updated since the watermark (kept at ``_review/label-studio-<project>.json``)
-are skipped, and :func:`~evaluation.storage.labels.land_labels` lands only label ids it has not
-landed: a re-run pulls nothing twice, also when it died between landing and moving the watermark.
+Sending and pulling are idempotent, pulling incremental (a watermark, and
+:func:`~evaluation.storage.labels.land_labels` landing only label ids it has not landed): how, in
+docs/people.md, "Label Studio".
 
 Authentication: a personal access token (a JWT refresh token: exchanged at ``/api/token/refresh``
 for a short-lived access token, exchanged again when that expires), or a legacy token.
