@@ -45,8 +45,7 @@ from evaluation import storage
 from evaluation.contract.errors import InputError
 from evaluation.storage.labels import scan_labels
 
-__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "FAILED_TABLES", "FORMATS", "PEOPLE_TABLES", "TABLES",
-           "SqlError", "csv_ready", "referenced_tables", "render", "run_sql", "select_items", "with_sql_names"]
+__all__ = ["FORMATS", "TABLES", "SqlError", "referenced_tables", "render", "run_sql", "with_sql_names"]
 
 #: SQL name -> file of each comparison.
 COMPARISON_TABLES: dict[str, str] = {"comparisons": "metrics.parquet", "comparison_verdicts": "verdicts.parquet"}
