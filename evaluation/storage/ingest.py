@@ -40,9 +40,7 @@ from evaluation.storage import RAW_SUFFIXES
 
 __all__ = [
     "BATCH_ROWS",
-    "DAMAGED",
     "MAX_RAW_CHARS",
-    "READ_SUFFIXES",
     "ROW_SCHEMA",
     "IngestResult",
     "ObjectRows",

@@ -45,10 +45,8 @@ from evaluation import storage
 from evaluation.contract.errors import InputError
 from evaluation.storage.labels import scan_labels
 
-__all__ = ["CALIBRATION_TABLES", "COMPARISON_TABLES", "DAILY_TABLES", "FAILED_TABLES", "FORMATS", "PEOPLE_TABLES", "TABLES",
-           "SqlError", "csv_ready", "referenced_tables", "render", "run_sql", "select_items", "with_sql_names"]
+__all__ = ["FORMATS", "TABLES", "SqlError", "referenced_tables", "render", "run_sql", "with_sql_names"]
 
-DAILY_TABLES: tuple[str, ...] = storage.TABLES
 #: SQL name -> file of each comparison.
 COMPARISON_TABLES: dict[str, str] = {"comparisons": "metrics.parquet", "comparison_verdicts": "verdicts.parquet"}
 #: SQL name -> file of each judge calibration.
@@ -57,7 +55,7 @@ CALIBRATION_TABLES: dict[str, str] = {"calibrations": "calibration.parquet"}
 FAILED_TABLES: dict[str, str] = {"failed_rejects": "rejects.parquet"}
 #: The review queue and people's labels (docs/people.md): ``human_labels`` one row per label id.
 PEOPLE_TABLES: tuple[str, ...] = ("review_queue", "human_labels")
-TABLES: tuple[str, ...] = (*DAILY_TABLES, *COMPARISON_TABLES, *CALIBRATION_TABLES, *FAILED_TABLES, *PEOPLE_TABLES)
+TABLES: tuple[str, ...] = (*storage.TABLES, *COMPARISON_TABLES, *CALIBRATION_TABLES, *FAILED_TABLES, *PEOPLE_TABLES)
 #: What ``--format`` accepts for printing (``parquet`` also writes, with ``--to``).
 FORMATS = ("table", "csv", "json", "markdown")
 #: Widest cell of a printed table, in characters.
@@ -90,7 +88,7 @@ def scan(store: storage.Store, table: str, landed: storage.Landed | None = None)
     elif table in FAILED_TABLES:
         frame = _scan_failed(store, FAILED_TABLES[table])
         where = store.uri("_failed/")
-    elif table in PEOPLE_TABLES or table in DAILY_TABLES:  # only a day table is read through ``landed``
+    elif table in PEOPLE_TABLES or table in storage.TABLES:  # only a day table is read through ``landed``
         frame = scan_labels(store) if table == "human_labels" else storage.scan_table(store, table, landed)
         where = store.uri(f"{table}/")
     else:

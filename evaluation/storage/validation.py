@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from great_expectations.core.batch_definition import BatchDefinition
 
 __all__ = [
-    "DUPLICATE_COLUMN",
     "SUITE_NAME",
     "TABLE_SUITE_NAME",
     "VALID_COLUMNS",
