@@ -189,13 +189,21 @@ def call_online(prepared: PreparedChunk, *, api_key: str | None = None,
                                                  should_stop=lambda: budget is not None and spent >= budget))
 
 
-def chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None, *, level: int | None = None
-                ) -> ChunkBatch:
-    """The provider batches of the chunk's requests still to send (resumed when already submitted);
-    ``level``: a cascade's level, whose batches are kept apart from the other levels'."""
+def chunk_batch(prepared: PreparedChunk, stores: Stores, api_key: str | None, *, level: int | None = None,
+                on_status: Callable[[str], None] | None = None) -> tuple[Outcomes, list[str]]:
+    """Send the chunk's requests still to send as provider batches (resumed when already submitted;
+    ``level``: a cascade's level, whose batches are kept apart from the other levels'): waited for
+    in this process with ``on_status`` (given each progress line), else advanced one step. Their
+    outcomes, one per request to call, and no batch; or, while batches run, none and their ids."""
 
-    return ChunkBatch(prepared.cfg, stores, prepared.index, {p.request_hash: p.prompt for p in prepared.to_call},
-                      api_key=api_key, parameters=prepared.parameters, level=level, budget=prepared.budget)
+    job = ChunkBatch(prepared.cfg, stores, prepared.index, {p.request_hash: p.prompt for p in prepared.to_call},
+                     api_key=api_key, parameters=prepared.parameters, level=level, budget=prepared.budget)
+    if on_status is not None:
+        asyncio.run(job.wait(on_status))
+    elif waiting := asyncio.run(job.advance()):
+        return [], waiting
+    found = job.outcomes()
+    return [found[p.request_hash] for p in prepared.to_call], []
 
 
 def finish_chunk(stores: Stores, prepared: PreparedChunk, outcomes: Outcomes) -> ChunkResult:

@@ -8,7 +8,6 @@ for in this process (:func:`judge_chunk`, the CLI) or one step at a time by a ta
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from collections.abc import Callable
@@ -40,15 +39,12 @@ def judge_chunk(
     if progress is not None:
         progress(len(prepared.rows) + len(prepared.pending) - len(prepared.to_call))  # skipped, reused, repeated
     if cfg.batch and prepared.to_call:
-        job = chunk_batch(prepared, stores, api_key)
-
         def status(line: str) -> None:
             if progress is not None:
                 print(f"{cfg.date} chunk {index}: {line}", file=sys.stderr, flush=True)
             logger.info("%s chunk %d: %s", where(cfg), index, line)
 
-        found = asyncio.run(job.wait(on_status=status))
-        outcomes = [found[p.request_hash] for p in prepared.to_call]
+        outcomes, _ = chunk_batch(prepared, stores, api_key, on_status=status)
         if progress is not None:
             progress(len(outcomes))
     else:
@@ -69,10 +65,8 @@ def judge_batch_level_step(cfg: RunConfig, stores: Stores, index: int, *, api_ke
     prepared = prepare_chunk(cfg, stores, index, api_key=api_key)
     if not prepared.to_call:
         return finish_chunk(stores, prepared, []), [], cfg
-    job = chunk_batch(prepared, stores, api_key)
-    waiting = asyncio.run(job.advance())
+    outcomes, waiting = chunk_batch(prepared, stores, api_key)
     if waiting:
         logger.info("%s chunk %d: waiting for batch %s", where(cfg), index, ", ".join(waiting))
         return None, waiting, cfg
-    found = job.outcomes()
-    return finish_chunk(stores, prepared, [found[p.request_hash] for p in prepared.to_call]), [], cfg
+    return finish_chunk(stores, prepared, outcomes), [], cfg

@@ -6,7 +6,6 @@ that defers (:func:`judge_cascade_batch_step`, the DAG)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -46,10 +45,8 @@ def judge_cascade_chunk(cfg: RunConfig, stores: Stores, index: int, *, api_key: 
 
     def call(level: int, prepared: PreparedChunk) -> tuple[Outcomes | None, list[str]]:
         if cfg.batch and prepared.to_call and provider_of(prepared.cfg.judge_model) in BATCH_PROVIDERS:
-            job = chunk_batch(prepared, stores, api_key, level=level)
-            found = asyncio.run(job.wait(on_status=lambda line: logger.info(
-                "%s chunk %d level %d: %s", where(cfg), index, level, line)))
-            return [found[p.request_hash] for p in prepared.to_call], []
+            return chunk_batch(prepared, stores, api_key, level=level, on_status=lambda line: logger.info(
+                "%s chunk %d level %d: %s", where(cfg), index, level, line))
         return call_online(prepared, api_key=api_key), []
 
     result, _, _ = run_levels(cfg, stores, index, api_key=api_key, progress=progress, call=call)
@@ -75,12 +72,9 @@ def judge_cascade_batch_step(cfg: RunConfig, stores: Stores, index: int, *, api_
         if not prepared.to_call or provider_of(prepared.cfg.judge_model) not in BATCH_PROVIDERS:
             outcomes = call_online(prepared, api_key=api_key)
         else:
-            job = chunk_batch(prepared, stores, api_key, level=level)
-            waiting = asyncio.run(job.advance())
+            outcomes, waiting = chunk_batch(prepared, stores, api_key, level=level)
             if waiting:
                 return None, waiting
-            found = job.outcomes()
-            outcomes = [found[p.request_hash] for p in prepared.to_call]
         made = {p.request_hash for p, o in zip(prepared.to_call, outcomes, strict=True) if o is not None and o.ok}
         if made:  # kept before the ledger has them: a later step counts them as this run's calls
             storage.write_json(stores.out, key, {"request_hashes": sorted(prepared.paid | made)})
