@@ -362,8 +362,3 @@ def monitor(series: Mapping[SeriesKey, Mapping[dt.date, Daily]], days: Sequence[
     """Replay ``days`` in order (states start clear on the first): each day's results."""
     states: dict[SeriesKey, State] = {}
     return [step(states, day, series, policy, headline) for day in sorted(days)]
-
-
-def alerting_family_size(results: Mapping[SeriesKey, Result]) -> int:
-    """How many tests a day's alerting family holds (its Bonferroni level is ``alpha`` over it)."""
-    return sum(1 for r in results.values() if r.p_adjusted is not None)
