@@ -47,15 +47,14 @@ def _json_safe(value: Any) -> Any:
 
 
 def build_daily_report(
-    store: Store, day: dt.date, *, history_days: int = 30, worst_per_judge: int = 10, policy: AlertPolicy | None = None
+    store: Store, day: dt.date, *, history_days: int = 30, policy: AlertPolicy | None = None
 ) -> tuple[str, dict[str, Any]]:
     """The day's page and its summary (the content of ``summary.json``), without landing them;
     ``policy`` decides the flags (:mod:`evaluation.report.alerts`, its defaults when None)."""
 
     # read again from the start when a day is landed again under the reading (read_consistently)
     computed = read_consistently(store, report_days(day, history_days), lambda landed: compute_summary(
-        load_inputs(store, day, history_days=history_days, landed=landed), worst_per_judge=worst_per_judge,
-        policy=policy))
+        load_inputs(store, day, history_days=history_days, landed=landed), policy=policy))
     # agreement with people: the latest calibration of the day's judge model and prompt versions
     calibration = calibration_summary(store, computed.run.judge_models, computed.run.prompt_versions)
     # people's labels: their count and age, agreement, and the headline rates they correct

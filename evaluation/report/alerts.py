@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.estimate import Z_95
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
-from evaluation.report.monitor import POWER, Daily, Result, detectable_drop, records_needed
+from evaluation.report.monitor import _TOLERANCE, POWER, Daily, Result, detectable_drop, records_needed
 from evaluation.report.summary import (
     Change,
     Flag,
@@ -74,7 +74,6 @@ HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
 FLAG_BASELINES = {"trailing_7d": "trailing 7 days", "before_regression": "before the regression"}
 #: The rates whose worse flags alert (borderline has no better direction: it never alerts).
 HEADLINE_RATES = ("pass", "fail")
-_TOLERANCE = 1e-9
 #: The 0.975 quantiles of Student's t for 1 … 30 degrees of freedom.
 _T_975 = (
     12.7062047362, 4.3026527297, 3.1824463053, 2.7764451052, 2.5705818356, 2.4469118511,

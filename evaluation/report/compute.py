@@ -45,7 +45,7 @@ from evaluation.report.alerts import (
 from evaluation.report.distributions import distributions, judge_order
 from evaluation.report.evidence import change_evidence, evidence_changes
 from evaluation.report.labels import landed_root, large_unflagged, latest_failure, run_object
-from evaluation.report.monitor import Daily, Result, SeriesKey, alerting_family_size, monitor
+from evaluation.report.monitor import Daily, Result, SeriesKey, monitor
 from evaluation.report.records import rejects_summary, worst_records
 from evaluation.report.segments import SEP, segment_of, segment_report, split_segments
 from evaluation.report.summary import (
@@ -379,7 +379,8 @@ def assess_days(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]
 def _assess_day(rows_by_day: dict[tuple[str, str], dict[dt.date, dict[str, Any]]], day: dt.date,
                 results: dict[SeriesKey, Result], policy: AlertPolicy, window_start: dt.date
                 ) -> tuple[list[Group], list[Flag], dict[str, ModelState]]:
-    level = policy.alpha / max(alerting_family_size(results), 1)
+    # the day's Bonferroni level: alpha over the alerting family's tests (those with an adjusted p)
+    level = policy.alpha / max(sum(1 for r in results.values() if r.p_adjusted is not None), 1)
     groups: list[Group] = []
     today_rows = sorted((r for by_day in rows_by_day.values() for d, r in by_day.items() if d == day),
                         key=lambda r: (judge_order(str(r["judge"])), str(r["model"])))

@@ -145,8 +145,7 @@ def reference_of(days: Mapping[dt.date, Daily], policy: AlertPolicy) -> Referenc
     tau2, own, df = day_variance(list(kept.values()), policy.prior_day_sd, policy.prior_days)
     weight = sum((v.n / pooled.n) ** 2 for v in kept.values())
     sampling = sum(v.variance / v.n for v in kept.values()) / len(kept)
-    own_df = len(kept) - 1 if own is not None else 0
-    uncertainty = tau2_uncertainty(tau2, policy.prior_days, own_df, sampling)
+    uncertainty = tau2_uncertainty(tau2, policy.prior_days, len(kept) - 1, sampling)
     return Reference(tuple(kept), pooled, weight, tau2, own, df, uncertainty)
 
 
@@ -339,8 +338,3 @@ def monitor(series: Mapping[SeriesKey, Mapping[dt.date, Daily]], days: Sequence[
     """Replay ``days`` in order (states start clear on the first): each day's results."""
     states: dict[SeriesKey, State] = {}
     return [step(states, day, series, policy, headline) for day in sorted(days)]
-
-
-def alerting_family_size(results: Mapping[SeriesKey, Result]) -> int:
-    """How many tests a day's alerting family holds (its Bonferroni level is ``alpha`` over it)."""
-    return sum(1 for r in results.values() if r.p_adjusted is not None)

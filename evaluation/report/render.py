@@ -206,8 +206,7 @@ def _headline_section(summary: DaySummary) -> str:
                          f'{esc(words)}</span>{": " + text if text else ""}</li>')
         items += in_segments.pop(line.model, [])
     items += [item for rest in in_segments.values() for item in rest]
-    regressed = summary.alerting or [line.model for line in lines if line.status == "regressed"]
-    lead = (f"{len(regressed)} model(s) regressed: {esc(', '.join(regressed))}." if regressed
+    lead = (f"{len(summary.alerting)} model(s) regressed: {esc(', '.join(summary.alerting))}." if summary.alerting
             else "No model regressed: nothing alerts today.")
     return _section("headline", "What changed", _note(lead), f'<ul class="plain">{"".join(items)}</ul>',
                     not_significant_note(summary.not_significant), _note(

@@ -48,7 +48,7 @@ def day_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[storage.Store, di
 
 def test_worst_records_show_the_question_and_answer_they_were_judged_on(day_run) -> None:
     out, records, emptied = day_run
-    page, summary = build_daily_report(out, DAY, worst_per_judge=10)
+    page, summary = build_daily_report(out, DAY)
     worst = summary["worst_records"]
     assert worst
     for judge in summary["judges"]:
@@ -66,7 +66,7 @@ def test_worst_records_show_the_question_and_answer_they_were_judged_on(day_run)
 
 def test_empty_answers_are_counted_once_and_the_worst_non_empty_ones_listed(day_run) -> None:
     out, _, emptied = day_run
-    page, summary = build_daily_report(out, DAY, worst_per_judge=10)
+    page, summary = build_daily_report(out, DAY)
     evaluations = storage.read_day(out, "evaluations", DAY)
     ok_empty = (evaluations.filter(pl.col("record_id").is_in(sorted(emptied)) & (pl.col("judge_status") == "ok"))
                 .group_by("judge").agg(pl.col("record_id").sort()))
@@ -116,6 +116,6 @@ def test_empty_answers_landed_with_the_clamp_and_no_judge_call_are_counted(day_r
     calls = storage.read_day(out, "judge_calls", DAY).filter(~is_empty)
     storage.write_parquet(copy, storage.landed_key(out, "judge_calls", DAY) or "", calls)
 
-    _, summary = build_daily_report(copy, DAY, worst_per_judge=10)
+    _, summary = build_daily_report(copy, DAY)
     assert {e["judge"]: e["count"] for e in summary["empty_answers"]} == {j: len(emptied) for j in summary["judges"]}
     assert all(r["record_id"] not in emptied and r["answer"].strip() for r in summary["worst_records"])
