@@ -104,10 +104,6 @@ SegmentPaths = Annotated[list[str], BeforeValidator(_segment_paths), FormText]
 #: Version of the deterministic rules (parsing, clamps, scores, verdicts). Bump on any change.
 RULES_VERSION = "rules-2026.11.2"
 
-def reference_is_missing(reference: str | None) -> bool:
-    """True when a reference is null, blank, or the literal ``none`` after trim + lowercase (CONTRACT §1)."""
-    return reference is None or reference.strip().lower() in ("", "none")
-
 
 class Context(BaseModel):
     """One retrieved piece of evidence."""
@@ -164,7 +160,7 @@ class InputRecord(BaseModel):
     @property
     def reference_missing(self) -> bool:
         """Whether the reference counts as missing (CONTRACT §1)."""
-        return reference_is_missing(self.reference)
+        return self.reference is None or self.reference.strip().lower() in ("", "none")
 
     def untrusted_texts(self) -> list[str]:
         """Every piece of judged text that came from the logs (for the quote defence of §2.1)."""

@@ -31,11 +31,9 @@ def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
 
 #: The multiplicity adjustments, by the name tables and pages show.
 P_ADJUSTMENTS = {"holm": holm, "bh": benjamini_hochberg}
-#: The default adjustment (a comparison's ``ComparisonSpec.p_adjust`` and the report's flags pick one).
-P_ADJUST = "holm"
 
 
-def adjust_p_values(p_values: np.ndarray, method: str = P_ADJUST) -> np.ndarray:
+def adjust_p_values(p_values: np.ndarray, method: str = "holm") -> np.ndarray:
     """``p_values`` adjusted for their number with ``method`` (a key of :data:`P_ADJUSTMENTS`)."""
     if method not in P_ADJUSTMENTS:
         raise ValueError(f"unknown p-value adjustment {method!r}; one of {', '.join(P_ADJUSTMENTS)}")

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import polars as pl
 from pydantic import BaseModel, BeforeValidator, Field, PlainValidator, ValidationError
 
-from evaluation.contract.config import InputRecord, Rubric, reference_is_missing
+from evaluation.contract.config import InputRecord, Rubric
 from evaluation.judges.extract import Number, Text, strings
 from evaluation.judges.rendering import DATA_RULES, RenderedPrompt, fill, prompt_version
 from evaluation.judges.row import ParsedRow
@@ -67,7 +67,7 @@ def prompt_mode(record: InputRecord) -> str | None:
     if record.rubrics:
         return "rubric"
     has_outcome = record.expected_outcome is not None and record.expected_outcome.strip() != ""
-    if has_outcome or not reference_is_missing(record.reference):
+    if has_outcome or not record.reference_missing:
         return "freeform"
     return None
 
