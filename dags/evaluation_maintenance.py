@@ -54,9 +54,7 @@ def evaluation_maintenance() -> None:
         # Polars: DAG files must parse light
         from evaluation.storage import retention
 
-        context = get_current_context()
-        glue.check_conf(context)
-        params = context["params"]
+        params = glue.check_conf(get_current_context())
         output_uri = params.get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", "")
         if not output_uri:
             raise AirflowFailException("set output_uri (or EVALUATION_OUTPUT_URI)")

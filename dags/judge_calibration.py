@@ -68,9 +68,7 @@ def judge_calibration() -> None:
         # Polars: DAG files must parse light
         from evaluation.calibration.run import calibration_id
 
-        context = get_current_context()
-        glue.check_conf(context)
-        params = context["params"]
+        params = glue.check_conf(get_current_context())
         root = (params.get("golden_uri") or os.environ.get("EVALUATION_GOLDEN_URI", "")).rstrip("/")
         output_uri = params.get("output_uri") or os.environ.get("EVALUATION_OUTPUT_URI", "")
         if not root or not output_uri:

@@ -62,9 +62,7 @@ def _params() -> dict[str, Param]:
 def model_comparison() -> None:
     @task(retries=1)
     def build_spec() -> dict[str, Any]:
-        context = get_current_context()
-        glue.check_conf(context)
-        params = context["params"]
+        params = glue.check_conf(get_current_context())
         values = read_options(COMPARE_OPTIONS, params)  # empty options from the worker's EVALUATION_* variables
         if values.get("judge_model"):  # re-judging: the llm_judge connection's host and limits, as a run's
             glue.judge_connection_defaults(values)

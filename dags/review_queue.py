@@ -65,8 +65,7 @@ def review_queue() -> None:
         from evaluation.stages.labelstudio import pull_labels  # Polars: DAG files must parse light
 
         context = get_current_context()
-        glue.check_conf(context)
-        spec = _spec(dict(context["params"]))
+        spec = _spec(dict(glue.check_conf(context)))
         studio = review_glue.label_studio()
         if studio is None:
             return {"landed": 0, "label_studio": False}

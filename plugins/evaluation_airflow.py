@@ -146,10 +146,10 @@ def evaluation_day(context: Context) -> dt.date:
     return (context["dag_run"].run_after.astimezone(dt.UTC) - dt.timedelta(days=1)).date()
 
 
-def check_conf(context: Context) -> None:
+def check_conf(context: Context) -> dict[str, Any]:
     """Refuse a run whose conf names a key the DAG has no Param for (a typo would otherwise be
     ignored, and the run would go ahead with the default): fail without retry, naming the unknown
-    key(s) and the known ones. Airflow validates the types of the known keys itself."""
+    key(s) and the known ones. Airflow validates the types of the known keys itself. Returns the Params."""
     conf = getattr(context["dag_run"], "conf", None) or {}
     known = set(context["dag"].params.keys())
     unknown = sorted(set(conf) - known)
@@ -158,6 +158,7 @@ def check_conf(context: Context) -> None:
             f"unknown conf key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for DAG "
             f"{context['dag'].dag_id}; the known keys are: {', '.join(sorted(known))}"
         )
+    return context["params"]
 
 
 def trigger(dag_run: DagRunProtocol) -> str:
@@ -168,10 +169,9 @@ def trigger(dag_run: DagRunProtocol) -> str:
 
 def run_config(context: Context) -> RunConfig:
     """The RunConfig of this DAG run, from its Params and context (after :func:`check_conf`)."""
-    check_conf(context)
     names = {o.name for o in RUN_OPTIONS}
     # The option, else its variable in this worker's environment, else the llm_judge connection.
-    params = fill_from_env(RUN_OPTIONS, {k: v for k, v in context["params"].items() if k in names})
+    params = fill_from_env(RUN_OPTIONS, {k: v for k, v in check_conf(context).items() if k in names})
     dag_run = context["dag_run"]
     judge_connection_defaults(params)
     with fail_without_retry(ValueError, prefix="invalid run configuration: "):

@@ -134,12 +134,6 @@ def environment(service: Mapping[str, Any]) -> dict[str, str]:
     return {key: "" if value is None else str(value) for key, value in env.items()}
 
 
-def airflow_common_environment() -> dict[str, str]:
-    """The environment every Airflow service shares (the `x-airflow-common` anchor), interpolated
-    with dev.env's variables (the file's secrets have no defaults)."""
-    return environment(load_compose(dev_variables())[AIRFLOW_COMMON])
-
-
 def command_text(service: Mapping[str, Any]) -> str:
     """A service's command as one string."""
     value = service.get("command") or ""

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from scripts import check_install
-from scripts.compose import airflow_common_environment
+from scripts.compose import AIRFLOW_COMMON, dev_variables, environment, load_compose
 
 
 def test_every_check_passes_with_the_urls_of_docker_compose(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    env = airflow_common_environment()
+    env = environment(load_compose(dev_variables())[AIRFLOW_COMMON])
     for name in check_install.DEFAULT_URLS:
         assert env[name].split("://")[0] == check_install.DEFAULT_URLS[name].split("://")[0], name
         monkeypatch.setenv(name, env[name])
