@@ -351,12 +351,6 @@ def _rejudged(
 # Tables
 
 
-def _ok_values(rows: pl.DataFrame) -> pl.DataFrame:
-    return rows.filter(pl.col("judge_status") == "ok").with_columns(
-        pass_rate=pl.when(pl.col("verdict").is_not_null()).then((pl.col("verdict") == "pass").cast(pl.Float64))
-    )
-
-
 def _values(frame: pl.DataFrame, model: str, metric: str) -> np.ndarray:
     return frame.filter(pl.col("model") == model)[metric].drop_nulls().to_numpy().astype(np.float64, copy=False)
 
@@ -439,7 +433,9 @@ def compare_metrics(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: str
     p-values of all its deltas (:func:`permutation_count` permutations each) are adjusted together
     with ``spec.p_adjust`` (Holm or Benjamini–Hochberg); ``significant`` is an adjusted p-value
     below :data:`ALPHA`."""
-    ok = _ok_values(rows)
+    ok = rows.filter(pl.col("judge_status") == "ok").with_columns(
+        pass_rate=pl.when(pl.col("verdict").is_not_null()).then((pl.col("verdict") == "pass").cast(pl.Float64))
+    )
     permutations = permutation_count(spec)
     out = []
     for judge in spec.judges:
