@@ -514,7 +514,8 @@ def run_comparison(
                .sort("model").iter_rows()}
     statuses = _status_counts(rows)
     paired = paired_questions(rows, spec.models)
-    used, missing = days_covered(rows, spec)
+    used = sorted({d.isoformat() for d in rows["dt"].unique().to_list() if d is not None})
+    missing = [d.isoformat() for d in spec.days() if d.isoformat() not in used]
     if missing:
         logger.info("comparison %s: %d of the range's %d days have no data: %s", comparison_id, len(missing),
                        len(used) + len(missing), ", ".join(missing))
@@ -545,12 +546,6 @@ def run_comparison(
     }
     logger.info("comparison %s landed at %s", comparison_id, result["uri"])
     return result
-
-
-def days_covered(rows: pl.DataFrame, spec: ComparisonSpec) -> tuple[list[str], list[str]]:
-    """The days of the spec's range that have rows, and those that have none (ISO dates)."""
-    used = {d.isoformat() for d in rows["dt"].unique().to_list() if d is not None}
-    return sorted(used), [d.isoformat() for d in spec.days() if d.isoformat() not in used]
 
 
 #: The figures of a delta that :func:`run_comparison` returns (and the CLI prints).
