@@ -41,11 +41,6 @@ def forced_fail() -> pl.Expr:
     return (ok & (rag | prompt | pl.col("empty_answer").fill_null(False))).fill_null(False).alias("forced_fail")
 
 
-def _verdict_label_counts(verdicts: np.ndarray, good: np.ndarray) -> str:
-    return json.dumps({v: {"good": int(((verdicts == v) & good).sum()), "bad": int(((verdicts == v) & ~good).sum())}
-                       for v in VERDICTS})
-
-
 def _spearman_target(frame: pl.DataFrame, metric: str) -> tuple[str, pl.Series] | None:
     """The finest label for ``metric``: its human score, else the rating, else the binary label."""
     scores = frame["scores"].map_elements(lambda s: json.loads(s).get(metric) if s else None, return_dtype=pl.Float64)
@@ -92,7 +87,8 @@ def metric_row(frame: pl.DataFrame, metric: str, spec: CalibrationSpec, rng: np.
         detection = metrics.Detection.of(verdicts == "fail", ~good)
         row.update(kappa=detection.kappa, f1=detection.f1, precision=detection.precision, recall=detection.recall,
                    tp=detection.tp, fp=detection.fp, fn=detection.fn, tn=detection.tn,
-                   confusion=_verdict_label_counts(verdicts, good))
+                   confusion=json.dumps({v: {"good": int(((verdicts == v) & good).sum()),
+                                             "bad": int(((verdicts == v) & ~good).sum())} for v in VERDICTS}))
 
     with_expected = frame["verdict_label"].is_not_null().to_numpy()
     expected = frame["verdict_label"].to_numpy()[with_expected].astype(object)

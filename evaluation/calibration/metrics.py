@@ -31,17 +31,10 @@ MAX_CUTS = 1001
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties given their average rank (as ``scipy.stats.rankdata``)."""
-    values = np.asarray(values, dtype=np.float64)
-    order = np.argsort(values, kind="mergesort")
-    ordered = values[order]
-    starts_group = np.concatenate([[True], ordered[1:] != ordered[:-1]]) if values.size else np.array([], bool)
-    group = np.cumsum(starts_group) - 1
-    starts = np.flatnonzero(starts_group)
-    ends = np.append(starts[1:], values.size)
-    ranks = np.empty(values.size, dtype=np.float64)
-    ranks[order] = ((starts + ends - 1) / 2.0 + 1.0)[group]
-    return ranks
+    """1-based ranks with ties given their average rank (``scipy.stats.rankdata``)."""
+    from scipy.stats import rankdata  # scipy's import is heavy: only the statistics that rank need it
+
+    return np.asarray(rankdata(values), dtype=np.float64)
 
 
 def _classes(values: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:

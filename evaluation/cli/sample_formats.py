@@ -51,15 +51,10 @@ def planted_lines(day: dt.date, lines: Sequence[str], input_format: str) -> list
     return [by_id[name] for name in _PLANTED[input_format][:count]]
 
 
-def _chat(line: str) -> dict[str, Any] | None:
-    chat = json.loads(synthetic.to_openai_chat(line)) if line.startswith("{") and line.endswith("}") else None
-    return chat if type(chat) is dict else None
-
-
 def _litellm(day: dt.date, index: int, line: str) -> tuple[str, bytes]:
     """One line as LiteLLM's logger writes a call: ``YYYY-MM-DD/time-HH-MM-SS-ffffff_<id>.json``."""
-    chat = _chat(line)
-    if chat is None:
+    chat = json.loads(synthetic.to_openai_chat(line)) if line.startswith("{") and line.endswith("}") else None
+    if type(chat) is not dict:
         return f"{day.isoformat()}/time-12-00-00-{index:06d}_broken.json", line.encode()
     messages = chat["messages"]
     started = float(chat.get("created") or 0)

@@ -351,12 +351,6 @@ def _rejudged(
 # Tables
 
 
-def _ok_values(rows: pl.DataFrame) -> pl.DataFrame:
-    return rows.filter(pl.col("judge_status") == "ok").with_columns(
-        pass_rate=pl.when(pl.col("verdict").is_not_null()).then((pl.col("verdict") == "pass").cast(pl.Float64))
-    )
-
-
 def _values(frame: pl.DataFrame, model: str, metric: str) -> np.ndarray:
     return frame.filter(pl.col("model") == model)[metric].drop_nulls().to_numpy().astype(np.float64, copy=False)
 
@@ -439,7 +433,9 @@ def compare_metrics(rows: pl.DataFrame, spec: ComparisonSpec, comparison_id: str
     p-values of all its deltas (:func:`permutation_count` permutations each) are adjusted together
     with ``spec.p_adjust`` (Holm or Benjamini–Hochberg); ``significant`` is an adjusted p-value
     below :data:`ALPHA`."""
-    ok = _ok_values(rows)
+    ok = rows.filter(pl.col("judge_status") == "ok").with_columns(
+        pass_rate=pl.when(pl.col("verdict").is_not_null()).then((pl.col("verdict") == "pass").cast(pl.Float64))
+    )
     permutations = permutation_count(spec)
     out = []
     for judge in spec.judges:
@@ -518,7 +514,8 @@ def run_comparison(
                .sort("model").iter_rows()}
     statuses = _status_counts(rows)
     paired = paired_questions(rows, spec.models)
-    used, missing = days_covered(rows, spec)
+    used = sorted({d.isoformat() for d in rows["dt"].unique().to_list() if d is not None})
+    missing = [d.isoformat() for d in spec.days() if d.isoformat() not in used]
     if missing:
         logger.info("comparison %s: %d of the range's %d days have no data: %s", comparison_id, len(missing),
                        len(used) + len(missing), ", ".join(missing))
@@ -549,12 +546,6 @@ def run_comparison(
     }
     logger.info("comparison %s landed at %s", comparison_id, result["uri"])
     return result
-
-
-def days_covered(rows: pl.DataFrame, spec: ComparisonSpec) -> tuple[list[str], list[str]]:
-    """The days of the spec's range that have rows, and those that have none (ISO dates)."""
-    used = {d.isoformat() for d in rows["dt"].unique().to_list() if d is not None}
-    return sorted(used), [d.isoformat() for d in spec.days() if d.isoformat() not in used]
 
 
 #: The figures of a delta that :func:`run_comparison` returns (and the CLI prints).

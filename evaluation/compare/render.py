@@ -65,13 +65,6 @@ _ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
 _ADJUSTMENT_CONTROLS = {"holm": "the family-wise error rate", "bh": "the false discovery rate"}
 
 
-def _effect(row: dict[str, Any]) -> str:
-    if row.get("effect_size") is None:
-        return "–"
-    return (f"{row['effect_size']:+.2f} [{_fmt(row.get('effect_size_ci_low'), 2)}, "
-            f"{_fmt(row.get('effect_size_ci_high'), 2)}]")
-
-
 def _metrics_table(rows: list[dict[str, Any]]) -> str:
     method = next((r["p_adjust_method"] for r in rows if r.get("p_adjust_method")), None)
     adjusted = _ADJUSTMENT_NAMES.get(method or "", method or "adjusted")
@@ -87,6 +80,8 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
         wtl = "–" if r["is_baseline"] else f"{r['wins']} / {r['ties']} / {r['losses']}"
         delta = "–" if r["delta"] is None else f"{r['delta']:+.3f}"
         delta_ci = "–" if r["delta"] is None else f"[{_fmt(r['delta_ci_low'])}, {_fmt(r['delta_ci_high'])}]"
+        effect = ("–" if r.get("effect_size") is None else f"{r['effect_size']:+.2f} "
+                  f"[{_fmt(r.get('effect_size_ci_low'), 2)}, {_fmt(r.get('effect_size_ci_high'), 2)}]")
         body.append(
             f"<tr><td>{esc(r['metric'])}</td><td>{esc(r['model'])}{' (baseline)' if r['is_baseline'] else ''}</td>"
             f"<td class='num'>{r['n']}</td><td class='num'>{_fmt(r['mean'])}</td>"
@@ -94,7 +89,7 @@ def _metrics_table(rows: list[dict[str, Any]]) -> str:
             f"<td class='num'>{_fmt(r.get('delta_mean'))}</td><td class='num'>{_fmt(r.get('delta_baseline_mean'))}</td>"
             f"<td class='num {cls}'>{delta}</td><td class='num'>{delta_ci}</td>"
             f"<td class='num'>{_fmt(r['p_value'], 4)}</td><td class='num {cls}'>{_fmt(r.get('p_adjusted'), 4)}</td>"
-            f"<td class='num'>{_effect(r)}</td><td>{_fmt(r['test'])}</td>"
+            f"<td class='num'>{effect}</td><td>{_fmt(r['test'])}</td>"
             f"<td class='num'>{'–' if r['is_baseline'] else _fmt(r.get('n_pairs'))}</td><td class='num'>{wtl}</td></tr>"
         )
     return table([head], body, compact=True)

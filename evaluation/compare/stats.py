@@ -88,8 +88,6 @@ def _as_extreme(statistics: np.ndarray, observed: float) -> int:
 
 def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[float, float]:
     """95% percentile bootstrap interval of the mean."""
-    if values.size == 1:
-        return float(values[0]), float(values[0])
     return percentile_interval(bootstrap_means(values, rng, resamples))
 
 
