@@ -47,9 +47,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluation.contract.estimate import Z_95
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
-from evaluation.report.monitor import _TOLERANCE, POWER, Daily, Result, detectable_drop, records_needed
+from evaluation.report.monitor import _TOLERANCE, POWER, Daily, Result, detectable_drop, records_needed, t_isf
 from evaluation.report.summary import (
     Change,
     Flag,
@@ -74,30 +73,13 @@ HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
 FLAG_BASELINES = {"trailing_7d": "trailing 7 days", "before_regression": "before the regression"}
 #: The rates whose worse flags alert (borderline has no better direction: it never alerts).
 HEADLINE_RATES = ("pass", "fail")
-#: The 0.975 quantiles of Student's t for 1 … 30 degrees of freedom.
-_T_975 = (
-    12.7062047362, 4.3026527297, 3.1824463053, 2.7764451052, 2.5705818356, 2.4469118511,
-    2.3646242516, 2.3060041352, 2.2621571628, 2.2281388520, 2.2009851601, 2.1788128297,
-    2.1603686565, 2.1447866879, 2.1314495456, 2.1199052992, 2.1098155778, 2.1009220402,
-    2.0930240544, 2.0859634473, 2.0796138447, 2.0738730679, 2.0686576104, 2.0638985616,
-    2.0595385528, 2.0555294386, 2.0518305165, 2.0484071418, 2.0452296421, 2.0422724563,
-)
+
 
 def t_quantile_975(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (table up to 30, then a
-    Cornish–Fisher expansion, within 5e-8 of the exact value)."""
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
     if df < 1:
         raise ValueError("t quantile needs at least one degree of freedom")
-    if df <= len(_T_975):
-        return _T_975[df - 1]
-    z, v = Z_95, float(df)
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
-    )
+    return t_isf(0.025, df)
 
 
 class AlertPolicy(BaseModel):
