@@ -133,10 +133,9 @@ def _landed_questions(store: storage.Store, keys: pl.DataFrame, landed: storage.
         .unique(["dt", "record_id"], keep="first", maintain_order=True)
         .collect(engine="streaming")
     )
-    questions = [read_fenced_blocks(prompt).get("question") for prompt in prompts["user_prompt"]]
-    return prompts.select("dt", "record_id").with_columns(
-        question_key=pl.Series([None if q is None else question_key(q) for q in questions], dtype=pl.String)
-    )
+    questions = pl.Series("question", [read_fenced_blocks(prompt).get("question") for prompt in prompts["user_prompt"]],
+                          dtype=pl.String)
+    return _with_question_keys(prompts.select("dt", "record_id", questions)).drop("question")
 
 
 def landed_rows(store: storage.Store, spec: ComparisonSpec) -> pl.DataFrame:

@@ -9,7 +9,6 @@ is HTML-escaped.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
@@ -299,8 +298,7 @@ def _trend_section(summary: DaySummary) -> str:
             f"No landed summary for {len(source.missing_days)} day(s): "
             f"{esc(', '.join(source.missing_days))} (gaps in the lines)."
         ))
-    first, last = dt.date.fromisoformat(source.days_with_summary[0]), dt.date.fromisoformat(summary.dt)
-    days = [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+    days = sorted([*source.days_with_summary, *source.missing_days])  # every day from the first landed one to dt
     labels = [d[5:] for d in days]
     colours = _model_colours(summary)
     figures = []
