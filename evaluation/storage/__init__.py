@@ -19,22 +19,13 @@ Layout under an output root (``s3://bucket/prefix`` or a directory), CONTRACT §
     human_labels/dt=YYYY-MM-DD/labels-<hash>.parquet  people's labels, by the day labelled
     _review/<source>.json                       how far a Label Studio project's labels were pulled
 
-A day is landed whole: a landing writes each of its objects under a name of its own (so nothing a
-reader sees is overwritten), then the day's commit record (:class:`DayCommit`) in one conditional
-PUT (:func:`commit_day_if`: only over the record the landing read), then deletes the objects that
-record supersedes. Every reader of the project finds a day's objects
-through the commit records only (:func:`read_landed`, the one way), so it sees the day of one run,
-all its tables together, the previous run's until the commit and the new one's after; a landing
-that dies before its commit changes nothing a reader sees. (A reader that read the commit just
-before a newer one, and opens the day's objects after that landing deleted them, fails with a
-:class:`StorageError` naming the object: never a mix; reading again reads the new day.) Each
-object is itself written whole (a single PUT, or a multipart upload that S3 makes visible only
-when it completes; locally a file renamed into place). A day landed before commit records
-(``<table>/dt=D/part-0.parquet``, ``validation/dt=D/result.json``, no record) reads as those
-objects. Engines that glob the folders (DuckDB, Athena, Polars) see every object there: both
-runs' rows between a landing's uploads and its deletions (each row carries its ``run_id``;
-docs/tables.md gives the query that keeps the landed run's). ``dt`` lives in the path only (a Date
-hive partition); the files do not repeat it, as Hive, Athena and Trino expect.
+A day is landed whole (docs/tables.md, "Layout", says what readers see and when): each object
+is written whole under a name of its own (a single PUT, or a multipart upload that S3 makes
+visible only when it completes; locally a file renamed into place), then the day's commit record
+(:class:`DayCommit`) in one conditional PUT (:func:`commit_day_if`: only over the record the
+landing read), then the objects that record supersedes are deleted. Every reader of the project
+finds a day's objects through the commit records only (:func:`read_landed`, the one way); a
+reader that opens an object a newer landing deleted fails with a :class:`StorageError` naming it.
 
 S3: every S3 store reaches S3 through an :class:`S3Access`, a boto3 session and the client made
 from it (in Airflow, from the ``aws_default`` connection).
