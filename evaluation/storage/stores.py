@@ -189,12 +189,9 @@ class LocalStore(Store):
 
     def prune(self, prefix: str) -> None:
         """Remove the empty folders under ``prefix`` (a directory store's folders are not objects)."""
-        base = self.path / prefix
-        if base.is_dir():
-            for folder in sorted([p for p in base.rglob("*") if p.is_dir()] + [base], key=lambda p: len(p.parts),
-                                 reverse=True):
-                with contextlib.suppress(OSError):  # not empty (written meanwhile): kept
-                    folder.rmdir()
+        for folder, _, _ in os.walk(self.path / prefix, topdown=False):  # none in a folder that does not exist
+            with contextlib.suppress(OSError):  # not empty (written meanwhile): kept
+                os.rmdir(folder)
 
 
 class S3Store(Store):
