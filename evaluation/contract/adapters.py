@@ -284,11 +284,6 @@ _DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?
 _EPOCH_UNITS: tuple[tuple[float, float], ...] = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6), (float("inf"), 1e9))
 
 
-def _epoch(value: float) -> dt.datetime:
-    divisor = next(divisor for bound, divisor in _EPOCH_UNITS if abs(value) < bound)
-    return dt.datetime.fromtimestamp(value / divisor, dt.UTC)
-
-
 def read_timestamp(value: Any, problems: list[str]) -> Any:
     """A timestamp in the common forms, as an aware UTC datetime: Unix time in seconds,
     milliseconds, microseconds or nanoseconds (decided by magnitude), as a number or a string of
@@ -308,7 +303,8 @@ def read_timestamp(value: Any, problems: list[str]) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return value
     try:
-        return _epoch(value)
+        divisor = next(divisor for bound, divisor in _EPOCH_UNITS if abs(value) < bound)
+        return dt.datetime.fromtimestamp(value / divisor, dt.UTC)
     except (OverflowError, OSError, ValueError):
         problems.append(f"timestamp: not a Unix time: {value}")
         return None
