@@ -291,7 +291,7 @@ def _merge_row_results(total: dict[str, Any], batch: dict[str, Any]) -> None:
                 result[key] = (result[key] or 0) + (more.get(key) or 0)
         elements, unexpected = result["element_count"], result["unexpected_count"]
         if "missing_count" in result:  # the expectation counts nulls as missing, not as unexpected
-            nonmissing = _percent(unexpected, elements - result["missing_count"]) if elements else None
+            nonmissing = _percent(unexpected, elements - result["missing_count"])
             result.update(
                 missing_percent=_percent(result["missing_count"], elements),
                 unexpected_percent_total=_percent(unexpected, elements),
