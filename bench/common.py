@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
+
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
-_HZ = os.sysconf("SC_CLK_TCK")
 
 
 def child_env() -> dict[str, str]:
@@ -73,21 +74,18 @@ def child_main(tasks: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> 
 # Machine load
 
 
-def _busy_jiffies() -> int:
-    with open("/proc/stat") as stat:
-        fields = [int(v) for v in stat.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields[:8]) - idle
+def _busy_seconds() -> float:
+    times = psutil.cpu_times()
+    return float(sum(times[:8]) - times.idle - times.iowait)
 
 
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU of a live process (0 when it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _HZ
+    return float(times.user + times.system)
 
 
 def load_average() -> float:
@@ -100,7 +98,7 @@ class LoadProbe:
     """CPU used on the machine during a measurement, split into ours and everybody else's."""
 
     watched: list[int] = field(default_factory=list)  # live helper processes that count as ours
-    _busy: int = 0
+    _busy: float = 0.0
     _wall: float = 0.0
     _children: float = 0.0
     _self: float = 0.0
@@ -109,7 +107,7 @@ class LoadProbe:
 
     def start(self) -> LoadProbe:
         self.load_before = load_average()
-        self._busy = _busy_jiffies()
+        self._busy = _busy_seconds()
         self._wall = time.monotonic()
         self._children = cpu_seconds(resource.RUSAGE_CHILDREN)
         self._self = cpu_seconds()
@@ -118,7 +116,7 @@ class LoadProbe:
 
     def stop(self) -> dict[str, float]:
         wall = max(time.monotonic() - self._wall, 1e-9)
-        busy = (_busy_jiffies() - self._busy) / _HZ
+        busy = _busy_seconds() - self._busy
         ours = (cpu_seconds(resource.RUSAGE_CHILDREN) - self._children) + (cpu_seconds() - self._self)
         ours += sum(process_cpu_seconds(p) for p in self.watched) - self._watched
         return {
@@ -134,9 +132,9 @@ def wait_for_quiet(max_wait_s: float = 45.0, threshold: float = 1.5) -> float:
     """Wait (bounded) until other processes use under ``threshold`` cores; returns the last reading."""
     deadline = time.monotonic() + max_wait_s
     while True:
-        before = _busy_jiffies()
+        before = _busy_seconds()
         time.sleep(2.0)
-        cores = (_busy_jiffies() - before) / _HZ / 2.0
+        cores = (_busy_seconds() - before) / 2.0
         if cores < threshold or time.monotonic() >= deadline:
             return round(cores, 2)
 

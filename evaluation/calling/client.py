@@ -413,7 +413,7 @@ class JudgeClient:
         while True:
             epoch = await limit.acquire(retry=attempts > 0)
             if attempts == 0 and should_stop is not None and should_stop():
-                limit.release(False)
+                limit.release()
                 return None
             attempts += 1
             budget = self.budget
@@ -435,7 +435,7 @@ class JudgeClient:
                     limit.throttled(epoch, is_callers_rate(rate_limit_headers(exc, "remaining"), tokens))
                     if self.budget is None:
                         self._learn_budget(exc)
-                limit.release(False)
+                limit.release()
                 elapsed = time.monotonic() - started
                 if error_class not in self.retryable:
                     why = "not retried"
@@ -452,7 +452,7 @@ class JudgeClient:
                     why = f"retry budget of {self.retry_budget_s:g}s exhausted after {attempts} attempts"
                 error = f"{error_class} ({why}): {error_message(exc, self._api_key)}"
                 return self._failure(error_class, error, attempts, started)
-            limit.release(True)
+            limit.release()
             outcome = self._success(response, attempts, started)
             if budget is not None:
                 budget.settle(reserved, outcome.input_tokens + outcome.output_tokens, outcome.output_tokens)

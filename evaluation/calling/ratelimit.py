@@ -201,9 +201,8 @@ class AdaptiveLimit:
                 waiter.set_result(None)
                 return
 
-    def release(self, success: bool = True) -> None:
-        """Give the slot back (``success`` is kept for callers; the limit grows with time, not
-        with successes)."""
+    def release(self) -> None:
+        """Give the slot back (the limit grows with time, not with successes)."""
         self.in_flight -= 1
         self._wake()
 

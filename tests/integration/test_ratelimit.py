@@ -186,7 +186,7 @@ def test_a_429_with_room_left_and_other_failures_never_shrink_the_limit() -> Non
         limit = AdaptiveLimit(8, clock=clock)
         epoch = await limit.acquire()
         assert not limit.throttled(epoch, caller_rate=False)
-        limit.release(False)  # a 5xx, a timeout or a malformed reply: released, nothing else
+        limit.release()  # a 5xx, a timeout or a malformed reply: released, nothing else
         assert limit.limit == 8 and limit.decreases == 0
 
     asyncio.run(scenario())
@@ -240,7 +240,7 @@ def test_adaptive_limit_never_lets_more_than_its_limit_in_flight() -> None:
             state["now"] -= 1
             if i == 5:
                 limit.throttled(epoch)
-            limit.release(i != 5)
+            limit.release()
 
         await asyncio.gather(*(one(i) for i in range(60)))
         assert limit.in_flight == 0
