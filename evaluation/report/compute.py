@@ -227,7 +227,7 @@ def _comparisons(kind: str, key: str, today: dict[str, Any], previous: dict[str,
             "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
             "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd},
         "reference": reference,
-        "trailing_7d": reference,  # the name earlier summaries used: the same entry
+        "trailing_7d": reference,
         "monitoring": None if result is None else monitoring_entry(kind, result, level, policy),
     }
 
