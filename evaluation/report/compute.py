@@ -447,7 +447,6 @@ def _segments(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> Seg
 
 
 def _totals(groups: list[Group], facts: _Facts | None, rejected: int) -> Totals:
-    """The day's rows, statuses, tokens and cost over the groups; its records and rejects."""
     records = {"records": facts.records} if facts is not None and facts.rows else {}
     return Totals(rows=sum(g.rows for g in groups),
                   status_counts={s: sum(g.status_counts[s] for g in groups) for s in JUDGE_STATUSES},
@@ -470,7 +469,6 @@ def _source(inputs: ReportInputs, latest: dict[str, Any] | None, history: pl.Dat
 
 
 def _method(policy: AlertPolicy) -> Method:
-    """How the report's intervals, comparisons and flags are worked out, as the page says it."""
     return Method(
         confidence=CONFIDENCE,
         rate_interval="Wilson score interval over ok rows",
