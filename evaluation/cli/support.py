@@ -358,7 +358,7 @@ def _failure_line(exc: BaseException, flags: dict[str, str]) -> tuple[int, str]:
     """The exit code and the one line of an exception that ends a command: a usage error (a
     settings model refusing an option's value among them) exits 2 naming the option by its flag
     (``flags``: field name to flag), any other error 1."""
-    if isinstance(exc, ValidationError):  # a settings model refused an option's value
+    if isinstance(exc, ValidationError):
         return USAGE, validation_message(exc, flags)
     if isinstance(exc, UsageError):  # "input_format: ..." names the option by its field
         name, colon, rest = str(exc).partition(": ")

@@ -227,7 +227,7 @@ def _comparisons(kind: str, key: str, today: dict[str, Any], previous: dict[str,
             "sd": math.sqrt(ref.tau2), "own_sd": None if ref.own_tau2 is None else math.sqrt(ref.own_tau2),
             "days": len(ref.days), "df": ref.tau_df, "prior_sd": policy.prior_day_sd},
         "reference": reference,
-        "trailing_7d": reference,  # the name earlier summaries used: the same entry
+        "trailing_7d": reference,
         "monitoring": None if result is None else monitoring_entry(kind, result, level, policy),
     }
 
@@ -447,7 +447,6 @@ def _segments(segmented: pl.DataFrame, day: dt.date, policy: AlertPolicy) -> Seg
 
 
 def _totals(groups: list[Group], facts: _Facts | None, rejected: int) -> Totals:
-    """The day's rows, statuses, tokens and cost over the groups; its records and rejects."""
     records = {"records": facts.records} if facts is not None and facts.rows else {}
     return Totals(rows=sum(g.rows for g in groups),
                   status_counts={s: sum(g.status_counts[s] for g in groups) for s in JUDGE_STATUSES},
@@ -470,7 +469,6 @@ def _source(inputs: ReportInputs, latest: dict[str, Any] | None, history: pl.Dat
 
 
 def _method(policy: AlertPolicy) -> Method:
-    """How the report's intervals, comparisons and flags are worked out, as the page says it."""
     return Method(
         confidence=CONFIDENCE,
         rate_interval="Wilson score interval over ok rows",
