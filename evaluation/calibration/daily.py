@@ -134,9 +134,8 @@ def latest_calibrations(store: storage.Store, judge_model: str, versions: dict[s
     if not keys:
         return None
     frame = storage.scan_parquet(store, keys, hive=False).filter(pl.col("judge_model") == judge_model).collect()
-    wanted = [j for j, v in versions.items() if v]
-    frame = frame.filter(pl.struct("judge", "prompt_version").map_elements(
-        lambda s: s["judge"] in wanted and s["prompt_version"] == versions[s["judge"]], return_dtype=pl.Boolean))
+    frame = frame.filter(pl.col("prompt_version") == pl.col("judge").replace_strict(
+        {j: v for j, v in versions.items() if v}, default=None, return_dtype=pl.String))
     if frame.is_empty():
         return None
     latest = frame.group_by("set_name", "judge").agg(pl.col("calibrated_at").max())

@@ -78,29 +78,27 @@ def worse_sign(kind: str, name: str) -> int | None:
 
 def pool(days: Sequence[Daily]) -> Daily | None:
     """The days' rows taken together: the n-weighted value, and the variance of all the rows."""
-    usable = [d for d in days if d.n > 0]
-    total = sum(d.n for d in usable)
+    total = sum(d.n for d in days)
     if not total:
         return None
-    value = sum(d.value * d.n for d in usable) / total
-    if usable[0].count is not None:
-        count = sum(d.count or 0 for d in usable)
+    value = sum(d.value * d.n for d in days) / total
+    if days[0].count is not None:
+        count = sum(d.count or 0 for d in days)
         return Daily(count / total, total, value * (1 - value), count)
-    within = sum((d.n - 1) * d.variance for d in usable) + sum(d.n * (d.value - value) ** 2 for d in usable)
+    within = sum((d.n - 1) * d.variance for d in days) + sum(d.n * (d.value - value) ** 2 for d in days)
     return Daily(value, total, within / (total - 1) if total > 1 else 0.0)
 
 
 def day_variance(days: Sequence[Daily], prior_sd: float, prior_days: float) -> tuple[float, float | None, float]:
     """``(τ̃², τ̂², df)``: the shrunk day-to-day variance of ``days`` (never the tested day), the
     days' own estimate (None with fewer than 2 days) and the degrees of freedom τ̃² carries."""
-    usable = [d for d in days if d.n > 0]
     own: float | None = None
-    if len(usable) >= 2:
-        k = len(usable)
-        mean = sum(d.value for d in usable) / k
-        spread = sum((d.value - mean) ** 2 for d in usable) / (k - 1)
-        own = max(0.0, spread - sum(d.variance / d.n for d in usable) / k)
-    own_df = len(usable) - 1 if own is not None else 0
+    if len(days) >= 2:
+        k = len(days)
+        mean = sum(d.value for d in days) / k
+        spread = sum((d.value - mean) ** 2 for d in days) / (k - 1)
+        own = max(0.0, spread - sum(d.variance / d.n for d in days) / k)
+    own_df = len(days) - 1 if own is not None else 0
     df = prior_days + own_df
     if df <= 0:
         return 0.0, own, 0.0
