@@ -140,41 +140,6 @@ def wait_for_quiet(max_wait_s: float = 45.0, threshold: float = 1.5) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# Running a child
-
-
-def run_child(
-    module: str,
-    task: str,
-    params: dict[str, Any],
-    *,
-    log: Path,
-    timeout_s: float = 900.0,
-    watched: list[int] | None = None,
-) -> dict[str, Any]:
-    """Run ``python -m bench.<module> <task>`` (its output appended to `log`) and return its JSON
-    result, plus the child's wall time (``child_wall_s``, imports included) and the machine's load
-    during the run."""
-    with tempfile.NamedTemporaryFile(prefix=f"bench-{task}-", suffix=".json", delete=False) as handle:
-        out = Path(handle.name)
-    command = [sys.executable, "-m", f"bench.{module}", task, "--params", json.dumps(params), "--out", str(out)]
-    probe = LoadProbe(watched=list(watched or [])).start()
-    with open(log, "a") as stream:
-        completed, wall = timed(subprocess.run, command, cwd=REPO, env=child_env(), stdout=stream,
-                                stderr=subprocess.PIPE, text=True, timeout=timeout_s)
-    load = probe.stop()
-    try:
-        if completed.returncode != 0:
-            raise RuntimeError(f"bench.{module} {task} exited {completed.returncode}:\n{completed.stderr[-4000:]}")
-        result = json.loads(out.read_text())
-    finally:
-        out.unlink(missing_ok=True)
-    result["child_wall_s"] = round(wall, 2)
-    result["load"] = load
-    return result
-
-
-# --------------------------------------------------------------------------------------------
 # The local OpenAI-compatible server as a separate process
 
 
@@ -235,10 +200,27 @@ class Bench:
                           "holds": "n/a" if holds is None else ("yes" if holds else "no"), **extra})
 
     def child(self, module: str, task: str, params: dict[str, Any], *, keep: str | None = None,
-              **kwargs: Any) -> dict[str, Any]:
-        """The result of a measurement child (:func:`run_child`), also kept as ``details[keep]``."""
+              timeout_s: float = 900.0, watched: list[int] | None = None) -> dict[str, Any]:
+        """Run ``python -m bench.<module> <task>`` (its output appended to the log) and return its JSON
+        result, plus the child's wall time (``child_wall_s``, imports included) and the machine's load
+        during the run; the result is also kept as ``details[keep]``."""
         print(f"  [{self.elapsed():5.0f}s] {module}.{task} {json.dumps(params)[:110]}", flush=True)
-        result = run_child(module, task, params, log=self.log, **kwargs)
+        with tempfile.NamedTemporaryFile(prefix=f"bench-{task}-", suffix=".json", delete=False) as handle:
+            out = Path(handle.name)
+        command = [sys.executable, "-m", f"bench.{module}", task, "--params", json.dumps(params), "--out", str(out)]
+        probe = LoadProbe(watched=list(watched or [])).start()
+        with open(self.log, "a") as stream:
+            completed, wall = timed(subprocess.run, command, cwd=REPO, env=child_env(), stdout=stream,
+                                    stderr=subprocess.PIPE, text=True, timeout=timeout_s)
+        load = probe.stop()
+        try:
+            if completed.returncode != 0:
+                raise RuntimeError(f"bench.{module} {task} exited {completed.returncode}:\n{completed.stderr[-4000:]}")
+            result = json.loads(out.read_text())
+        finally:
+            out.unlink(missing_ok=True)
+        result["child_wall_s"] = round(wall, 2)
+        result["load"] = load
         if keep is not None:
             self.details[keep] = result
         return result
