@@ -166,11 +166,8 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
     for accuracy in params.get("cheap_accuracies", CHEAP_ACCURACIES):
         trials = []
         for seed in range(int(params.get("trials", 3))):
-            work = Path(tempfile.mkdtemp(prefix=f"bench-cascade-{seed}-"))
-            try:
-                trials.append(_trial(work, records, seed, float(accuracy)))
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
+            with tempfile.TemporaryDirectory(prefix=f"bench-cascade-{seed}-", ignore_cleanup_errors=True) as work:
+                trials.append(_trial(Path(work), records, seed, float(accuracy)))
         scenarios.append({"cheap_accuracy": float(accuracy), "trials": trials, "summary": summary(trials)})
     return {"records": len(records), "sets": list(SETS), "strong_accuracy": STRONG_ACCURACY, "judges": JUDGES,
             "losses": list(LOSSES), "scenarios": scenarios}

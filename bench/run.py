@@ -70,11 +70,9 @@ import datetime as dt
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from bench.batch import batch_items
@@ -159,17 +157,13 @@ def _chain(bench: Bench, records: int) -> dict[str, Any]:
     """ingest + validate, plan, (staged judged rows), a chunk's ledger lookup, score + land, a
     re-run's ledger, the lookup again: one child per step."""
     raw = bench.child("stages", "prepare_raw", {"records": records}, timeout_s=900)
-    out = Path(tempfile.mkdtemp(prefix=f"bench-stages-{records}-"))
-    work = Path(tempfile.mkdtemp(prefix=f"bench-stages-work-{records}-"))
-    params = {"input_uri": raw["input_uri"], "output_uri": str(out), "work": str(work)}
-    try:
+    with (tempfile.TemporaryDirectory(prefix=f"bench-stages-{records}-", ignore_cleanup_errors=True) as out,
+          tempfile.TemporaryDirectory(prefix=f"bench-stages-work-{records}-", ignore_cleanup_errors=True) as work):
+        params = {"input_uri": raw["input_uri"], "output_uri": out, "work": work}
         steps = {"raw": raw}
         for step, task in CHAIN:
             wait_for_quiet(20)
             steps[step] = bench.child("stages", task, params, timeout_s=3600)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
     return steps
 
 
