@@ -86,16 +86,13 @@ KEY_FIELDS = ("question", "answer")
 SHUFFLE_BUCKET_ROWS = 20_000
 
 
-def _content_digests(frame: pl.DataFrame) -> list[bytes]:
+def content_keys(frame: pl.DataFrame) -> pl.Series:
+    """A stable 64-bit key per record (16 hex digits) of its question and answer."""
     joined = frame.select(
         pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in KEY_FIELDS], separator="\x1f")
     ).to_series()
-    return [hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest() for text in joined]
-
-
-def content_keys(frame: pl.DataFrame) -> pl.Series:
-    """A stable 64-bit key per record (16 hex digits) of its question and answer."""
-    return pl.Series("_key", [d.hex() for d in _content_digests(frame)], dtype=pl.String)
+    return pl.Series("_key", [hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+                              for text in joined], dtype=pl.String)
 
 
 def key_range(frame: pl.DataFrame) -> tuple[str, str] | None:
@@ -116,10 +113,10 @@ def _bucket_files(parts: Iterable[Path], total: int, sample: Sample | None,
     offset = 0
     for number, path in enumerate(parts):
         part = pl.read_parquet(path)
-        digests = _content_digests(part)
+        keys = content_keys(part)
         part = part.with_columns(
-            _key=pl.Series([d.hex() for d in digests], dtype=pl.String),
-            _bucket=pl.Series([(int.from_bytes(d[:4]) * buckets) >> 32 for d in digests], dtype=pl.Int64),
+            keys,
+            _bucket=pl.Series([(int(k[:8], 16) * buckets) >> 32 for k in keys], dtype=pl.Int64),
         )
         if sample is not None:  # the sample is drawn over the whole day, once every part is read
             models.append(part["model"].cast(pl.Categorical))
