@@ -61,7 +61,7 @@ def _sampled(models: pl.Series, fractions: pl.Series, sample: Sample) -> pl.Seri
     return keep.alias("sampled")
 
 
-def _staged_valid_parts(cfg: RunConfig, stores: Stores, ingest: IngestRecord, folder: Path) -> Iterator[Path]:
+def _staged_valid_parts(cfg: RunConfig, stores: Stores, ingest: IngestRecord) -> Iterator[Path]:
     """The valid parts ingest staged, in input order, each as a local file while it is read: the
     store's own file for a directory store, else downloaded when its turn comes and deleted after."""
     for index in range(ingest.valid_parts):
@@ -69,12 +69,10 @@ def _staged_valid_parts(cfg: RunConfig, stores: Stores, ingest: IngestRecord, fo
         if isinstance(stores.out, storage.LocalStore):
             yield stores.out.path / key
             continue
-        path = folder / "valid-part.parquet"
-        stores.out.download_file(key, path)
-        try:
+        with tempfile.TemporaryDirectory(prefix="evaluation-part-") as folder:
+            path = Path(folder) / "valid-part.parquet"
+            stores.out.download_file(key, path)
             yield path
-        finally:
-            path.unlink(missing_ok=True)
 
 
 #: The record fields of the content key. Every judge's prompt holds the question and the answer,
@@ -220,7 +218,7 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
             yield part
 
     with tempfile.TemporaryDirectory(prefix="evaluation-plan-") as folder:
-        parts = _staged_valid_parts(cfg, stores, ingest, Path(folder))
+        parts = _staged_valid_parts(cfg, stores, ingest)
         chunks = stage_chunks(cfg, stores, counting_the_sampled(
             key_ordered_chunks(parts, total, cfg.sample, chunk_size, Path(folder))))
     staged = sum(c.records for c in chunks)
