@@ -20,9 +20,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -153,13 +151,12 @@ def _read_labels(store: storage.Store, objects: list[storage.ObjectInfo]) -> dic
     """``(source_uri, line_no) -> (labels or None, problems, raw)`` for every parsed record."""
 
     found: dict[tuple[str, int], tuple[Any, ...]] = {}
-    with tempfile.TemporaryDirectory(prefix="evaluation-golden-") as folder:
-        for source_uri, path in raw_sources(store, objects, Path(folder)):
-            for item in iter_object(source_uri, path):
-                if isinstance(item, tuple):
-                    line_no, obj, raw = item
-                    labels, problems = label_problems(obj.get("labels"))
-                    found[(source_uri, line_no)] = (labels, problems, raw)
+    for source_uri, path in raw_sources(store, objects):
+        for item in iter_object(source_uri, path):
+            if isinstance(item, tuple):
+                line_no, obj, raw = item
+                labels, problems = label_problems(obj.get("labels"))
+                found[(source_uri, line_no)] = (labels, problems, raw)
     return found
 
 

@@ -87,32 +87,31 @@ def probe_judge(
     client: JudgeClient,
     where: str,
     *,
-    timeout_s: float | None = None,
+    timeout_s: float,
     key_hint: str | None = None,
     on_wait: Callable[[str], None] | None = None,
     every_s: float = PROBE_REPORT_EVERY_S,
 ) -> float:
     """Send ``client``'s judge model its probe call (one attempt, a busy endpoint's 429 or 5xx
-    tried again, all within ``timeout_s``, default the client's call timeout); returns the
-    latency (ms). Raises :class:`JudgeUnusable` for an offline judge that does not exist (no call
-    made), credentials missing or refused (naming the variables to set, and ``key_hint``) or any
-    other refusal; :class:`JudgeUnreachable` naming the URL for a refused connection, a probe
-    unanswered within ``timeout_s`` or an endpoint that stayed busy. While it waits, a line saying
-    what for is logged, and passed to ``on_wait``, every ``every_s`` seconds."""
+    tried again, all within ``timeout_s``); returns the latency (ms). Raises :class:`JudgeUnusable`
+    for an offline judge that does not exist (no call made), credentials missing or refused (naming
+    the variables to set, and ``key_hint``) or any other refusal; :class:`JudgeUnreachable` naming
+    the URL for a refused connection, a probe unanswered within ``timeout_s`` or an endpoint that
+    stayed busy. While it waits, a line saying what for is logged, and passed to ``on_wait``, every
+    ``every_s`` seconds."""
 
     model = client.model
     refuse_unknown_offline_model(model, where)
     url = endpoint(model, client.api_base)
-    timeout = client.timeout_s if timeout_s is None else float(timeout_s)
 
     def waiting(waited: float) -> None:
         line = (f"{where}: waiting for judge model {model} at {url} to answer the probe call "
-                f"({waited:.0f} s of {timeout:g} s)")
+                f"({waited:.0f} s of {timeout_s:g} s)")
         logger.info("%s", line)
         if on_wait is not None:
             on_wait(line)
 
-    outcome = asyncio.run(client.probe(timeout_s=timeout, on_wait=waiting, every_s=every_s))
+    outcome = asyncio.run(client.probe(timeout_s=timeout_s, on_wait=waiting, every_s=every_s))
     if outcome.ok:
         logger.info("%s: judge model %s answered the probe in %.0f ms", where, model, outcome.latency_ms)
         return float(outcome.latency_ms)
@@ -126,7 +125,7 @@ def probe_judge(
         raise JudgeUnreachable(f"{where}: judge model {model!r}: could not connect to {url}: {error}")
     if error_class == "timeout":
         raise JudgeUnreachable(f"{where}: judge model {model!r} at {url} did not answer a probe call within "
-                               f"{timeout:g} s (probe_timeout_s): {error}")
+                               f"{timeout_s:g} s (probe_timeout_s): {error}")
     if error_class in ("rate_limit", "server_error"):
         raise JudgeUnreachable(f"{where}: judge model {model!r} at {url} did not answer a probe call: {error}")
     raise JudgeUnusable(f"{where}: judge model {model!r} cannot be used: the probe call to {url} failed with {error}")

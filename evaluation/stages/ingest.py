@@ -118,8 +118,7 @@ SMALL_OBJECT_BYTES = 1 << 20
 READ_AHEAD_BYTES = 64 << 20
 
 
-def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo],
-                folder: Path) -> Iterator[tuple[str, bytes | Path]]:
+def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo]) -> Iterator[tuple[str, bytes | Path]]:
     """Each raw object in key order: a directory store's own file, or an S3 object read while
     the objects before it are parsed. As many reads are in flight as the S3 client has connections
     (:attr:`~evaluation.storage.S3Store.connections`, 64 unless configured: each read in flight
@@ -148,12 +147,10 @@ def raw_sources(store: storage.Store, objects: list[storage.ObjectInfo],
                 held -= info.size
                 yield store.uri(info.key), future.result()
                 continue
-            path = folder / "raw-object"
-            store.download_file(info.key, path)
-            try:
+            with tempfile.TemporaryDirectory(prefix="evaluation-raw-") as folder:
+                path = Path(folder) / "raw-object"
+                store.download_file(info.key, path)
                 yield store.uri(info.key), path
-            finally:
-                path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -181,19 +178,18 @@ def validated_batches(
 
     With an ``adapter``, the suite validates the mapped records and each reject's reasons name
     the fields as the log spells them."""
-    with tempfile.TemporaryDirectory(prefix="evaluation-ingest-") as folder:
-        sources = raw_sources(store, objects, Path(folder))
-        for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows, adapter=adapter, assemble=assemble):
-            validator.add_ingest_rejects(len(batch.rejects), batch.damaged)
-            if batch.rows.height == 0:
-                yield ValidatedBatch(pl.DataFrame(schema=RECORD_SCHEMA), batch.rejects, [], batch.skipped)
-                continue
-            checked = validator.validate_batch(batch.rows)
-            valid = checked.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
-            rejects = checked.rejects
-            if adapter is not None:
-                rejects = [r.model_copy(update={"reasons": adapter.name_reasons(r.reasons, r.raw)}) for r in rejects]
-            yield ValidatedBatch(valid, batch.rejects, rejects, batch.skipped)
+    sources = raw_sources(store, objects)
+    for batch in ingest_batches(sources, validator.day, batch_rows=batch_rows, adapter=adapter, assemble=assemble):
+        validator.add_ingest_rejects(len(batch.rejects), batch.damaged)
+        if batch.rows.height == 0:
+            yield ValidatedBatch(pl.DataFrame(schema=RECORD_SCHEMA), batch.rejects, [], batch.skipped)
+            continue
+        checked = validator.validate_batch(batch.rows)
+        valid = checked.valid.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+        rejects = checked.rejects
+        if adapter is not None:
+            rejects = [r.model_copy(update={"reasons": adapter.name_reasons(r.reasons, r.raw)}) for r in rejects]
+        yield ValidatedBatch(valid, batch.rejects, rejects, batch.skipped)
 
 
 def _write_rejects(cfg: RunConfig, rejects: list[Any], path: Path) -> Path:

@@ -91,16 +91,14 @@ def task_of(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class LabelStudio:
-    """A Label Studio server: ``base_url`` and a token (a personal access token or a legacy one).
-    ``transport`` is for tests of the client alone."""
+    """A Label Studio server: ``base_url`` and a token (a personal access token or a legacy one)."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 60.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, token: str) -> None:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._personal = token.count(".") == 2  # a JWT: a personal access token
         self._access: str | None = None
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._http = httpx.Client(base_url=self.base_url, timeout=60.0)
 
     def close(self) -> None:
         self._http.close()

@@ -61,7 +61,7 @@ def _sampled(models: pl.Series, fractions: pl.Series, sample: Sample) -> pl.Seri
     return keep.alias("sampled")
 
 
-def _staged_valid_parts(cfg: RunConfig, stores: Stores, ingest: IngestRecord, folder: Path) -> Iterator[Path]:
+def _staged_valid_parts(cfg: RunConfig, stores: Stores, ingest: IngestRecord) -> Iterator[Path]:
     """The valid parts ingest staged, in input order, each as a local file while it is read: the
     store's own file for a directory store, else downloaded when its turn comes and deleted after."""
     for index in range(ingest.valid_parts):
@@ -69,12 +69,10 @@ def _staged_valid_parts(cfg: RunConfig, stores: Stores, ingest: IngestRecord, fo
         if isinstance(stores.out, storage.LocalStore):
             yield stores.out.path / key
             continue
-        path = folder / "valid-part.parquet"
-        stores.out.download_file(key, path)
-        try:
+        with tempfile.TemporaryDirectory(prefix="evaluation-part-") as folder:
+            path = Path(folder) / "valid-part.parquet"
+            stores.out.download_file(key, path)
             yield path
-        finally:
-            path.unlink(missing_ok=True)
 
 
 #: The record fields of the content key. Every judge's prompt holds the question and the answer,
@@ -86,16 +84,13 @@ KEY_FIELDS = ("question", "answer")
 SHUFFLE_BUCKET_ROWS = 20_000
 
 
-def _content_digests(frame: pl.DataFrame) -> list[bytes]:
+def content_keys(frame: pl.DataFrame) -> pl.Series:
+    """A stable 64-bit key per record (16 hex digits) of its question and answer."""
     joined = frame.select(
         pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in KEY_FIELDS], separator="\x1f")
     ).to_series()
-    return [hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest() for text in joined]
-
-
-def content_keys(frame: pl.DataFrame) -> pl.Series:
-    """A stable 64-bit key per record (16 hex digits) of its question and answer."""
-    return pl.Series("_key", [d.hex() for d in _content_digests(frame)], dtype=pl.String)
+    return pl.Series("_key", [hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+                              for text in joined], dtype=pl.String)
 
 
 def key_range(frame: pl.DataFrame) -> tuple[str, str] | None:
@@ -116,10 +111,10 @@ def _bucket_files(parts: Iterable[Path], total: int, sample: Sample | None,
     offset = 0
     for number, path in enumerate(parts):
         part = pl.read_parquet(path)
-        digests = _content_digests(part)
+        keys = content_keys(part)
         part = part.with_columns(
-            _key=pl.Series([d.hex() for d in digests], dtype=pl.String),
-            _bucket=pl.Series([(int.from_bytes(d[:4]) * buckets) >> 32 for d in digests], dtype=pl.Int64),
+            keys,
+            _bucket=pl.Series([(int(k[:8], 16) * buckets) >> 32 for k in keys], dtype=pl.Int64),
         )
         if sample is not None:  # the sample is drawn over the whole day, once every part is read
             models.append(part["model"].cast(pl.Categorical))
@@ -223,7 +218,7 @@ def plan_chunks(cfg: RunConfig, stores: Stores) -> list[ChunkPlan]:
             yield part
 
     with tempfile.TemporaryDirectory(prefix="evaluation-plan-") as folder:
-        parts = _staged_valid_parts(cfg, stores, ingest, Path(folder))
+        parts = _staged_valid_parts(cfg, stores, ingest)
         chunks = stage_chunks(cfg, stores, counting_the_sampled(
             key_ordered_chunks(parts, total, cfg.sample, chunk_size, Path(folder))))
     staged = sum(c.records for c in chunks)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -100,12 +99,11 @@ def queued_records(spec: ReviewSpec, raw: storage.Store, queue: pl.DataFrame) ->
         assert isinstance(day, dt.date)
         wanted = rows["record_id"].to_list()
         found = []
-        with tempfile.TemporaryDirectory(prefix="evaluation-review-") as folder:
-            sources = raw_sources(raw, raw_objects(raw, day, source), Path(folder))
-            for batch in ingest_batches(sources, day, adapter=adapter, assemble=source.assemble):
-                found.append(batch.rows.filter(pl.col("record_id").is_in(wanted))
-                             .select("record_id", "question", "answer", pl.col("contexts_json").alias("contexts"),
-                                     "reference"))
+        sources = raw_sources(raw, raw_objects(raw, day, source))
+        for batch in ingest_batches(sources, day, adapter=adapter, assemble=source.assemble):
+            found.append(batch.rows.filter(pl.col("record_id").is_in(wanted))
+                         .select("record_id", "question", "answer", pl.col("contexts_json").alias("contexts"),
+                                 "reference"))
         texts = pl.concat(found).unique("record_id", keep="first", maintain_order=True) if found else None
         if texts is None or texts.height < len(set(wanted)):
             missing = sorted(set(wanted) - set([] if texts is None else texts["record_id"].to_list()))

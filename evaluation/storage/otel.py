@@ -39,7 +39,7 @@ from typing import IO, Any
 from evaluation.contract.adapters import SKIP_KEY, adapt_chat
 from evaluation.storage.ingest import ParsedRow, Reject
 
-__all__ = ["assemble_traces", "compact_span", "request_spans", "trace_records"]
+__all__ = ["assemble_traces"]
 
 #: Files the spans of a day are spread over by trace id.
 BUCKETS = 64

@@ -320,7 +320,7 @@ def test_a_day_of_small_objects_is_read_with_one_read_in_flight_per_connection(l
     assert store.connections == 4
     reads = _Reads(store, threading.Barrier(4, timeout=60))
     store.read_bytes = reads  # type: ignore[method-assign]
-    read = list(raw_sources(store, objects, tmp_path))
+    read = list(raw_sources(store, objects))
     assert [uri for uri, _ in read] == [store.uri(o.key) for o in objects]
     assert [json.loads(data)["id"] for _, data in read] == [f"call-{i:03d}" for i in range(12)]  # type: ignore[arg-type]
     assert reads.most == 4
@@ -357,10 +357,10 @@ def test_what_is_read_ahead_of_the_parser_is_bounded_in_bytes(local_s3: Any, tmp
     store, objects = _small_objects(local_s3, 8, 20)
     monkeypatch.setattr(ingest_stage, "ThreadPoolExecutor", Counted)
     monkeypatch.setattr(ingest_stage, "READ_AHEAD_BYTES", 3 * max(o.size for o in objects))
-    ahead = [len(submitted) - taken for taken, _ in enumerate(ingest_stage.raw_sources(store, objects, tmp_path), start=1)]
+    ahead = [len(submitted) - taken for taken, _ in enumerate(ingest_stage.raw_sources(store, objects), start=1)]
     assert len(ahead) == 20 and len(submitted) == 20
     assert max(ahead) == 2  # two read ahead: three objects' bytes, the parser's own among them
     monkeypatch.setattr(ingest_stage, "READ_AHEAD_BYTES", 64 << 20)
     submitted.clear()
-    ahead = [len(submitted) - taken for taken, _ in enumerate(ingest_stage.raw_sources(store, objects, tmp_path), start=1)]
+    ahead = [len(submitted) - taken for taken, _ in enumerate(ingest_stage.raw_sources(store, objects), start=1)]
     assert max(ahead) == 15  # without the byte bound: twice the connections held, the parser's among them
