@@ -283,13 +283,13 @@ def read_tuning(public: Path) -> dict[str, list[dict[str, Any]]]:
             for name, convert in golden_sets.CONVERTERS.items()}
 
 
-def tuning_split(records: list[dict[str, Any]], seed: int = SEED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def tuning_split(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The fit and the held-out half of a tuning set: by a seeded hash of the question, so that
     every answer to one question (a HaluEval pair, BEGIN's generators on one turn) is on one side."""
     fit: list[dict[str, Any]] = []
     held_out: list[dict[str, Any]] = []
     for record in records:
-        digest = hashlib.sha256(f"{seed}\x1f{record['question']}".encode()).digest()
+        digest = hashlib.sha256(f"{SEED}\x1f{record['question']}".encode()).digest()
         (fit if digest[0] % 2 == 0 else held_out).append(record)
     return fit, held_out
 
