@@ -69,9 +69,8 @@ def _rank(seed: int, key: str) -> str:
     return hashlib.sha256(f"{seed}\x1f{key}".encode()).hexdigest()
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def jsonl(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def golden_record(set_name: str, index: int, *, model: str, question: str, answer: str, contexts: list[str],
@@ -176,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             print(f"{path} not found: give --source", file=sys.stderr)
             return 1
-        records = CONVERTERS[name](_read(path), args.limit, args.seed)
+        records = CONVERTERS[name](jsonl(path.read_text(encoding="utf-8")), args.limit, args.seed)
         folder = write_set(args.out, name, records, full=args.limit == 0)
         print(f"{name}: {len(records)} records -> {folder}")
     return 0

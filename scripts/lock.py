@@ -46,10 +46,6 @@ def _closure(roots: set[str], installed: dict[str, metadata.Distribution]) -> se
     return seen
 
 
-def _order(pin: str) -> str:
-    return canonicalize_name(pin.split("==")[0])
-
-
 def main() -> None:
     """Rewrite both files."""
     installed: dict[str, metadata.Distribution] = {canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions()}
@@ -59,8 +55,8 @@ def main() -> None:
     dev_header, dev_names = _pins(DEV)
     runtime = _closure(prod_names - dev_names, installed)
     pins = {name: f"{dist.metadata['Name']}=={dist.version}" for name, dist in installed.items()}
-    prod = sorted((pins[n] for n in pins if n in runtime and n not in dev_names), key=_order)
-    dev = sorted((pins[n] for n in pins if n not in runtime or n in dev_names), key=_order)
+    prod = [pins[n] for n in sorted(pins) if n in runtime and n not in dev_names]
+    dev = [pins[n] for n in sorted(pins) if n not in runtime or n in dev_names]
     PROD.write_text("\n".join([*prod_header, *prod]) + "\n")
     DEV.write_text("\n".join([*dev_header, *dev]) + "\n")
     print(f"requirements.txt: {len(prod)} pins; requirements-dev.txt: {len(dev)} pins")

@@ -244,10 +244,6 @@ def read_source(root: Path, path: str) -> str | None:
     return None
 
 
-def _jsonl(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def _required(root: Path, path: str, checkout: str) -> str:
     """``path`` of the source at ``root`` (:func:`read_source`); FileNotFoundError naming it when absent."""
     text = read_source(root, path)
@@ -265,7 +261,7 @@ def read_q2(root: Path) -> list[dict[str, Any]]:
 
 def read_qags(root: Path, part: str) -> list[dict[str, Any]]:
     """One QAGS part (``cnndm`` or ``xsum``) from a qags checkout."""
-    return qags_records(_jsonl(_required(root, f"data/mturk_{part}.jsonl", "qags")), part)
+    return qags_records(golden_sets.jsonl(_required(root, f"data/mturk_{part}.jsonl", "qags")), part)
 
 
 def read_summedits(root: Path) -> list[dict[str, Any]]:
@@ -277,23 +273,23 @@ def read_summedits(root: Path) -> list[dict[str, Any]]:
 
 def read_attributionbench(root: Path) -> list[dict[str, Any]]:
     """AttributionBench from a checkout: the files of :data:`ATTRIBUTIONBENCH_FILES`."""
-    return attributionbench_records({name: _jsonl(_required(root, f"data/{name}.jsonl", "AttributionBench"))
+    return attributionbench_records({name: golden_sets.jsonl(_required(root, f"data/{name}.jsonl", "AttributionBench"))
                                      for name in ATTRIBUTIONBENCH_FILES})
 
 
 def read_tuning(public: Path) -> dict[str, list[dict[str, Any]]]:
     """The tuning sets, every record, as ``scripts/golden_sets.py`` converts them."""
-    return {name: convert(_jsonl((public / golden_sets.SETS[name]["file"]).read_text(encoding="utf-8")), 0, SEED)
+    return {name: convert(golden_sets.jsonl((public / golden_sets.SETS[name]["file"]).read_text(encoding="utf-8")), 0, SEED)
             for name, convert in golden_sets.CONVERTERS.items()}
 
 
-def tuning_split(records: list[dict[str, Any]], seed: int = SEED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def tuning_split(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The fit and the held-out half of a tuning set: by a seeded hash of the question, so that
     every answer to one question (a HaluEval pair, BEGIN's generators on one turn) is on one side."""
     fit: list[dict[str, Any]] = []
     held_out: list[dict[str, Any]] = []
     for record in records:
-        digest = hashlib.sha256(f"{seed}\x1f{record['question']}".encode()).digest()
+        digest = hashlib.sha256(f"{SEED}\x1f{record['question']}".encode()).digest()
         (fit if digest[0] % 2 == 0 else held_out).append(record)
     return fit, held_out
 

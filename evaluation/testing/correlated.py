@@ -33,7 +33,7 @@ class CorrelatedJudges:
     cut: float = 0.6
     bad_share: float = 0.5
 
-    def draw(self, records: int, rng: np.random.Generator, *, split: str = "fit", judge: str = "rag",
+    def draw(self, records: int, rng: np.random.Generator, *, split: str = "fit",
              prefix: str = "r") -> tuple[list[pl.DataFrame], pl.DataFrame]:
         """``records`` records judged by every level: each level's rows (``record_id``, ``judge``,
         ``judge_status`` ok, ``score``, ``verdict``), and the labels (``record_id``, ``good``, ``split``)."""
@@ -45,6 +45,6 @@ class CorrelatedJudges:
             noise = np.sqrt(self.rho) * difficulty + np.sqrt(1.0 - self.rho) * rng.standard_normal(records)
             latent = NormalDist().inv_cdf(accuracy) - noise  # >= 0: right
             score = scores_of(np.where(good, latent, -latent), self.cut)
-            levels.append(pl.DataFrame({"record_id": ids, "judge": judge, "judge_status": "ok", "score": score,
+            levels.append(pl.DataFrame({"record_id": ids, "judge": "rag", "judge_status": "ok", "score": score,
                                         "verdict": np.where(score < self.cut, "fail", "pass")}))
         return levels, pl.DataFrame({"record_id": ids, "good": good, "split": split})

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["b64_ids_to_hex", "litellm_key", "litellm_payloads", "otel_export", "otlp_json"]
+__all__ = ["litellm_key", "litellm_payloads", "otel_export", "otlp_json"]
 
 
 def _chat_messages(record: dict[str, Any]) -> list[dict[str, Any]]:

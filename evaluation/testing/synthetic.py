@@ -221,8 +221,7 @@ def generate_day(
              for i in range(records)]
     if bad:
         lines.extend(raw for raw, _ in bad_lines(day))
-        if lines:
-            lines.append(lines[0])  # a repeated record_id: the first occurrence is kept
+        lines.append(lines[0])  # a repeated record_id: the first occurrence is kept
     return lines
 
 
