@@ -184,25 +184,17 @@ class BatchApi:
     async def create(self, input_file_id: str, metadata: dict[str, str]) -> dict[str, Any]:
         batch = await configure().acreate_batch(completion_window=COMPLETION_WINDOW, endpoint=ENDPOINT,
                                                 input_file_id=input_file_id, metadata=metadata, **self._kwargs)
-        return _as_dict(batch)
+        return dict(batch.model_dump())
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         """The batch's current state."""
-        return _as_dict(await configure().aretrieve_batch(batch_id=batch_id, **self._kwargs))
+        return dict((await configure().aretrieve_batch(batch_id=batch_id, **self._kwargs)).model_dump())
 
     async def content(self, file_id: str) -> bytes:
         """A file's bytes (a batch's output or error file)."""
         response = await configure().afile_content(file_id=file_id, **self._kwargs)
         data = getattr(response, "content", response)
         return data if isinstance(data, bytes) else str(data).encode()
-
-
-def _as_dict(batch: Any) -> dict[str, Any]:
-    if isinstance(batch, dict):
-        return batch
-    if hasattr(batch, "model_dump"):
-        return dict(batch.model_dump())
-    return dict(vars(batch))
 
 
 class ChunkBatch:
@@ -445,7 +437,7 @@ class ChunkBatch:
 
 
 def _counts(info: dict[str, Any]) -> dict[str, int]:
-    counts = _as_dict(info.get("request_counts") or {})
+    counts = info.get("request_counts") or {}
     return {k: int(counts.get(k) or 0) for k in ("total", "completed", "failed")}
 
 
@@ -453,8 +445,7 @@ def _batch_errors(info: dict[str, Any]) -> str | None:
     errors = info.get("errors")
     if not errors:
         return None
-    data = errors.get("data") if isinstance(errors, dict) else getattr(errors, "data", None)
-    messages = [str(e.get("message") if isinstance(e, dict) else getattr(e, "message", e)) for e in (data or [])]
+    messages = [str(e.get("message")) for e in (errors.get("data") or [])]
     return "; ".join(messages) or str(errors)
 
 

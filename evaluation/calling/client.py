@@ -409,7 +409,7 @@ class JudgeClient:
         limit = self.limit
         started = 0.0
         attempts = 0
-        prompt_tokens = -1
+        prompt_tokens = estimate_tokens(prompt.messages)
         while True:
             epoch = await limit.acquire(retry=attempts > 0)
             if attempts == 0 and should_stop is not None and should_stop():
@@ -419,8 +419,6 @@ class JudgeClient:
             budget = self.budget
             reserved = 0
             if budget is not None:
-                if prompt_tokens < 0:
-                    prompt_tokens = estimate_tokens(prompt.messages)
                 reserved = budget.expected_tokens(prompt_tokens, max_tokens)
                 await budget.acquire(reserved)
             if attempts == 1:
@@ -431,8 +429,7 @@ class JudgeClient:
                 error_class = classify_error(exc)
                 delay = retry_after_seconds(exc)
                 if error_class == "rate_limit":
-                    tokens = prompt_tokens if prompt_tokens >= 0 else estimate_tokens(prompt.messages)
-                    limit.throttled(epoch, is_callers_rate(rate_limit_headers(exc, "remaining"), tokens))
+                    limit.throttled(epoch, is_callers_rate(rate_limit_headers(exc, "remaining"), prompt_tokens))
                     if self.budget is None:
                         self._learn_budget(exc)
                 limit.release()

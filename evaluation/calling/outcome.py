@@ -67,17 +67,11 @@ def classify_error(exc: BaseException) -> str:
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)) or any(
             _NO_CREDENTIALS.search(str(e)) for e in chain):
         return "auth"
-    if isinstance(exc, openai.RateLimitError):
-        return "quota" if _mentions_quota(exc) else "rate_limit"
     if isinstance(exc, openai.APIConnectionError):
         return "connection"
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and (by_status := status_error_class(status, str(exc))) is not None:
         return by_status
-    if isinstance(exc, openai.InternalServerError):
-        return "server_error"
-    if isinstance(exc, openai.BadRequestError):
-        return "bad_request"
     if isinstance(exc, (ConnectionError, OSError)):
         return "connection"
     return "other"
@@ -105,8 +99,8 @@ _NO_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be
                              re.IGNORECASE)
 
 
-def _mentions_quota(exc: BaseException | str) -> bool:
-    text = str(exc).lower()
+def _mentions_quota(message: str) -> bool:
+    text = message.lower()
     return "insufficient_quota" in text or "exceeded your current quota" in text or "quota exceeded" in text
 
 
