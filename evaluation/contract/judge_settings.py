@@ -21,12 +21,9 @@ OFFLINE_JUDGE_MODEL = "offline/lexical"
 StructuredOutput = Literal["auto", "on", "off"]
 
 
-def _blank_is_none(value: object) -> object:
-    return None if isinstance(value, str) and not value.strip() else value
-
-
 #: Text that may be left blank in a form: blank is None.
-OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
+OptionalText = Annotated[str | None, BeforeValidator(lambda value: None if isinstance(value, str) and not value.strip()
+                                                     else value)]
 
 
 def request_parameters(*, temperature: float, api_base: str | None, json_mode: bool,

@@ -88,10 +88,6 @@ STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
 _QUOTE_CHARS = 60
 
 
-def _quote(value: str) -> str:
-    return repr(value if len(value) <= _QUOTE_CHARS else value[:_QUOTE_CHARS] + "…")
-
-
 def is_number(value: object) -> bool:
     """An int or float that is not a boolean and is finite (CONTRACT §2.1): a context's score, a
     rubric's weight, a judge's reply value."""
@@ -127,7 +123,8 @@ def _timestamp(value: Any, problems: list[str]) -> dt.datetime | None:
                 return dt.datetime.fromisoformat(value.upper()).astimezone(dt.UTC)
             except ValueError:
                 pass  # well-formed but impossible (month 13, second 60): reported below
-        problems.append(f"timestamp: not RFC 3339: {_quote(value)}")
+        shown = value if len(value) <= _QUOTE_CHARS else value[:_QUOTE_CHARS] + "…"
+        problems.append(f"timestamp: not RFC 3339: {shown!r}")
         return None
     if isinstance(value, dt.datetime):
         # Parquet timestamps without a time zone are UTC by contract.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,10 +182,9 @@ CALIBRATE_OPTIONS = options(CalibrationSpec, skip=("temperature",), env_prefix=E
 RETENTION_OPTIONS = options(Retention, env_prefix=ENV_PREFIX)
 
 
-def read_options(found: Iterable[Option], values: Mapping[str, Any]) -> dict[str, Any]:
+def read_options(found: Sequence[Option], values: Mapping[str, Any]) -> dict[str, Any]:
     """A spec's input from option values: those left empty taken from their variables (else their
     fallbacks), nested as the spec takes them (:func:`fill_from_env`, :func:`model_input`)."""
-    found = tuple(found)
     return model_input(found, fill_from_env(found, values))
 
 

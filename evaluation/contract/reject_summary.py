@@ -23,24 +23,21 @@ class ReasonCount(BaseModel):
     examples: list[str] = Field(description="A few of them: `<record id> at <file>:<line>`.")
 
 
-def _reason_kind() -> pl.Expr:
-    """A reason with its per-record details dropped, so that like rejects count together:
-    ``(UTC 2026-11-22T12:00:00Z)`` tails and ``column 39`` positions."""
-    return (pl.col("reasons").str.replace(r"\s*\([^)]*\)\s*$", "")
-            .str.replace_all(r"\b(line|column|char|item|position) \d+", "$1 N"))
-
-
 def summarise_rejects(rejects: pl.LazyFrame | pl.DataFrame) -> list[ReasonCount]:
     """The :data:`TOP_REASONS` commonest reasons among ``rejects`` (the ``rejects`` table's columns),
     each with its count and :data:`EXAMPLES` examples in input order."""
     example = (pl.coalesce(pl.col("record_id"), pl.lit("(no id)")) + " at "
                + pl.col("source_uri").str.split("/").list.last() + ":" + pl.col("line_no").cast(pl.String))
+    # A reason with its per-record details dropped, so that like rejects count together:
+    # ``(UTC 2026-11-22T12:00:00Z)`` tails and ``column 39`` positions.
+    kind = (pl.col("reasons").str.replace(r"\s*\([^)]*\)\s*$", "")
+            .str.replace_all(r"\b(line|column|char|item|position) \d+", "$1 N"))
     frame = (
         rejects.lazy()
         .select(pl.col("reasons"), example.alias("example"))
         .explode("reasons")
         .drop_nulls("reasons")
-        .with_columns(_reason_kind().alias("reason"))
+        .with_columns(kind.alias("reason"))
         .group_by("reason", maintain_order=True)
         .agg(pl.len().alias("count"), pl.col("example").head(EXAMPLES).alias("examples"))
         .sort("count", "reason", descending=[True, False])

@@ -113,14 +113,6 @@ def call_error_row(judge: JudgeName, record: InputRecord, error: str) -> ParsedR
     return row
 
 
-def _empty_answer_rules(empty: pl.Expr) -> TableRules:
-    """CONTRACT §2.5 empty answers, for every judge: score 0, verdict ``fail`` whatever the
-    thresholds, ``empty_answer`` in ``clamps_applied``; the metrics stay the zeros of
-    :func:`empty_answer_row`."""
-    return TableRules(scored=empty, values={}, clamps=[(pl.lit(True), "empty_answer")], score=pl.lit(0.0),
-                      fails=[(pl.lit(True), None)])
-
-
 def score_table(
     parsed: pl.DataFrame | pl.LazyFrame,
     thresholds: Thresholds | None = None,
@@ -131,7 +123,10 @@ def score_table(
     mixed: replaces the metrics and ``score``, adds ``verdict`` and ``clamps_applied``. Verdicts use
     ``per_judge[judge]`` where given, else ``thresholds`` (else the contract's 0.8 / 0.6)."""
     empty = pl.col("empty_answer").fill_null(False)
-    # An empty answer is scored by its own rule alone: no judge's rule reads its zeros.
-    rules = [_empty_answer_rules(empty)]
+    # CONTRACT §2.5 empty answers, for every judge: score 0, verdict ``fail`` whatever the thresholds,
+    # ``empty_answer`` in ``clamps_applied``; the metrics stay the zeros of :func:`empty_answer_row`.
+    # An empty answer is scored by this rule alone: no judge's rule reads its zeros.
+    rules = [TableRules(scored=empty, values={}, clamps=[(pl.lit(True), "empty_answer")], score=pl.lit(0.0),
+                        fails=[(pl.lit(True), None)])]
     rules += [replace(rules_, scored=rules_.scored & ~empty) for rules_ in (j.table_rules() for j in _JUDGES.values())]
     return apply_rules(parsed, rules, thresholds or Thresholds(), per_judge or {})

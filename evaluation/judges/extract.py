@@ -19,7 +19,7 @@ is not valid JSON and is passed over).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import PlainValidator
@@ -52,13 +52,12 @@ Strings = Annotated[list[str], PlainValidator(strings)]
 
 def extract_json_object(
     text: str | None,
-    key_fields: Iterable[str],
+    key_fields: Sequence[str],
     untrusted: Sequence[str] = (),
 ) -> dict[str, Any] | None:
     """The first JSON object in ``text`` with any of ``key_fields`` that is not a quote, or None."""
     if not text:
         return None
-    keys = tuple(key_fields)
     position = text.find("{")
     while position != -1:
         try:
@@ -66,7 +65,7 @@ def extract_json_object(
         except (ValueError, RecursionError):
             obj = None
         # a candidate quoted from the record's own text is no verdict: the scan goes on
-        if isinstance(obj, dict) and any(key in obj for key in keys):
+        if isinstance(obj, dict) and any(key in obj for key in key_fields):
             if not any(text[position:end] in quoted for quoted in untrusted):
                 return dict(obj)
         position = text.find("{", position + 1)

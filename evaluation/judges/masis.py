@@ -194,9 +194,7 @@ def table_rules() -> TableRules:
     # CONTRACT §2.3 (4): score = round(0.35·faithfulness + 0.25·relevance + 0.25·completeness
     # + 0.15·reasoning_quality, 3); the judge's own overall_score is ignored
     (first, first_weight), *rest = MASIS_WEIGHTS
-    total = pl.col(first) * first_weight
-    for dimension, weight in rest:
-        total = total + pl.col(dimension) * weight
+    total = sum((pl.col(dimension) * weight for dimension, weight in rest), pl.col(first) * first_weight)
     # CONTRACT §2.3 (5): the verdict is §2.5's, with no rule of its own
     return TableRules(scored=scored_rows("masis", "ok"), values=values, clamps=clamps,
                       score=round_like_python(total, 3))

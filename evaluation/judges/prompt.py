@@ -177,9 +177,7 @@ def grade_rubrics(row: ParsedRow, rubrics: list[Rubric], checks: list[RubricChec
     rubric with no check is unsatisfied ("not evaluated"). The satisfied and the total weight are
     kept for :func:`table_rules`, which computes the score from them; hits and misses read
     ``"[id] description: reasoning"``."""
-    first_checks: dict[str, RubricCheck] = {}
-    for each in checks:
-        first_checks.setdefault(each.id, each)
+    first_checks = {each.id: each for each in reversed(checks)}
     total = satisfied_weight = 0.0
     hits: list[str] = []
     misses: list[str] = []

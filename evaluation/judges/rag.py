@@ -188,12 +188,9 @@ def table_rules() -> TableRules:
         pl.when(reference_missing).then(pl.lit(None, dtype=pl.Float64)).otherwise(values["semantic_similarity"])
     )
     # CONTRACT §2.2 (5): score = weighted mean of the non-null metrics, renormalised over them, 3 decimals
-    numerator = pl.lit(0.0)
-    denominator = pl.lit(0.0)
-    for metric, weight in RAG_WEIGHTS:
-        present = pl.col(metric).is_not_null()
-        numerator = numerator + pl.when(present).then(pl.col(metric) * weight).otherwise(0.0)
-        denominator = denominator + pl.when(present).then(pl.lit(weight)).otherwise(0.0)
+    present = {metric: pl.col(metric).is_not_null() for metric, _ in RAG_WEIGHTS}
+    numerator = sum((pl.when(present[m]).then(pl.col(m) * w).otherwise(0.0) for m, w in RAG_WEIGHTS), pl.lit(0.0))
+    denominator = sum((pl.when(present[m]).then(pl.lit(w)).otherwise(0.0) for m, w in RAG_WEIGHTS), pl.lit(0.0))
     score = pl.when(denominator > 0).then(round_like_python(numerator / denominator, 3))
     return TableRules(
         scored=scored_rows("rag", "ok"),

@@ -51,8 +51,6 @@ def _first(cases: list[tuple[pl.Expr, pl.Expr]], otherwise: pl.Expr) -> pl.Expr:
 
 def _rule_mask(rules: Sequence[tuple[pl.Expr, str | None]], offset: int = 0) -> pl.Expr:
     """Bit ``offset + i`` set where rule ``i`` holds (a null condition does not hold)."""
-    if not rules:
-        return pl.lit(0, dtype=pl.Int64)
     bits = [c.fill_null(False).cast(pl.Int64) * (1 << (offset + i)) for i, (c, _) in enumerate(rules)]
     return pl.sum_horizontal(bits)
 
@@ -86,7 +84,7 @@ def apply_rules(parsed: pl.DataFrame | pl.LazyFrame, judges: Sequence[TableRules
     by_threshold = verdict_by_judge(pl.col("score"), thresholds, per_judge)
     fails = [(judge.scored & condition & by_threshold.is_in(PASSING), label)
              for judge in judges for condition, label in judge.fails]
-    failed = pl.any_horizontal([condition for condition, _ in fails]) if fails else pl.lit(False)
+    failed = pl.any_horizontal([condition for condition, _ in fails])
     labelled = [(condition, label) for condition, label in fails if label is not None]
     frame = frame.with_columns(
         verdict=pl.when(failed).then(pl.lit("fail")).otherwise(by_threshold),
