@@ -48,7 +48,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaluation.contract.multiplicity import P_ADJUSTMENTS, adjust_p_values
-from evaluation.report.monitor import _TOLERANCE, POWER, Daily, Result, detectable_drop, records_needed, t_isf
+from evaluation.report.monitor import POWER, TOLERANCE, Daily, Result, detectable_drop, records_needed, t_isf
 from evaluation.report.summary import (
     Change,
     Flag,
@@ -240,7 +240,7 @@ def decide_flags(groups: Sequence[Group], policy: AlertPolicy) -> list[Flag]:
         direction, assessment = assess(kind, name, comparison.delta)
         headline = is_headline(group.judge, kind, name)
         comparison.p_two_sided_adjusted = float(p_shown)
-        shown = bool(p_shown < policy.alpha and abs(comparison.delta) >= minimum - _TOLERANCE)
+        shown = bool(p_shown < policy.alpha and abs(comparison.delta) >= minimum - TOLERANCE)
         if comparison.alerts and comparison.p_adjusted is not None:
             p_adjusted = comparison.p_adjusted
         elif shown and not (headline and assessment == "worse"):  # a headline drop alerts or is no flag

@@ -50,7 +50,8 @@ SeriesKey = tuple[str, str, str, str]
 REFERENCE_DAYS = 7
 POWER = 0.8
 Z_POWER = 0.8416212335729143  # the standard normal's 0.8 quantile
-_TOLERANCE = 1e-9
+#: How far a drop or a standard error may fall short of a bound and still meet it (float rounding).
+TOLERANCE = 1e-9
 #: A regressed series pages again when its drop grew by the minimum effect and this many standard errors.
 WORSE_SES = 3.0
 #: A rate's exact tail is computed when the t p-value is below this (no alpha reaches it).
@@ -215,9 +216,9 @@ def compare_day(kind: str, name: str, today: Daily, ref: Reference) -> Test | No
     variance, df = _parts(kind, today, ref)
     se = math.sqrt(max(variance, 0.0))
     drop = sign * delta if sign is not None else 0.0
-    if se <= _TOLERANCE:
-        worse = (1.0 if drop <= _TOLERANCE else 0.0) if sign is not None else None
-        return Test(delta, 0.0, df, worse, 1.0 if abs(delta) <= _TOLERANCE else 0.0, delta, delta, drop)
+    if se <= TOLERANCE:
+        worse = (1.0 if drop <= TOLERANCE else 0.0) if sign is not None else None
+        return Test(delta, 0.0, df, worse, 1.0 if abs(delta) <= TOLERANCE else 0.0, delta, delta, drop)
     p_worse = None
     if sign is not None:
         p_worse = t_sf(drop / se, df)
@@ -309,7 +310,7 @@ def step(states: dict[SeriesKey, State], day: dt.date, series: Mapping[SeriesKey
         assert test is not None
         effect = policy.min_effect(key[2])
         result.p_adjusted = float(p_adjusted)
-        result.alerts = bool(p_adjusted < policy.alpha and test.drop >= effect - _TOLERANCE)
+        result.alerts = bool(p_adjusted < policy.alpha and test.drop >= effect - TOLERANCE)
         _move(states[key], result, day, effect, policy.alpha)
     for key, result in results.items():
         result.since = states[key].since
@@ -327,7 +328,7 @@ def _move(state: State, result: Result, day: dt.date, effect: float, alpha: floa
     elif test.drop < effect and (test.p_worse is None or test.p_worse >= alpha):
         state.since, state.reference, state.paged_drop = None, None, 0.0
         result.recovered = True
-    elif result.alerts and test.drop - state.paged_drop >= max(effect, WORSE_SES * test.se) - _TOLERANCE:
+    elif result.alerts and test.drop - state.paged_drop >= max(effect, WORSE_SES * test.se) - TOLERANCE:
         state.paged_drop, result.pages = test.drop, True
 
 
