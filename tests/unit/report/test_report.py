@@ -332,6 +332,16 @@ def test_intervals_contain_the_estimate(built: tuple[str, dict[str, Any]]) -> No
     assert checked > 50
 
 
+def test_t_quantile_975_gives_the_published_table() -> None:
+    # Student's t 0.975 quantiles as printed in the standard tables (to 10 digits), and the normal's.
+    published = {1: 12.7062047362, 2: 4.3026527297, 5: 2.5705818356, 10: 2.2281388520, 30: 2.0422724563}
+    for df, value in published.items():
+        assert math.isclose(t_quantile_975(df), value, abs_tol=1e-9), df
+    assert math.isclose(t_quantile_975(10**9), 1.959963984540054, abs_tol=1e-8)
+    with pytest.raises(ValueError, match="at least one degree of freedom"):
+        t_quantile_975(0)
+
+
 def test_interval_formulas() -> None:
     scipy_stats = pytest.importorskip("scipy.stats")
     for df in [*range(1, 40), 50, 99, 100, 250, 1000, 10_000]:
