@@ -364,3 +364,37 @@ def test_what_is_read_ahead_of_the_parser_is_bounded_in_bytes(local_s3: Any, tmp
     submitted.clear()
     ahead = [len(submitted) - taken for taken, _ in enumerate(ingest_stage.raw_sources(store, objects), start=1)]
     assert max(ahead) == 15  # without the byte bound: twice the connections held, the parser's among them
+
+
+def test_a_large_object_is_read_from_a_scratch_file_gone_once_the_parser_moves_on(
+        local_s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An object above SMALL_OBJECT_BYTES is downloaded to a file of its own, in key order among
+    the small ones read into memory; the file holds the object, and it and its folder are gone
+    when the next object is asked for, or when the reader stops early."""
+    from evaluation.stages import ingest as ingest_stage
+
+    store, objects = _small_objects(local_s3, None, 6)
+    large = {o.key for o in objects[1::2]}
+    monkeypatch.setattr(ingest_stage, "SMALL_OBJECT_BYTES", min(o.size for o in objects) + 1)
+    for o in objects:
+        if o.key in large:
+            store.write_bytes(o.key, json.dumps({"id": o.key, "pad": "x" * 200}).encode())
+    objects = store.list(f"{DAY}/")
+    files: list[Path] = []
+    read = []
+    for uri, source in ingest_stage.raw_sources(store, objects):
+        assert all(not f.exists() and not f.parent.exists() for f in files)  # the one before is gone
+        if isinstance(source, Path):
+            files.append(source)
+            read.append(json.loads(source.read_bytes())["id"])
+        else:
+            read.append(json.loads(source)["id"])
+        assert uri == store.uri(objects[len(read) - 1].key)
+    assert len(files) == len(large) == 3 and not any(f.parent.exists() for f in files)
+    assert read == [o.key if o.key in large else f"call-{i:03d}" for i, o in enumerate(objects)]
+    reader = ingest_stage.raw_sources(store, objects)
+    next(reader)
+    _, held = next(reader)
+    assert isinstance(held, Path) and held.exists()
+    reader.close()  # type: ignore[attr-defined]  # a reader that stops early: its scratch folder goes with it
+    assert not held.parent.exists()
